@@ -1,0 +1,1 @@
+//! The cluster runtime of vocab (placeholder crate boundary; see ARCHITECTURE.md).

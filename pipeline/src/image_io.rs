@@ -1,0 +1,458 @@
+//! Photo collections: finding photos in a folder, decoding them, and turning them into luminance.
+//!
+//! A collection is a folder searched recursively for files whose extension the `image` crate
+//! decodes (JPEG, PNG, WebP, TIFF, BMP), optionally restricted to the paths listed in the first
+//! column of a labels CSV. Photos are ordered by their relative path (with `/` separators, compared
+//! byte-wise) and a photo's *picture id* is its index in that order, so ids are stable for a given
+//! folder (and labels file) whatever the decoding outcome of other photos.
+//!
+//! Decoding applies the EXIF orientation, accepts 8- and 16-bit gray, gray+alpha, RGB and RGBA (and
+//! the float variants), ignores alpha, and returns luminance `0.2125 R + 0.7154 G + 0.0721 B` on a
+//! 0..255 scale. A photo that cannot be used is a [`Skip`] value with a reason, not an error: a run
+//! over a real collection goes on and reports it.
+
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use image::{DynamicImage, ImageDecoder, ImageReader};
+use thiserror::Error;
+
+/// Extensions (lower case) of the files a collection includes.
+pub const PHOTO_EXTENSIONS: &[&str] = &["jpg", "jpeg", "png", "webp", "tif", "tiff", "bmp"];
+
+/// Luminance weights applied to R, G and B (ITU-R BT.709, as scikit-image `rgb2gray`).
+pub const LUMA_WEIGHTS: [f32; 3] = [0.2125, 0.7154, 0.0721];
+
+/// Errors that stop a collection from being opened at all.
+#[derive(Debug, Error)]
+pub enum CollectionError {
+    /// The input folder does not exist or is not a folder.
+    #[error("input folder {0} does not exist or is not a folder")]
+    MissingFolder(PathBuf),
+    /// The folder could not be walked.
+    #[error("cannot read input folder {path}: {source}")]
+    Walk {
+        /// Folder or entry at fault.
+        path: PathBuf,
+        /// Underlying error.
+        source: walkdir::Error,
+    },
+    /// The labels file could not be read.
+    #[error("cannot read labels file {path}: {source}")]
+    Labels {
+        /// Labels file.
+        path: PathBuf,
+        /// Underlying error.
+        source: csv::Error,
+    },
+    /// A labels row is malformed.
+    #[error("labels file {path}, line {line}: {message}")]
+    LabelsRow {
+        /// Labels file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: u64,
+        /// What is wrong.
+        message: String,
+    },
+    /// More photos than picture ids (u32) can number.
+    #[error("input folder {0} holds more than 4,294,967,295 photos")]
+    TooMany(PathBuf),
+}
+
+/// One photo of a collection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Photo {
+    /// Index in sorted path order.
+    pub picture_id: u32,
+    /// Path relative to the collection root, `/`-separated.
+    pub rel_path: String,
+}
+
+/// A folder of photos in a stable order.
+#[derive(Debug, Clone)]
+pub struct Collection {
+    root: PathBuf,
+    photos: Vec<Photo>,
+}
+
+impl Collection {
+    /// Finds the photos below `root`; with `labels`, only the paths listed in its first column.
+    ///
+    /// A path listed in the labels file but absent from the folder stays in the collection and is
+    /// reported as skipped when it is decoded, so that nothing listed is silently dropped.
+    pub fn open(root: &Path, labels: Option<&Path>) -> Result<Self, CollectionError> {
+        if !root.is_dir() {
+            return Err(CollectionError::MissingFolder(root.to_path_buf()));
+        }
+        let mut paths = match labels {
+            Some(labels) => read_label_paths(labels)?,
+            None => walk_photos(root)?,
+        };
+        paths.sort_unstable();
+        paths.dedup();
+        if paths.len() > u32::MAX as usize {
+            return Err(CollectionError::TooMany(root.to_path_buf()));
+        }
+        let photos = paths
+            .into_iter()
+            .enumerate()
+            .map(|(idx, rel_path)| Photo {
+                picture_id: idx as u32,
+                rel_path,
+            })
+            .collect();
+        Ok(Self {
+            root: root.to_path_buf(),
+            photos,
+        })
+    }
+
+    /// The collection root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The photos in picture-id order.
+    pub fn photos(&self) -> &[Photo] {
+        &self.photos
+    }
+
+    /// Absolute (root-joined) path of a photo.
+    pub fn path_of(&self, photo: &Photo) -> PathBuf {
+        self.root.join(&photo.rel_path)
+    }
+}
+
+fn is_photo(path: &Path) -> bool {
+    path.extension()
+        .and_then(|ext| ext.to_str())
+        .is_some_and(|ext| PHOTO_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()))
+}
+
+fn walk_photos(root: &Path) -> Result<Vec<String>, CollectionError> {
+    let mut paths = Vec::new();
+    for entry in walkdir::WalkDir::new(root).follow_links(true) {
+        let entry = entry.map_err(|source| CollectionError::Walk {
+            path: source.path().unwrap_or(root).to_path_buf(),
+            source,
+        })?;
+        if !entry.file_type().is_file() || !is_photo(entry.path()) {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        let rel: Vec<_> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect();
+        paths.push(rel.join("/"));
+    }
+    Ok(paths)
+}
+
+fn read_label_paths(labels: &Path) -> Result<Vec<String>, CollectionError> {
+    let csv_err = |source| CollectionError::Labels {
+        path: labels.to_path_buf(),
+        source,
+    };
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(true)
+        .from_path(labels)
+        .map_err(csv_err)?;
+    let mut paths = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(csv_err)?;
+        let line = record.position().map_or(0, |p| p.line());
+        let path = record.get(0).unwrap_or("").trim();
+        if path.is_empty() {
+            return Err(CollectionError::LabelsRow {
+                path: labels.to_path_buf(),
+                line,
+                message: "empty path in the first column".into(),
+            });
+        }
+        if Path::new(path).is_absolute() || path.split('/').any(|part| part == "..") {
+            return Err(CollectionError::LabelsRow {
+                path: labels.to_path_buf(),
+                line,
+                message: format!("path {path:?} must be relative to the input folder"),
+            });
+        }
+        paths.push(path.to_string());
+    }
+    Ok(paths)
+}
+
+/// A grayscale image with `f32` luminance on a 0..255 scale, row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Luminance {
+    /// Width in pixels.
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+    /// `width * height` values, row-major.
+    pub data: Vec<f32>,
+}
+
+impl Luminance {
+    /// Converts a decoded image (any pixel format) to luminance; alpha is ignored.
+    pub fn from_image(img: &DynamicImage) -> Self {
+        let (width, height) = (img.width() as usize, img.height() as usize);
+        let data = match img {
+            DynamicImage::ImageLuma8(buf) => buf.as_raw().iter().map(|&v| f32::from(v)).collect(),
+            DynamicImage::ImageLumaA8(buf) => buf
+                .as_raw()
+                .chunks_exact(2)
+                .map(|p| f32::from(p[0]))
+                .collect(),
+            DynamicImage::ImageLuma16(buf) => {
+                buf.as_raw().iter().map(|&v| f32::from(v) / 257.0).collect()
+            }
+            DynamicImage::ImageLumaA16(buf) => buf
+                .as_raw()
+                .chunks_exact(2)
+                .map(|p| f32::from(p[0]) / 257.0)
+                .collect(),
+            DynamicImage::ImageRgb8(buf) => luma_rgb(buf.as_raw(), 3, |v| f32::from(v)),
+            DynamicImage::ImageRgba8(buf) => luma_rgb(buf.as_raw(), 4, |v| f32::from(v)),
+            DynamicImage::ImageRgb16(buf) => luma_rgb(buf.as_raw(), 3, |v| f32::from(v) / 257.0),
+            DynamicImage::ImageRgba16(buf) => luma_rgb(buf.as_raw(), 4, |v| f32::from(v) / 257.0),
+            DynamicImage::ImageRgb32F(buf) => luma_rgb(buf.as_raw(), 3, |v| v * 255.0),
+            DynamicImage::ImageRgba32F(buf) => luma_rgb(buf.as_raw(), 4, |v| v * 255.0),
+            // Future pixel formats: go through 8-bit RGB rather than fail.
+            other => luma_rgb(other.to_rgb8().as_raw(), 3, |v| f32::from(v)),
+        };
+        Self {
+            width,
+            height,
+            data,
+        }
+    }
+
+    /// Downscales by area averaging so that the longer side is at most `max_side` pixels.
+    ///
+    /// Each output pixel is the mean of the input area it covers, with fractional weights at its
+    /// edges (what OpenCV calls `INTER_AREA`). Images already small enough are returned unchanged.
+    pub fn fit_within(self, max_side: usize) -> Self {
+        let longest = self.width.max(self.height);
+        if max_side == 0 || longest <= max_side {
+            return self;
+        }
+        let scale = max_side as f64 / longest as f64;
+        let new_w = ((self.width as f64 * scale).round() as usize).clamp(1, max_side);
+        let new_h = ((self.height as f64 * scale).round() as usize).clamp(1, max_side);
+        // Separable: rows first (width shrinks), then columns.
+        let horizontal = area_weights(self.width, new_w);
+        let mut tmp = vec![0f32; new_w * self.height];
+        for (src, dst) in self
+            .data
+            .chunks_exact(self.width)
+            .zip(tmp.chunks_exact_mut(new_w))
+        {
+            for (out, taps) in dst.iter_mut().zip(&horizontal) {
+                *out = taps.iter().map(|&(i, w)| src[i] * w).sum();
+            }
+        }
+        let vertical = area_weights(self.height, new_h);
+        let mut data = vec![0f32; new_w * new_h];
+        for (dst, taps) in data.chunks_exact_mut(new_w).zip(&vertical) {
+            for &(i, w) in taps {
+                for (out, &v) in dst.iter_mut().zip(&tmp[i * new_w..(i + 1) * new_w]) {
+                    *out += v * w;
+                }
+            }
+        }
+        Self {
+            width: new_w,
+            height: new_h,
+            data,
+        }
+    }
+}
+
+fn luma_rgb<T: Copy>(raw: &[T], channels: usize, to_f32: impl Fn(T) -> f32) -> Vec<f32> {
+    let [wr, wg, wb] = LUMA_WEIGHTS;
+    raw.chunks_exact(channels)
+        .map(|p| wr * to_f32(p[0]) + wg * to_f32(p[1]) + wb * to_f32(p[2]))
+        .collect()
+}
+
+/// For each of `dst` output samples, the input samples it covers and their weights (summing to 1).
+fn area_weights(src: usize, dst: usize) -> Vec<Vec<(usize, f32)>> {
+    let ratio = src as f64 / dst as f64;
+    (0..dst)
+        .map(|j| {
+            let (lo, hi) = (j as f64 * ratio, ((j + 1) as f64 * ratio).min(src as f64));
+            let mut taps = Vec::new();
+            let mut i = lo.floor() as usize;
+            while (i as f64) < hi && i < src {
+                let overlap = (hi.min(i as f64 + 1.0) - lo.max(i as f64)).max(0.0);
+                if overlap > 0.0 {
+                    taps.push((i, (overlap / ratio) as f32));
+                }
+                i += 1;
+            }
+            taps
+        })
+        .collect()
+}
+
+/// Why a photo was not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skip {
+    /// The file could not be opened or read.
+    Unreadable(String),
+    /// The file is empty.
+    Empty,
+    /// The decoder rejected the file (corrupt, truncated or unsupported).
+    Corrupt(String),
+    /// The image is smaller than one patch.
+    TooSmall {
+        /// Width after orientation and downscale.
+        width: usize,
+        /// Height after orientation and downscale.
+        height: usize,
+        /// Side of the patch it had to hold.
+        patch: usize,
+    },
+    /// A pixel position would not fit the feature format's 16-bit row/column fields.
+    TooLarge {
+        /// Width after orientation and downscale.
+        width: usize,
+        /// Height after orientation and downscale.
+        height: usize,
+    },
+}
+
+impl fmt::Display for Skip {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unreadable(msg) => write!(f, "unreadable: {msg}"),
+            Self::Empty => write!(f, "empty file"),
+            Self::Corrupt(msg) => write!(f, "cannot decode: {msg}"),
+            Self::TooSmall {
+                width,
+                height,
+                patch,
+            } => {
+                write!(
+                    f,
+                    "too small: {width}x{height} cannot hold a {patch}x{patch} patch"
+                )
+            }
+            Self::TooLarge { width, height } => write!(
+                f,
+                "too large: {width}x{height} exceeds 65,536 pixels per side (use --max-side)"
+            ),
+        }
+    }
+}
+
+/// Decodes a photo to luminance, applying EXIF orientation and the optional downscale.
+pub fn load_luminance(path: &Path, max_side: Option<usize>) -> Result<Luminance, Skip> {
+    let meta = fs::metadata(path).map_err(|e| Skip::Unreadable(io_reason(&e)))?;
+    if meta.len() == 0 {
+        return Err(Skip::Empty);
+    }
+    // A decoder bug must not take the whole run down: treat a panic as an undecodable file.
+    let decoded = std::panic::catch_unwind(|| decode_oriented(path))
+        .map_err(|_| Skip::Corrupt("decoder panicked".into()))??;
+    let lum = Luminance::from_image(&decoded);
+    Ok(match max_side {
+        Some(side) => lum.fit_within(side),
+        None => lum,
+    })
+}
+
+fn decode_oriented(path: &Path) -> Result<DynamicImage, Skip> {
+    let reader = ImageReader::open(path)
+        .map_err(|e| Skip::Unreadable(io_reason(&e)))?
+        .with_guessed_format()
+        .map_err(|e| Skip::Unreadable(io_reason(&e)))?;
+    let mut decoder = reader.into_decoder().map_err(image_reason)?;
+    // A broken EXIF block is not a reason to lose the photo: fall back to no rotation.
+    let orientation = decoder
+        .orientation()
+        .unwrap_or(image::metadata::Orientation::NoTransforms);
+    let mut img = DynamicImage::from_decoder(decoder).map_err(image_reason)?;
+    img.apply_orientation(orientation);
+    Ok(img)
+}
+
+fn io_reason(e: &io::Error) -> String {
+    e.to_string()
+}
+
+fn image_reason(e: image::ImageError) -> Skip {
+    match e {
+        image::ImageError::IoError(io) if io.kind() == io::ErrorKind::UnexpectedEof => {
+            Skip::Corrupt("truncated file".into())
+        }
+        image::ImageError::IoError(io) => Skip::Unreadable(io.to_string()),
+        other => Skip::Corrupt(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn luminance_weights_on_rgb8() {
+        let img = image::RgbImage::from_raw(2, 1, vec![255, 0, 0, 10, 20, 30]).expect("buffer");
+        let lum = Luminance::from_image(&DynamicImage::ImageRgb8(img));
+        assert_eq!(lum.width, 2);
+        assert!((lum.data[0] - 0.2125 * 255.0).abs() < 1e-4);
+        assert!((lum.data[1] - (0.2125 * 10.0 + 0.7154 * 20.0 + 0.0721 * 30.0)).abs() < 1e-4);
+    }
+
+    #[test]
+    fn sixteen_bit_gray_maps_to_0_255() {
+        let img = image::ImageBuffer::<image::Luma<u16>, _>::from_raw(2, 1, vec![65535u16, 257])
+            .expect("buffer");
+        let lum = Luminance::from_image(&DynamicImage::ImageLuma16(img));
+        assert_eq!(lum.data, vec![255.0, 1.0]);
+    }
+
+    #[test]
+    fn area_downscale_averages_blocks() {
+        // 4x2 -> 2x1: each output pixel is the mean of a 2x2 block.
+        let lum = Luminance {
+            width: 4,
+            height: 2,
+            data: vec![0., 2., 4., 6., 2., 4., 6., 8.],
+        };
+        let small = lum.fit_within(2);
+        assert_eq!((small.width, small.height), (2, 1));
+        assert!((small.data[0] - 2.0).abs() < 1e-6 && (small.data[1] - 6.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn area_downscale_keeps_the_mean_for_fractional_ratios() {
+        let data: Vec<f32> = (0..7 * 5).map(|i| (i % 13) as f32).collect();
+        let mean = data.iter().sum::<f32>() / data.len() as f32;
+        let small = Luminance {
+            width: 7,
+            height: 5,
+            data,
+        }
+        .fit_within(3);
+        assert_eq!((small.width, small.height), (3, 2));
+        let small_mean = small.data.iter().sum::<f32>() / small.data.len() as f32;
+        assert!((small_mean - mean).abs() < 1e-4, "{small_mean} vs {mean}");
+    }
+
+    #[test]
+    fn weights_cover_each_output_with_unit_mass() {
+        for (src, dst) in [(10, 3), (640, 500), (7, 7), (1000, 1)] {
+            for taps in area_weights(src, dst) {
+                let mass: f32 = taps.iter().map(|&(_, w)| w).sum();
+                assert!((mass - 1.0).abs() < 1e-5, "{src}->{dst}: {mass}");
+            }
+        }
+    }
+}

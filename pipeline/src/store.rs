@@ -1,0 +1,777 @@
+//! Feature files: the text format of the paper and vocab's binary format, streamed both ways.
+//!
+//! A feature record is `(picture_id, row, col, values)`: the photo, the top-left pixel of the
+//! patch, and its descriptor.
+//!
+//! **Text** (the paper's own): one record per line, `picture_id row col f1 ... fD`, separated by
+//! single spaces. Values are printed in the shortest form that parses back to the same `f32`.
+//!
+//! **Binary** (`.bin`), little-endian, designed to be memory-mapped:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | magic `VOCABFEA` |
+//! | 8 | 2 | format version (1) |
+//! | 10 | 1 | element type (1 = f32) |
+//! | 11 | 1 | reserved, 0 |
+//! | 12 | 4 | dims `D` |
+//! | 16 | 8 | record count `N` |
+//! | 24 | 4 | CRC-32 (IEEE) of the payload (all records) |
+//! | 28 | 4 | CRC-32 of bytes 0..28 |
+//! | 32 | N x (8 + 4 D) | records: `picture_id u32, row u16, col u16, D x f32` |
+//!
+//! The header is 32 bytes and records are multiples of 4 bytes, so a mapped file's values are
+//! 4-byte aligned. Readers reject a wrong magic, a newer version, an unknown element type, a bad
+//! header checksum, a file shorter or longer than the header says, and a payload whose checksum
+//! does not match (reported when the stream reaches its end). Non-finite values are rejected with
+//! the record index (binary) or line (text).
+//!
+//! Writers write to a temporary file beside the destination and rename it into place when
+//! finished, so a feature file exists whole or not at all.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use tempfile::NamedTempFile;
+use thiserror::Error;
+
+/// Magic number that opens a binary feature file.
+pub const MAGIC: [u8; 8] = *b"VOCABFEA";
+/// Binary format version written by this build; readers accept this and older.
+pub const VERSION: u16 = 1;
+/// Size of the binary header in bytes.
+pub const HEADER_LEN: usize = 32;
+/// Element type code of `f32` values.
+pub const ELEM_F32: u8 = 1;
+
+/// Errors of the feature store.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// An I/O error on a named file.
+    #[error("{path}: {source}")]
+    Io {
+        /// File at fault.
+        path: PathBuf,
+        /// Underlying error.
+        source: io::Error,
+    },
+    /// The file is not in a format this build reads.
+    #[error("{path}: {message}")]
+    Format {
+        /// File at fault.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The file is shorter than its header says.
+    #[error("{path}: truncated: header promises {expected} bytes, file has {actual}")]
+    Truncated {
+        /// File at fault.
+        path: PathBuf,
+        /// Bytes the header implies.
+        expected: u64,
+        /// Bytes present.
+        actual: u64,
+    },
+    /// The payload checksum does not match the header.
+    #[error("{path}: payload checksum mismatch (header {expected:08x}, data {actual:08x})")]
+    Checksum {
+        /// File at fault.
+        path: PathBuf,
+        /// Checksum in the header.
+        expected: u32,
+        /// Checksum of the data read.
+        actual: u32,
+    },
+    /// A text line or binary record is malformed.
+    #[error("{path}: {location}: {message}")]
+    Record {
+        /// File at fault.
+        path: PathBuf,
+        /// `line N` (text) or `record N` (binary), 1-based.
+        location: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// On-disk format of a feature file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// One record per line.
+    Text,
+    /// The binary format described in the module docs.
+    Bin,
+}
+
+impl Format {
+    /// Detects the format of an existing file from its first bytes.
+    pub fn detect(path: &Path) -> Result<Self, StoreError> {
+        let mut file = File::open(path).map_err(|source| io_err(path, source))?;
+        let mut head = [0u8; MAGIC.len()];
+        let mut filled = 0;
+        while filled < head.len() {
+            match file.read(&mut head[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(source) => return Err(io_err(path, source)),
+            }
+        }
+        Ok(if filled == head.len() && head == MAGIC {
+            Self::Bin
+        } else {
+            Self::Text
+        })
+    }
+}
+
+fn io_err(path: &Path, source: io::Error) -> StoreError {
+    StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// One feature record, owning its values.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Record {
+    /// Photo the patch comes from.
+    pub picture_id: u32,
+    /// Row of the patch's top-left pixel.
+    pub row: u16,
+    /// Column of the patch's top-left pixel.
+    pub col: u16,
+    /// Descriptor values.
+    pub values: Vec<f32>,
+}
+
+/// Streaming writer of a feature file in either format.
+#[derive(Debug)]
+pub struct FeatureWriter {
+    path: PathBuf,
+    format: Format,
+    dims: usize,
+    count: u64,
+    crc: crc32fast::Hasher,
+    out: BufWriter<NamedTempFile>,
+    line: String,
+}
+
+impl FeatureWriter {
+    /// Starts a feature file of `dims`-dimensional records at `path` (created on [`finish`]).
+    ///
+    /// [`finish`]: FeatureWriter::finish
+    pub fn create(path: &Path, format: Format, dims: usize) -> Result<Self, StoreError> {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix(".vocab-partial-")
+            .tempfile_in(dir)
+            .map_err(|source| io_err(path, source))?;
+        let mut out = BufWriter::with_capacity(1 << 20, tmp);
+        if format == Format::Bin {
+            // Placeholder header, rewritten by `finish` once count and checksum are known.
+            out.write_all(&[0u8; HEADER_LEN])
+                .map_err(|source| io_err(path, source))?;
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            format,
+            dims,
+            count: 0,
+            crc: crc32fast::Hasher::new(),
+            out,
+            line: String::new(),
+        })
+    }
+
+    /// Dimensionality of the records.
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    /// Records written so far.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Appends one record.
+    pub fn write(
+        &mut self,
+        picture_id: u32,
+        row: u16,
+        col: u16,
+        values: &[f32],
+    ) -> Result<(), StoreError> {
+        if values.len() != self.dims {
+            return Err(StoreError::Record {
+                path: self.path.clone(),
+                location: format!("record {}", self.count + 1),
+                message: format!("has {} values, file holds {}", values.len(), self.dims),
+            });
+        }
+        let result = match self.format {
+            Format::Bin => {
+                let mut head = [0u8; 8];
+                head[..4].copy_from_slice(&picture_id.to_le_bytes());
+                head[4..6].copy_from_slice(&row.to_le_bytes());
+                head[6..].copy_from_slice(&col.to_le_bytes());
+                self.crc.update(&head);
+                let body = f32_bytes(values);
+                self.crc.update(&body);
+                self.out
+                    .write_all(&head)
+                    .and_then(|()| self.out.write_all(&body))
+            }
+            Format::Text => {
+                use std::fmt::Write as _;
+                self.line.clear();
+                let _ = write!(self.line, "{picture_id} {row} {col}");
+                let mut buf = ryu::Buffer::new();
+                for &v in values {
+                    self.line.push(' ');
+                    self.line.push_str(buf.format(v));
+                }
+                self.line.push('\n');
+                self.out.write_all(self.line.as_bytes())
+            }
+        };
+        result.map_err(|source| io_err(&self.path, source))?;
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Completes the file: writes the header (binary), syncs, and renames it into place.
+    pub fn finish(self) -> Result<u64, StoreError> {
+        let Self {
+            path,
+            format,
+            dims,
+            count,
+            crc,
+            out,
+            ..
+        } = self;
+        let mut tmp = out
+            .into_inner()
+            .map_err(|e| io_err(&path, e.into_error()))?;
+        if format == Format::Bin {
+            let header = encode_header(dims, count, crc.finalize());
+            let file = tmp.as_file_mut();
+            file.seek(SeekFrom::Start(0))
+                .map_err(|source| io_err(&path, source))?;
+            file.write_all(&header)
+                .map_err(|source| io_err(&path, source))?;
+        }
+        tmp.as_file()
+            .sync_all()
+            .map_err(|source| io_err(&path, source))?;
+        tmp.persist(&path).map_err(|e| io_err(&path, e.error))?;
+        Ok(count)
+    }
+}
+
+fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn encode_header(dims: usize, count: u64, payload_crc: u32) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(&MAGIC);
+    h[8..10].copy_from_slice(&VERSION.to_le_bytes());
+    h[10] = ELEM_F32;
+    h[12..16].copy_from_slice(&(dims as u32).to_le_bytes());
+    h[16..24].copy_from_slice(&count.to_le_bytes());
+    h[24..28].copy_from_slice(&payload_crc.to_le_bytes());
+    let header_crc = crc32fast::hash(&h[..28]);
+    h[28..].copy_from_slice(&header_crc.to_le_bytes());
+    h
+}
+
+/// The decoded header of a binary feature file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BinHeader {
+    /// Format version of the file.
+    pub version: u16,
+    /// Values per record.
+    pub dims: usize,
+    /// Number of records.
+    pub count: u64,
+    /// CRC-32 of the payload.
+    pub payload_crc: u32,
+}
+
+impl BinHeader {
+    /// Bytes per record.
+    pub fn record_len(&self) -> usize {
+        8 + 4 * self.dims
+    }
+
+    /// Total file length the header implies.
+    pub fn file_len(&self) -> u64 {
+        HEADER_LEN as u64 + self.count * self.record_len() as u64
+    }
+
+    /// Parses and validates a header; `path` names the file in errors.
+    pub fn parse(bytes: &[u8; HEADER_LEN], path: &Path) -> Result<Self, StoreError> {
+        let bad = |message: String| StoreError::Format {
+            path: path.to_path_buf(),
+            message,
+        };
+        if bytes[..8] != MAGIC {
+            return Err(bad("not a vocab binary feature file (bad magic)".into()));
+        }
+        let le32 = |at: usize| {
+            u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+        };
+        if crc32fast::hash(&bytes[..28]) != le32(28) {
+            return Err(bad("header checksum mismatch".into()));
+        }
+        let version = u16::from_le_bytes([bytes[8], bytes[9]]);
+        if version == 0 || version > VERSION {
+            return Err(bad(format!(
+                "format version {version} is newer than this build reads ({VERSION})"
+            )));
+        }
+        if bytes[10] != ELEM_F32 {
+            return Err(bad(format!("unknown element type code {}", bytes[10])));
+        }
+        let dims = le32(12) as usize;
+        if dims == 0 {
+            return Err(bad("header declares zero dimensions".into()));
+        }
+        let mut count = [0u8; 8];
+        count.copy_from_slice(&bytes[16..24]);
+        Ok(Self {
+            version,
+            dims,
+            count: u64::from_le_bytes(count),
+            payload_crc: le32(24),
+        })
+    }
+}
+
+/// Streaming reader of a feature file in either format.
+#[derive(Debug)]
+pub struct FeatureReader {
+    path: PathBuf,
+    inner: Inner,
+    /// Records returned so far.
+    index: u64,
+}
+
+#[derive(Debug)]
+enum Inner {
+    Bin {
+        header: BinHeader,
+        input: BufReader<File>,
+        crc: crc32fast::Hasher,
+        buf: Vec<u8>,
+    },
+    Text {
+        input: BufReader<File>,
+        dims: Option<usize>,
+        line: String,
+        line_no: u64,
+    },
+}
+
+impl FeatureReader {
+    /// Opens a feature file, detecting its format.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let format = Format::detect(path)?;
+        let file = File::open(path).map_err(|source| io_err(path, source))?;
+        let mut input = BufReader::with_capacity(1 << 20, file);
+        let inner = match format {
+            Format::Bin => {
+                let mut raw = [0u8; HEADER_LEN];
+                input.read_exact(&mut raw).map_err(|_| StoreError::Format {
+                    path: path.to_path_buf(),
+                    message: "truncated header".into(),
+                })?;
+                let header = BinHeader::parse(&raw, path)?;
+                let actual = input
+                    .get_ref()
+                    .metadata()
+                    .map_err(|source| io_err(path, source))?
+                    .len();
+                let expected = header.file_len();
+                if actual < expected {
+                    return Err(StoreError::Truncated {
+                        path: path.to_path_buf(),
+                        expected,
+                        actual,
+                    });
+                }
+                if actual > expected {
+                    return Err(StoreError::Format {
+                        path: path.to_path_buf(),
+                        message: format!("{} bytes after the last record", actual - expected),
+                    });
+                }
+                let buf = vec![0u8; header.record_len()];
+                Inner::Bin {
+                    header,
+                    input,
+                    crc: crc32fast::Hasher::new(),
+                    buf,
+                }
+            }
+            Format::Text => Inner::Text {
+                input,
+                dims: None,
+                line: String::new(),
+                line_no: 0,
+            },
+        };
+        Ok(Self {
+            path: path.to_path_buf(),
+            inner,
+            index: 0,
+        })
+    }
+
+    /// The file's format.
+    pub fn format(&self) -> Format {
+        match self.inner {
+            Inner::Bin { .. } => Format::Bin,
+            Inner::Text { .. } => Format::Text,
+        }
+    }
+
+    /// Values per record: from the header (binary) or the first line read (text).
+    pub fn dims(&self) -> Option<usize> {
+        match &self.inner {
+            Inner::Bin { header, .. } => Some(header.dims),
+            Inner::Text { dims, .. } => *dims,
+        }
+    }
+
+    /// Number of records, when the format says it up front (binary).
+    pub fn count(&self) -> Option<u64> {
+        match &self.inner {
+            Inner::Bin { header, .. } => Some(header.count),
+            Inner::Text { .. } => None,
+        }
+    }
+
+    /// Reads the next record into `record`; `Ok(false)` at a clean, verified end of file.
+    pub fn next_into(&mut self, record: &mut Record) -> Result<bool, StoreError> {
+        let more = match &mut self.inner {
+            Inner::Bin {
+                header,
+                input,
+                crc,
+                buf,
+            } => {
+                if self.index == header.count {
+                    let actual = std::mem::take(crc).finalize();
+                    if actual != header.payload_crc {
+                        return Err(StoreError::Checksum {
+                            path: self.path.clone(),
+                            expected: header.payload_crc,
+                            actual,
+                        });
+                    }
+                    return Ok(false);
+                }
+                input
+                    .read_exact(buf)
+                    .map_err(|source| io_err(&self.path, source))?;
+                crc.update(buf);
+                record.picture_id = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+                record.row = u16::from_le_bytes([buf[4], buf[5]]);
+                record.col = u16::from_le_bytes([buf[6], buf[7]]);
+                record.values.clear();
+                record.values.extend(
+                    buf[8..]
+                        .chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                );
+                true
+            }
+            Inner::Text {
+                input,
+                dims,
+                line,
+                line_no,
+            } => loop {
+                line.clear();
+                let n = match input.read_line(line) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                        return Err(StoreError::Format {
+                            path: self.path.clone(),
+                            message: format!(
+                                "line {}: not UTF-8 text, and not a vocab binary feature file (bad magic)",
+                                *line_no + 1
+                            ),
+                        });
+                    }
+                    Err(source) => return Err(io_err(&self.path, source)),
+                };
+                if n == 0 {
+                    break false;
+                }
+                *line_no += 1;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                parse_text_line(line, dims, record).map_err(|message| StoreError::Record {
+                    path: self.path.clone(),
+                    location: format!("line {line_no}"),
+                    message,
+                })?;
+                break true;
+            },
+        };
+        if !more {
+            return Ok(false);
+        }
+        self.index += 1;
+        if let Some(pos) = record.values.iter().position(|v| !v.is_finite()) {
+            let location = match &self.inner {
+                Inner::Text { line_no, .. } => format!("line {line_no}"),
+                Inner::Bin { .. } => format!("record {}", self.index),
+            };
+            return Err(StoreError::Record {
+                path: self.path.clone(),
+                location,
+                message: format!("value {} is not finite ({})", pos + 1, record.values[pos]),
+            });
+        }
+        Ok(true)
+    }
+}
+
+fn parse_text_line(
+    line: &str,
+    dims: &mut Option<usize>,
+    record: &mut Record,
+) -> Result<(), String> {
+    let mut fields = line.split_ascii_whitespace();
+    let mut int_field = |name: &str, max: u64| -> Result<u64, String> {
+        let field = fields.next().ok_or_else(|| format!("missing {name}"))?;
+        let v: u64 = field
+            .parse()
+            .map_err(|_| format!("{name} {field:?} is not an integer"))?;
+        if v > max {
+            return Err(format!("{name} {v} exceeds {max}"));
+        }
+        Ok(v)
+    };
+    record.picture_id = int_field("picture_id", u64::from(u32::MAX))? as u32;
+    record.row = int_field("row", u64::from(u16::MAX))? as u16;
+    record.col = int_field("col", u64::from(u16::MAX))? as u16;
+    record.values.clear();
+    for field in fields {
+        let v: f32 = field
+            .parse()
+            .map_err(|_| format!("value {field:?} is not a number"))?;
+        record.values.push(v);
+    }
+    match *dims {
+        None if record.values.is_empty() => return Err("record has no values".into()),
+        None => *dims = Some(record.values.len()),
+        Some(d) if d != record.values.len() => {
+            return Err(format!(
+                "has {} values, earlier lines have {d}",
+                record.values.len()
+            ));
+        }
+        Some(_) => {}
+    }
+    Ok(())
+}
+
+/// Copies a feature file into another format (or the same one), streaming. Returns the count.
+pub fn convert(input: &Path, output: &Path, format: Format) -> Result<u64, StoreError> {
+    let mut reader = FeatureReader::open(input)?;
+    let mut record = Record::default();
+    if !reader.next_into(&mut record)? {
+        return Err(StoreError::Format {
+            path: input.to_path_buf(),
+            message: "holds no records, so its dimensionality is unknown".into(),
+        });
+    }
+    let mut writer = FeatureWriter::create(output, format, record.values.len())?;
+    loop {
+        writer.write(record.picture_id, record.row, record.col, &record.values)?;
+        if !reader.next_into(&mut record)? {
+            break;
+        }
+    }
+    writer.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: u32, dims: usize) -> Vec<Record> {
+        (0..n)
+            .map(|i| Record {
+                picture_id: i,
+                row: (i * 3) as u16,
+                col: (i * 7) as u16,
+                values: (0..dims)
+                    .map(|d| (i as f32 + 0.1) * (d as f32 + 1.0).sqrt() * 1e-3)
+                    .collect(),
+            })
+            .collect()
+    }
+
+    fn write_all(path: &Path, format: Format, records: &[Record]) {
+        let mut w = FeatureWriter::create(path, format, records[0].values.len()).expect("create");
+        for r in records {
+            w.write(r.picture_id, r.row, r.col, &r.values)
+                .expect("write");
+        }
+        w.finish().expect("finish");
+    }
+
+    fn read_all(path: &Path) -> Result<Vec<Record>, StoreError> {
+        let mut reader = FeatureReader::open(path)?;
+        let mut out = Vec::new();
+        let mut r = Record::default();
+        while reader.next_into(&mut r)? {
+            out.push(r.clone());
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn both_formats_round_trip_exactly() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let records = sample(20, 512);
+        for (name, format) in [("f.txt", Format::Text), ("f.bin", Format::Bin)] {
+            let path = dir.path().join(name);
+            write_all(&path, format, &records);
+            assert_eq!(Format::detect(&path).expect("detect"), format);
+            assert_eq!(read_all(&path).expect("read"), records, "{name}");
+        }
+    }
+
+    #[test]
+    fn conversion_both_ways_is_lossless() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let records = sample(9, 17);
+        let (txt, bin, txt2) = (
+            dir.path().join("a.txt"),
+            dir.path().join("b.bin"),
+            dir.path().join("c.txt"),
+        );
+        write_all(&txt, Format::Text, &records);
+        assert_eq!(convert(&txt, &bin, Format::Bin).expect("to bin"), 9);
+        assert_eq!(convert(&bin, &txt2, Format::Text).expect("to text"), 9);
+        assert_eq!(read_all(&bin).expect("bin"), records);
+        assert_eq!(
+            std::fs::read(&txt).expect("a"),
+            std::fs::read(&txt2).expect("c")
+        );
+    }
+
+    /// Writes a valid binary file, lets `damage` alter its bytes, and returns the read error.
+    fn damaged(damage: impl FnOnce(&mut Vec<u8>)) -> String {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f.bin");
+        write_all(&path, Format::Bin, &sample(4, 8));
+        let mut bytes = std::fs::read(&path).expect("read");
+        damage(&mut bytes);
+        std::fs::write(&path, &bytes).expect("write");
+        match read_all(&path) {
+            Ok(_) => panic!("damaged file was accepted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn damaged_binary_files_are_rejected_with_a_reason() {
+        let cases: Vec<(&str, Box<dyn FnOnce(&mut Vec<u8>)>)> = vec![
+            ("bad magic", Box::new(|b| b[0] = b'X')),
+            ("header checksum", Box::new(|b| b[16] ^= 1)),
+            ("truncated", Box::new(|b| b.truncate(b.len() - 5))),
+            ("after the last record", Box::new(|b| b.push(0))),
+            ("payload checksum", Box::new(|b| b[HEADER_LEN + 12] ^= 0x40)),
+            (
+                "newer than this build",
+                Box::new(|b| {
+                    b[8] = 9;
+                    let crc = crc32fast::hash(&b[..28]);
+                    b[28..32].copy_from_slice(&crc.to_le_bytes());
+                }),
+            ),
+        ];
+        for (expected, damage) in cases {
+            let msg = damaged(damage);
+            assert!(msg.contains(expected), "expected {expected:?} in {msg:?}");
+            assert!(msg.contains("f.bin"), "error names the file: {msg}");
+        }
+    }
+
+    #[test]
+    fn malformed_text_lines_are_rejected_with_the_line_number() {
+        let cases = [
+            (
+                "0 0 0 1 2\n1 0 0 1\n",
+                "line 2: has 1 values, earlier lines have 2",
+            ),
+            ("0 0 0 1 x\n", "line 1: value \"x\" is not a number"),
+            ("0 70000 0 1\n", "line 1: row 70000 exceeds 65535"),
+            ("\n0 0 0 1 NaN\n", "line 2: value 2 is not finite"),
+            ("0 0\n", "line 1: missing col"),
+            ("0 0 0\n", "line 1: record has no values"),
+        ];
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f.txt");
+        for (text, expected) in cases {
+            std::fs::write(&path, text).expect("write");
+            let msg = read_all(&path).expect_err("must fail").to_string();
+            assert!(msg.contains(expected), "expected {expected:?} in {msg:?}");
+        }
+    }
+
+    #[test]
+    fn unfinished_writer_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f.bin");
+        {
+            let mut w = FeatureWriter::create(&path, Format::Bin, 2).expect("create");
+            w.write(0, 0, 0, &[1.0, 2.0]).expect("write");
+        }
+        assert!(!path.exists());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).expect("dir").count(),
+            0,
+            "temp file removed"
+        );
+    }
+
+    #[test]
+    fn writer_rejects_a_record_of_the_wrong_length() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut w =
+            FeatureWriter::create(&dir.path().join("f.bin"), Format::Bin, 3).expect("create");
+        let msg = w
+            .write(0, 0, 0, &[1.0])
+            .expect_err("wrong length")
+            .to_string();
+        assert!(msg.contains("has 1 values, file holds 3"), "{msg}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn text_values_parse_back_exactly(bits in proptest::collection::vec(proptest::num::f32::NORMAL | proptest::num::f32::ZERO | proptest::num::f32::SUBNORMAL, 1..40)) {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("p.txt");
+            let rec = Record { picture_id: 1, row: 2, col: 3, values: bits };
+            write_all(&path, Format::Text, std::slice::from_ref(&rec));
+            let back = read_all(&path).expect("read");
+            proptest::prop_assert_eq!(back, vec![rec]);
+        }
+    }
+}
