@@ -1,1 +1,44 @@
-fn main() {}
+//! The `vocab` binary: command line, progress reporting and the config-driven orchestrator.
+
+mod cli;
+mod config;
+mod progress;
+mod stages;
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+
+use crate::cli::{Cli, Command, DatasetsCommand};
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if let Some(threads) = cli.threads {
+        anyhow::ensure!(threads > 0, "--threads must be at least 1");
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build_global()
+            .context("cannot start the thread pool")?;
+    }
+    let ui = progress::Ui { quiet: cli.quiet };
+    match cli.command {
+        Command::Features(args) => {
+            let settings = stages::FeatureSettings::from_args(&args)?;
+            stages::features(&settings, &ui).map(|_| ())
+        }
+        Command::Convert(args) => stages::convert(&args),
+        Command::Datasets(DatasetsCommand::Photos(args)) => stages::photos(&args),
+        Command::Run(args) => config::run(&args, &ui),
+    }
+}

@@ -21,6 +21,7 @@ use rayon::prelude::*;
 use tempfile::NamedTempFile;
 use thiserror::Error;
 
+use crate::atomic;
 use crate::hog::{BlockGrid, CELL_SIDE, DIMS, PATCH_SIDE, PatchDescriber};
 use crate::image_io::{Collection, Luminance, Photo, Skip, load_luminance};
 use crate::patch::Sampling;
@@ -149,14 +150,7 @@ impl Manifests {
                 path: path.clone(),
                 source,
             };
-            let dir = path
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            let tmp = tempfile::Builder::new()
-                .prefix(".vocab-partial-")
-                .tempfile_in(dir)
-                .map_err(err)?;
+            let tmp = atomic::temp_beside(&path).map_err(err)?;
             let mut w = csv::Writer::from_writer(BufWriter::new(tmp));
             w.write_record(header).map_err(|e| err(e.into()))?;
             Ok::<_, FeaturesError>((path, w))
@@ -188,11 +182,10 @@ impl Manifests {
             };
             let tmp = writer
                 .into_inner()
-                .map_err(|e| err(e.into_error().into()))?
+                .map_err(|e| err(e.into_error()))?
                 .into_inner()
                 .map_err(|e| err(e.into_error()))?;
-            tmp.as_file().sync_all().map_err(err)?;
-            tmp.persist(&path).map_err(|e| err(e.error))?;
+            atomic::persist(tmp, &path).map_err(err)?;
         }
         Ok(())
     }

@@ -217,14 +217,14 @@ impl Luminance {
                 .chunks_exact(2)
                 .map(|p| f32::from(p[0]) / 257.0)
                 .collect(),
-            DynamicImage::ImageRgb8(buf) => luma_rgb(buf.as_raw(), 3, |v| f32::from(v)),
-            DynamicImage::ImageRgba8(buf) => luma_rgb(buf.as_raw(), 4, |v| f32::from(v)),
+            DynamicImage::ImageRgb8(buf) => luma_rgb(buf.as_raw(), 3, f32::from),
+            DynamicImage::ImageRgba8(buf) => luma_rgb(buf.as_raw(), 4, f32::from),
             DynamicImage::ImageRgb16(buf) => luma_rgb(buf.as_raw(), 3, |v| f32::from(v) / 257.0),
             DynamicImage::ImageRgba16(buf) => luma_rgb(buf.as_raw(), 4, |v| f32::from(v) / 257.0),
             DynamicImage::ImageRgb32F(buf) => luma_rgb(buf.as_raw(), 3, |v| v * 255.0),
             DynamicImage::ImageRgba32F(buf) => luma_rgb(buf.as_raw(), 4, |v| v * 255.0),
             // Future pixel formats: go through 8-bit RGB rather than fail.
-            other => luma_rgb(other.to_rgb8().as_raw(), 3, |v| f32::from(v)),
+            other => luma_rgb(other.to_rgb8().as_raw(), 3, f32::from),
         };
         Self {
             width,
@@ -369,10 +369,19 @@ pub fn load_luminance(path: &Path, max_side: Option<usize>) -> Result<Luminance,
 }
 
 fn decode_oriented(path: &Path) -> Result<DynamicImage, Skip> {
-    let reader = ImageReader::open(path)
-        .map_err(|e| Skip::Unreadable(io_reason(&e)))?
+    // Photos are read whole: they are small next to their decoded pixels, and the bytes are needed
+    // for the truncation check below anyway.
+    let bytes = fs::read(path).map_err(|e| Skip::Unreadable(io_reason(&e)))?;
+    let reader = ImageReader::new(io::Cursor::new(bytes.as_slice()))
         .with_guessed_format()
         .map_err(|e| Skip::Unreadable(io_reason(&e)))?;
+    if reader.format() == Some(image::ImageFormat::Jpeg) && jpeg_is_truncated(&bytes) {
+        // The JPEG decoder fills a missing tail with gray instead of failing; such pixels are
+        // made up, so the photo is skipped.
+        return Err(Skip::Corrupt(
+            "truncated file (JPEG without end-of-image marker)".into(),
+        ));
+    }
     let mut decoder = reader.into_decoder().map_err(image_reason)?;
     // A broken EXIF block is not a reason to lose the photo: fall back to no rotation.
     let orientation = decoder
@@ -381,6 +390,18 @@ fn decode_oriented(path: &Path) -> Result<DynamicImage, Skip> {
     let mut img = DynamicImage::from_decoder(decoder).map_err(image_reason)?;
     img.apply_orientation(orientation);
     Ok(img)
+}
+
+/// Whether a JPEG stream lacks the end-of-image marker (`FF D9`) after its first scan.
+///
+/// Entropy-coded data never contains `FF D9` (a data `FF` is followed by `00` or a restart
+/// marker), and an embedded EXIF thumbnail's marker comes before the main image's first
+/// start-of-scan (`FF DA`), so a missing marker after that point means the file was cut short.
+fn jpeg_is_truncated(bytes: &[u8]) -> bool {
+    let Some(sos) = bytes.windows(2).position(|w| w == [0xFF, 0xDA]) else {
+        return true;
+    };
+    !bytes[sos..].windows(2).any(|w| w == [0xFF, 0xD9])
 }
 
 fn io_reason(e: &io::Error) -> String {
@@ -400,6 +421,19 @@ fn image_reason(e: image::ImageError) -> Skip {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jpeg_truncation_is_seen_after_the_first_scan_only() {
+        // SOI, APP1 holding a thumbnail's EOI, SOS, data, [EOI]
+        let head = [
+            0xFF, 0xD8, 0xFF, 0xE1, 0x00, 0x04, 0xFF, 0xD9, 0xFF, 0xDA, 0x12, 0xFF, 0x00,
+        ];
+        assert!(jpeg_is_truncated(&head));
+        let mut whole = head.to_vec();
+        whole.extend_from_slice(&[0xFF, 0xD9]);
+        assert!(!jpeg_is_truncated(&whole));
+        assert!(jpeg_is_truncated(&[0xFF, 0xD8]));
+    }
 
     #[test]
     fn luminance_weights_on_rgb8() {

@@ -36,6 +36,8 @@ use std::path::{Path, PathBuf};
 use tempfile::NamedTempFile;
 use thiserror::Error;
 
+use crate::atomic;
+
 /// Magic number that opens a binary feature file.
 pub const MAGIC: [u8; 8] = *b"VOCABFEA";
 /// Binary format version written by this build; readers accept this and older.
@@ -164,14 +166,7 @@ impl FeatureWriter {
     ///
     /// [`finish`]: FeatureWriter::finish
     pub fn create(path: &Path, format: Format, dims: usize) -> Result<Self, StoreError> {
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let tmp = tempfile::Builder::new()
-            .prefix(".vocab-partial-")
-            .tempfile_in(dir)
-            .map_err(|source| io_err(path, source))?;
+        let tmp = atomic::temp_beside(path).map_err(|source| io_err(path, source))?;
         let mut out = BufWriter::with_capacity(1 << 20, tmp);
         if format == Format::Bin {
             // Placeholder header, rewritten by `finish` once count and checksum are known.
@@ -691,7 +686,8 @@ mod tests {
 
     #[test]
     fn damaged_binary_files_are_rejected_with_a_reason() {
-        let cases: Vec<(&str, Box<dyn FnOnce(&mut Vec<u8>)>)> = vec![
+        type Damage = Box<dyn FnOnce(&mut Vec<u8>)>;
+        let cases: Vec<(&str, Damage)> = vec![
             ("bad magic", Box::new(|b| b[0] = b'X')),
             ("header checksum", Box::new(|b| b[16] ^= 1)),
             ("truncated", Box::new(|b| b.truncate(b.len() - 5))),

@@ -25,6 +25,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use thiserror::Error;
 
+use crate::atomic;
+
 /// Errors of the generator.
 #[derive(Debug, Error)]
 pub enum SynthError {
@@ -111,10 +113,7 @@ pub fn generate_photos(out: &Path, per_kind: usize, seed: u64) -> Result<SynthSu
             };
             let rel = format!("{}/{}_{idx:03}.{ext}", kind.name, kind.name);
             let path = out.join(&rel);
-            let tmp = tempfile::Builder::new()
-                .prefix(".vocab-partial-")
-                .tempfile_in(&dir)
-                .map_err(io_err(&path))?;
+            let tmp = atomic::temp_beside(&path).map_err(io_err(&path))?;
             let mut writer = BufWriter::new(tmp);
             img.write_to(&mut writer, format)
                 .map_err(|source| SynthError::Encode {
@@ -125,10 +124,7 @@ pub fn generate_photos(out: &Path, per_kind: usize, seed: u64) -> Result<SynthSu
                 path: path.clone(),
                 source: e.into_error(),
             })?;
-            tmp.persist(&path).map_err(|e| SynthError::Io {
-                path: path.clone(),
-                source: e.error,
-            })?;
+            atomic::persist(tmp, &path).map_err(io_err(&path))?;
             rows.push(format!(
                 "{rel},{},{},{}",
                 kind.name, kind.urbanicity, kind.elevation
@@ -136,18 +132,12 @@ pub fn generate_photos(out: &Path, per_kind: usize, seed: u64) -> Result<SynthSu
         }
     }
     let labels = out.join("labels.csv");
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".vocab-partial-")
-        .tempfile_in(out)
-        .map_err(io_err(&labels))?;
+    let mut tmp = atomic::temp_beside(&labels).map_err(io_err(&labels))?;
     writeln!(tmp, "path,kind,urbanicity,elevation").map_err(io_err(&labels))?;
     for row in &rows {
         writeln!(tmp, "{row}").map_err(io_err(&labels))?;
     }
-    tmp.persist(&labels).map_err(|e| SynthError::Io {
-        path: labels.clone(),
-        source: e.error,
-    })?;
+    atomic::persist(tmp, &labels).map_err(io_err(&labels))?;
     Ok(SynthSummary {
         photos: rows.len(),
         labels,
@@ -206,7 +196,7 @@ fn ridge(
     rng: &mut ChaCha8Rng,
 ) -> Vec<Point<i32>> {
     let n = if jagged { rng.random_range(5..10) } else { 40 };
-    let phase: f32 = rng.random_range(0.0..6.28);
+    let phase: f32 = rng.random_range(0.0..std::f32::consts::TAU);
     let freq: f32 = rng.random_range(1.0..2.5);
     (0..=n)
         .map(|i| {
@@ -214,7 +204,8 @@ fn ridge(
             let y = if jagged {
                 level + amplitude * rng.random_range(-1.0f32..1.0)
             } else {
-                level + amplitude * (phase + freq * 6.28 * i as f32 / n as f32).sin()
+                level
+                    + amplitude * (phase + freq * std::f32::consts::TAU * i as f32 / n as f32).sin()
             };
             Point::new(x, y as i32)
         })

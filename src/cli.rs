@@ -1,0 +1,139 @@
+//! Command-line interface: the doc comments here are the help text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Visual vocabularies from photo collections, at cluster scale.
+#[derive(Debug, Parser)]
+#[command(name = "vocab", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Worker threads for parallel stages (default: all cores).
+    #[arg(long, global = true, value_name = "T")]
+    pub threads: Option<usize>,
+    /// Hide progress bars (summaries are still printed).
+    #[arg(long, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The stages and tools.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Sample patches from a folder of photos and describe them with 512-d HOG.
+    Features(FeaturesArgs),
+    /// Convert a feature file between the text and binary formats (streaming).
+    Convert(ConvertArgs),
+    /// Generate datasets.
+    #[command(subcommand)]
+    Datasets(DatasetsCommand),
+    /// Run the stages of a TOML config in a work directory.
+    Run(RunArgs),
+}
+
+/// Patch sampling mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// N random patches per photo (the vocabulary's sample).
+    Random,
+    /// Every patch on a grid (encoding).
+    Dense,
+}
+
+/// Feature file format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileFormat {
+    /// `picture_id row col f1 ... f512` per line (the paper's format).
+    Text,
+    /// vocab's checksummed, memory-mappable binary format.
+    Bin,
+}
+
+impl From<FileFormat> for vocab_pipeline::store::Format {
+    fn from(f: FileFormat) -> Self {
+        match f {
+            FileFormat::Text => Self::Text,
+            FileFormat::Bin => Self::Bin,
+        }
+    }
+}
+
+/// Arguments of `vocab features`.
+#[derive(Debug, Args)]
+pub struct FeaturesArgs {
+    /// Folder of photos, searched recursively (JPEG, PNG, WebP, TIFF, BMP).
+    #[arg(long, value_name = "DIR")]
+    pub input: PathBuf,
+    /// Feature file to write; manifests go beside it as <out>.images.csv and <out>.skipped.csv.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Use only the photos listed in the first column of this CSV (paths relative to --input).
+    #[arg(long, value_name = "CSV")]
+    pub labels: Option<PathBuf>,
+    /// Where patches are cut.
+    #[arg(long, value_enum, default_value_t = Mode::Random)]
+    pub mode: Mode,
+    /// Random mode: patches per photo.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub per_image: usize,
+    /// Dense mode: grid step in pixels (multiples of 8 use the whole-image HOG definition).
+    #[arg(long, value_name = "PX", default_value_t = 8)]
+    pub stride: usize,
+    /// Random mode: seed of the patch positions.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Output format [default: text for .txt/.text files, bin otherwise].
+    #[arg(long, value_enum)]
+    pub format: Option<FileFormat>,
+    /// Downscale photos whose longer side exceeds PX (area averaging).
+    #[arg(long, value_name = "PX")]
+    pub max_side: Option<usize>,
+}
+
+/// Arguments of `vocab convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// Feature file to read (format detected).
+    #[arg(long, value_name = "FILE")]
+    pub input: PathBuf,
+    /// Feature file to write.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Output format [default: the other one].
+    #[arg(long, value_enum)]
+    pub format: Option<FileFormat>,
+}
+
+/// `vocab datasets ...`
+#[derive(Debug, Subcommand)]
+pub enum DatasetsCommand {
+    /// Generate the synthetic photo set (four scene kinds, labels.csv) into a folder.
+    Photos(PhotosArgs),
+}
+
+/// Arguments of `vocab datasets photos`.
+#[derive(Debug, Args)]
+pub struct PhotosArgs {
+    /// Folder to write the photos and labels.csv into.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Photos per scene kind.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub per_kind: usize,
+    /// Seed of the generator.
+    #[arg(long, value_name = "S", default_value_t = 7)]
+    pub seed: u64,
+}
+
+/// Arguments of `vocab run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The experiment's TOML config.
+    pub config: PathBuf,
+    /// Work directory for the stages' outputs [default: work/<config name>].
+    #[arg(long, value_name = "DIR")]
+    pub work: Option<PathBuf>,
+}
