@@ -30,6 +30,39 @@ pub enum Command {
     Datasets(DatasetsCommand),
     /// Run the stages of a TOML config in a work directory.
     Run(RunArgs),
+    /// Benchmarks (results feed eval/).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// `vocab bench ...`
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Time the HOG kernels on decoded photos: dense (Mpix/s) and random patches (patches/s).
+    Hog(BenchHogArgs),
+}
+
+/// Arguments of `vocab bench hog`.
+#[derive(Debug, Args)]
+pub struct BenchHogArgs {
+    /// Folder of photos.
+    #[arg(long, value_name = "DIR")]
+    pub input: PathBuf,
+    /// Only the photos listed in this CSV (first column: path relative to --input).
+    #[arg(long, value_name = "CSV")]
+    pub labels: Option<PathBuf>,
+    /// Random patches per photo.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub per_image: usize,
+    /// Seed of the random patch positions.
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub seed: u64,
+    /// Timed repetitions of each measurement; the best is reported.
+    #[arg(long, value_name = "R", default_value_t = 5)]
+    pub repeat: usize,
+    /// Folder for patches.csv (the random patches timed) and vocab.csv (the results).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 /// Patch sampling mode.

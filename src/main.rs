@@ -1,5 +1,6 @@
 //! The `vocab` binary: command line, progress reporting and the config-driven orchestrator.
 
+mod bench;
 mod cli;
 mod config;
 mod progress;
@@ -10,7 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 
-use crate::cli::{Cli, Command, DatasetsCommand};
+use crate::cli::{BenchCommand, Cli, Command, DatasetsCommand};
 
 fn main() -> ExitCode {
     match run() {
@@ -40,5 +41,6 @@ fn run() -> anyhow::Result<()> {
         Command::Convert(args) => stages::convert(&args),
         Command::Datasets(DatasetsCommand::Photos(args)) => stages::photos(&args),
         Command::Run(args) => config::run(&args, &ui),
+        Command::Bench(BenchCommand::Hog(args)) => bench::hog(&args),
     }
 }

@@ -109,15 +109,19 @@ const BOUNDARIES: Boundaries = {
     }
 };
 
-/// Fast bin of one gradient; `None` when the gradient is too close to a boundary to decide in `f32`.
+/// Marker returned by [`fast_bin`]: decide with the exact formula.
+const DEFER: u8 = u8::MAX;
+
+/// Fast bin of one gradient, or [`DEFER`] when it is too close to a boundary to decide in `f32`.
+///
+/// Branch-free so that a loop over a row vectorises.
 #[inline(always)]
-fn fast_bin(g_row: f32, g_col: f32) -> Option<u8> {
+fn fast_bin(g_row: f32, g_col: f32) -> u8 {
     // Fold into the upper half plane: the orientation is unsigned.
-    let flip = g_row < 0.0;
-    let y = if flip { -g_row } else { g_row };
-    let x = if flip { -g_col } else { g_col };
+    let y = g_row.abs();
+    let x = if g_row < 0.0 { -g_col } else { g_col };
     let margin = BOUNDARY_MARGIN * (x.abs() + y);
-    // y == 0 is the 0/180 degree edge, where the reference's remainder decides.
+    // y near 0 is the 0/180 degree edge, where the reference's remainder decides.
     let mut ambiguous = y <= margin;
     let mut bin = 0u8;
     for k in 0..N_BINS - 1 {
@@ -126,7 +130,7 @@ fn fast_bin(g_row: f32, g_col: f32) -> Option<u8> {
         ambiguous |= d.abs() <= margin;
         bin += u8::from(d > 0.0);
     }
-    if ambiguous { None } else { Some(bin) }
+    if ambiguous { DEFER } else { bin }
 }
 
 /// Gradients and bins of a rectangular region, reused across calls to avoid allocation.
@@ -134,6 +138,47 @@ fn fast_bin(g_row: f32, g_col: f32) -> Option<u8> {
 struct Scratch {
     g_row: Vec<f32>,
     g_col: Vec<f32>,
+    magnitude: Vec<f32>,
+    bins: Vec<u8>,
+    memo: ExactMemo,
+}
+
+/// A direct-mapped cache of [`exact_bin`], keyed by the full bit patterns of both gradients.
+///
+/// The exact bin is a pure function of the two `f64` differences, so a hit returns exactly what
+/// the computation would. 8-bit photos produce the same integer gradient pairs over and over (and
+/// most deferred pixels are such ties), so this removes most `atan2` calls.
+#[derive(Debug, Clone)]
+struct ExactMemo {
+    keys: Vec<(u64, u64)>,
+    bins: Vec<u8>,
+}
+
+const MEMO_BITS: u32 = 12;
+
+impl Default for ExactMemo {
+    fn default() -> Self {
+        // NaN bit patterns never occur as differences of finite pixels: a safe empty marker.
+        Self {
+            keys: vec![(u64::MAX, u64::MAX); 1 << MEMO_BITS],
+            bins: vec![0; 1 << MEMO_BITS],
+        }
+    }
+}
+
+impl ExactMemo {
+    #[inline(always)]
+    fn bin(&mut self, g_row: f64, g_col: f64) -> u8 {
+        let key = (g_row.to_bits(), g_col.to_bits());
+        let hash =
+            key.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ key.1.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+        let slot = (hash >> (64 - MEMO_BITS)) as usize;
+        if self.keys[slot] != key {
+            self.keys[slot] = key;
+            self.bins[slot] = exact_bin(g_row, g_col);
+        }
+        self.bins[slot]
+    }
 }
 
 /// Accumulates the cell histograms (cell means, unnormalised) of a region of `img`.
@@ -163,6 +208,8 @@ fn region_cells(
     let used_cols = n_cell_cols * CELL_SIDE;
     scratch.g_row.resize(used_cols, 0.0);
     scratch.g_col.resize(used_cols, 0.0);
+    scratch.magnitude.resize(used_cols, 0.0);
+    scratch.bins.resize(used_cols, 0);
     for r in 0..used_rows {
         let row = &img[(top + r) * stride + left..(top + r) * stride + left + width];
         let (up, down) = if r == 0 || r + 1 == height {
@@ -182,19 +229,27 @@ fn region_cells(
         );
         let cell_row = r / CELL_SIDE;
         let hist_row = &mut cells[cell_row * n_cell_cols * N_BINS..][..n_cell_cols * N_BINS];
-        accumulate_row(&scratch.g_row, &scratch.g_col, hist_row, |c| {
-            // Exact path: recompute the differences in f64 from the pixels, as the reference does.
-            let g_row = match (up, down) {
-                (Some(u), Some(d)) => f64::from(d[c]) - f64::from(u[c]),
-                _ => 0.0,
-            };
-            let g_col = if c == 0 || c + 1 == width {
-                0.0
-            } else {
-                f64::from(row[c + 1]) - f64::from(row[c - 1])
-            };
-            exact_bin(g_row, g_col)
-        });
+        accumulate_row(
+            &scratch.g_row,
+            &scratch.g_col,
+            &mut scratch.magnitude,
+            &mut scratch.bins,
+            hist_row,
+            &mut scratch.memo,
+            |memo, c| {
+                // Exact path: recompute the differences in f64 from the pixels, as the reference does.
+                let g_row = match (up, down) {
+                    (Some(u), Some(d)) => f64::from(d[c]) - f64::from(u[c]),
+                    _ => 0.0,
+                };
+                let g_col = if c == 0 || c + 1 == width {
+                    0.0
+                } else {
+                    f64::from(row[c + 1]) - f64::from(row[c - 1])
+                };
+                memo.bin(g_row, g_col)
+            },
+        );
     }
     let scale = 1.0 / (CELL_SIDE * CELL_SIDE) as f32;
     for v in cells.iter_mut() {
@@ -232,21 +287,39 @@ fn gradients_row(
 }
 
 /// Adds the magnitudes of one row into its cell-row histograms.
+///
+/// Two passes: a branch-free one over the whole row (magnitude, the seven half-plane tests of
+/// [`fast_bin`], and the ambiguity mask) that the compiler vectorises, then a scalar scatter into
+/// the histograms that calls `exact` only for the deferred pixels.
 #[inline(always)]
-fn accumulate_row(g_row: &[f32], g_col: &[f32], hist_row: &mut [f32], exact: impl Fn(usize) -> u8) {
-    for (c, (&gy, &gx)) in g_row.iter().zip(g_col).enumerate() {
-        if gy == 0.0 && gx == 0.0 {
+fn accumulate_row(
+    g_row: &[f32],
+    g_col: &[f32],
+    magnitude: &mut [f32],
+    bins: &mut [u8],
+    hist_row: &mut [f32],
+    memo: &mut ExactMemo,
+    exact: impl Fn(&mut ExactMemo, usize) -> u8,
+) {
+    let n = g_row.len();
+    let (g_col, magnitude, bins) = (&g_col[..n], &mut magnitude[..n], &mut bins[..n]);
+    for c in 0..n {
+        let (gy, gx) = (g_row[c], g_col[c]);
+        magnitude[c] = (gy * gy + gx * gx).sqrt();
+        bins[c] = fast_bin(gy, gx);
+    }
+    for c in 0..n {
+        let m = magnitude[c];
+        if m == 0.0 {
             continue;
         }
-        let bin = match fast_bin(gy, gx) {
-            Some(bin) => bin,
-            None => exact(c),
+        let bin = match bins[c] {
+            DEFER => exact(memo, c),
+            bin => bin,
         };
-        if bin == NO_BIN {
-            continue;
+        if bin != NO_BIN {
+            hist_row[(c / CELL_SIDE) * N_BINS + bin as usize] += m;
         }
-        let magnitude = (gy * gy + gx * gx).sqrt();
-        hist_row[(c / CELL_SIDE) * N_BINS + bin as usize] += magnitude;
     }
 }
 
@@ -537,12 +610,25 @@ mod tests {
             let (gy, gx) = (next() as f32, next() as f32);
             let exact = exact_bin(f64::from(gy), f64::from(gx));
             match fast_bin(gy, gx) {
-                Some(bin) => assert_eq!(bin, exact, "gradient ({gy}, {gx})"),
-                None => deferred += 1,
+                DEFER => deferred += 1,
+                bin => assert_eq!(bin, exact, "gradient ({gy}, {gx})"),
             }
         }
         // Only near-boundary gradients may defer; integer ties make up most of them.
         assert!(deferred < 20_000, "{deferred} deferred");
+    }
+
+    #[test]
+    fn memo_returns_what_the_exact_formula_returns() {
+        let mut memo = ExactMemo::default();
+        for round in 0..3 {
+            for gy in -40..40 {
+                for gx in -40..40 {
+                    let (gy, gx) = (f64::from(gy) * 0.5, f64::from(gx) + f64::from(round) * 0.25);
+                    assert_eq!(memo.bin(gy, gx), exact_bin(gy, gx), "({gy}, {gx})");
+                }
+            }
+        }
     }
 
     #[test]
