@@ -17,7 +17,7 @@ impl Ui {
             bar.set_draw_target(ProgressDrawTarget::hidden());
         }
         let style = ProgressStyle::with_template(
-            "{prefix:>10} [{elapsed_precise}] {wide_bar} {pos}/{len} ({per_sec}, eta {eta}) {msg}",
+            "{prefix:>10} [{elapsed_precise}] {wide_bar} {pos}/{len} {per_sec} eta {eta} {msg}",
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);

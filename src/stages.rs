@@ -121,7 +121,12 @@ pub fn features(settings: &FeatureSettings, ui: &Ui) -> anyhow::Result<FeatureSu
         settings.format,
         &|p| {
             bar.set_position(p.images as u64);
-            bar.set_message(format!("{} patches", p.patches));
+            let secs = bar.elapsed().as_secs_f64().max(1e-9);
+            bar.set_message(format!(
+                "{} patches, {:.0} patches/s",
+                p.patches,
+                p.patches as f64 / secs
+            ));
         },
     )
     .with_context(|| format!("features stage writing {}", settings.out.display()))?;
