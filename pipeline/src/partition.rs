@@ -1,0 +1,546 @@
+//! Partitioned feature stores: the static data that map tasks load once and keep in memory.
+//!
+//! `split` streams a feature file (text or binary) into `P` partition files whose sizes differ by
+//! at most one record, in input order: partition `i` holds a contiguous range of the input. Each
+//! partition is a binary feature file (see [`crate::store`]), and the directory gets
+//! `manifest.toml`:
+//!
+//! ```toml
+//! version = 1
+//! dims = 512
+//! element = "f32"
+//! count = 7500                 # records in all partitions
+//! source = "features.bin"      # the input, as given
+//! source_checksum = 123456789  # CRC-32 of the input's records in binary record layout
+//! [[partitions]]
+//! file = "part-0000.bin"
+//! count = 938
+//! checksum = 987654321         # the partition's payload CRC-32 (also in its header)
+//! ```
+//!
+//! The source checksum is computed over the records' canonical binary bytes, so a text file and its
+//! binary conversion have the same checksum.
+//!
+//! [`PartitionSet::open`] memory-maps every partition and checks it against the manifest (present,
+//! length, header, dims, count, payload checksum, finite values) before anything uses it: a bad
+//! partition is an error naming its file, never a silently smaller data set. A record's values are
+//! then read in place: the values of record `r` are `f32`s `r * (dims + 2) + 2 ..` of the payload,
+//! which [`Matrix`] expresses as a row stride.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+use serde::{Deserialize, Serialize};
+
+use crate::atomic;
+use crate::store::{
+    BinHeader, FeatureReader, FeatureWriter, Format, HEADER_LEN, Record, StoreError,
+};
+
+/// File name of a partition directory's manifest.
+pub const MANIFEST: &str = "manifest.toml";
+
+/// A read-only, row-major matrix of `f32` whose rows may be spaced wider than they are long.
+#[derive(Debug, Clone, Copy)]
+pub struct Matrix<'a> {
+    data: &'a [f32],
+    rows: usize,
+    dims: usize,
+    stride: usize,
+}
+
+impl<'a> Matrix<'a> {
+    /// A matrix of `rows x dims` values, row `r` starting at `data[r * stride]`.
+    ///
+    /// # Panics
+    /// If `stride < dims` or `data` is too short.
+    pub fn new(data: &'a [f32], rows: usize, dims: usize, stride: usize) -> Self {
+        assert!(
+            stride >= dims,
+            "stride {stride} shorter than a row of {dims}"
+        );
+        assert!(
+            rows == 0 || (rows - 1) * stride + dims <= data.len(),
+            "matrix data too short"
+        );
+        Self {
+            data,
+            rows,
+            dims,
+            stride,
+        }
+    }
+
+    /// A dense `rows x dims` matrix.
+    pub fn dense(data: &'a [f32], dims: usize) -> Self {
+        Self::new(data, data.len() / dims.max(1), dims, dims)
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Values per row.
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    /// Distance in `f32`s between consecutive rows.
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+
+    /// Row `r`.
+    pub fn row(&self, r: usize) -> &'a [f32] {
+        &self.data[r * self.stride..][..self.dims]
+    }
+
+    /// Rows `start..end` as a matrix.
+    pub fn slice(&self, start: usize, end: usize) -> Matrix<'a> {
+        assert!(
+            start <= end && end <= self.rows,
+            "rows {start}..{end} outside 0..{}",
+            self.rows
+        );
+        if start == end {
+            return Matrix {
+                data: &[],
+                rows: 0,
+                dims: self.dims,
+                stride: self.stride,
+            };
+        }
+        Matrix {
+            data: &self.data[start * self.stride..],
+            rows: end - start,
+            dims: self.dims,
+            stride: self.stride,
+        }
+    }
+
+    /// The raw data, starting at row 0 (for GEMM with [`Matrix::stride`]).
+    pub fn as_ptr(&self) -> *const f32 {
+        self.data.as_ptr()
+    }
+}
+
+/// The manifest of a partition directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Manifest format version.
+    pub version: u32,
+    /// Values per record.
+    pub dims: usize,
+    /// Element type of the stored values.
+    pub element: String,
+    /// Records in all partitions.
+    pub count: u64,
+    /// The input file, as given to `split`.
+    pub source: String,
+    /// CRC-32 of the input's records in binary record layout.
+    pub source_checksum: u32,
+    /// The partitions, in input order.
+    pub partitions: Vec<PartitionEntry>,
+}
+
+/// One partition in a manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionEntry {
+    /// File name inside the directory.
+    pub file: String,
+    /// Records in the partition.
+    pub count: u64,
+    /// Payload CRC-32 of the partition file.
+    pub checksum: u32,
+}
+
+fn format_err(path: &Path, message: impl Into<String>) -> StoreError {
+    StoreError::Format {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+fn io_err(path: &Path, source: std::io::Error) -> StoreError {
+    StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// CRC-32 of a record in binary record layout (what a binary file's payload CRC covers).
+fn hash_record(crc: &mut crc32fast::Hasher, record: &Record) {
+    crc.update(&record.picture_id.to_le_bytes());
+    crc.update(&record.row.to_le_bytes());
+    crc.update(&record.col.to_le_bytes());
+    for v in &record.values {
+        crc.update(&v.to_le_bytes());
+    }
+}
+
+/// Sizes of `parts` contiguous ranges of `count` records, differing by at most one.
+pub fn partition_sizes(count: u64, parts: usize) -> Vec<u64> {
+    let parts = parts.max(1) as u64;
+    (0..parts)
+        .map(|i| count / parts + u64::from(i < count % parts))
+        .collect()
+}
+
+/// Splits a feature file into `parts` partitions in `out_dir` (created if needed), streaming.
+///
+/// The manifest is written last, so a directory without one is not a partition set; a failure
+/// leaves no manifest behind.
+pub fn split(input: &Path, parts: usize, out_dir: &Path) -> Result<Manifest, StoreError> {
+    if parts == 0 {
+        return Err(format_err(input, "cannot split into 0 partitions"));
+    }
+    // The record count decides the sizes: binary files say it, text files need a counting pass.
+    let mut reader = FeatureReader::open(input)?;
+    let mut record = Record::default();
+    let count = match reader.count() {
+        Some(n) => n,
+        None => {
+            let mut n = 0;
+            while reader.next_into(&mut record)? {
+                n += 1;
+            }
+            reader = FeatureReader::open(input)?;
+            n
+        }
+    };
+    if count < parts as u64 {
+        return Err(format_err(
+            input,
+            format!("holds {count} records, fewer than {parts} partitions"),
+        ));
+    }
+    std::fs::create_dir_all(out_dir).map_err(|e| io_err(out_dir, e))?;
+    let manifest_path = out_dir.join(MANIFEST);
+    if manifest_path.exists() {
+        std::fs::remove_file(&manifest_path).map_err(|e| io_err(&manifest_path, e))?;
+    }
+    let mut source_crc = crc32fast::Hasher::new();
+    let mut entries = Vec::with_capacity(parts);
+    let mut dims = None;
+    for (idx, size) in partition_sizes(count, parts).into_iter().enumerate() {
+        let file = format!("part-{idx:04}.bin");
+        let path = out_dir.join(&file);
+        let mut writer: Option<FeatureWriter> = None;
+        let mut crc = crc32fast::Hasher::new();
+        for _ in 0..size {
+            if !reader.next_into(&mut record)? {
+                return Err(format_err(input, "ended before the records it announced"));
+            }
+            hash_record(&mut source_crc, &record);
+            hash_record(&mut crc, &record);
+            let w = match &mut writer {
+                Some(w) => w,
+                None => {
+                    dims = Some(record.values.len());
+                    writer.insert(FeatureWriter::create(
+                        &path,
+                        Format::Bin,
+                        record.values.len(),
+                    )?)
+                }
+            };
+            w.write(record.picture_id, record.row, record.col, &record.values)?;
+        }
+        if let Some(w) = writer {
+            w.finish()?;
+        }
+        entries.push(PartitionEntry {
+            file,
+            count: size,
+            checksum: crc.finalize(),
+        });
+    }
+    if reader.next_into(&mut record)? {
+        return Err(format_err(input, "holds more records than it announced"));
+    }
+    let manifest = Manifest {
+        version: 1,
+        dims: dims.unwrap_or(0),
+        element: "f32".into(),
+        count,
+        source: input.display().to_string(),
+        source_checksum: source_crc.finalize(),
+        partitions: entries,
+    };
+    let text = toml::to_string(&manifest).map_err(|e| format_err(&manifest_path, e.to_string()))?;
+    let mut tmp = atomic::temp_beside(&manifest_path).map_err(|e| io_err(&manifest_path, e))?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(|e| io_err(&manifest_path, e))?;
+    atomic::persist(tmp, &manifest_path).map_err(|e| io_err(&manifest_path, e))?;
+    Ok(manifest)
+}
+
+/// Reads a partition directory's manifest.
+pub fn read_manifest(dir: &Path) -> Result<Manifest, StoreError> {
+    let path = dir.join(MANIFEST);
+    let text = std::fs::read_to_string(&path).map_err(|e| io_err(&path, e))?;
+    let manifest: Manifest = toml::from_str(&text).map_err(|e| format_err(&path, e.to_string()))?;
+    if manifest.version != 1 || manifest.element != "f32" {
+        return Err(format_err(
+            &path,
+            format!(
+                "unsupported manifest (version {}, element {:?})",
+                manifest.version, manifest.element
+            ),
+        ));
+    }
+    let total: u64 = manifest.partitions.iter().map(|p| p.count).sum();
+    if total != manifest.count {
+        return Err(format_err(
+            &path,
+            format!(
+                "partitions hold {total} records, manifest says {}",
+                manifest.count
+            ),
+        ));
+    }
+    Ok(manifest)
+}
+
+/// One memory-mapped, verified partition.
+#[derive(Debug)]
+pub struct Partition {
+    path: PathBuf,
+    map: Mmap,
+    rows: usize,
+    dims: usize,
+}
+
+impl Partition {
+    /// Maps `path` and checks it against its manifest entry and the set's dims.
+    pub fn open(path: &Path, entry: &PartitionEntry, dims: usize) -> Result<Self, StoreError> {
+        let file = File::open(path).map_err(|e| io_err(path, e))?;
+        // SAFETY: the map is read-only and partition files are never modified in place: writers
+        // create a new file and rename it over the old one, which leaves existing maps intact.
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| io_err(path, e))?;
+        let head: &[u8; HEADER_LEN] = map
+            .get(..HEADER_LEN)
+            .and_then(|h| h.try_into().ok())
+            .ok_or_else(|| format_err(path, "truncated header"))?;
+        let header = BinHeader::parse(head, path)?;
+        if header.dims != dims {
+            return Err(format_err(
+                path,
+                format!("has {} dims, manifest says {dims}", header.dims),
+            ));
+        }
+        if header.count != entry.count {
+            return Err(format_err(
+                path,
+                format!(
+                    "has {} records, manifest says {}",
+                    header.count, entry.count
+                ),
+            ));
+        }
+        if header.payload_crc != entry.checksum {
+            return Err(format_err(
+                path,
+                "checksum differs from the manifest's (file replaced?)",
+            ));
+        }
+        if (map.len() as u64) != header.file_len() {
+            return Err(StoreError::Truncated {
+                path: path.to_path_buf(),
+                expected: header.file_len(),
+                actual: map.len() as u64,
+            });
+        }
+        let payload = &map[HEADER_LEN..];
+        let actual = crc32fast::hash(payload);
+        if actual != header.payload_crc {
+            return Err(StoreError::Checksum {
+                path: path.to_path_buf(),
+                expected: header.payload_crc,
+                actual,
+            });
+        }
+        let part = Self {
+            path: path.to_path_buf(),
+            map,
+            rows: header.count as usize,
+            dims,
+        };
+        let m = part.matrix();
+        for r in 0..m.rows() {
+            if let Some(pos) = m.row(r).iter().position(|v| !v.is_finite()) {
+                return Err(StoreError::Record {
+                    path: path.to_path_buf(),
+                    location: format!("record {}", r + 1),
+                    message: format!("value {} is not finite", pos + 1),
+                });
+            }
+        }
+        Ok(part)
+    }
+
+    /// The partition's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The values as a matrix (in place in the mapped file).
+    pub fn matrix(&self) -> Matrix<'_> {
+        let payload = &self.map[HEADER_LEN..];
+        // The map is page-aligned and the header is 32 bytes, so the payload is 4-byte aligned.
+        let floats: &[f32] = bytemuck::try_cast_slice(payload).unwrap_or(&[]);
+        if self.rows == 0 {
+            return Matrix::new(&[], 0, self.dims, self.dims + 2);
+        }
+        Matrix::new(&floats[2..], self.rows, self.dims, self.dims + 2)
+    }
+}
+
+/// All partitions of a directory, loaded once and kept (the static data of the Map-Collective model).
+#[derive(Debug)]
+pub struct PartitionSet {
+    /// The manifest the partitions were checked against.
+    pub manifest: Manifest,
+    /// The partitions, in manifest order.
+    pub partitions: Vec<Partition>,
+}
+
+impl PartitionSet {
+    /// Opens and verifies every partition listed in `dir/manifest.toml`.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_subset(dir, None)
+    }
+
+    /// Opens and verifies the listed partitions only (all with `None`).
+    pub fn open_subset(dir: &Path, which: Option<&[usize]>) -> Result<Self, StoreError> {
+        let manifest = read_manifest(dir)?;
+        let indices: Vec<usize> = match which {
+            Some(w) => w.to_vec(),
+            None => (0..manifest.partitions.len()).collect(),
+        };
+        let mut partitions = Vec::with_capacity(indices.len());
+        for idx in indices {
+            let entry = manifest.partitions.get(idx).ok_or_else(|| {
+                format_err(&dir.join(MANIFEST), format!("has no partition {idx}"))
+            })?;
+            partitions.push(Partition::open(
+                &dir.join(&entry.file),
+                entry,
+                manifest.dims,
+            )?);
+        }
+        Ok(Self {
+            manifest,
+            partitions,
+        })
+    }
+
+    /// The partitions as matrices.
+    pub fn matrices(&self) -> Vec<Matrix<'_>> {
+        self.partitions.iter().map(Partition::matrix).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn write_features(path: &Path, format: Format, n: u32, dims: usize) {
+        let mut w = FeatureWriter::create(path, format, dims).expect("create");
+        for i in 0..n {
+            let values: Vec<f32> = (0..dims).map(|d| i as f32 + d as f32 / 100.0).collect();
+            w.write(i, (i % 7) as u16, (i % 5) as u16, &values)
+                .expect("write");
+        }
+        w.finish().expect("finish");
+    }
+
+    #[test]
+    fn sizes_differ_by_at_most_one() {
+        assert_eq!(partition_sizes(10, 3), vec![4, 3, 3]);
+        assert_eq!(partition_sizes(9, 3), vec![3, 3, 3]);
+        assert_eq!(partition_sizes(2, 2), vec![1, 1]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        #[test]
+        fn every_vector_lands_in_exactly_one_partition_in_order(n in 1u32..60, parts in 1usize..9, text in any::<bool>()) {
+            prop_assume!(n as usize >= parts);
+            let dir = tempfile::tempdir().expect("tempdir");
+            let input = dir.path().join(if text { "f.txt" } else { "f.bin" });
+            write_features(&input, if text { Format::Text } else { Format::Bin }, n, 3);
+            let manifest = split(&input, parts, &dir.path().join("parts")).expect("split");
+            let set = PartitionSet::open(&dir.path().join("parts")).expect("open");
+            let mut seen = Vec::new();
+            for m in set.matrices() {
+                for r in 0..m.rows() {
+                    seen.push(m.row(r)[0] as u32);
+                }
+            }
+            prop_assert_eq!(seen, (0..n).collect::<Vec<_>>());
+            let sizes: Vec<u64> = manifest.partitions.iter().map(|p| p.count).collect();
+            prop_assert!(sizes.iter().max().expect("max") - sizes.iter().min().expect("min") <= 1);
+        }
+    }
+
+    #[test]
+    fn text_and_binary_sources_have_the_same_checksum() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (txt, bin) = (dir.path().join("f.txt"), dir.path().join("f.bin"));
+        write_features(&txt, Format::Text, 10, 4);
+        write_features(&bin, Format::Bin, 10, 4);
+        let a = split(&txt, 2, &dir.path().join("a")).expect("a");
+        let b = split(&bin, 2, &dir.path().join("b")).expect("b");
+        assert_eq!(a.source_checksum, b.source_checksum);
+        assert_eq!(a.partitions, b.partitions);
+    }
+
+    #[test]
+    fn damaged_partitions_are_errors_naming_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let input = dir.path().join("f.bin");
+        write_features(&input, Format::Bin, 12, 4);
+        let parts = dir.path().join("parts");
+        let expect_err = |what: &str, damage: &dyn Fn()| {
+            split(&input, 3, &parts).expect("split");
+            damage();
+            let msg = PartitionSet::open(&parts).expect_err(what).to_string();
+            assert!(msg.contains("part-0001.bin"), "{what}: {msg}");
+            msg
+        };
+        let p1 = parts.join("part-0001.bin");
+        expect_err("missing", &|| std::fs::remove_file(&p1).expect("rm"));
+        let msg = expect_err("truncated", &|| {
+            let b = std::fs::read(&p1).expect("read");
+            std::fs::write(&p1, &b[..b.len() - 4]).expect("write");
+        });
+        assert!(msg.contains("truncated"), "{msg}");
+        let msg = expect_err("flipped bit", &|| {
+            let mut b = std::fs::read(&p1).expect("read");
+            let last = b.len() - 1;
+            b[last] ^= 1;
+            std::fs::write(&p1, &b).expect("write");
+        });
+        assert!(msg.contains("checksum"), "{msg}");
+        let msg = expect_err("other dims", &|| {
+            write_features(&p1, Format::Bin, 4, 5);
+        });
+        assert!(msg.contains("has 5 dims, manifest says 4"), "{msg}");
+    }
+
+    #[test]
+    fn too_few_records_for_the_partitions_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let input = dir.path().join("f.bin");
+        write_features(&input, Format::Bin, 2, 4);
+        let msg = split(&input, 3, &dir.path().join("p"))
+            .expect_err("2 < 3")
+            .to_string();
+        assert!(msg.contains("fewer than 3 partitions"), "{msg}");
+    }
+}
