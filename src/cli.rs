@@ -28,6 +28,10 @@ pub enum Command {
     /// Generate datasets.
     #[command(subcommand)]
     Datasets(DatasetsCommand),
+    /// Split a feature file into even partitions for map tasks (streaming).
+    Partition(PartitionArgs),
+    /// Cluster feature vectors into a vocabulary (k-means).
+    Kmeans(KmeansArgs),
     /// Run the stages of a TOML config in a work directory.
     Run(RunArgs),
     /// Benchmarks (results feed eval/).
@@ -145,6 +149,92 @@ pub struct ConvertArgs {
 pub enum DatasetsCommand {
     /// Generate the synthetic photo set (four scene kinds, labels.csv) into a folder.
     Photos(PhotosArgs),
+    /// Generate Gaussian-blob feature vectors (for scale tests and benchmarks).
+    Synth(SynthArgs),
+}
+
+/// Arguments of `vocab datasets synth`.
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// Number of vectors.
+    #[arg(long, value_name = "N")]
+    pub n: u64,
+    /// Values per vector.
+    #[arg(long, value_name = "D", default_value_t = 512)]
+    pub dims: usize,
+    /// Number of blobs.
+    #[arg(long, value_name = "C", default_value_t = 64)]
+    pub clusters: usize,
+    /// Seed.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Output format [default: text for .txt/.text files, bin otherwise].
+    #[arg(long, value_enum)]
+    pub format: Option<FileFormat>,
+    /// Feature file to write.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+/// Arguments of `vocab partition`.
+#[derive(Debug, Args)]
+pub struct PartitionArgs {
+    /// Feature file to split (text or bin).
+    #[arg(long, value_name = "FILE")]
+    pub features: PathBuf,
+    /// Number of partitions [default: 4 per core].
+    #[arg(long, value_name = "P")]
+    pub parts: Option<usize>,
+    /// Folder for the partitions and manifest.toml.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// Initialisation of k-means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InitMethod {
+    /// k distinct vectors drawn uniformly.
+    Random,
+    /// k-means++ on a sample of max(2k, 1024) vectors.
+    #[value(name = "kmeans++")]
+    #[serde(rename = "kmeans++")]
+    PlusPlus,
+}
+
+/// Arguments of `vocab kmeans`.
+#[derive(Debug, Args)]
+pub struct KmeansArgs {
+    /// A feature file (loaded into memory) or a partition folder (memory-mapped).
+    #[arg(long, value_name = "FILE|DIR")]
+    pub features: PathBuf,
+    /// Number of centroids (visual words).
+    #[arg(long, value_name = "K")]
+    pub k: usize,
+    /// Iterations at most.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub iterations: u64,
+    /// Stop when the relative change of inertia falls below this.
+    #[arg(long, value_name = "TOL", default_value_t = 1e-4)]
+    pub tol: f64,
+    /// Seed of initialisation and empty-cluster splits.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Initialisation.
+    #[arg(long, value_enum, default_value_t = InitMethod::Random)]
+    pub init: InitMethod,
+    /// Start from these centroids (vocabulary file, text or bin) instead.
+    #[arg(long, value_name = "FILE", conflicts_with = "init")]
+    pub init_centroids: Option<PathBuf>,
+    /// Continue from the checkpoint of a previous run with the same --out, k, seed and input.
+    #[arg(long)]
+    pub resume: bool,
+    /// Vocabulary format [default: text for .txt/.text files, bin otherwise].
+    #[arg(long, value_enum)]
+    pub format: Option<FileFormat>,
+    /// Vocabulary file; beside it <out>.meta.toml, <out>.iterations.csv, <out>.ckpt/.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
 }
 
 /// Arguments of `vocab datasets photos`.

@@ -3,6 +3,7 @@
 mod bench;
 mod cli;
 mod config;
+mod kmeans;
 mod progress;
 mod stages;
 
@@ -40,6 +41,9 @@ fn run() -> anyhow::Result<()> {
         }
         Command::Convert(args) => stages::convert(&args),
         Command::Datasets(DatasetsCommand::Photos(args)) => stages::photos(&args),
+        Command::Datasets(DatasetsCommand::Synth(args)) => kmeans::synth(&args),
+        Command::Partition(args) => kmeans::partition(&args),
+        Command::Kmeans(args) => kmeans::run(&args, &ui),
         Command::Run(args) => config::run(&args, &ui),
         Command::Bench(BenchCommand::Hog(args)) => bench::hog(&args),
     }

@@ -85,7 +85,7 @@ impl FeatureSettings {
 }
 
 /// Text for `.txt`/`.text` files, binary otherwise.
-fn format_for(path: &Path) -> Format {
+pub fn format_for(path: &Path) -> Format {
     match path.extension().and_then(|e| e.to_str()) {
         Some(ext) if ext.eq_ignore_ascii_case("txt") || ext.eq_ignore_ascii_case("text") => {
             Format::Text

@@ -24,6 +24,13 @@ pub fn temp_beside(dest: &Path) -> io::Result<NamedTempFile> {
     builder.tempfile_in(dir)
 }
 
+/// Writes `bytes` to `dest` atomically.
+pub fn write(dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut tmp = temp_beside(dest)?;
+    io::Write::write_all(&mut tmp, bytes)?;
+    persist(tmp, dest)
+}
+
 /// Syncs a finished temporary file and renames it onto `dest`.
 pub fn persist(tmp: NamedTempFile, dest: &Path) -> io::Result<()> {
     tmp.as_file().sync_all()?;

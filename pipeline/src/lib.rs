@@ -10,6 +10,7 @@ pub mod atomic;
 pub mod features;
 pub mod hog;
 pub mod image_io;
+pub mod kmeans;
 pub mod partition;
 pub mod patch;
 pub mod store;

@@ -172,16 +172,6 @@ fn io_err(path: &Path, source: std::io::Error) -> StoreError {
     }
 }
 
-/// CRC-32 of a record in binary record layout (what a binary file's payload CRC covers).
-fn hash_record(crc: &mut crc32fast::Hasher, record: &Record) {
-    crc.update(&record.picture_id.to_le_bytes());
-    crc.update(&record.row.to_le_bytes());
-    crc.update(&record.col.to_le_bytes());
-    for v in &record.values {
-        crc.update(&v.to_le_bytes());
-    }
-}
-
 /// Sizes of `parts` contiguous ranges of `count` records, differing by at most one.
 pub fn partition_sizes(count: u64, parts: usize) -> Vec<u64> {
     let parts = parts.max(1) as u64;
@@ -235,8 +225,8 @@ pub fn split(input: &Path, parts: usize, out_dir: &Path) -> Result<Manifest, Sto
             if !reader.next_into(&mut record)? {
                 return Err(format_err(input, "ended before the records it announced"));
             }
-            hash_record(&mut source_crc, &record);
-            hash_record(&mut crc, &record);
+            record.hash_into(&mut source_crc);
+            record.hash_into(&mut crc);
             let w = match &mut writer {
                 Some(w) => w,
                 None => {
@@ -272,9 +262,7 @@ pub fn split(input: &Path, parts: usize, out_dir: &Path) -> Result<Manifest, Sto
         partitions: entries,
     };
     let text = toml::to_string(&manifest).map_err(|e| format_err(&manifest_path, e.to_string()))?;
-    let mut tmp = atomic::temp_beside(&manifest_path).map_err(|e| io_err(&manifest_path, e))?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(|e| io_err(&manifest_path, e))?;
-    atomic::persist(tmp, &manifest_path).map_err(|e| io_err(&manifest_path, e))?;
+    atomic::write(&manifest_path, text.as_bytes()).map_err(|e| io_err(&manifest_path, e))?;
     Ok(manifest)
 }
 

@@ -149,6 +149,19 @@ pub struct Record {
     pub values: Vec<f32>,
 }
 
+impl Record {
+    /// Feeds the record in binary record layout to a CRC-32 (what a binary payload CRC covers),
+    /// so a text file and its binary conversion hash alike.
+    pub fn hash_into(&self, crc: &mut crc32fast::Hasher) {
+        crc.update(&self.picture_id.to_le_bytes());
+        crc.update(&self.row.to_le_bytes());
+        crc.update(&self.col.to_le_bytes());
+        for v in &self.values {
+            crc.update(&v.to_le_bytes());
+        }
+    }
+}
+
 /// Streaming writer of a feature file in either format.
 #[derive(Debug)]
 pub struct FeatureWriter {
@@ -443,6 +456,14 @@ impl FeatureReader {
         match &self.inner {
             Inner::Bin { header, .. } => Some(header.dims),
             Inner::Text { dims, .. } => *dims,
+        }
+    }
+
+    /// The payload checksum recorded in the header (binary files).
+    pub fn payload_checksum(&self) -> Option<u32> {
+        match &self.inner {
+            Inner::Bin { header, .. } => Some(header.payload_crc),
+            Inner::Text { .. } => None,
         }
     }
 

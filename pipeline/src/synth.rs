@@ -334,6 +334,37 @@ fn render(kind: &str, rng: &mut ChaCha8Rng) -> RgbImage {
     img
 }
 
+/// Writes `n` Gaussian-blob feature vectors of `dims` values around `clusters` centres.
+///
+/// Centres are uniform in `[0, 0.3]^dims` (the range of most HOG values) and points scatter around
+/// them with standard deviation 0.03; vector `i` belongs to blob `i % clusters`, and its
+/// `picture_id` is `i`. Every value depends only on `(seed, n, dims, clusters)`.
+pub fn generate_features(
+    out: &Path,
+    format: crate::store::Format,
+    n: u64,
+    dims: usize,
+    clusters: usize,
+    seed: u64,
+) -> Result<u64, crate::store::StoreError> {
+    use rand_distr::{Distribution, Normal};
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let centres: Vec<f32> = (0..clusters.max(1) * dims)
+        .map(|_| rng.random_range(0.0..0.3))
+        .collect();
+    let noise = Normal::new(0.0f32, 0.03).expect("valid standard deviation");
+    let mut writer = crate::store::FeatureWriter::create(out, format, dims)?;
+    let mut values = vec![0f32; dims];
+    for i in 0..n {
+        let centre = &centres[(i as usize % clusters.max(1)) * dims..][..dims];
+        for (v, &c) in values.iter_mut().zip(centre) {
+            *v = c + noise.sample(&mut rng);
+        }
+        writer.write((i % (u64::from(u32::MAX) + 1)) as u32, 0, 0, &values)?;
+    }
+    writer.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,368 @@
+//! Vocabulary files, run metadata, and checkpoints of a k-means run.
+//!
+//! **Vocabulary**: text, one centroid per line (values only, shortest round-trip floats); or
+//! binary, a feature file (see [`crate::store`]) whose record `j` is centroid `j`
+//! (`picture_id = j`, row and col 0). Readers accept both and detect which.
+//!
+//! **Checkpoint** of a run writing `<out>`: the folder `<out>.ckpt/` holds `iter-NNNNNN.bin`
+//! (the centroids after iteration N, binary vocabulary format) and `state.toml` (iteration,
+//! history, seed, k, dims, input checksum, the centroid file's name and payload checksum).
+//! Each iteration writes its centroid file first, then replaces `state.toml` atomically, then
+//! removes older centroid files: whenever the process stops, `state.toml` names a complete file.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Centroids, IterationStats, KMeansError, State};
+use crate::atomic;
+use crate::store::{FeatureReader, FeatureWriter, Format, Record, StoreError};
+
+fn io_err(path: &Path, source: std::io::Error) -> StoreError {
+    StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Writes centroids as a vocabulary file.
+pub fn write_vocabulary(
+    path: &Path,
+    centroids: &Centroids,
+    format: Format,
+) -> Result<(), StoreError> {
+    match format {
+        Format::Bin => {
+            let mut w = FeatureWriter::create(path, Format::Bin, centroids.dims())?;
+            for j in 0..centroids.k() {
+                w.write(j as u32, 0, 0, centroids.row(j))?;
+            }
+            w.finish()?;
+        }
+        Format::Text => {
+            let tmp = atomic::temp_beside(path).map_err(|e| io_err(path, e))?;
+            let mut out = std::io::BufWriter::new(tmp);
+            let mut buf = ryu::Buffer::new();
+            for j in 0..centroids.k() {
+                let mut line = String::new();
+                for (i, &v) in centroids.row(j).iter().enumerate() {
+                    if i > 0 {
+                        line.push(' ');
+                    }
+                    line.push_str(buf.format(v));
+                }
+                line.push('\n');
+                out.write_all(line.as_bytes())
+                    .map_err(|e| io_err(path, e))?;
+            }
+            let tmp = out.into_inner().map_err(|e| io_err(path, e.into_error()))?;
+            atomic::persist(tmp, path).map_err(|e| io_err(path, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads a vocabulary file (text or binary).
+pub fn read_vocabulary(path: &Path) -> Result<Centroids, StoreError> {
+    let bad = |location: String, message: String| StoreError::Record {
+        path: path.to_path_buf(),
+        location,
+        message,
+    };
+    let mut data = Vec::new();
+    let dims = match Format::detect(path)? {
+        Format::Bin => {
+            let mut reader = FeatureReader::open(path)?;
+            let mut record = Record::default();
+            while reader.next_into(&mut record)? {
+                data.extend_from_slice(&record.values);
+            }
+            reader.dims().unwrap_or(0)
+        }
+        Format::Text => {
+            let text = std::fs::read_to_string(path).map_err(|e| io_err(path, e))?;
+            let mut dims = None;
+            for (idx, line) in text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+            {
+                let location = format!("line {}", idx + 1);
+                let start = data.len();
+                for field in line.split_ascii_whitespace() {
+                    let v: f32 = field.parse().map_err(|_| {
+                        bad(location.clone(), format!("value {field:?} is not a number"))
+                    })?;
+                    if !v.is_finite() {
+                        return Err(bad(location, format!("value {field} is not finite")));
+                    }
+                    data.push(v);
+                }
+                let len = data.len() - start;
+                match dims {
+                    None => dims = Some(len),
+                    Some(d) if d != len => {
+                        return Err(bad(
+                            location,
+                            format!("has {len} values, earlier lines have {d}"),
+                        ));
+                    }
+                    Some(_) => {}
+                }
+            }
+            dims.unwrap_or(0)
+        }
+    };
+    if dims == 0 || data.is_empty() {
+        return Err(StoreError::Format {
+            path: path.to_path_buf(),
+            message: "holds no centroids".into(),
+        });
+    }
+    Ok(Centroids::new(data, dims))
+}
+
+/// What a finished run records beside its vocabulary (`<out>.meta.toml`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunMeta {
+    /// Centroids.
+    pub k: usize,
+    /// Values per centroid.
+    pub dims: usize,
+    /// Vectors clustered.
+    pub n: u64,
+    /// Iterations run.
+    pub iterations: u64,
+    /// Whether the tolerance stopped the run before `max_iter`.
+    pub converged: bool,
+    /// Inertia of the last assignment.
+    pub final_inertia: f64,
+    /// Seed.
+    pub seed: u64,
+    /// Initialisation (`random`, `kmeans++`, or the given file).
+    pub init: String,
+    /// CRC-32 of the input records (binary record layout), as in partition manifests.
+    pub input_checksum: u32,
+    /// Wall time of all iterations, seconds.
+    pub seconds: f64,
+}
+
+/// Writes a small TOML file atomically.
+pub fn write_toml<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
+    let text = toml::to_string(value).map_err(|e| StoreError::Format {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    write_text(path, &text)
+}
+
+/// Writes a small text file atomically.
+pub fn write_text(path: &Path, text: &str) -> Result<(), StoreError> {
+    atomic::write(path, text.as_bytes()).map_err(|e| io_err(path, e))
+}
+
+/// The checkpoint folder of a run writing `out`.
+pub fn checkpoint_dir(out: &Path) -> PathBuf {
+    let mut name = out.as_os_str().to_owned();
+    name.push(".ckpt");
+    PathBuf::from(name)
+}
+
+/// `state.toml` of a checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointState {
+    /// Format version.
+    pub version: u32,
+    /// Centroids.
+    pub k: usize,
+    /// Values per centroid.
+    pub dims: usize,
+    /// Seed of the run.
+    pub seed: u64,
+    /// CRC-32 of the input records.
+    pub input_checksum: u32,
+    /// Iterations done.
+    pub iteration: u64,
+    /// Whether the run had converged.
+    pub converged: bool,
+    /// Centroid file in the checkpoint folder.
+    pub centroids: String,
+    /// Its payload CRC-32.
+    pub centroids_checksum: u32,
+    /// Per-iteration history.
+    pub history: Vec<HistoryRow>,
+}
+
+/// One iteration in a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryRow {
+    /// Iteration number.
+    pub iteration: u64,
+    /// Inertia.
+    pub inertia: f64,
+    /// Seconds.
+    pub seconds: f64,
+    /// Splits.
+    pub splits: usize,
+}
+
+/// Saves the state of a run (see the module docs for the protocol).
+pub fn save_checkpoint(
+    out: &Path,
+    state: &State,
+    seed: u64,
+    input_checksum: u32,
+) -> Result<(), StoreError> {
+    let dir = checkpoint_dir(out);
+    std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+    let name = format!("iter-{:06}.bin", state.iteration);
+    let path = dir.join(&name);
+    write_vocabulary(&path, &state.centroids, Format::Bin)?;
+    let centroids_checksum = FeatureReader::open(&path)?.payload_checksum().unwrap_or(0);
+    let meta = CheckpointState {
+        version: 1,
+        k: state.centroids.k(),
+        dims: state.centroids.dims(),
+        seed,
+        input_checksum,
+        iteration: state.iteration,
+        converged: state.converged,
+        centroids: name.clone(),
+        centroids_checksum,
+        history: state
+            .history
+            .iter()
+            .map(|h| HistoryRow {
+                iteration: h.iteration,
+                inertia: h.inertia,
+                seconds: h.seconds,
+                splits: h.splits,
+            })
+            .collect(),
+    };
+    write_toml(&dir.join("state.toml"), &meta)?;
+    for entry in std::fs::read_dir(&dir)
+        .map_err(|e| io_err(&dir, e))?
+        .flatten()
+    {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if file.starts_with("iter-") && file != name {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    Ok(())
+}
+
+/// Loads a checkpoint and checks that it belongs to this run (same k, dims, seed and input).
+pub fn load_checkpoint(
+    out: &Path,
+    k: usize,
+    seed: u64,
+    input_checksum: u32,
+) -> Result<State, KMeansError> {
+    let dir = checkpoint_dir(out);
+    let state_path = dir.join("state.toml");
+    let bad = |message: String| KMeansError::Checkpoint {
+        path: state_path.clone(),
+        message,
+    };
+    let text =
+        std::fs::read_to_string(&state_path).map_err(|e| bad(format!("cannot read: {e}")))?;
+    let meta: CheckpointState = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    if meta.k != k || meta.seed != seed || meta.input_checksum != input_checksum {
+        return Err(bad(format!(
+            "belongs to another run (k {}, seed {}, input checksum {}; this run: k {k}, seed {seed}, input checksum {input_checksum})",
+            meta.k, meta.seed, meta.input_checksum
+        )));
+    }
+    let path = dir.join(&meta.centroids);
+    if FeatureReader::open(&path)?.payload_checksum() != Some(meta.centroids_checksum) {
+        return Err(bad(format!(
+            "{} does not match its recorded checksum",
+            meta.centroids
+        )));
+    }
+    let centroids = read_vocabulary(&path)?;
+    if centroids.k() != meta.k || centroids.dims() != meta.dims {
+        return Err(bad(format!(
+            "{} holds {} x {} centroids",
+            meta.centroids,
+            centroids.k(),
+            centroids.dims()
+        )));
+    }
+    Ok(State {
+        iteration: meta.iteration,
+        centroids,
+        converged: meta.converged,
+        history: meta
+            .history
+            .iter()
+            .map(|h| IterationStats {
+                iteration: h.iteration,
+                inertia: h.inertia,
+                seconds: h.seconds,
+                splits: h.splits,
+            })
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vocabularies_round_trip_in_both_formats() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let c = Centroids::new(vec![0.1, 0.2, 0.3, 1e-7, 5.0, 0.0], 3);
+        for (name, format) in [("v.txt", Format::Text), ("v.bin", Format::Bin)] {
+            let path = dir.path().join(name);
+            write_vocabulary(&path, &c, format).expect("write");
+            assert_eq!(read_vocabulary(&path).expect("read"), c, "{name}");
+        }
+        let text = std::fs::read_to_string(dir.path().join("v.txt")).expect("text");
+        assert_eq!(text, "0.1 0.2 0.3\n1e-7 5.0 0.0\n");
+    }
+
+    #[test]
+    fn checkpoints_round_trip_and_refuse_other_runs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("vocab.bin");
+        let state = State {
+            iteration: 3,
+            centroids: Centroids::new(vec![1.0, 2.0, 3.0, 4.0], 2),
+            history: vec![IterationStats {
+                iteration: 3,
+                inertia: 2.5,
+                seconds: 0.1,
+                splits: 0,
+            }],
+            converged: false,
+        };
+        save_checkpoint(&out, &state, 7, 99).expect("save");
+        let next = State {
+            iteration: 4,
+            ..state.clone()
+        };
+        save_checkpoint(&out, &next, 7, 99).expect("save again");
+        assert_eq!(load_checkpoint(&out, 2, 7, 99).expect("load"), next);
+        let files: Vec<_> = std::fs::read_dir(checkpoint_dir(&out))
+            .expect("dir")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(
+            files.len(),
+            2,
+            "state.toml and the newest centroids only: {files:?}"
+        );
+        let msg = load_checkpoint(&out, 2, 8, 99)
+            .expect_err("other seed")
+            .to_string();
+        assert!(msg.contains("belongs to another run"), "{msg}");
+    }
+}

@@ -1,0 +1,546 @@
+//! The k-means engine: initialisation, the map step with stage-1 aggregation, the update, the
+//! iteration loop, checkpoints and vocabulary files.
+//!
+//! One iteration: every vector is assigned to its nearest centroid ([`assign`]); the assignments
+//! become per-thread [`Partial`] sums, merged once per node in thread order ([`local_step`], the
+//! first aggregation stage of the paper); [`update`] turns the merged sums into new centroids.
+//!
+//! Work is split into units of at most [`UNIT_ROWS`] rows of a partition, in partition order, and
+//! unit `u` always runs on accumulator `u % threads`, so a run is bit-for-bit reproducible for a
+//! given thread count. With another thread count the f64 sums are added in another grouping: the
+//! centroids agree to the rounding of those sums (about 1e-15 relative before the cast to f32).
+
+pub mod assign;
+pub mod files;
+pub mod partial;
+
+use std::time::Instant;
+
+use rand::SeedableRng;
+use rand::seq::index;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use thiserror::Error;
+
+pub use self::assign::{AssignScratch, Centroids, assign};
+pub use self::partial::{Partial, update};
+use crate::partition::Matrix;
+use crate::store::StoreError;
+
+/// Rows per unit of map work.
+pub const UNIT_ROWS: usize = 4096;
+
+/// Errors of the k-means engine.
+#[derive(Debug, Error)]
+pub enum KMeansError {
+    /// `k` is zero.
+    #[error("k must be at least 1")]
+    ZeroK,
+    /// More centroids than vectors.
+    #[error("k = {k} exceeds the number of vectors ({n})")]
+    TooFewVectors {
+        /// Requested centroids.
+        k: usize,
+        /// Vectors available.
+        n: usize,
+    },
+    /// Given initial centroids do not fit the data or `k`.
+    #[error("initial centroids are {got_k} x {got_dims}, expected {k} x {dims}")]
+    InitShape {
+        /// Centroids given.
+        got_k: usize,
+        /// Their dims.
+        got_dims: usize,
+        /// Requested k.
+        k: usize,
+        /// Data dims.
+        dims: usize,
+    },
+    /// Partitions of different dimensionality.
+    #[error("partitions have different dims ({0} and {1})")]
+    MixedDims(usize, usize),
+    /// A file error.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A checkpoint that cannot be used.
+    #[error("checkpoint {path}: {message}")]
+    Checkpoint {
+        /// Checkpoint file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// How the first centroids are chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Init {
+    /// `k` distinct vectors drawn uniformly (seeded).
+    Random,
+    /// k-means++ on a uniform sample of `sample` vectors (default `min(n, max(2k, 1024))`).
+    ///
+    /// Cost `O(sample * k * dims)`, never `O(n k^2 d)`.
+    PlusPlus {
+        /// Sample size; `None` for the default.
+        sample: Option<usize>,
+    },
+    /// Given centroids.
+    Given(Centroids),
+}
+
+/// Settings of a k-means run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// Number of centroids.
+    pub k: usize,
+    /// Iterations at most.
+    pub max_iter: u64,
+    /// Stop when the relative change of inertia between iterations falls below this.
+    pub tol: f64,
+    /// Seed of initialisation and empty-cluster splits.
+    pub seed: u64,
+    /// Initialisation.
+    pub init: Init,
+    /// Accumulators (and threads) of the map step; 0 for rayon's thread count.
+    pub threads: usize,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self {
+            k: 256,
+            max_iter: 20,
+            tol: 1e-4,
+            seed: 0,
+            init: Init::Random,
+            threads: 0,
+        }
+    }
+}
+
+/// What one iteration did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IterationStats {
+    /// 1-based iteration number.
+    pub iteration: u64,
+    /// Inertia of the assignment to the previous centroids.
+    pub inertia: f64,
+    /// Wall time of the iteration.
+    pub seconds: f64,
+    /// Empty clusters re-seeded by splitting.
+    pub splits: usize,
+}
+
+/// The state after some iterations: enough to resume.
+#[derive(Debug, Clone, PartialEq)]
+pub struct State {
+    /// Iterations done.
+    pub iteration: u64,
+    /// Centroids after the last update.
+    pub centroids: Centroids,
+    /// Every iteration so far.
+    pub history: Vec<IterationStats>,
+    /// Whether the inertia change fell below the tolerance.
+    pub converged: bool,
+}
+
+fn check_dims(parts: &[Matrix<'_>]) -> Result<usize, KMeansError> {
+    let dims = parts.first().map_or(0, Matrix::dims);
+    match parts.iter().find(|p| p.dims() != dims) {
+        Some(p) => Err(KMeansError::MixedDims(dims, p.dims())),
+        None => Ok(dims),
+    }
+}
+
+/// Row `global` of the concatenation of `parts`.
+fn global_row<'a>(parts: &[Matrix<'a>], mut global: usize) -> &'a [f32] {
+    for p in parts {
+        if global < p.rows() {
+            return p.row(global);
+        }
+        global -= p.rows();
+    }
+    panic!("row index outside the partitions");
+}
+
+/// Chooses the first centroids.
+pub fn initial_centroids(
+    parts: &[Matrix<'_>],
+    k: usize,
+    init: &Init,
+    seed: u64,
+) -> Result<Centroids, KMeansError> {
+    let dims = check_dims(parts)?;
+    let n: usize = parts.iter().map(Matrix::rows).sum();
+    if k == 0 {
+        return Err(KMeansError::ZeroK);
+    }
+    if let Init::Given(c) = init {
+        if c.k() != k || c.dims() != dims {
+            return Err(KMeansError::InitShape {
+                got_k: c.k(),
+                got_dims: c.dims(),
+                k,
+                dims,
+            });
+        }
+        return Ok(c.clone());
+    }
+    if k > n {
+        return Err(KMeansError::TooFewVectors { k, n });
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    // Stream 0 is for splits of iteration 0, which never runs; use a stream of its own.
+    rng.set_stream(u64::MAX);
+    match init {
+        Init::Random => {
+            let mut data = Vec::with_capacity(k * dims);
+            for i in index::sample(&mut rng, n, k) {
+                data.extend_from_slice(global_row(parts, i));
+            }
+            Ok(Centroids::new(data, dims))
+        }
+        Init::PlusPlus { sample } => {
+            let m = sample.unwrap_or_else(|| (2 * k).max(1024)).clamp(k, n);
+            let rows: Vec<&[f32]> = index::sample(&mut rng, n, m)
+                .into_iter()
+                .map(|i| global_row(parts, i))
+                .collect();
+            Ok(plus_plus(&rows, k, &mut rng))
+        }
+        Init::Given(_) => unreachable!("handled above"),
+    }
+}
+
+/// k-means++ seeding over `rows` (Arthur and Vassilvitskii 2007): each next centroid is drawn
+/// with probability proportional to the squared distance to the nearest centroid so far.
+fn plus_plus(rows: &[&[f32]], k: usize, rng: &mut ChaCha8Rng) -> Centroids {
+    use rand::Rng;
+    let dims = rows[0].len();
+    let first = rng.random_range(0..rows.len());
+    let mut data = rows[first].to_vec();
+    let mut nearest: Vec<f32> = rows
+        .par_iter()
+        .map(|r| assign::dist2(r, rows[first]))
+        .collect();
+    while data.len() < k * dims {
+        let total: f64 = nearest.iter().map(|&d| f64::from(d)).sum();
+        let pick = if total > 0.0 {
+            let mut target = rng.random::<f64>() * total;
+            let mut chosen = rows.len() - 1;
+            for (i, &d) in nearest.iter().enumerate() {
+                target -= f64::from(d);
+                if target < 0.0 {
+                    chosen = i;
+                    break;
+                }
+            }
+            chosen
+        } else {
+            // All remaining points coincide with centroids: any choice is as good.
+            rng.random_range(0..rows.len())
+        };
+        let c = rows[pick];
+        data.extend_from_slice(c);
+        nearest
+            .par_iter_mut()
+            .zip(rows)
+            .for_each(|(d, r)| *d = d.min(assign::dist2(r, c)));
+    }
+    Centroids::new(data, dims)
+}
+
+/// The map step over all partitions with stage-1 aggregation: per-accumulator partials (one per
+/// thread) merged once, in accumulator order.
+pub fn local_step(parts: &[Matrix<'_>], centroids: &Centroids, threads: usize) -> Partial {
+    let threads = if threads == 0 {
+        rayon::current_num_threads()
+    } else {
+        threads
+    };
+    let units: Vec<Matrix<'_>> = parts
+        .iter()
+        .flat_map(|p| {
+            (0..p.rows())
+                .step_by(UNIT_ROWS)
+                .map(move |s| p.slice(s, (s + UNIT_ROWS).min(p.rows())))
+        })
+        .collect();
+    let (k, dims) = (centroids.k(), centroids.dims());
+    let partials: Vec<Partial> = (0..threads)
+        .into_par_iter()
+        .map(|t| {
+            let mut partial = Partial::new(k, dims);
+            let mut scratch = AssignScratch::default();
+            let (mut labels, mut dist) = (vec![0u32; UNIT_ROWS], vec![0f32; UNIT_ROWS]);
+            for unit in units.iter().skip(t).step_by(threads) {
+                let n = unit.rows();
+                assign(
+                    *unit,
+                    centroids,
+                    &mut scratch,
+                    &mut labels[..n],
+                    &mut dist[..n],
+                );
+                partial.accumulate(*unit, &labels[..n], &dist[..n]);
+            }
+            partial
+        })
+        .collect();
+    let mut merged = Partial::new(k, dims);
+    for p in &partials {
+        merged.merge(p);
+    }
+    merged
+}
+
+/// Runs iterations from `start` (or from the initial centroids) until `max_iter` or convergence.
+///
+/// `on_iteration` sees the state after every iteration (to log and checkpoint it); an error from
+/// it stops the run.
+pub fn fit<E: From<KMeansError>>(
+    parts: &[Matrix<'_>],
+    params: &Params,
+    start: Option<State>,
+    on_iteration: &mut dyn FnMut(&State) -> Result<(), E>,
+) -> Result<State, E> {
+    let n: usize = parts.iter().map(Matrix::rows).sum();
+    let dims = check_dims(parts)?;
+    if params.k > n {
+        return Err(KMeansError::TooFewVectors { k: params.k, n }.into());
+    }
+    let mut state = match start {
+        Some(state) => {
+            if state.centroids.k() != params.k || state.centroids.dims() != dims {
+                return Err(KMeansError::InitShape {
+                    got_k: state.centroids.k(),
+                    got_dims: state.centroids.dims(),
+                    k: params.k,
+                    dims,
+                }
+                .into());
+            }
+            state
+        }
+        None => State {
+            iteration: 0,
+            centroids: initial_centroids(parts, params.k, &params.init, params.seed)?,
+            history: Vec::new(),
+            converged: false,
+        },
+    };
+    while state.iteration < params.max_iter && !state.converged {
+        let started = Instant::now();
+        let partial = local_step(parts, &state.centroids, params.threads);
+        let iteration = state.iteration + 1;
+        let (centroids, splits) = update(&partial, params.seed, iteration);
+        let stats = IterationStats {
+            iteration,
+            inertia: partial.inertia,
+            seconds: started.elapsed().as_secs_f64(),
+            splits,
+        };
+        if let Some(prev) = state.history.last() {
+            let change = (prev.inertia - stats.inertia).abs() / prev.inertia.max(f64::MIN_POSITIVE);
+            state.converged = change < params.tol;
+        }
+        state.iteration = iteration;
+        state.centroids = centroids;
+        state.history.push(stats);
+        on_iteration(&state)?;
+    }
+    Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `clusters` well-separated blobs in `dims` dimensions, `per` points each, from a fixed LCG.
+    pub(crate) fn blobs(clusters: usize, per: usize, dims: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        let mut next = move || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        };
+        let centers: Vec<f32> = (0..clusters * dims).map(|_| next() * 20.0).collect();
+        let mut out = Vec::with_capacity(clusters * per * dims);
+        for p in 0..clusters * per {
+            let c = p % clusters;
+            out.extend((0..dims).map(|d| centers[c * dims + d] + next()));
+        }
+        out
+    }
+
+    fn run(data: &[f32], dims: usize, params: &Params) -> State {
+        let parts = [Matrix::dense(data, dims)];
+        fit::<KMeansError>(&parts, params, None, &mut |_| Ok(())).expect("fit")
+    }
+
+    #[test]
+    fn inertia_never_increases_and_blobs_are_found() {
+        let data = blobs(8, 50, 16, 3);
+        for init in [Init::Random, Init::PlusPlus { sample: None }] {
+            let state = run(
+                &data,
+                16,
+                &Params {
+                    k: 8,
+                    max_iter: 30,
+                    tol: 0.0,
+                    seed: 4,
+                    init: init.clone(),
+                    threads: 2,
+                },
+            );
+            for w in state.history.windows(2) {
+                assert!(
+                    w[1].inertia <= w[0].inertia * (1.0 + 1e-6),
+                    "{init:?}: {:?}",
+                    state.history
+                );
+            }
+            if matches!(init, Init::PlusPlus { .. }) {
+                // k-means++ on separated blobs finds them: noise variance 1/12 per dim.
+                let per_point = state.history.last().expect("ran").inertia / 400.0;
+                assert!(
+                    per_point < 16.0 / 12.0 * 1.2,
+                    "per-point inertia {per_point}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn same_seed_same_centroids_other_seed_other_centroids() {
+        let data = blobs(5, 40, 8, 1);
+        let params = Params {
+            k: 7,
+            max_iter: 5,
+            tol: 0.0,
+            seed: 11,
+            init: Init::Random,
+            threads: 2,
+        };
+        let a = run(&data, 8, &params);
+        let b = run(&data, 8, &params);
+        assert_eq!(a.centroids, b.centroids);
+        let inertias = |s: &State| s.history.iter().map(|h| h.inertia).collect::<Vec<_>>();
+        assert_eq!(inertias(&a), inertias(&b));
+        assert_ne!(
+            a.centroids,
+            run(&data, 8, &Params { seed: 12, ..params }).centroids
+        );
+    }
+
+    #[test]
+    fn partitioning_and_thread_count_agree_to_rounding() {
+        let data = blobs(6, 100, 12, 9);
+        let params = Params {
+            k: 6,
+            max_iter: 6,
+            tol: 0.0,
+            seed: 2,
+            init: Init::Random,
+            threads: 1,
+        };
+        let one = run(&data, 12, &params);
+        let parts = [
+            Matrix::dense(&data[..250 * 12], 12),
+            Matrix::dense(&data[250 * 12..], 12),
+        ];
+        let init = Init::Given(
+            initial_centroids(&[Matrix::dense(&data, 12)], 6, &Init::Random, 2).expect("init"),
+        );
+        let split = fit::<KMeansError>(
+            &parts,
+            &Params {
+                threads: 3,
+                init,
+                ..params.clone()
+            },
+            None,
+            &mut |_| Ok(()),
+        )
+        .expect("fit");
+        for (a, b) in one
+            .centroids
+            .as_slice()
+            .iter()
+            .zip(split.centroids.as_slice())
+        {
+            assert!((a - b).abs() <= 1e-6 * a.abs().max(1.0), "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn edge_cases_have_clear_rules() {
+        let data = blobs(2, 5, 4, 5);
+        let err = |params: Params| {
+            let parts = [Matrix::dense(&data, 4)];
+            fit::<KMeansError>(&parts, &params, None, &mut |_| Ok(()))
+                .expect_err("must fail")
+                .to_string()
+        };
+        assert_eq!(
+            err(Params {
+                k: 11,
+                ..Params::default()
+            }),
+            "k = 11 exceeds the number of vectors (10)"
+        );
+        assert_eq!(
+            err(Params {
+                k: 0,
+                ..Params::default()
+            }),
+            "k must be at least 1"
+        );
+        // k = 1: the mean.
+        let state = run(
+            &data,
+            4,
+            &Params {
+                k: 1,
+                max_iter: 3,
+                ..Params::default()
+            },
+        );
+        for d in 0..4 {
+            let mean = data
+                .iter()
+                .skip(d)
+                .step_by(4)
+                .map(|&v| f64::from(v))
+                .sum::<f64>()
+                / 10.0;
+            assert!((f64::from(state.centroids.row(0)[d]) - mean).abs() < 1e-5);
+        }
+        // k = n with duplicate points: duplicates start as distinct centroids; the empty one is
+        // re-seeded by a split and the run completes.
+        let dup = [1.0f32, 1.0, 1.0, 1.0, 5.0, 5.0, 9.0, 9.0];
+        let state = run(
+            &dup,
+            2,
+            &Params {
+                k: 4,
+                max_iter: 4,
+                tol: 0.0,
+                ..Params::default()
+            },
+        );
+        assert_eq!(state.iteration, 4);
+        assert!(state.history.iter().any(|s| s.splits > 0) || state.history[0].inertia == 0.0);
+    }
+
+    #[test]
+    fn plus_plus_sample_is_bounded() {
+        let data = blobs(4, 500, 8, 7);
+        let parts = [Matrix::dense(&data, 8)];
+        let c =
+            initial_centroids(&parts, 4, &Init::PlusPlus { sample: Some(64) }, 1).expect("init");
+        assert_eq!((c.k(), c.dims()), (4, 8));
+    }
+}

@@ -1,0 +1,240 @@
+//! `vocab partition`, `vocab kmeans` and `vocab datasets synth`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, ensure};
+use vocab_pipeline::kmeans::files::{
+    RunMeta, checkpoint_dir, load_checkpoint, read_vocabulary, save_checkpoint, write_toml,
+    write_vocabulary,
+};
+use vocab_pipeline::kmeans::{self, Init, KMeansError, Params, State};
+use vocab_pipeline::partition::{self, Matrix, PartitionSet};
+use vocab_pipeline::store::{FeatureReader, Format, Record};
+use vocab_pipeline::synth;
+
+use crate::cli::{InitMethod, KmeansArgs, PartitionArgs, SynthArgs};
+use crate::progress::Ui;
+use crate::stages::format_for;
+
+/// `vocab datasets synth`.
+pub fn synth(args: &SynthArgs) -> anyhow::Result<()> {
+    ensure!(args.dims > 0, "--dims must be at least 1");
+    ensure!(args.clusters > 0, "--clusters must be at least 1");
+    let format = args
+        .format
+        .map_or_else(|| format_for(&args.out), Format::from);
+    let started = Instant::now();
+    let n = synth::generate_features(
+        &args.out,
+        format,
+        args.n,
+        args.dims,
+        args.clusters,
+        args.seed,
+    )?;
+    println!(
+        "datasets synth: {n} vectors x {} dims around {} blobs -> {} in {:.1} s",
+        args.dims,
+        args.clusters,
+        args.out.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `vocab partition`.
+pub fn partition(args: &PartitionArgs) -> anyhow::Result<()> {
+    let parts = args
+        .parts
+        .unwrap_or_else(|| 4 * rayon::current_num_threads());
+    ensure!(parts > 0, "--parts must be at least 1");
+    let started = Instant::now();
+    let manifest = partition::split(&args.features, parts, &args.out)
+        .with_context(|| format!("partitioning {}", args.features.display()))?;
+    let sizes: Vec<u64> = manifest.partitions.iter().map(|p| p.count).collect();
+    println!(
+        "partition: {} records x {} dims into {} partitions of {}..{} records in {} ({:.1} s)",
+        manifest.count,
+        manifest.dims,
+        sizes.len(),
+        sizes.iter().min().unwrap_or(&0),
+        sizes.iter().max().unwrap_or(&0),
+        args.out.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The vectors of a k-means run: a partition folder (mapped) or a feature file (read into memory).
+enum Input {
+    Partitions(PartitionSet),
+    Loaded {
+        data: Vec<f32>,
+        dims: usize,
+        checksum: u32,
+    },
+}
+
+impl Input {
+    fn open(path: &Path) -> anyhow::Result<Self> {
+        if path.is_dir() {
+            return Ok(Self::Partitions(PartitionSet::open(path)?));
+        }
+        let mut reader = FeatureReader::open(path)?;
+        let mut record = Record::default();
+        let mut data = Vec::new();
+        let mut crc = crc32fast::Hasher::new();
+        while reader.next_into(&mut record)? {
+            record.hash_into(&mut crc);
+            data.extend_from_slice(&record.values);
+        }
+        let dims = reader.dims().unwrap_or(0);
+        ensure!(
+            dims > 0 && !data.is_empty(),
+            "{} holds no feature vectors",
+            path.display()
+        );
+        Ok(Self::Loaded {
+            data,
+            dims,
+            checksum: crc.finalize(),
+        })
+    }
+
+    /// Map-task units: partitions, or `4 x threads` even slices of a loaded file.
+    fn matrices(&self) -> Vec<Matrix<'_>> {
+        match self {
+            Self::Partitions(set) => set.matrices(),
+            Self::Loaded { data, dims, .. } => {
+                let all = Matrix::dense(data, *dims);
+                let sizes =
+                    partition::partition_sizes(all.rows() as u64, 4 * rayon::current_num_threads());
+                let mut start = 0;
+                sizes
+                    .into_iter()
+                    .filter(|&s| s > 0)
+                    .map(|s| {
+                        let m = all.slice(start, start + s as usize);
+                        start += s as usize;
+                        m
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    fn checksum(&self) -> u32 {
+        match self {
+            Self::Partitions(set) => set.manifest.source_checksum,
+            Self::Loaded { checksum, .. } => *checksum,
+        }
+    }
+}
+
+/// `vocab kmeans`.
+pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
+    let format = args
+        .format
+        .map_or_else(|| format_for(&args.out), Format::from);
+    let input = Input::open(&args.features)
+        .with_context(|| format!("reading {}", args.features.display()))?;
+    let parts = input.matrices();
+    let n: usize = parts.iter().map(Matrix::rows).sum();
+    let init = match (&args.init_centroids, args.init) {
+        (Some(path), _) => Init::Given(
+            read_vocabulary(path)
+                .with_context(|| format!("--init-centroids {}", path.display()))?,
+        ),
+        (None, InitMethod::Random) => Init::Random,
+        (None, InitMethod::PlusPlus) => Init::PlusPlus { sample: None },
+    };
+    let init_name = match (&args.init_centroids, args.init) {
+        (Some(path), _) => path.display().to_string(),
+        (None, InitMethod::Random) => "random".into(),
+        (None, InitMethod::PlusPlus) => "kmeans++".into(),
+    };
+    let params = Params {
+        k: args.k,
+        max_iter: args.iterations,
+        tol: args.tol,
+        seed: args.seed,
+        init,
+        threads: 0,
+    };
+    let start = if args.resume {
+        let state = load_checkpoint(&args.out, args.k, args.seed, input.checksum())?;
+        println!(
+            "kmeans: resuming after iteration {} from {}",
+            state.iteration,
+            checkpoint_dir(&args.out).display()
+        );
+        Some(state)
+    } else {
+        None
+    };
+    let dims = parts.first().map_or(0, Matrix::dims);
+    println!(
+        "kmeans: {n} vectors x {dims} dims in {} map tasks, k = {}, {} threads, init {init_name}",
+        parts.len(),
+        args.k,
+        rayon::current_num_threads()
+    );
+    let bar = ui.bar(args.iterations, "kmeans");
+    let iterations_csv = vocab_pipeline::features::manifest_path(&args.out, "iterations.csv");
+    let started = Instant::now();
+    let state = kmeans::fit::<anyhow::Error>(&parts, &params, start, &mut |state: &State| {
+        let last = state.history.last().copied().context("an iteration ran")?;
+        bar.suspend(|| {
+            println!(
+                "iter {} inertia {:.6e} seconds {:.3}",
+                last.iteration, last.inertia, last.seconds
+            )
+        });
+        bar.set_position(state.iteration);
+        save_checkpoint(&args.out, state, args.seed, input.checksum())?;
+        let mut csv = String::from("iteration,inertia,seconds,splits\n");
+        for h in &state.history {
+            let _ = writeln!(
+                csv,
+                "{},{},{},{}",
+                h.iteration, h.inertia, h.seconds, h.splits
+            );
+        }
+        vocab_pipeline::kmeans::files::write_text(&iterations_csv, &csv)?;
+        Ok(())
+    })
+    .map_err(|e| match e.downcast::<KMeansError>() {
+        Ok(k) => anyhow::Error::new(k).context(format!("k-means on {}", args.features.display())),
+        Err(e) => e,
+    })?;
+    bar.finish_and_clear();
+    write_vocabulary(&args.out, &state.centroids, format)?;
+    let final_inertia = state.history.last().map_or(f64::NAN, |h| h.inertia);
+    let seconds: f64 = state.history.iter().map(|h| h.seconds).sum();
+    let meta = RunMeta {
+        k: args.k,
+        dims,
+        n: n as u64,
+        iterations: state.iteration,
+        converged: state.converged,
+        final_inertia,
+        seed: args.seed,
+        init: init_name,
+        input_checksum: input.checksum(),
+        seconds,
+    };
+    let meta_path = vocab_pipeline::features::manifest_path(&args.out, "meta.toml");
+    write_toml(&meta_path, &meta)?;
+    println!(
+        "kmeans: {} iterations{} in {:.1} s ({:.2} s per iteration here, {:.1} s wall), final inertia {final_inertia:.6e}",
+        state.iteration,
+        if state.converged { " (converged)" } else { "" },
+        seconds,
+        seconds / state.history.len().max(1) as f64,
+        started.elapsed().as_secs_f64(),
+    );
+    println!("  wrote {} and {}", args.out.display(), meta_path.display());
+    Ok(())
+}
