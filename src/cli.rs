@@ -226,6 +226,10 @@ pub struct KmeansArgs {
     /// Start from these centroids (vocabulary file, text or bin) instead.
     #[arg(long, value_name = "FILE", conflicts_with = "init")]
     pub init_centroids: Option<PathBuf>,
+    /// Prune the assignment with Hamerly's bounds: same labels as the full pass (up to exact float
+    /// ties), far fewer distance computations once centroids settle.
+    #[arg(long)]
+    pub prune: bool,
     /// Continue from the checkpoint of a previous run with the same --out, k, seed and input.
     #[arg(long)]
     pub resume: bool,

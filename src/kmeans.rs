@@ -162,6 +162,7 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
         seed: args.seed,
         init,
         threads: 0,
+        prune: args.prune,
     };
     let start = if args.resume {
         let state = load_checkpoint(&args.out, args.k, args.seed, input.checksum())?;
@@ -186,20 +187,25 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
     let started = Instant::now();
     let state = kmeans::fit::<anyhow::Error>(&parts, &params, start, &mut |state: &State| {
         let last = state.history.last().copied().context("an iteration ran")?;
+        let kept = if args.prune {
+            format!(" kept {:.1}%", 100.0 * last.kept as f64 / n.max(1) as f64)
+        } else {
+            String::new()
+        };
         bar.suspend(|| {
             println!(
-                "iter {} inertia {:.6e} seconds {:.3}",
+                "iter {} inertia {:.6e} seconds {:.3}{kept}",
                 last.iteration, last.inertia, last.seconds
             )
         });
         bar.set_position(state.iteration);
         save_checkpoint(&args.out, state, args.seed, input.checksum())?;
-        let mut csv = String::from("iteration,inertia,seconds,splits\n");
+        let mut csv = String::from("iteration,inertia,seconds,splits,kept\n");
         for h in &state.history {
             let _ = writeln!(
                 csv,
-                "{},{},{},{}",
-                h.iteration, h.inertia, h.seconds, h.splits
+                "{},{},{},{},{}",
+                h.iteration, h.inertia, h.seconds, h.splits, h.kept
             );
         }
         vocab_pipeline::kmeans::files::write_text(&iterations_csv, &csv)?;

@@ -106,6 +106,7 @@ pub fn dist2(a: &[f32], b: &[f32]) -> f32 {
 pub struct AssignScratch {
     dots: Vec<f32>,
     best: Vec<f32>,
+    second: Vec<f32>,
 }
 
 /// Assigns each row of `x` to its nearest centroid: `labels[i]` and `dist[i] = ||x_i - c||^2`
@@ -145,32 +146,7 @@ pub fn assign(
         for c0 in (0..k).step_by(CENTROID_BLOCK) {
             let bn = CENTROID_BLOCK.min(k - c0);
             let dots = &mut scratch.dots[..bm * bn];
-            // SAFETY: dst is bm x bn row-major inside `dots`; lhs is bm rows of `block` (stride
-            // `x.stride()`, d values each); rhs is the d x bn transpose view of centroids c0..c0+bn
-            // (row j of the centroids is column j of rhs). All lie within their slices.
-            unsafe {
-                gemm::gemm(
-                    bm,
-                    bn,
-                    d,
-                    dots.as_mut_ptr(),
-                    1,
-                    bn as isize,
-                    false,
-                    block.as_ptr(),
-                    1,
-                    x.stride() as isize,
-                    centroids.data.as_ptr().add(c0 * d),
-                    d as isize,
-                    1,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                );
-            }
+            block_dots(block, centroids, c0, bn, dots);
             let norms = &centroids.norms[c0..c0 + bn];
             for i in 0..bm {
                 let row = &dots[i * bn..(i + 1) * bn];
@@ -184,6 +160,100 @@ pub fn assign(
             let xi = x.row(r0 + i);
             dist[r0 + i] = (dot(xi, xi) + best[i]).max(0.0);
         }
+    }
+}
+
+/// Like [`assign`], also returning each row's squared distance to its second-nearest centroid
+/// (`f32::INFINITY` when `k == 1`), for the bounds of the pruned assignment.
+///
+/// # Panics
+/// As [`assign`], and if `second` is not `x.rows()` long.
+pub fn assign_top2(
+    x: Matrix<'_>,
+    centroids: &Centroids,
+    scratch: &mut AssignScratch,
+    labels: &mut [u32],
+    dist: &mut [f32],
+    second: &mut [f32],
+) {
+    let (n, d, k) = (x.rows(), x.dims(), centroids.k());
+    assert_eq!(
+        d,
+        centroids.dims(),
+        "vectors have {d} dims, centroids {}",
+        centroids.dims()
+    );
+    assert!(
+        labels.len() == n && dist.len() == n && second.len() == n,
+        "output slices must hold {n} rows"
+    );
+    scratch.dots.resize(ROW_BLOCK * CENTROID_BLOCK, 0.0);
+    scratch.best.resize(ROW_BLOCK, 0.0);
+    scratch.second.resize(ROW_BLOCK, 0.0);
+    for r0 in (0..n).step_by(ROW_BLOCK) {
+        let bm = ROW_BLOCK.min(n - r0);
+        let block = x.slice(r0, r0 + bm);
+        let best = &mut scratch.best[..bm];
+        let next = &mut scratch.second[..bm];
+        best.fill(f32::INFINITY);
+        next.fill(f32::INFINITY);
+        for c0 in (0..k).step_by(CENTROID_BLOCK) {
+            let bn = CENTROID_BLOCK.min(k - c0);
+            let dots = &mut scratch.dots[..bm * bn];
+            block_dots(block, centroids, c0, bn, dots);
+            let norms = &centroids.norms[c0..c0 + bn];
+            for i in 0..bm {
+                for (j, (&dj, &nj)) in dots[i * bn..(i + 1) * bn].iter().zip(norms).enumerate() {
+                    let v = nj - 2.0 * dj;
+                    if v < best[i] {
+                        next[i] = best[i];
+                        best[i] = v;
+                        labels[r0 + i] = (c0 + j) as u32;
+                    } else if v < next[i] {
+                        next[i] = v;
+                    }
+                }
+            }
+        }
+        for i in 0..bm {
+            let xi = x.row(r0 + i);
+            let norm = dot(xi, xi);
+            dist[r0 + i] = (norm + best[i]).max(0.0);
+            second[r0 + i] = (norm + next[i]).max(0.0);
+        }
+    }
+}
+
+/// `dots = block . centroids[c0..c0+bn]^T`, row-major `block.rows() x bn`.
+fn block_dots(block: Matrix<'_>, centroids: &Centroids, c0: usize, bn: usize, dots: &mut [f32]) {
+    let (bm, d) = (block.rows(), block.dims());
+    assert!(dots.len() >= bm * bn && (c0 + bn) * d <= centroids.data.len());
+    // SAFETY: dst is bm x bn row-major inside `dots`; lhs is the bm rows of `block` (stride
+    // `block.stride()`, d values each); rhs is the d x bn transpose view of centroids c0..c0+bn
+    // (row j of the centroids is column j of rhs). All lie within their slices (checked above and
+    // by `Matrix::new`).
+    unsafe {
+        gemm::gemm(
+            bm,
+            bn,
+            d,
+            dots.as_mut_ptr(),
+            1,
+            bn as isize,
+            false,
+            block.as_ptr(),
+            1,
+            block.stride() as isize,
+            centroids.data.as_ptr().add(c0 * d),
+            d as isize,
+            1,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
     }
 }
 

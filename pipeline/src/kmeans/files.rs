@@ -207,6 +207,9 @@ pub struct HistoryRow {
     pub seconds: f64,
     /// Splits.
     pub splits: usize,
+    /// Vectors kept by pruning.
+    #[serde(default)]
+    pub kept: usize,
 }
 
 /// Saves the state of a run (see the module docs for the protocol).
@@ -240,6 +243,7 @@ pub fn save_checkpoint(
                 inertia: h.inertia,
                 seconds: h.seconds,
                 splits: h.splits,
+                kept: h.kept,
             })
             .collect(),
     };
@@ -306,6 +310,7 @@ pub fn load_checkpoint(
                 inertia: h.inertia,
                 seconds: h.seconds,
                 splits: h.splits,
+                kept: h.kept,
             })
             .collect(),
     })
@@ -340,6 +345,7 @@ mod tests {
                 inertia: 2.5,
                 seconds: 0.1,
                 splits: 0,
+                kept: 0,
             }],
             converged: false,
         };

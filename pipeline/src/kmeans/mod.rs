@@ -13,6 +13,7 @@
 pub mod assign;
 pub mod files;
 pub mod partial;
+pub mod prune;
 
 use std::time::Instant;
 
@@ -22,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use thiserror::Error;
 
-pub use self::assign::{AssignScratch, Centroids, assign};
+pub use self::assign::{AssignScratch, Centroids, assign, assign_top2};
 pub use self::partial::{Partial, update};
 use crate::partition::Matrix;
 use crate::store::StoreError;
@@ -103,6 +104,8 @@ pub struct Params {
     pub init: Init,
     /// Accumulators (and threads) of the map step; 0 for rayon's thread count.
     pub threads: usize,
+    /// Prune the assignment with Hamerly's bounds (same labels, fewer distance computations).
+    pub prune: bool,
 }
 
 impl Default for Params {
@@ -114,6 +117,7 @@ impl Default for Params {
             seed: 0,
             init: Init::Random,
             threads: 0,
+            prune: false,
         }
     }
 }
@@ -129,6 +133,8 @@ pub struct IterationStats {
     pub seconds: f64,
     /// Empty clusters re-seeded by splitting.
     pub splits: usize,
+    /// Vectors whose label the pruning bounds proved without a search (0 without pruning).
+    pub kept: usize,
 }
 
 /// The state after some iterations: enough to resume.
@@ -250,48 +256,103 @@ fn plus_plus(rows: &[&[f32]], k: usize, rng: &mut ChaCha8Rng) -> Centroids {
     Centroids::new(data, dims)
 }
 
-/// The map step over all partitions with stage-1 aggregation: per-accumulator partials (one per
-/// thread) merged once, in accumulator order.
-pub fn local_step(parts: &[Matrix<'_>], centroids: &Centroids, threads: usize) -> Partial {
-    let threads = if threads == 0 {
-        rayon::current_num_threads()
-    } else {
-        threads
-    };
-    let units: Vec<Matrix<'_>> = parts
+/// State of the pruned assignment across iterations: bounds per map unit and the previous
+/// centroids. Not checkpointed: after a resume the first iteration is a full pass.
+#[derive(Debug, Default)]
+pub struct Pruner {
+    units: Vec<prune::UnitBounds>,
+    previous: Option<Centroids>,
+}
+
+/// Work units of the map step: slices of at most [`UNIT_ROWS`] rows, in partition order.
+fn units<'a>(parts: &[Matrix<'a>]) -> Vec<Matrix<'a>> {
+    parts
         .iter()
         .flat_map(|p| {
             (0..p.rows())
                 .step_by(UNIT_ROWS)
                 .map(move |s| p.slice(s, (s + UNIT_ROWS).min(p.rows())))
         })
-        .collect();
+        .collect()
+}
+
+/// The map step over all partitions with stage-1 aggregation: per-accumulator partials (one per
+/// thread) merged once, in accumulator order. With a [`Pruner`], vectors whose bounds prove their
+/// label are not searched; the second value is how many were kept that way.
+pub fn local_step(
+    parts: &[Matrix<'_>],
+    centroids: &Centroids,
+    threads: usize,
+    pruner: Option<&mut Pruner>,
+) -> (Partial, usize) {
+    let threads = if threads == 0 {
+        rayon::current_num_threads()
+    } else {
+        threads
+    };
+    let units = units(parts);
     let (k, dims) = (centroids.k(), centroids.dims());
-    let partials: Vec<Partial> = (0..threads)
+    let geometry = pruner
+        .as_ref()
+        .map(|p| prune::Geometry::new(centroids, p.previous.as_ref()));
+    let mut bounds: Vec<Option<&mut prune::UnitBounds>> = Vec::with_capacity(units.len());
+    let mut pruner = pruner;
+    match pruner.as_deref_mut() {
+        Some(p) => {
+            p.units.resize_with(units.len(), Default::default);
+            bounds.extend(p.units.iter_mut().map(Some));
+        }
+        None => bounds.resize_with(units.len(), || None),
+    }
+    let mut work: Vec<Vec<(Matrix<'_>, Option<&mut prune::UnitBounds>)>> =
+        (0..threads).map(|_| Vec::new()).collect();
+    for (idx, (unit, b)) in units.iter().zip(bounds).enumerate() {
+        work[idx % threads].push((*unit, b));
+    }
+    let results: Vec<(Partial, usize)> = work
         .into_par_iter()
-        .map(|t| {
+        .map(|items| {
             let mut partial = Partial::new(k, dims);
             let mut scratch = AssignScratch::default();
+            let mut prune_scratch = prune::PruneScratch::default();
             let (mut labels, mut dist) = (vec![0u32; UNIT_ROWS], vec![0f32; UNIT_ROWS]);
-            for unit in units.iter().skip(t).step_by(threads) {
+            let mut kept = 0;
+            for (unit, bounds) in items {
                 let n = unit.rows();
-                assign(
-                    *unit,
-                    centroids,
-                    &mut scratch,
-                    &mut labels[..n],
-                    &mut dist[..n],
-                );
-                partial.accumulate(*unit, &labels[..n], &dist[..n]);
+                match (bounds, &geometry) {
+                    (Some(b), Some(g)) => {
+                        kept += b.step(
+                            unit,
+                            centroids,
+                            g,
+                            &mut prune_scratch,
+                            &mut labels[..n],
+                            &mut dist[..n],
+                        );
+                    }
+                    _ => assign(
+                        unit,
+                        centroids,
+                        &mut scratch,
+                        &mut labels[..n],
+                        &mut dist[..n],
+                    ),
+                }
+                partial.accumulate(unit, &labels[..n], &dist[..n]);
             }
-            partial
+            (partial, kept)
         })
         .collect();
-    let mut merged = Partial::new(k, dims);
-    for p in &partials {
-        merged.merge(p);
+    if let Some(p) = pruner {
+        p.previous = Some(centroids.clone());
     }
-    merged
+    let mut merged = Partial::new(k, dims);
+    let mut kept = 0;
+    for (p, n) in &results {
+        merged.merge(p);
+        kept += n;
+    }
+    (merged, kept)
 }
 
 /// Runs iterations from `start` (or from the initial centroids) until `max_iter` or convergence.
@@ -329,9 +390,10 @@ pub fn fit<E: From<KMeansError>>(
             converged: false,
         },
     };
+    let mut pruner = params.prune.then(Pruner::default);
     while state.iteration < params.max_iter && !state.converged {
         let started = Instant::now();
-        let partial = local_step(parts, &state.centroids, params.threads);
+        let (partial, kept) = local_step(parts, &state.centroids, params.threads, pruner.as_mut());
         let iteration = state.iteration + 1;
         let (centroids, splits) = update(&partial, params.seed, iteration);
         let stats = IterationStats {
@@ -339,6 +401,7 @@ pub fn fit<E: From<KMeansError>>(
             inertia: partial.inertia,
             seconds: started.elapsed().as_secs_f64(),
             splits,
+            kept,
         };
         if let Some(prev) = state.history.last() {
             let change = (prev.inertia - stats.inertia).abs() / prev.inertia.max(f64::MIN_POSITIVE);
@@ -393,6 +456,7 @@ mod tests {
                     seed: 4,
                     init: init.clone(),
                     threads: 2,
+                    prune: false,
                 },
             );
             for w in state.history.windows(2) {
@@ -423,6 +487,7 @@ mod tests {
             seed: 11,
             init: Init::Random,
             threads: 2,
+            prune: false,
         };
         let a = run(&data, 8, &params);
         let b = run(&data, 8, &params);
@@ -445,6 +510,7 @@ mod tests {
             seed: 2,
             init: Init::Random,
             threads: 1,
+            prune: false,
         };
         let one = run(&data, 12, &params);
         let parts = [
@@ -533,6 +599,42 @@ mod tests {
         );
         assert_eq!(state.iteration, 4);
         assert!(state.history.iter().any(|s| s.splits > 0) || state.history[0].inertia == 0.0);
+    }
+
+    #[test]
+    fn pruned_assignment_gives_the_full_pass_result() {
+        // Overlapping blobs (k above the blob count) so that labels keep changing for a while.
+        let data = blobs(10, 300, 32, 21);
+        for k in [1, 7, 40] {
+            let params = Params {
+                k,
+                max_iter: 12,
+                tol: 0.0,
+                seed: 3,
+                init: Init::Random,
+                threads: 2,
+                prune: false,
+            };
+            let full = run(&data, 32, &params);
+            let pruned = run(
+                &data,
+                32,
+                &Params {
+                    prune: true,
+                    ..params
+                },
+            );
+            assert_eq!(full.centroids, pruned.centroids, "k = {k}");
+            for (a, b) in full.history.iter().zip(&pruned.history) {
+                assert!(
+                    (a.inertia - b.inertia).abs() <= 1e-5 * a.inertia.max(1.0),
+                    "k = {k}: {a:?} vs {b:?}"
+                );
+            }
+            let kept: usize = pruned.history.iter().skip(2).map(|h| h.kept).sum();
+            assert!(kept > 0, "k = {k}: pruning never kept a label");
+            assert!(full.history.iter().all(|h| h.kept == 0));
+        }
     }
 
     #[test]
