@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
-use crate::cli::{FileFormat, Mode, PhotosArgs, RunArgs};
+use crate::cli::{FileFormat, InitMethod, KmeansArgs, Mode, PartitionArgs, PhotosArgs, RunArgs};
 use crate::progress::Ui;
 use crate::stages::{self, FeatureSettings};
 
@@ -23,6 +23,54 @@ pub struct Config {
     /// The vocabulary's patch sample.
     #[serde(default)]
     pub features: FeaturesConfig,
+    /// Partitions of the sample for map tasks.
+    #[serde(default)]
+    pub partition: PartitionConfig,
+    /// Vocabularies built from the partitions.
+    pub kmeans: Option<KmeansConfig>,
+}
+
+/// `[partition]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PartitionConfig {
+    /// Number of partitions (default: 4 per core).
+    pub parts: Option<usize>,
+}
+
+/// `[kmeans]`: one vocabulary per entry of `k`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KmeansConfig {
+    /// Vocabulary sizes.
+    pub k: Vec<usize>,
+    /// Iterations at most.
+    #[serde(default = "default_iterations")]
+    pub iterations: u64,
+    /// Relative inertia change that stops a run.
+    #[serde(default = "default_tol")]
+    pub tol: f64,
+    /// Seed.
+    #[serde(default)]
+    pub seed: u64,
+    /// Initialisation.
+    #[serde(default = "default_init")]
+    pub init: InitMethod,
+    /// Prune the assignment with Hamerly's bounds.
+    #[serde(default)]
+    pub prune: bool,
+}
+
+fn default_iterations() -> u64 {
+    20
+}
+
+fn default_tol() -> f64 {
+    1e-4
+}
+
+fn default_init() -> InitMethod {
+    InitMethod::Random
 }
 
 /// `[dataset]`: a folder of photos, or the generated synthetic set.
@@ -103,8 +151,17 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
             "invalid config {}: [dataset] needs `path` (a photo folder) or `synthetic`",
             path.display()
         ),
-        _ => Ok(config),
+        _ => {}
     }
+    if let Some(km) = &config.kmeans {
+        if km.k.is_empty() || km.k.contains(&0) {
+            bail!(
+                "invalid config {}: [kmeans] k must list sizes of at least 1",
+                path.display()
+            );
+        }
+    }
+    Ok(config)
 }
 
 /// `vocab run CONFIG`.
@@ -157,6 +214,34 @@ pub fn run(args: &RunArgs, ui: &Ui) -> anyhow::Result<()> {
     )
     .with_context(|| format!("[features] of {}", args.config.display()))?;
     stages::features(&settings, ui)?;
+
+    if let Some(km) = &config.kmeans {
+        let parts_dir = work.join("parts");
+        crate::kmeans::partition(&PartitionArgs {
+            features: out.clone(),
+            parts: config.partition.parts,
+            out: parts_dir.clone(),
+        })?;
+        for &k in &km.k {
+            crate::kmeans::run(
+                &KmeansArgs {
+                    features: parts_dir.clone(),
+                    k,
+                    iterations: km.iterations,
+                    tol: km.tol,
+                    seed: km.seed,
+                    init: km.init,
+                    init_centroids: None,
+                    prune: km.prune,
+                    resume: false,
+                    format: Some(FileFormat::Bin),
+                    out: work.join(format!("vocabulary-k{k}.bin")),
+                },
+                ui,
+            )
+            .with_context(|| format!("[kmeans] k = {k} of {}", args.config.display()))?;
+        }
+    }
     println!(
         "run: {} finished in {:.1} s; outputs in {}",
         args.config.display(),

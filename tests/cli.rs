@@ -463,6 +463,14 @@ fn quickstart_config_runs_and_bad_configs_name_the_key() {
         "{out}"
     );
     assert!(work.join("features.bin").is_file());
+    for k in [16, 64] {
+        let meta = std::fs::read_to_string(work.join(format!("vocabulary-k{k}.bin.meta.toml")))
+            .expect("meta");
+        assert!(
+            meta.contains(&format!("k = {k}")) && meta.contains("n = 200"),
+            "{meta}"
+        );
+    }
 
     let bad = dir.path().join("bad.toml");
     std::fs::write(
