@@ -188,6 +188,29 @@ pub struct PartitionArgs {
     /// Folder for the partitions and manifest.toml.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// Storage of the values: f32, or u8 (4x smaller; values must lie in [0, 1], as HOG values
+    /// do; at most 1/510 absolute error).
+    #[arg(long, value_enum, default_value_t = ElementArg::F32)]
+    pub element: ElementArg,
+}
+
+/// Value storage of partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ElementArg {
+    /// 4-byte floats.
+    F32,
+    /// One byte per value, scale 1/255.
+    U8,
+}
+
+impl From<ElementArg> for vocab_pipeline::store::Element {
+    fn from(e: ElementArg) -> Self {
+        match e {
+            ElementArg::F32 => Self::F32,
+            ElementArg::U8 => Self::U8,
+        }
+    }
 }
 
 /// Initialisation of k-means.

@@ -10,7 +10,9 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
-use crate::cli::{FileFormat, InitMethod, KmeansArgs, Mode, PartitionArgs, PhotosArgs, RunArgs};
+use crate::cli::{
+    ElementArg, FileFormat, InitMethod, KmeansArgs, Mode, PartitionArgs, PhotosArgs, RunArgs,
+};
 use crate::progress::Ui;
 use crate::stages::{self, FeatureSettings};
 
@@ -31,11 +33,22 @@ pub struct Config {
 }
 
 /// `[partition]`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PartitionConfig {
     /// Number of partitions (default: 4 per core).
     pub parts: Option<usize>,
+    /// Value storage: f32 (default) or u8.
+    pub element: ElementArg,
+}
+
+impl Default for PartitionConfig {
+    fn default() -> Self {
+        Self {
+            parts: None,
+            element: ElementArg::F32,
+        }
+    }
 }
 
 /// `[kmeans]`: one vocabulary per entry of `k`.
@@ -221,6 +234,7 @@ pub fn run(args: &RunArgs, ui: &Ui) -> anyhow::Result<()> {
             features: out.clone(),
             parts: config.partition.parts,
             out: parts_dir.clone(),
+            element: config.partition.element,
         })?;
         for &k in &km.k {
             crate::kmeans::run(

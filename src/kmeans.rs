@@ -51,13 +51,14 @@ pub fn partition(args: &PartitionArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| 4 * rayon::current_num_threads());
     ensure!(parts > 0, "--parts must be at least 1");
     let started = Instant::now();
-    let manifest = partition::split(&args.features, parts, &args.out)
+    let manifest = partition::split(&args.features, parts, &args.out, args.element.into())
         .with_context(|| format!("partitioning {}", args.features.display()))?;
     let sizes: Vec<u64> = manifest.partitions.iter().map(|p| p.count).collect();
     println!(
-        "partition: {} records x {} dims into {} partitions of {}..{} records in {} ({:.1} s)",
+        "partition: {} records x {} dims ({}) into {} partitions of {}..{} records in {} ({:.1} s)",
         manifest.count,
         manifest.dims,
+        manifest.element,
         sizes.len(),
         sizes.iter().min().unwrap_or(&0),
         sizes.iter().max().unwrap_or(&0),

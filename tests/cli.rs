@@ -514,7 +514,7 @@ fn partition_then_kmeans_with_resume_equals_an_uninterrupted_run() {
         s(&parts),
     ]);
     assert!(
-        out.contains("3000 records x 24 dims into 5 partitions of 600..600"),
+        out.contains("3000 records x 24 dims (f32) into 5 partitions of 600..600"),
         "{out}"
     );
 

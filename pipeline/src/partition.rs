@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::atomic;
 use crate::store::{
-    BinHeader, FeatureReader, FeatureWriter, Format, HEADER_LEN, Record, StoreError,
+    BinHeader, Element, FeatureReader, FeatureWriter, Format, HEADER_LEN, Record, StoreError,
 };
 
 /// File name of a partition directory's manifest.
@@ -184,7 +184,12 @@ pub fn partition_sizes(count: u64, parts: usize) -> Vec<u64> {
 ///
 /// The manifest is written last, so a directory without one is not a partition set; a failure
 /// leaves no manifest behind.
-pub fn split(input: &Path, parts: usize, out_dir: &Path) -> Result<Manifest, StoreError> {
+pub fn split(
+    input: &Path,
+    parts: usize,
+    out_dir: &Path,
+    element: Element,
+) -> Result<Manifest, StoreError> {
     if parts == 0 {
         return Err(format_err(input, "cannot split into 0 partitions"));
     }
@@ -220,33 +225,38 @@ pub fn split(input: &Path, parts: usize, out_dir: &Path) -> Result<Manifest, Sto
         let file = format!("part-{idx:04}.bin");
         let path = out_dir.join(&file);
         let mut writer: Option<FeatureWriter> = None;
-        let mut crc = crc32fast::Hasher::new();
         for _ in 0..size {
             if !reader.next_into(&mut record)? {
                 return Err(format_err(input, "ended before the records it announced"));
             }
             record.hash_into(&mut source_crc);
-            record.hash_into(&mut crc);
             let w = match &mut writer {
                 Some(w) => w,
                 None => {
                     dims = Some(record.values.len());
-                    writer.insert(FeatureWriter::create(
+                    writer.insert(FeatureWriter::create_with(
                         &path,
                         Format::Bin,
                         record.values.len(),
+                        element,
                     )?)
                 }
             };
             w.write(record.picture_id, record.row, record.col, &record.values)?;
         }
-        if let Some(w) = writer {
-            w.finish()?;
-        }
+        // Sizes are at least 1 (count >= parts), so every partition has a writer.
+        let checksum = match writer {
+            Some(w) => {
+                let crc = w.payload_checksum();
+                w.finish()?;
+                crc
+            }
+            None => 0,
+        };
         entries.push(PartitionEntry {
             file,
             count: size,
-            checksum: crc.finalize(),
+            checksum,
         });
     }
     if reader.next_into(&mut record)? {
@@ -255,7 +265,7 @@ pub fn split(input: &Path, parts: usize, out_dir: &Path) -> Result<Manifest, Sto
     let manifest = Manifest {
         version: 1,
         dims: dims.unwrap_or(0),
-        element: "f32".into(),
+        element: element.name().into(),
         count,
         source: input.display().to_string(),
         source_checksum: source_crc.finalize(),
@@ -271,7 +281,7 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, StoreError> {
     let path = dir.join(MANIFEST);
     let text = std::fs::read_to_string(&path).map_err(|e| io_err(&path, e))?;
     let manifest: Manifest = toml::from_str(&text).map_err(|e| format_err(&path, e.to_string()))?;
-    if manifest.version != 1 || manifest.element != "f32" {
+    if manifest.version != 1 || Element::from_name(&manifest.element).is_none() {
         return Err(format_err(
             &path,
             format!(
@@ -300,11 +310,21 @@ pub struct Partition {
     map: Mmap,
     rows: usize,
     dims: usize,
+    /// Dequantised values of a u8 partition (dense rows); `None` for f32, read in place.
+    decoded: Option<Vec<f32>>,
 }
 
 impl Partition {
-    /// Maps `path` and checks it against its manifest entry and the set's dims.
-    pub fn open(path: &Path, entry: &PartitionEntry, dims: usize) -> Result<Self, StoreError> {
+    /// Maps `path` and checks it against its manifest entry, the set's dims and element type.
+    ///
+    /// A u8 partition is dequantised once here (the map step works in f32), so it saves disk and
+    /// load time, not memory.
+    pub fn open(
+        path: &Path,
+        entry: &PartitionEntry,
+        dims: usize,
+        element: Element,
+    ) -> Result<Self, StoreError> {
         let file = File::open(path).map_err(|e| io_err(path, e))?;
         // SAFETY: the map is read-only and partition files are never modified in place: writers
         // create a new file and rename it over the old one, which leaves existing maps intact.
@@ -351,11 +371,28 @@ impl Partition {
                 actual,
             });
         }
+        if header.element != element {
+            return Err(format_err(
+                path,
+                format!(
+                    "stores {}, manifest says {}",
+                    header.element.name(),
+                    element.name()
+                ),
+            ));
+        }
+        let decoded = (element == Element::U8).then(|| {
+            map[HEADER_LEN..]
+                .chunks_exact(header.record_len())
+                .flat_map(|rec| rec[8..].iter().map(|&b| f32::from(b) / 255.0))
+                .collect()
+        });
         let part = Self {
             path: path.to_path_buf(),
             map,
             rows: header.count as usize,
             dims,
+            decoded,
         };
         let m = part.matrix();
         for r in 0..m.rows() {
@@ -377,6 +414,9 @@ impl Partition {
 
     /// The values as a matrix (in place in the mapped file).
     pub fn matrix(&self) -> Matrix<'_> {
+        if let Some(values) = &self.decoded {
+            return Matrix::new(values, self.rows, self.dims, self.dims);
+        }
         let payload = &self.map[HEADER_LEN..];
         // The map is page-aligned and the header is 32 bytes, so the payload is 4-byte aligned.
         let floats: &[f32] = bytemuck::try_cast_slice(payload).unwrap_or(&[]);
@@ -414,10 +454,12 @@ impl PartitionSet {
             let entry = manifest.partitions.get(idx).ok_or_else(|| {
                 format_err(&dir.join(MANIFEST), format!("has no partition {idx}"))
             })?;
+            let element = Element::from_name(&manifest.element).unwrap_or_default();
             partitions.push(Partition::open(
                 &dir.join(&entry.file),
                 entry,
                 manifest.dims,
+                element,
             )?);
         }
         Ok(Self {
@@ -462,7 +504,7 @@ mod tests {
             let dir = tempfile::tempdir().expect("tempdir");
             let input = dir.path().join(if text { "f.txt" } else { "f.bin" });
             write_features(&input, if text { Format::Text } else { Format::Bin }, n, 3);
-            let manifest = split(&input, parts, &dir.path().join("parts")).expect("split");
+            let manifest = split(&input, parts, &dir.path().join("parts"), Element::F32).expect("split");
             let set = PartitionSet::open(&dir.path().join("parts")).expect("open");
             let mut seen = Vec::new();
             for m in set.matrices() {
@@ -482,8 +524,8 @@ mod tests {
         let (txt, bin) = (dir.path().join("f.txt"), dir.path().join("f.bin"));
         write_features(&txt, Format::Text, 10, 4);
         write_features(&bin, Format::Bin, 10, 4);
-        let a = split(&txt, 2, &dir.path().join("a")).expect("a");
-        let b = split(&bin, 2, &dir.path().join("b")).expect("b");
+        let a = split(&txt, 2, &dir.path().join("a"), Element::F32).expect("a");
+        let b = split(&bin, 2, &dir.path().join("b"), Element::F32).expect("b");
         assert_eq!(a.source_checksum, b.source_checksum);
         assert_eq!(a.partitions, b.partitions);
     }
@@ -495,7 +537,7 @@ mod tests {
         write_features(&input, Format::Bin, 12, 4);
         let parts = dir.path().join("parts");
         let expect_err = |what: &str, damage: &dyn Fn()| {
-            split(&input, 3, &parts).expect("split");
+            split(&input, 3, &parts, Element::F32).expect("split");
             damage();
             let msg = PartitionSet::open(&parts).expect_err(what).to_string();
             assert!(msg.contains("part-0001.bin"), "{what}: {msg}");
@@ -522,11 +564,48 @@ mod tests {
     }
 
     #[test]
+    fn u8_partitions_dequantise_within_half_a_step() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let input = dir.path().join("f.bin");
+        let mut w = FeatureWriter::create(&input, Format::Bin, 3).expect("create");
+        for i in 0..20u32 {
+            let v = [i as f32 / 19.0, 0.123, 1.0 - i as f32 / 40.0];
+            w.write(i, 0, 0, &v).expect("write");
+        }
+        w.finish().expect("finish");
+        let parts = dir.path().join("parts");
+        let manifest = split(&input, 3, &parts, Element::U8).expect("split");
+        assert_eq!(manifest.element, "u8");
+        let set = PartitionSet::open(&parts).expect("open");
+        let mut r = 0;
+        for m in set.matrices() {
+            for row in 0..m.rows() {
+                let want = [r as f32 / 19.0, 0.123, 1.0 - r as f32 / 40.0];
+                for (a, b) in m.row(row).iter().zip(want) {
+                    assert!((a - b).abs() <= 0.5 / 255.0 + 1e-7, "{a} vs {b}");
+                }
+                r += 1;
+            }
+        }
+        assert_eq!(r, 20);
+        // A manifest that disagrees with the files' element type is refused, naming the file.
+        let text = std::fs::read_to_string(parts.join(MANIFEST)).expect("manifest");
+        std::fs::write(parts.join(MANIFEST), text.replace("\"u8\"", "\"f32\"")).expect("write");
+        let msg = PartitionSet::open(&parts)
+            .expect_err("element mismatch")
+            .to_string();
+        assert!(
+            msg.contains("part-0000.bin") && msg.contains("stores u8, manifest says f32"),
+            "{msg}"
+        );
+    }
+
+    #[test]
     fn too_few_records_for_the_partitions_is_an_error() {
         let dir = tempfile::tempdir().expect("tempdir");
         let input = dir.path().join("f.bin");
         write_features(&input, Format::Bin, 2, 4);
-        let msg = split(&input, 3, &dir.path().join("p"))
+        let msg = split(&input, 3, &dir.path().join("p"), Element::F32)
             .expect_err("2 < 3")
             .to_string();
         assert!(msg.contains("fewer than 3 partitions"), "{msg}");
