@@ -6,4 +6,7 @@
 
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod config;
+pub mod connection;
+pub mod frame;

@@ -1,0 +1,271 @@
+//! Mutual challenge-response authentication with the cluster's shared secret.
+//!
+//! ```text
+//! client -> Hello     { name, client_nonce }
+//! server -> Challenge { server_nonce, HMAC(secret, "vocab-server" | client_nonce | server_nonce | name) }
+//! client    checks the server's proof, then
+//! client -> Response  { HMAC(secret, "vocab-client" | server_nonce | client_nonce | name) }
+//! server -> Welcome   (or Error, and the connection is dropped)
+//! ```
+//!
+//! HMAC-SHA256, 32-byte nonces from the operating system's generator, constant-time comparison.
+//! The secret never crosses the wire; both sides prove they know it, so an outsider can neither
+//! join (and then read broadcasts or inject data) nor impersonate a worker. Every step has a
+//! deadline, so a silent peer cannot hold a connection open.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hmac::{Hmac, Mac};
+use rand::RngCore;
+use sha2::Sha256;
+use thiserror::Error;
+
+use crate::connection::{Connection, ConnectionError};
+use crate::frame::{Frame, NONCE_LEN};
+
+/// Shortest accepted secret, in bytes.
+pub const MIN_SECRET_LEN: usize = 16;
+
+/// Errors of authentication; the connection is dropped after any of them.
+#[derive(Debug, Error)]
+pub enum AuthError {
+    /// The secret file could not be read.
+    #[error("cannot read secret file {path}: {source}")]
+    SecretFile {
+        /// Secret file.
+        path: PathBuf,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+    /// The secret is too short.
+    #[error("secret file {0} holds fewer than {MIN_SECRET_LEN} bytes")]
+    WeakSecret(PathBuf),
+    /// The peer could not prove it knows the secret.
+    #[error("peer {0} failed authentication")]
+    Failed(String),
+    /// The peer did not follow the handshake.
+    #[error("unexpected message during authentication: {0}")]
+    Unexpected(String),
+    /// The peer was silent for too long.
+    #[error("authentication timed out")]
+    Timeout,
+    /// The connection failed.
+    #[error(transparent)]
+    Connection(#[from] ConnectionError),
+}
+
+/// The cluster's shared secret.
+#[derive(Clone)]
+pub struct Secret(Vec<u8>);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl Secret {
+    /// A secret from bytes (at least [`MIN_SECRET_LEN`]; checked by [`Secret::load`]).
+    pub fn from_bytes(bytes: impl Into<Vec<u8>>) -> Self {
+        Self(bytes.into())
+    }
+
+    /// Reads a secret file (surrounding whitespace is ignored).
+    pub fn load(path: &Path) -> Result<Self, AuthError> {
+        let bytes = std::fs::read(path).map_err(|source| AuthError::SecretFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let trimmed = bytes.trim_ascii();
+        if trimmed.len() < MIN_SECRET_LEN {
+            return Err(AuthError::WeakSecret(path.to_path_buf()));
+        }
+        Ok(Self(trimmed.to_vec()))
+    }
+
+    fn mac(&self, label: &[u8], first: &[u8], second: &[u8], name: &str) -> Hmac<Sha256> {
+        // HMAC accepts keys of any length; `new_from_slice` cannot fail for it.
+        let mut mac =
+            <Hmac<Sha256> as Mac>::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!());
+        mac.update(label);
+        mac.update(first);
+        mac.update(second);
+        mac.update(name.as_bytes());
+        mac
+    }
+
+    fn proof(&self, label: &[u8], first: &[u8], second: &[u8], name: &str) -> [u8; NONCE_LEN] {
+        self.mac(label, first, second, name)
+            .finalize()
+            .into_bytes()
+            .into()
+    }
+
+    fn verify(&self, label: &[u8], first: &[u8], second: &[u8], name: &str, proof: &[u8]) -> bool {
+        self.mac(label, first, second, name)
+            .verify_slice(proof)
+            .is_ok()
+    }
+}
+
+fn nonce() -> [u8; NONCE_LEN] {
+    let mut n = [0u8; NONCE_LEN];
+    rand::rng().fill_bytes(&mut n);
+    n
+}
+
+async fn next(conn: &mut Connection, deadline: Duration) -> Result<Frame, AuthError> {
+    match tokio::time::timeout(deadline, conn.read_frame()).await {
+        Err(_) => Err(AuthError::Timeout),
+        Ok(Err(e)) => Err(e.into()),
+        Ok(Ok(None)) => Err(AuthError::Unexpected("connection closed".into())),
+        Ok(Ok(Some(frame))) => Ok(frame),
+    }
+}
+
+/// Client side: proves this node is `name` of the cluster and checks the server's proof.
+pub async fn client_handshake(
+    conn: &mut Connection,
+    secret: &Secret,
+    name: &str,
+    deadline: Duration,
+) -> Result<(), AuthError> {
+    let mine = nonce();
+    conn.write_frame(&Frame::Hello {
+        name: name.to_string(),
+        nonce: mine,
+    })
+    .await?;
+    let (theirs, proof) = match next(conn, deadline).await? {
+        Frame::Challenge { nonce, proof } => (nonce, proof),
+        Frame::Error { message } => {
+            return Err(AuthError::Failed(format!("server said: {message}")));
+        }
+        other => return Err(AuthError::Unexpected(format!("{other:?}"))),
+    };
+    if !secret.verify(b"vocab-server", &mine, &theirs, name, &proof) {
+        return Err(AuthError::Failed(
+            conn.peer_addr().map_or("server".into(), |a| a.to_string()),
+        ));
+    }
+    conn.write_frame(&Frame::Response {
+        proof: secret.proof(b"vocab-client", &theirs, &mine, name),
+    })
+    .await?;
+    match next(conn, deadline).await? {
+        Frame::Welcome => Ok(()),
+        Frame::Error { message } => Err(AuthError::Failed(format!("server said: {message}"))),
+        other => Err(AuthError::Unexpected(format!("{other:?}"))),
+    }
+}
+
+/// Server side: returns the authenticated peer's name, or an error after which the caller drops
+/// the connection.
+pub async fn server_handshake(
+    conn: &mut Connection,
+    secret: &Secret,
+    deadline: Duration,
+) -> Result<String, AuthError> {
+    let (name, theirs) = match next(conn, deadline).await? {
+        Frame::Hello { name, nonce } => (name, nonce),
+        other => return Err(AuthError::Unexpected(format!("{other:?}"))),
+    };
+    let mine = nonce();
+    let proof = secret.proof(b"vocab-server", &theirs, &mine, &name);
+    conn.write_frame(&Frame::Challenge { nonce: mine, proof })
+        .await?;
+    let response = next(conn, deadline).await?;
+    let ok = matches!(&response, Frame::Response { proof } if secret.verify(b"vocab-client", &mine, &theirs, &name, proof));
+    if !ok {
+        // Tell an honest but misconfigured peer why; an attacker learns nothing new.
+        let _ = conn
+            .write_frame(&Frame::Error {
+                message: "authentication failed".into(),
+            })
+            .await;
+        return Err(AuthError::Failed(name));
+    }
+    conn.write_frame(&Frame::Welcome).await?;
+    Ok(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::{TcpListener, TcpStream};
+
+    const DEADLINE: Duration = Duration::from_secs(5);
+
+    async fn handshake(
+        server_secret: &[u8],
+        client_secret: &[u8],
+    ) -> (Result<String, AuthError>, Result<(), AuthError>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server_secret = Secret::from_bytes(server_secret);
+        let server = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.expect("accept");
+            let mut conn = Connection::new(socket);
+            server_handshake(&mut conn, &server_secret, DEADLINE).await
+        });
+        let mut conn = Connection::new(TcpStream::connect(addr).await.expect("connect"));
+        let client = client_handshake(
+            &mut conn,
+            &Secret::from_bytes(client_secret),
+            "n7",
+            DEADLINE,
+        )
+        .await;
+        // A failed client drops its connection, as callers do.
+        drop(conn);
+        (server.await.expect("server task"), client)
+    }
+
+    #[tokio::test]
+    async fn peers_with_the_same_secret_authenticate() {
+        let (server, client) =
+            handshake(b"0123456789abcdef-cluster", b"0123456789abcdef-cluster").await;
+        assert_eq!(server.expect("server side"), "n7");
+        client.expect("client side");
+    }
+
+    #[tokio::test]
+    async fn a_wrong_secret_fails_on_both_sides() {
+        let (server, client) =
+            handshake(b"0123456789abcdef-cluster", b"0123456789abcdef-outside").await;
+        // The client sees the server's proof fail first and never answers.
+        assert!(matches!(client, Err(AuthError::Failed(_))), "{client:?}");
+        assert!(server.is_err(), "{server:?}");
+    }
+
+    #[tokio::test]
+    async fn a_silent_peer_times_out() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let _client = TcpStream::connect(addr).await.expect("connect");
+        let (socket, _) = listener.accept().await.expect("accept");
+        let mut conn = Connection::new(socket);
+        let secret = Secret::from_bytes(b"0123456789abcdef");
+        let err = server_handshake(&mut conn, &secret, Duration::from_millis(100))
+            .await
+            .expect_err("timeout");
+        assert!(matches!(err, AuthError::Timeout), "{err:?}");
+    }
+
+    #[test]
+    fn secret_files_are_checked() {
+        let dir = std::env::temp_dir().join(format!("vocab-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let weak = dir.join("weak");
+        std::fs::write(&weak, "short\n").expect("write");
+        assert!(matches!(Secret::load(&weak), Err(AuthError::WeakSecret(_))));
+        let good = dir.join("good");
+        std::fs::write(&good, "  0123456789abcdef0123\n").expect("write");
+        assert_eq!(
+            Secret::load(&good).expect("load").0,
+            b"0123456789abcdef0123"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
