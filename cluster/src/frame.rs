@@ -120,7 +120,38 @@ pub enum Frame {
         /// Message.
         message: String,
     },
+    /// Opens a broadcast stream: the slice that follows in chunks, and where it goes next.
+    Begin {
+        /// Broadcast id.
+        id: u64,
+        /// How the receiver forwards: [`ROUTE_CHAIN`] or [`ROUTE_TREE`].
+        route: u8,
+        /// Offset of the slice in the whole message.
+        offset: u64,
+        /// Length of the slice.
+        len: u64,
+        /// Length of the whole message.
+        total: u64,
+        /// CRC-32 of the slice.
+        checksum: u32,
+        /// Nodes (by name) the receiver is responsible for forwarding to.
+        hops: Vec<String>,
+    },
+    /// A forwarding node could not deliver to `node`; the broadcast failed there.
+    Failed {
+        /// Broadcast id.
+        id: u64,
+        /// The node that is unreachable or broke off.
+        node: String,
+        /// What happened.
+        reason: String,
+    },
 }
+
+/// [`Frame::Begin`] route: forward each chunk to `hops[0]` at once, which forwards to the rest.
+pub const ROUTE_CHAIN: u8 = 1;
+/// [`Frame::Begin`] route: receive the whole slice, then send it to binomial-tree children.
+pub const ROUTE_TREE: u8 = 2;
 
 const HELLO: u8 = 1;
 const CHALLENGE: u8 = 2;
@@ -131,6 +162,8 @@ const PONG: u8 = 6;
 const CHUNK: u8 = 7;
 const ACK: u8 = 8;
 const ERROR: u8 = 9;
+const BEGIN: u8 = 10;
+const FAILED: u8 = 11;
 
 /// A validated frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +188,8 @@ impl Frame {
             Self::Chunk { .. } => CHUNK,
             Self::Ack { .. } => ACK,
             Self::Error { .. } => ERROR,
+            Self::Begin { .. } => BEGIN,
+            Self::Failed { .. } => FAILED,
         }
     }
 
@@ -171,7 +206,7 @@ impl Frame {
             return Err(FrameError::Version(buf[2]));
         }
         let kind = buf[3];
-        if !(HELLO..=ERROR).contains(&kind) {
+        if !(HELLO..=FAILED).contains(&kind) {
             return Err(FrameError::UnknownKind(kind));
         }
         let len = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]) as usize;
@@ -238,6 +273,31 @@ impl Frame {
                 out.put_u32_le(*checksum);
             }
             Self::Error { message } => put_str(out, message),
+            Self::Begin {
+                id,
+                route,
+                offset,
+                len,
+                total,
+                checksum,
+                hops,
+            } => {
+                out.put_u64_le(*id);
+                out.put_u8(*route);
+                out.put_u64_le(*offset);
+                out.put_u64_le(*len);
+                out.put_u64_le(*total);
+                out.put_u32_le(*checksum);
+                out.put_u32_le(hops.len() as u32);
+                for hop in hops {
+                    put_str(out, hop);
+                }
+            }
+            Self::Failed { id, node, reason } => {
+                out.put_u64_le(*id);
+                put_str(out, node);
+                put_str(out, reason);
+            }
         }
         let len = (out.len() - start - HEADER_LEN) as u32;
         out[start + 4..start + 8].copy_from_slice(&len.to_le_bytes());
@@ -275,6 +335,8 @@ fn decode_payload(kind: u8, mut p: &[u8]) -> Result<Frame, FrameError> {
         PONG => "pong",
         CHUNK => "chunk",
         ACK => "ack",
+        BEGIN => "begin",
+        FAILED => "failed",
         _ => "error",
     };
     let short = |message| FrameError::Malformed {
@@ -357,6 +419,45 @@ fn decode_payload(kind: u8, mut p: &[u8]) -> Result<Frame, FrameError> {
                 checksum: p.get_u32_le(),
             }
         }
+        BEGIN => {
+            need(p, 8 + 1 + 24 + 4 + 4)?;
+            let (id, route) = (p.get_u64_le(), p.get_u8());
+            let (offset, len, total) = (p.get_u64_le(), p.get_u64_le(), p.get_u64_le());
+            let (checksum, n) = (p.get_u32_le(), p.get_u32_le() as usize);
+            if route != ROUTE_CHAIN && route != ROUTE_TREE {
+                return Err(short("unknown route"));
+            }
+            if offset.checked_add(len).is_none_or(|end| end > total) {
+                return Err(short("slice extends past the message"));
+            }
+            // Each hop takes at least its 2-byte length: bounds the allocation by the payload.
+            if n > p.remaining() / 2 {
+                return Err(short("more hops than the payload holds"));
+            }
+            let mut hops = Vec::with_capacity(n);
+            for _ in 0..n {
+                hops.push(take_str(&mut p)?);
+            }
+            Frame::Begin {
+                id,
+                route,
+                offset,
+                len,
+                total,
+                checksum,
+                hops,
+            }
+        }
+        FAILED => {
+            need(p, 8)?;
+            let id = p.get_u64_le();
+            let node = take_str(&mut p)?;
+            Frame::Failed {
+                id,
+                node,
+                reason: take_str(&mut p)?,
+            }
+        }
         _ => Frame::Error {
             message: take_str(&mut p)?,
         },
@@ -403,6 +504,31 @@ mod tests {
                 }),
             (any::<u64>(), any::<u32>()).prop_map(|(id, checksum)| Frame::Ack { id, checksum }),
             ".{0,60}".prop_map(|message| Frame::Error { message }),
+            (
+                any::<u64>(),
+                1u8..=2,
+                0u64..100,
+                0u64..100,
+                0u64..100,
+                any::<u32>(),
+                proptest::collection::vec("[a-z0-9]{1,8}", 0..6)
+            )
+                .prop_map(|(id, route, offset, len, extra, checksum, hops)| {
+                    Frame::Begin {
+                        id,
+                        route,
+                        offset,
+                        len,
+                        total: offset + len + extra,
+                        checksum,
+                        hops,
+                    }
+                }),
+            (any::<u64>(), ".{0,10}", ".{0,30}").prop_map(|(id, node, reason)| Frame::Failed {
+                id,
+                node,
+                reason
+            }),
         ]
     }
 
@@ -425,7 +551,7 @@ mod tests {
         }
 
         #[test]
-        fn random_payloads_behind_a_valid_header_never_panic(kind in 1u8..=9, payload in proptest::collection::vec(any::<u8>(), 0..80)) {
+        fn random_payloads_behind_a_valid_header_never_panic(kind in 1u8..=11, payload in proptest::collection::vec(any::<u8>(), 0..80)) {
             let mut buf = BytesMut::new();
             buf.put_slice(&MAGIC);
             buf.put_u8(PROTOCOL_VERSION);

@@ -7,6 +7,9 @@
 #![deny(missing_docs)]
 
 pub mod auth;
+pub mod broadcast;
 pub mod config;
 pub mod connection;
 pub mod frame;
+pub mod peer;
+pub mod worker;

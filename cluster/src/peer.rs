@@ -1,0 +1,100 @@
+//! Dialing cluster nodes: TCP with the configured socket buffers and timeouts, then the client
+//! side of the authentication handshake.
+
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::net::TcpSocket;
+
+use crate::auth::{AuthError, Secret, client_handshake};
+use crate::config::{Cluster, Node};
+use crate::connection::Connection;
+
+/// Why a node could not be reached.
+#[derive(Debug, Error)]
+pub enum DialError {
+    /// The cluster file has no such node.
+    #[error("node {0} is not in the cluster file")]
+    Unknown(String),
+    /// TCP connection failed or timed out.
+    #[error("cannot connect to {node} at {address}: {reason}")]
+    Connect {
+        /// Node name.
+        node: String,
+        /// Its address.
+        address: std::net::SocketAddr,
+        /// What happened.
+        reason: String,
+    },
+    /// The node did not authenticate.
+    #[error("node {node}: {source}")]
+    Auth {
+        /// Node name.
+        node: String,
+        /// Underlying error.
+        source: AuthError,
+    },
+}
+
+/// Connects to `node` as `me` and authenticates.
+pub async fn dial(
+    cluster: &Cluster,
+    node: &Node,
+    secret: &Secret,
+    me: &str,
+) -> Result<Connection, DialError> {
+    let s = &cluster.settings;
+    let connect_err = |reason: String| DialError::Connect {
+        node: node.name.clone(),
+        address: node.address,
+        reason,
+    };
+    let socket = if node.address.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(|e| connect_err(e.to_string()))?;
+    // Buffer sizes are hints to the kernel; failing to set them is not fatal.
+    let _ = socket.set_send_buffer_size(s.socket_buffer as u32);
+    let _ = socket.set_recv_buffer_size(s.socket_buffer as u32);
+    let stream = match tokio::time::timeout(
+        Duration::from_millis(s.connect_timeout_ms),
+        socket.connect(node.address),
+    )
+    .await
+    {
+        Err(_) => return Err(connect_err("timed out".into())),
+        Ok(Err(e)) => return Err(connect_err(e.to_string())),
+        Ok(Ok(stream)) => stream,
+    };
+    let _ = stream.set_nodelay(true);
+    let mut conn = Connection::new(stream);
+    client_handshake(
+        &mut conn,
+        secret,
+        me,
+        Duration::from_millis(s.io_timeout_ms),
+    )
+    .await
+    .map_err(|source| DialError::Auth {
+        node: node.name.clone(),
+        source,
+    })?;
+    Ok(conn)
+}
+
+/// Looks a node up by name, then dials it.
+pub async fn dial_name(
+    cluster: &Cluster,
+    name: &str,
+    secret: &Secret,
+    me: &str,
+) -> Result<Connection, DialError> {
+    let node = cluster
+        .nodes
+        .iter()
+        .find(|n| n.name == name)
+        .ok_or_else(|| DialError::Unknown(name.to_string()))?;
+    dial(cluster, node, secret, me).await
+}

@@ -1,0 +1,513 @@
+//! The worker daemon: accepts authenticated connections, answers pings, and receives, stores and
+//! forwards broadcasts.
+//!
+//! Each connection is one task; a broadcast stream on it (`Begin` then chunks) is received into a
+//! preallocated buffer while a second task forwards the chunks to the successor (chain route), or
+//! is sent on to binomial-tree children once complete (tree route). The node answers upstream
+//! with `Ack` once its copy's checksum matches and everything downstream acknowledged, or with
+//! `Failed` naming the node where delivery broke.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Mutex, mpsc};
+
+use crate::auth::{Secret, server_handshake};
+use crate::broadcast::{Slice, await_ack, deliver, tree_children};
+use crate::config::Cluster;
+use crate::connection::{Connection, ConnectionError};
+use crate::frame::{Frame, ROUTE_CHAIN, ROUTE_TREE};
+use crate::peer::dial_name;
+
+/// Largest broadcast a worker accepts (bounds what an authenticated peer can make it allocate).
+pub const MAX_MESSAGE: u64 = 8 << 30;
+/// Broadcasts a worker keeps (the newest ids).
+const KEEP: usize = 2;
+/// Chunks queued between receiving and forwarding.
+const FORWARD_QUEUE: usize = 16;
+
+/// A running worker's identity and state.
+#[derive(Debug)]
+pub struct Worker {
+    name: String,
+    cluster: Cluster,
+    secret: Secret,
+    store: Mutex<BTreeMap<u64, Vec<u8>>>,
+    received: AtomicU64,
+    /// Fault injection for tests: exit the process after receiving this many bytes.
+    exit_after_bytes: Option<u64>,
+}
+
+impl Worker {
+    /// A worker named `name` of `cluster`.
+    pub fn new(
+        name: &str,
+        cluster: Cluster,
+        secret: Secret,
+        exit_after_bytes: Option<u64>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            name: name.to_string(),
+            cluster,
+            secret,
+            store: Mutex::new(BTreeMap::new()),
+            received: AtomicU64::new(0),
+            exit_after_bytes,
+        })
+    }
+
+    /// The stored message `id`, if complete slices of it arrived.
+    pub async fn message(&self, id: u64) -> Option<Vec<u8>> {
+        self.store.lock().await.get(&id).cloned()
+    }
+
+    /// Accepts connections until the listener fails.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener) -> std::io::Result<()> {
+        let mut backoff = Duration::from_millis(10);
+        loop {
+            match listener.accept().await {
+                Ok((socket, _)) => {
+                    backoff = Duration::from_millis(10);
+                    let worker = Arc::clone(&self);
+                    tokio::spawn(async move {
+                        if let Err(e) = worker.handle(socket).await {
+                            eprintln!("worker {}: connection closed: {e}", worker.name);
+                        }
+                    });
+                }
+                // Too many open files and the like: back off instead of spinning.
+                Err(_) if backoff < Duration::from_secs(2) => {
+                    tokio::time::sleep(backoff).await;
+                    backoff *= 2;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn handle(&self, socket: TcpStream) -> Result<(), String> {
+        let _ = socket.set_nodelay(true);
+        let mut conn = Connection::new(socket);
+        let deadline = Duration::from_millis(self.cluster.settings.io_timeout_ms);
+        let peer = server_handshake(&mut conn, &self.secret, deadline)
+            .await
+            .map_err(|e| e.to_string())?;
+        while let Some(frame) = conn
+            .read_frame()
+            .await
+            .map_err(|e| format!("{peer}: {e}"))?
+        {
+            match frame {
+                Frame::Ping { seq } => conn
+                    .write_frame(&Frame::Pong { seq })
+                    .await
+                    .map_err(|e| e.to_string())?,
+                Frame::Begin {
+                    id,
+                    route,
+                    offset,
+                    len,
+                    total,
+                    checksum,
+                    hops,
+                } => {
+                    let begin = Begin {
+                        id,
+                        route,
+                        offset,
+                        len,
+                        total,
+                        checksum,
+                        hops,
+                    };
+                    self.receive(&mut conn, begin)
+                        .await
+                        .map_err(|e| format!("{peer}: {e}"))?;
+                }
+                other => {
+                    let message = format!("unexpected {other:?}");
+                    let _ = conn
+                        .write_frame(&Frame::Error {
+                            message: message.clone(),
+                        })
+                        .await;
+                    return Err(message);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn receive(
+        &self,
+        upstream: &mut Connection,
+        begin: Begin,
+    ) -> Result<(), ConnectionError> {
+        let Begin {
+            id,
+            route,
+            offset,
+            len,
+            total,
+            checksum,
+            hops,
+        } = begin;
+        if total > MAX_MESSAGE {
+            let reason = format!("message of {total} bytes exceeds {MAX_MESSAGE}");
+            return upstream
+                .write_frame(&Frame::Failed {
+                    id,
+                    node: self.name.clone(),
+                    reason,
+                })
+                .await;
+        }
+        let deadline = Duration::from_millis(self.cluster.settings.io_timeout_ms);
+        let mut failure: Option<(String, String)> = None;
+        // Chain: connect to the successor first, so chunks can flow on as they arrive.
+        let mut forward = None;
+        if route == ROUTE_CHAIN && !hops.is_empty() {
+            match dial_name(&self.cluster, &hops[0], &self.secret, &self.name).await {
+                Ok(mut down) => {
+                    let next = Frame::Begin {
+                        id,
+                        route,
+                        offset,
+                        len,
+                        total,
+                        checksum,
+                        hops: hops[1..].to_vec(),
+                    };
+                    match down.write_frame(&next).await {
+                        Ok(()) => {
+                            let (tx, mut rx) = mpsc::channel::<Frame>(FORWARD_QUEUE);
+                            let task = tokio::spawn(async move {
+                                while let Some(frame) = rx.recv().await {
+                                    down.write_frame(&frame).await?;
+                                }
+                                Ok::<_, ConnectionError>(down)
+                            });
+                            forward = Some((tx, task));
+                        }
+                        Err(e) => failure = Some((hops[0].clone(), e.to_string())),
+                    }
+                }
+                Err(e) => failure = Some((hops[0].clone(), e.to_string())),
+            }
+        }
+        let mut buf = vec![0u8; len as usize];
+        let mut received = 0u64;
+        while received < len {
+            let frame = match tokio::time::timeout(deadline, upstream.read_frame()).await {
+                Err(_) => return Err(ConnectionError::Io(std::io::ErrorKind::TimedOut.into())),
+                Ok(result) => result?.ok_or(ConnectionError::Reset)?,
+            };
+            let Frame::Chunk {
+                id: cid,
+                offset: at,
+                total: t,
+                data,
+            } = frame
+            else {
+                return Err(ConnectionError::Frame(
+                    crate::frame::FrameError::Malformed {
+                        kind: "chunk",
+                        message: "expected the next chunk of the broadcast",
+                    },
+                ));
+            };
+            if cid != id
+                || t != total
+                || at != offset + received
+                || received + data.len() as u64 > len
+            {
+                return Err(ConnectionError::Frame(
+                    crate::frame::FrameError::Malformed {
+                        kind: "chunk",
+                        message: "chunk out of sequence",
+                    },
+                ));
+            }
+            buf[received as usize..][..data.len()].copy_from_slice(&data);
+            received += data.len() as u64;
+            self.count_and_maybe_exit(data.len() as u64);
+            if let Some((tx, _)) = &forward {
+                if tx
+                    .send(Frame::Chunk {
+                        id,
+                        offset: at,
+                        total,
+                        data,
+                    })
+                    .await
+                    .is_err()
+                    && failure.is_none()
+                {
+                    failure = Some((hops[0].clone(), "connection to it broke".into()));
+                }
+            }
+        }
+        let good = crc32fast::hash(&buf) == checksum;
+        let slice = Slice {
+            id,
+            offset,
+            total,
+            checksum,
+            data: Bytes::from(buf),
+        };
+        if let Some((tx, task)) = forward {
+            drop(tx);
+            match task.await {
+                Ok(Ok(mut down)) => {
+                    let hop_deadline = deadline * (hops.len() as u32);
+                    if let Err(f) = await_ack(&mut down, &hops[0], &slice, hop_deadline).await {
+                        failure.get_or_insert((f.node, f.reason));
+                    }
+                }
+                Ok(Err(e)) => {
+                    failure.get_or_insert((hops[0].clone(), e.to_string()));
+                }
+                Err(e) => {
+                    failure.get_or_insert((hops[0].clone(), e.to_string()));
+                }
+            }
+        }
+        if good && route == ROUTE_TREE && failure.is_none() {
+            for (child, sub) in tree_children(&hops) {
+                if let Err(f) = deliver(
+                    &self.cluster,
+                    &self.secret,
+                    &self.name,
+                    &child,
+                    ROUTE_TREE,
+                    &sub,
+                    &slice,
+                )
+                .await
+                {
+                    failure = Some((f.node, f.reason));
+                    break;
+                }
+            }
+        }
+        if good {
+            self.keep(&slice).await;
+        }
+        let reply = match (good, failure) {
+            (false, _) => Frame::Failed {
+                id,
+                node: self.name.clone(),
+                reason: "checksum mismatch".into(),
+            },
+            (true, Some((node, reason))) => Frame::Failed { id, node, reason },
+            (true, None) => Frame::Ack { id, checksum },
+        };
+        upstream.write_frame(&reply).await
+    }
+
+    async fn keep(&self, slice: &Slice) {
+        let mut store = self.store.lock().await;
+        let message = store
+            .entry(slice.id)
+            .or_insert_with(|| vec![0u8; slice.total as usize]);
+        message[slice.offset as usize..][..slice.data.len()].copy_from_slice(&slice.data);
+        while store.len() > KEEP {
+            store.pop_first();
+        }
+    }
+
+    fn count_and_maybe_exit(&self, n: u64) {
+        let total = self.received.fetch_add(n, Ordering::Relaxed) + n;
+        if self.exit_after_bytes.is_some_and(|limit| total >= limit) {
+            eprintln!(
+                "worker {}: exiting after {total} bytes (fault injection)",
+                self.name
+            );
+            std::process::exit(3);
+        }
+    }
+}
+
+/// The fields of a `Begin` frame.
+struct Begin {
+    id: u64,
+    route: u8,
+    offset: u64,
+    len: u64,
+    total: u64,
+    checksum: u32,
+    hops: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broadcast::{Algorithm, broadcast};
+
+    const SECRET: &[u8] = b"test-secret-0123456789";
+
+    /// Starts `n` in-process workers on loopback and returns the cluster and the workers.
+    async fn start(n: usize, racks: usize, chains: usize) -> (Cluster, Vec<Arc<Worker>>) {
+        let mut listeners = Vec::new();
+        let mut text = format!(
+            "[settings]\nchunk_size = 65536\nchains = {chains}\nretries = 2\nio_timeout_ms = 5000\n"
+        );
+        for i in 0..n {
+            let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            text.push_str(&format!(
+                "[[nodes]]\nname = \"w{i}\"\naddress = \"{}\"\nrack = \"r{}\"\n",
+                l.local_addr().expect("addr"),
+                i % racks
+            ));
+            listeners.push(l);
+        }
+        let cluster =
+            Cluster::parse(&text, std::path::Path::new("test-cluster.toml")).expect("cluster");
+        let workers: Vec<_> = listeners
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let w = Worker::new(
+                    &format!("w{i}"),
+                    cluster.clone(),
+                    Secret::from_bytes(SECRET),
+                    None,
+                );
+                tokio::spawn(Arc::clone(&w).serve(l));
+                w
+            })
+            .collect();
+        (cluster, workers)
+    }
+
+    fn message(len: usize) -> Bytes {
+        Bytes::from((0..len).map(|i| (i * 31 % 251) as u8).collect::<Vec<_>>())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_algorithm_delivers_the_whole_message_to_every_node() {
+        let (cluster, workers) = start(5, 2, 3).await;
+        let secret = Secret::from_bytes(SECRET);
+        for (id, algorithm) in [
+            Algorithm::Chain,
+            Algorithm::Simple,
+            Algorithm::Mst,
+            Algorithm::MultiChain,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let data = message(1_000_003 + id);
+            let report = broadcast(
+                &cluster,
+                &secret,
+                "driver",
+                id as u64,
+                data.clone(),
+                algorithm,
+            )
+            .await
+            .expect("broadcast");
+            assert_eq!(
+                (report.nodes, report.attempts, report.dropped.len()),
+                (5, 1, 0),
+                "{algorithm:?}"
+            );
+            for w in &workers {
+                assert_eq!(
+                    w.message(id as u64).await.as_deref(),
+                    Some(&data[..]),
+                    "{algorithm:?} at {}",
+                    w.name
+                );
+            }
+        }
+        // An empty message is a message too.
+        broadcast(
+            &cluster,
+            &secret,
+            "driver",
+            9,
+            Bytes::new(),
+            Algorithm::Chain,
+        )
+        .await
+        .expect("empty");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dead_node_is_dropped_and_the_chain_relinked_or_the_call_fails_naming_it() {
+        let (cluster, workers) = start(3, 1, 1).await;
+        // Add a node nobody listens on, in the middle of the chain.
+        let dead = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind")
+            .local_addr()
+            .expect("addr");
+        let mut text =
+            String::from("[settings]\nchunk_size = 65536\nretries = 2\nconnect_timeout_ms = 500\n");
+        for (i, node) in cluster.nodes.iter().enumerate() {
+            text.push_str(&format!(
+                "[[nodes]]\nname = \"{}\"\naddress = \"{}\"\n",
+                node.name, node.address
+            ));
+            if i == 0 {
+                text.push_str(&format!(
+                    "[[nodes]]\nname = \"ghost\"\naddress = \"{dead}\"\n"
+                ));
+            }
+        }
+        let with_ghost =
+            Cluster::parse(&text, std::path::Path::new("ghost.toml")).expect("cluster");
+        let secret = Secret::from_bytes(SECRET);
+        let data = message(300_000);
+        // Workers resolve hops with their own cluster file, which lacks the ghost: they report it.
+        let report = broadcast(
+            &with_ghost,
+            &secret,
+            "driver",
+            1,
+            data.clone(),
+            Algorithm::Chain,
+        )
+        .await
+        .expect("relinked");
+        assert_eq!(report.dropped, vec!["ghost".to_string()]);
+        assert_eq!(report.nodes, 3);
+        for w in &workers {
+            assert_eq!(w.message(1).await.as_deref(), Some(&data[..]));
+        }
+        // Without retries the same fault is an error naming the node.
+        let strict = Cluster::parse(
+            &text.replace("retries = 2", "retries = 0"),
+            std::path::Path::new("g.toml"),
+        )
+        .expect("c");
+        let err = broadcast(&strict, &secret, "driver", 2, data, Algorithm::Chain)
+            .await
+            .expect_err("no retries");
+        assert!(err.to_string().contains("ghost"), "{err}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_root_with_the_wrong_secret_cannot_broadcast() {
+        let (cluster, workers) = start(2, 1, 1).await;
+        let outsider = Secret::from_bytes(b"not-the-cluster-secret!!".to_vec());
+        let err = broadcast(
+            &cluster,
+            &outsider,
+            "intruder",
+            1,
+            message(1000),
+            Algorithm::Chain,
+        )
+        .await
+        .expect_err("refused");
+        assert!(err.to_string().contains("w0"), "{err}");
+        assert!(workers[0].message(1).await.is_none());
+    }
+}
