@@ -34,14 +34,123 @@ pub enum Command {
     Kmeans(KmeansArgs),
     /// Run the stages of a TOML config in a work directory.
     Run(RunArgs),
+    /// Run a worker daemon (one per cluster node).
+    Worker(WorkerArgs),
+    /// Start or inspect a cluster.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
     /// Benchmarks (results feed eval/).
     #[command(subcommand)]
     Bench(BenchCommand),
 }
 
+/// Arguments of `vocab worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Address to listen on (host:port).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// The cluster file (nodes, racks, settings, secret file).
+    #[arg(long, value_name = "FILE")]
+    pub cluster: PathBuf,
+    /// This node's name in the cluster file.
+    #[arg(long, value_name = "NODE")]
+    pub name: String,
+    /// Fault injection for tests: exit after receiving this many broadcast bytes.
+    #[arg(long, value_name = "BYTES", hide = true)]
+    pub exit_after_bytes: Option<u64>,
+}
+
+/// `vocab cluster ...`
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Start N workers on loopback as separate processes, with a fresh cluster file and secret.
+    Local(LocalArgs),
+    /// Report which nodes of a cluster file answer.
+    Status(StatusArgs),
+}
+
+/// Arguments of `vocab cluster local`.
+#[derive(Debug, Args)]
+pub struct LocalArgs {
+    /// Number of workers.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub nodes: usize,
+    /// Number of racks the nodes are spread over (round robin).
+    #[arg(long, value_name = "R", default_value_t = 1)]
+    pub racks: usize,
+    /// Folder for cluster.toml and the secret file.
+    #[arg(long, value_name = "DIR", default_value = "work/cluster")]
+    pub dir: PathBuf,
+}
+
+/// Arguments of `vocab cluster status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The cluster file.
+    #[arg(long, value_name = "FILE")]
+    pub cluster: PathBuf,
+}
+
+/// Arguments of `vocab bench broadcast`.
+#[derive(Debug, Args)]
+pub struct BenchBroadcastArgs {
+    /// The cluster file.
+    #[arg(long, value_name = "FILE")]
+    pub cluster: PathBuf,
+    /// Message size, e.g. 1000, 64K, 512M, 1G (binary units).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub bytes: u64,
+    /// Algorithm.
+    #[arg(long, value_enum, default_value_t = BroadcastAlgorithm::Chain)]
+    pub algorithm: BroadcastAlgorithm,
+    /// Timed runs.
+    #[arg(long, value_name = "R", default_value_t = 3)]
+    pub repeat: usize,
+    /// Append one CSV row per run to this file.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+}
+
+/// Broadcast algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BroadcastAlgorithm {
+    /// Pipelined chain, racks together.
+    Chain,
+    /// Root sends to each node in turn.
+    Simple,
+    /// Binomial tree (MPI's MST).
+    Mst,
+    /// Several chains in parallel, each with a slice.
+    Multichain,
+}
+
+/// Parses `123`, `64K`, `512M`, `1G` (powers of 1024).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => (&t[..i], t[i..].trim().to_ascii_uppercase()),
+        None => (t, String::new()),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("size {text:?} does not start with a number"))?;
+    let scale: u64 = match unit.trim_end_matches(['B', 'I']) {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        _ => return Err(format!("size {text:?}: unit must be K, M or G")),
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("size {text:?} is too large"))
+}
+
 /// `vocab bench ...`
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
+    /// Time broadcasts over a cluster: seconds and GB/s per run.
+    Broadcast(BenchBroadcastArgs),
     /// Time the HOG kernels on decoded photos: dense (Mpix/s) and random patches (patches/s).
     Hog(BenchHogArgs),
 }

@@ -2,6 +2,7 @@
 
 mod bench;
 mod cli;
+mod cluster_cmd;
 mod config;
 mod kmeans;
 mod progress;
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 
-use crate::cli::{BenchCommand, Cli, Command, DatasetsCommand};
+use crate::cli::{BenchCommand, Cli, ClusterCommand, Command, DatasetsCommand};
 
 fn main() -> ExitCode {
     match run() {
@@ -46,5 +47,9 @@ fn run() -> anyhow::Result<()> {
         Command::Kmeans(args) => kmeans::run(&args, &ui),
         Command::Run(args) => config::run(&args, &ui),
         Command::Bench(BenchCommand::Hog(args)) => bench::hog(&args),
+        Command::Bench(BenchCommand::Broadcast(args)) => cluster_cmd::bench(&args),
+        Command::Worker(args) => cluster_cmd::worker(&args),
+        Command::Cluster(ClusterCommand::Local(args)) => cluster_cmd::local(&args),
+        Command::Cluster(ClusterCommand::Status(args)) => cluster_cmd::status(&args),
     }
 }

@@ -672,3 +672,131 @@ fn kmeans_rejects_bad_requests_clearly() {
         "{err}"
     );
 }
+
+/// Worker processes that are killed when the test ends, however it ends.
+struct Workers(Vec<std::process::Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Writes a cluster file for `n` loopback workers; returns its path and the ports.
+fn cluster_file(dir: &Path, name: &str, n: usize, retries: u32) -> (PathBuf, Vec<u16>) {
+    std::fs::write(dir.join("secret"), "0123456789abcdef0123456789abcdef\n").expect("secret");
+    let mut text = format!(
+        "[settings]\nsecret_file = \"secret\"\nretries = {retries}\nchunk_size = 65536\nio_timeout_ms = 5000\n"
+    );
+    let mut ports = Vec::new();
+    for i in 0..n {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("port")
+            .local_addr()
+            .expect("addr")
+            .port();
+        text.push_str(&format!(
+            "[[nodes]]\nname = \"w{i}\"\naddress = \"127.0.0.1:{port}\"\n"
+        ));
+        ports.push(port);
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("cluster file");
+    (path, ports)
+}
+
+fn spawn_worker(
+    cluster: &Path,
+    i: usize,
+    port: u16,
+    exit_after: Option<u64>,
+) -> std::process::Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vocab"));
+    cmd.args([
+        "worker",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--name",
+        &format!("w{i}"),
+        "--cluster",
+        s(cluster),
+    ]);
+    if let Some(n) = exit_after {
+        cmd.args(["--exit-after-bytes", &n.to_string()]);
+    }
+    let child = cmd
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("worker starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "worker w{i} did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child
+}
+
+#[test]
+fn a_worker_killed_mid_broadcast_is_dropped_or_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (relink, ports) = cluster_file(dir.path(), "cluster.toml", 3, 3);
+    let mut workers = Workers(Vec::new());
+    for (i, &port) in ports.iter().enumerate() {
+        // w1, in the middle of the chain, dies after receiving 1 MiB of the 8 MiB message.
+        workers
+            .0
+            .push(spawn_worker(&relink, i, port, (i == 1).then_some(1 << 20)));
+    }
+    let status = ok(&["cluster", "status", "--cluster", s(&relink)]);
+    assert!(status.contains("3 of 3 nodes alive"), "{status}");
+    let out = ok(&[
+        "bench",
+        "broadcast",
+        "--cluster",
+        s(&relink),
+        "--bytes",
+        "8M",
+        "--algorithm",
+        "chain",
+        "--repeat",
+        "1",
+    ]);
+    assert!(
+        out.contains("nodes=2 bytes=8388608 algorithm=chain") && out.contains("dropped=w1"),
+        "{out}"
+    );
+    let err = fails(&["cluster", "status", "--cluster", s(&relink)]);
+    assert!(err.contains("1 nodes do not answer"), "{err}");
+
+    // The same fault with no retries allowed: the call fails and names the node.
+    let strict = dir.path().join("strict.toml");
+    std::fs::write(
+        &strict,
+        std::fs::read_to_string(&relink)
+            .expect("read")
+            .replace("retries = 3", "retries = 0"),
+    )
+    .expect("write");
+    workers
+        .0
+        .push(spawn_worker(&strict, 1, ports[1], Some(1 << 20)));
+    let err = fails(&[
+        "bench",
+        "broadcast",
+        "--cluster",
+        s(&strict),
+        "--bytes",
+        "8M",
+        "--algorithm",
+        "chain",
+        "--repeat",
+        "1",
+    ]);
+    assert!(err.contains("broadcast failed at node w1"), "{err}");
+}
