@@ -3,7 +3,7 @@
 //!
 //! ```toml
 //! [settings]
-//! chunk_size = 1048576        # bytes per broadcast chunk
+//! chunk_size = 262144         # bytes per broadcast chunk
 //! socket_buffer = 4194304     # SO_SNDBUF / SO_RCVBUF, bytes
 //! chains = 1                  # parallel chains of the multi-chain broadcast
 //! connect_timeout_ms = 5000
@@ -83,7 +83,7 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Self {
-            chunk_size: 1 << 20,
+            chunk_size: 256 << 10,
             socket_buffer: 4 << 20,
             chains: 1,
             connect_timeout_ms: 5_000,

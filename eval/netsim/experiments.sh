@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The paper's broadcast experiments on the emulated cluster (root needed); writes results/*.csv.
+# usage: eval/netsim/experiments.sh [table7|figure8|table8|all]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+(cd "$here/../.." && cargo build --release --quiet)
+mkdir -p "$here/results"
+run() { "$here/broadcast.sh" "$@"; }
+csv_line() { # "nodes=.. bytes=.. algorithm=.. seconds=.." extra... -> csv
+  local line=$1; shift
+  echo "$line" | sed 's/[a-z]*=//g; s/ /,/g' | sed "s/\$/${*:+,}$(IFS=,; echo "$*")/"
+}
+what=${1:-all}
+if [ "$what" = table7 ] || [ "$what" = all ]; then
+  out="$here/results/table7.csv"; echo "nodes,bytes,algorithm,seconds" > "$out"
+  for bytes in 16M 64M; do
+    for n in 1 2 4 8; do
+      for alg in chain simple; do
+        run --nodes "$n" --link-mbit 200 --core-mbit 2000 --bytes "$bytes" --algorithm "$alg" --repeat 2 \
+          | while read -r l; do csv_line "$l" >> "$out"; done
+      done
+    done
+  done
+fi
+if [ "$what" = figure8 ] || [ "$what" = all ]; then
+  out="$here/results/figure8.csv"; echo "nodes,bytes,algorithm,seconds,order,racks,core_mbit" > "$out"
+  for order in rack random; do
+    for seed in 1 2 3; do
+      run --nodes 6 --racks 3 --link-mbit 200 --core-mbit 100 --bytes 16M --algorithm chain --order "$order" \
+        --seed "$seed" --repeat 1 | while read -r l; do csv_line "$l" "$order" 3 100 >> "$out"; done
+    done
+  done
+fi
+if [ "$what" = table8 ] || [ "$what" = all ]; then
+  out="$here/results/table8.csv"; echo "nodes,bytes,algorithm,seconds,socket_buffer" > "$out"
+  for buf in 8192 32768 131072 524288 1048576; do
+    run --nodes 4 --link-mbit 200 --core-mbit 2000 --bytes 16M --algorithm chain --socket-buffer "$buf" \
+      --repeat 2 | while read -r l; do csv_line "$l" "$buf" >> "$out"; done
+  done
+fi
