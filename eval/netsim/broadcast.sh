@@ -5,14 +5,19 @@
 # exit, also on failure.
 #
 # usage: eval/netsim/broadcast.sh --nodes N --racks R --link-mbit M --core-mbit C --bytes SIZE
-#          --algorithm chain|simple|mst|multichain [--order rack|random] [--repeat K]
+#          --algorithm chain|simple|mst|multichain|mpi [--order rack|random] [--repeat K]
 #          [--chunk BYTES] [--socket-buffer BYTES] [--chains C] [--seed S] [--vocab PATH]
 # prints one line per run:  nodes=N bytes=B algorithm=A seconds=S
 #
 # Topology: namespace vs-sw holds the bridges br-r0..br-r{R-1} and br-core; node i (namespace
 # vs-n<i>, address 10.77.0.<i+10>) hangs off rack i % R; the driver (vs-drv, 10.77.0.2) hangs off
 # rack 0. Node and driver links are shaped to M Mbit/s in both directions, each rack's uplink to
-# the core to C Mbit/s in both directions.
+# the core to C Mbit/s in both directions. `--algorithm mpi` runs Open MPI's MPI_Bcast instead
+# (eval/.venv wheels; ranks in the same namespaces, rank 0 in the driver's), as in
+# shared/notes/mpi-in-netns.md. MPI_BCAST_ALGORITHM=N in the environment forces Open MPI's tuned
+# bcast algorithm N (e.g. 3 = pipeline, 6 = binomial) instead of its default decision, and
+# MPI_BCAST_SEGMENT=BYTES its segment size. Ranks yield when idle: N+1 busy-polling ranks on this
+# 2-core host would otherwise starve each other.
 set -euo pipefail
 
 nodes=4 racks=1 link=200 core=1000 bytes=16M algorithm=chain order=rack repeat=1
@@ -114,6 +119,35 @@ head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/secret"
 if [ "$order" = random ]; then
   { grep '^order' "$work/cluster.toml"; grep -v '^order' "$work/cluster.toml"; } > "$work/c.toml"
   mv "$work/c.toml" "$work/cluster.toml"
+fi
+
+size_bytes=$(python3 -c "
+import sys; t=sys.argv[1].upper().rstrip('BI'); m={'K':1<<10,'M':1<<20,'G':1<<30}
+print(int(t[:-1])*m[t[-1]] if t[-1] in m else int(t))" "$bytes")
+if [ "$algorithm" = mpi ]; then
+  python="$here/../.venv/bin/python"
+  [ -x "$python" ] || { echo "broadcast.sh: run eval/setup-venv.sh first (Open MPI wheels)" >&2; exit 2; }
+  mpirun="$(dirname "$python")/mpirun"
+  hosts="10.77.0.2"
+  echo "10.77.0.2 vs-drv" > "$work/hosts"
+  for i in $(seq 0 $((nodes - 1))); do
+    hosts="$hosts,10.77.0.$((i + 10))"
+    echo "10.77.0.$((i + 10)) vs-n$i" >> "$work/hosts"
+  done
+  cat > "$work/agent" <<AGENT
+#!/bin/bash
+h=\$1; shift
+ns=\$(awk -v h="\$h" '\$1 == h {print \$2}' "$work/hosts")
+exec ip netns exec "\$ns" unshare --uts /bin/sh -c "hostname \$ns; \$*"
+AGENT
+  chmod +x "$work/agent"
+  ip netns exec vs-drv "$mpirun" --allow-run-as-root --host "$hosts" -np $((nodes + 1)) \
+    --mca plm_rsh_agent "$work/agent" --mca btl tcp,self --mca pml ob1 --mca mpi_yield_when_idle 1 \
+    --mca btl_tcp_if_include 10.77.0.0/16 --mca oob_tcp_if_include 10.77.0.0/16 \
+    ${MPI_BCAST_ALGORITHM:+--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_bcast_algorithm "$MPI_BCAST_ALGORITHM"} \
+    ${MPI_BCAST_SEGMENT:+--mca coll_tuned_bcast_algorithm_segmentsize "$MPI_BCAST_SEGMENT"} \
+    "$python" "$here/mpi_bcast.py" "$size_bytes" "$repeat" 2>>"$work/mpi.log" | grep '^nodes='
+  exit "${PIPESTATUS[0]}"
 fi
 
 for i in $(seq 0 $((nodes - 1))); do

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The paper's broadcast experiments on the emulated cluster (root needed); writes results/*.csv.
-# usage: eval/netsim/experiments.sh [table7|figure8|table8|all]
+# usage: eval/netsim/experiments.sh [table7|figure8|table8|mpi|chain50|all]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 (cd "$here/../.." && cargo build --release --quiet)
@@ -36,5 +36,22 @@ if [ "$what" = table8 ] || [ "$what" = all ]; then
   for buf in 8192 32768 131072 524288 1048576; do
     run --nodes 4 --link-mbit 200 --core-mbit 2000 --bytes 16M --algorithm chain --socket-buffer "$buf" \
       --repeat 2 | while read -r l; do csv_line "$l" "$buf" >> "$out"; done
+  done
+fi
+if [ "$what" = mpi ] || [ "$what" = all ]; then
+  out="$here/results/mpi.csv"; echo "nodes,bytes,algorithm,seconds" > "$out"
+  for bytes in 16M 64M; do
+    for n in 1 2 4 8; do
+      run --nodes "$n" --link-mbit 200 --core-mbit 2000 --bytes "$bytes" --algorithm mpi --repeat 2 \
+        | while read -r l; do csv_line "$l" >> "$out"; done
+    done
+  done
+fi
+if [ "$what" = chain50 ] || [ "$what" = all ]; then
+  # The same chain at 50 Mbit/s, a rate this 2-core host can emulate for 8 nodes.
+  out="$here/results/chain50.csv"; echo "nodes,bytes,algorithm,seconds" > "$out"
+  for n in 1 2 4 8; do
+    run --nodes "$n" --link-mbit 50 --core-mbit 2000 --bytes 16M --algorithm chain --repeat 2 \
+      | while read -r l; do csv_line "$l" >> "$out"; done
   done
 fi

@@ -75,5 +75,28 @@ if t8:
     for b, xs in sorted(by.items()):
         out.append(f"| {b >> 10} KiB | {mean(xs):.3f} |")
     out.append("")
+mpi = rows("mpi.csv")
+if mpi and t7:
+    m = defaultdict(list)
+    for r in mpi:
+        m[(int(r["bytes"]), int(r["nodes"]))].append(float(r["seconds"]))
+    out += ["## Chain vs Open MPI MPI_Bcast (same emulated cluster, 200 Mbit/s)", "",
+            "| bytes | nodes | chain s | MPI_Bcast s | chain / MPI |", "|---|---|---|---|---|"]
+    for (size, n), xs in sorted(m.items()):
+        c = groups.get((size, "chain", n))
+        if c:
+            out.append(f"| {size >> 20} MiB | {n} | {mean(c):.3f} | {mean(xs):.3f} | {mean(c) / mean(xs):.2f}x |")
+    out.append("")
+c50 = rows("chain50.csv")
+if c50:
+    by = defaultdict(list)
+    for r in c50:
+        by[(int(r["bytes"]), int(r["nodes"]))].append(float(r["seconds"]))
+    out += ["## Chain on 50 Mbit/s links (within what the 2-core host can emulate)", "",
+            "| bytes | nodes | chain s | single-link bound s | ratio |", "|---|---|---|---|---|"]
+    for (size, n), xs in sorted(by.items()):
+        bound = size * 8 / 50e6
+        out.append(f"| {size >> 20} MiB | {n} | {mean(xs):.3f} | {bound:.3f} | {mean(xs) / bound:.2f}x |")
+    out.append("")
 (RES / "results.md").write_text("\n".join(out) + "\n")
 print("\n".join(out))
