@@ -228,12 +228,12 @@ pub fn bench(args: &BenchBroadcastArgs) -> anyhow::Result<()> {
             ))
             .with_context(|| format!("broadcast of {} bytes ({})", args.bytes, algorithm.name()))?;
         println!(
-            "nodes={} bytes={} algorithm={} seconds={:.6} gbps={:.3}{}",
+            "nodes={} bytes={} algorithm={} seconds={:.6} gbytes_per_s={:.3}{}",
             report.nodes,
             args.bytes,
             algorithm.name(),
             report.seconds,
-            args.bytes as f64 * 8.0 / report.seconds / 1e9,
+            args.bytes as f64 / report.seconds / 1e9,
             if report.dropped.is_empty() {
                 String::new()
             } else {

@@ -29,6 +29,8 @@ pub const MAX_MESSAGE: u64 = 8 << 30;
 const KEEP: usize = 2;
 /// Chunks queued between receiving and forwarding.
 const FORWARD_QUEUE: usize = 16;
+/// Connections a worker serves at once; further ones wait in the accept queue.
+const MAX_CONNECTIONS: usize = 256;
 
 /// A running worker's identity and state.
 #[derive(Debug)]
@@ -68,7 +70,12 @@ impl Worker {
     /// Accepts connections until the listener fails.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) -> std::io::Result<()> {
         let mut backoff = Duration::from_millis(10);
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         loop {
+            // Bounded concurrency: wait for a free slot before accepting the next connection.
+            let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
+                return Ok(());
+            };
             match listener.accept().await {
                 Ok((socket, _)) => {
                     backoff = Duration::from_millis(10);
@@ -77,6 +84,7 @@ impl Worker {
                         if let Err(e) = worker.handle(socket).await {
                             eprintln!("worker {}: connection closed: {e}", worker.name);
                         }
+                        drop(permit);
                     });
                 }
                 // Too many open files and the like: back off instead of spinning.
