@@ -25,7 +25,7 @@ use tokio::task::JoinSet;
 use crate::auth::Secret;
 use crate::config::Cluster;
 use crate::connection::{Connection, ConnectionError};
-use crate::frame::{Frame, ROUTE_CHAIN, ROUTE_TREE};
+use crate::frame::{Begin, Frame, ROUTE_CHAIN, ROUTE_TREE};
 use crate::peer::dial_name;
 
 /// Broadcast algorithms.
@@ -135,7 +135,7 @@ pub(crate) async fn push(
     hops: &[String],
     chunk: usize,
 ) -> Result<(), ConnectionError> {
-    conn.write_frame(&Frame::Begin {
+    conn.write_frame(&Frame::Begin(Begin {
         id: slice.id,
         route,
         offset: slice.offset,
@@ -143,7 +143,7 @@ pub(crate) async fn push(
         total: slice.total,
         checksum: slice.checksum,
         hops: hops.to_vec(),
-    })
+    }))
     .await?;
     let mut at = 0;
     while at < slice.data.len() {

@@ -121,22 +121,7 @@ pub enum Frame {
         message: String,
     },
     /// Opens a broadcast stream: the slice that follows in chunks, and where it goes next.
-    Begin {
-        /// Broadcast id.
-        id: u64,
-        /// How the receiver forwards: [`ROUTE_CHAIN`] or [`ROUTE_TREE`].
-        route: u8,
-        /// Offset of the slice in the whole message.
-        offset: u64,
-        /// Length of the slice.
-        len: u64,
-        /// Length of the whole message.
-        total: u64,
-        /// CRC-32 of the slice.
-        checksum: u32,
-        /// Nodes (by name) the receiver is responsible for forwarding to.
-        hops: Vec<String>,
-    },
+    Begin(Begin),
     /// A forwarding node could not deliver to `node`; the broadcast failed there.
     Failed {
         /// Broadcast id.
@@ -146,6 +131,25 @@ pub enum Frame {
         /// What happened.
         reason: String,
     },
+}
+
+/// The header of a broadcast stream ([`Frame::Begin`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Begin {
+    /// Broadcast id.
+    pub id: u64,
+    /// How the receiver forwards: [`ROUTE_CHAIN`] or [`ROUTE_TREE`].
+    pub route: u8,
+    /// Offset of the slice in the whole message.
+    pub offset: u64,
+    /// Length of the slice.
+    pub len: u64,
+    /// Length of the whole message.
+    pub total: u64,
+    /// CRC-32 of the slice.
+    pub checksum: u32,
+    /// Nodes (by name) the receiver is responsible for forwarding to.
+    pub hops: Vec<String>,
 }
 
 /// [`Frame::Begin`] route: forward each chunk to `hops[0]` at once, which forwards to the rest.
@@ -188,7 +192,7 @@ impl Frame {
             Self::Chunk { .. } => CHUNK,
             Self::Ack { .. } => ACK,
             Self::Error { .. } => ERROR,
-            Self::Begin { .. } => BEGIN,
+            Self::Begin(_) => BEGIN,
             Self::Failed { .. } => FAILED,
         }
     }
@@ -273,7 +277,7 @@ impl Frame {
                 out.put_u32_le(*checksum);
             }
             Self::Error { message } => put_str(out, message),
-            Self::Begin {
+            Self::Begin(Begin {
                 id,
                 route,
                 offset,
@@ -281,7 +285,7 @@ impl Frame {
                 total,
                 checksum,
                 hops,
-            } => {
+            }) => {
                 out.put_u64_le(*id);
                 out.put_u8(*route);
                 out.put_u64_le(*offset);
@@ -438,7 +442,7 @@ fn decode_payload(kind: u8, mut p: &[u8]) -> Result<Frame, FrameError> {
             for _ in 0..n {
                 hops.push(take_str(&mut p)?);
             }
-            Frame::Begin {
+            Frame::Begin(Begin {
                 id,
                 route,
                 offset,
@@ -446,7 +450,7 @@ fn decode_payload(kind: u8, mut p: &[u8]) -> Result<Frame, FrameError> {
                 total,
                 checksum,
                 hops,
-            }
+            })
         }
         FAILED => {
             need(p, 8)?;
@@ -514,7 +518,7 @@ mod tests {
                 proptest::collection::vec("[a-z0-9]{1,8}", 0..6)
             )
                 .prop_map(|(id, route, offset, len, extra, checksum, hops)| {
-                    Frame::Begin {
+                    Frame::Begin(Begin {
                         id,
                         route,
                         offset,
@@ -522,7 +526,7 @@ mod tests {
                         total: offset + len + extra,
                         checksum,
                         hops,
-                    }
+                    })
                 }),
             (any::<u64>(), ".{0,10}", ".{0,30}").prop_map(|(id, node, reason)| Frame::Failed {
                 id,

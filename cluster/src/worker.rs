@@ -20,7 +20,7 @@ use crate::auth::{Secret, server_handshake};
 use crate::broadcast::{Slice, await_ack, deliver, tree_children};
 use crate::config::Cluster;
 use crate::connection::{Connection, ConnectionError};
-use crate::frame::{Frame, ROUTE_CHAIN, ROUTE_TREE};
+use crate::frame::{Begin, Frame, ROUTE_CHAIN, ROUTE_TREE};
 use crate::peer::dial_name;
 
 /// Largest broadcast a worker accepts (bounds what an authenticated peer can make it allocate).
@@ -114,24 +114,7 @@ impl Worker {
                     .write_frame(&Frame::Pong { seq })
                     .await
                     .map_err(|e| e.to_string())?,
-                Frame::Begin {
-                    id,
-                    route,
-                    offset,
-                    len,
-                    total,
-                    checksum,
-                    hops,
-                } => {
-                    let begin = Begin {
-                        id,
-                        route,
-                        offset,
-                        len,
-                        total,
-                        checksum,
-                        hops,
-                    };
+                Frame::Begin(begin) => {
                     self.receive(&mut conn, begin)
                         .await
                         .map_err(|e| format!("{peer}: {e}"))?;
@@ -181,7 +164,7 @@ impl Worker {
         if route == ROUTE_CHAIN && !hops.is_empty() {
             match dial_name(&self.cluster, &hops[0], &self.secret, &self.name).await {
                 Ok(mut down) => {
-                    let next = Frame::Begin {
+                    let next = Frame::Begin(Begin {
                         id,
                         route,
                         offset,
@@ -189,7 +172,7 @@ impl Worker {
                         total,
                         checksum,
                         hops: hops[1..].to_vec(),
-                    };
+                    });
                     match down.write_frame(&next).await {
                         Ok(()) => {
                             let (tx, mut rx) = mpsc::channel::<Frame>(FORWARD_QUEUE);
@@ -338,17 +321,6 @@ impl Worker {
             std::process::exit(3);
         }
     }
-}
-
-/// The fields of a `Begin` frame.
-struct Begin {
-    id: u64,
-    route: u8,
-    offset: u64,
-    len: u64,
-    total: u64,
-    checksum: u32,
-    hops: Vec<String>,
 }
 
 #[cfg(test)]

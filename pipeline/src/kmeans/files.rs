@@ -192,24 +192,7 @@ pub struct CheckpointState {
     /// Its payload CRC-32.
     pub centroids_checksum: u32,
     /// Per-iteration history.
-    pub history: Vec<HistoryRow>,
-}
-
-/// One iteration in a checkpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HistoryRow {
-    /// Iteration number.
-    pub iteration: u64,
-    /// Inertia.
-    pub inertia: f64,
-    /// Seconds.
-    pub seconds: f64,
-    /// Splits.
-    pub splits: usize,
-    /// Vectors kept by pruning.
-    #[serde(default)]
-    pub kept: usize,
+    pub history: Vec<IterationStats>,
 }
 
 /// Saves the state of a run (see the module docs for the protocol).
@@ -235,17 +218,7 @@ pub fn save_checkpoint(
         converged: state.converged,
         centroids: name.clone(),
         centroids_checksum,
-        history: state
-            .history
-            .iter()
-            .map(|h| HistoryRow {
-                iteration: h.iteration,
-                inertia: h.inertia,
-                seconds: h.seconds,
-                splits: h.splits,
-                kept: h.kept,
-            })
-            .collect(),
+        history: state.history.clone(),
     };
     write_toml(&dir.join("state.toml"), &meta)?;
     for entry in std::fs::read_dir(&dir)
@@ -302,17 +275,7 @@ pub fn load_checkpoint(
         iteration: meta.iteration,
         centroids,
         converged: meta.converged,
-        history: meta
-            .history
-            .iter()
-            .map(|h| IterationStats {
-                iteration: h.iteration,
-                inertia: h.inertia,
-                seconds: h.seconds,
-                splits: h.splits,
-                kept: h.kept,
-            })
-            .collect(),
+        history: meta.history,
     })
 }
 

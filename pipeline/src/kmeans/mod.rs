@@ -122,8 +122,9 @@ impl Default for Params {
     }
 }
 
-/// What one iteration did.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// What one iteration did (also a checkpoint's history row).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct IterationStats {
     /// 1-based iteration number.
     pub iteration: u64,
@@ -134,6 +135,7 @@ pub struct IterationStats {
     /// Empty clusters re-seeded by splitting.
     pub splits: usize,
     /// Vectors whose label the pruning bounds proved without a search (0 without pruning).
+    #[serde(default)]
     pub kept: usize,
 }
 
