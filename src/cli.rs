@@ -28,6 +28,8 @@ pub enum Command {
     /// Generate datasets.
     #[command(subcommand)]
     Datasets(DatasetsCommand),
+    /// Encode photos as histograms over a vocabulary (bag of visual words).
+    Encode(EncodeArgs),
     /// Split a feature file into even partitions for map tasks (streaming).
     Partition(PartitionArgs),
     /// Cluster feature vectors into a vocabulary (k-means).
@@ -234,6 +236,45 @@ pub struct FeaturesArgs {
     /// Output format [default: text for .txt/.text files, bin otherwise].
     #[arg(long, value_enum)]
     pub format: Option<FileFormat>,
+    /// Downscale photos whose longer side exceeds PX (area averaging).
+    #[arg(long, value_name = "PX")]
+    pub max_side: Option<usize>,
+}
+
+/// Histogram normalisation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NormArg {
+    /// Rows sum to 1.
+    L1,
+    /// Square root of the L1-normalised histogram.
+    Hellinger,
+}
+
+/// Arguments of `vocab encode`.
+#[derive(Debug, Args)]
+pub struct EncodeArgs {
+    /// Vocabulary file (text or bin, from `vocab kmeans`).
+    #[arg(long, value_name = "FILE")]
+    pub vocabulary: PathBuf,
+    /// Folder of photos, searched recursively.
+    #[arg(long, value_name = "DIR")]
+    pub input: PathBuf,
+    /// Only the photos listed in the first column of this CSV.
+    #[arg(long, value_name = "CSV")]
+    pub labels: Option<PathBuf>,
+    /// Histograms: CSV (picture_id,path,h0,...) for .csv paths, binary feature format otherwise.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Dense grid step in pixels.
+    #[arg(long, value_name = "PX", default_value_t = 8)]
+    pub stride: usize,
+    /// Normalisation.
+    #[arg(long, value_enum, default_value_t = NormArg::L1)]
+    pub norm: NormArg,
+    /// Spatial pyramid levels (1 = plain bag of words; 3 = 1x1 + 2x2 + 4x4).
+    #[arg(long, value_name = "LEVELS", default_value_t = 1)]
+    pub pyramid: usize,
     /// Downscale photos whose longer side exceeds PX (area averaging).
     #[arg(long, value_name = "PX")]
     pub max_side: Option<usize>,

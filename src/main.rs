@@ -41,6 +41,7 @@ fn run() -> anyhow::Result<()> {
             stages::features(&settings, &ui).map(|_| ())
         }
         Command::Convert(args) => stages::convert(&args),
+        Command::Encode(args) => stages::encode(&args, &ui),
         Command::Datasets(DatasetsCommand::Photos(args)) => stages::photos(&args),
         Command::Datasets(DatasetsCommand::Synth(args)) => kmeans::synth(&args),
         Command::Partition(args) => kmeans::partition(&args),

@@ -11,7 +11,7 @@ use vocab_pipeline::patch::Sampling;
 use vocab_pipeline::store::{self, Format};
 use vocab_pipeline::synth;
 
-use crate::cli::{ConvertArgs, FeaturesArgs, FileFormat, Mode, PhotosArgs};
+use crate::cli::{ConvertArgs, EncodeArgs, FeaturesArgs, FileFormat, Mode, NormArg, PhotosArgs};
 use crate::progress::Ui;
 
 /// Validated settings of the features stage.
@@ -163,6 +163,72 @@ pub fn features(settings: &FeatureSettings, ui: &Ui) -> anyhow::Result<FeatureSu
         );
     }
     Ok(summary)
+}
+
+/// `vocab encode`.
+pub fn encode(args: &EncodeArgs, ui: &Ui) -> anyhow::Result<()> {
+    use vocab_pipeline::encode::{self, EncodeParams, Norm};
+    ensure!(args.stride > 0, "--stride must be at least 1 pixel");
+    ensure!(
+        (1..=5).contains(&args.pyramid),
+        "--pyramid must be 1 to 5 levels"
+    );
+    if let Some(side) = args.max_side {
+        ensure!(
+            side >= PATCH_SIDE,
+            "--max-side {side} is smaller than a {PATCH_SIDE}x{PATCH_SIDE} patch"
+        );
+    }
+    let started = Instant::now();
+    let vocabulary = vocab_pipeline::kmeans::files::read_vocabulary(&args.vocabulary)
+        .with_context(|| format!("--vocabulary {}", args.vocabulary.display()))?;
+    let collection = Collection::open(&args.input, args.labels.as_deref())?;
+    if collection.photos().is_empty() {
+        bail!("no photos found in {}", args.input.display());
+    }
+    let params = EncodeParams {
+        features: FeatureParams {
+            sampling: Sampling::Dense {
+                stride: args.stride,
+            },
+            max_side: args.max_side,
+        },
+        norm: match args.norm {
+            NormArg::L1 => Norm::L1,
+            NormArg::Hellinger => Norm::Hellinger,
+        },
+        levels: args.pyramid,
+    };
+    let bar = ui.bar(collection.photos().len() as u64, "encode");
+    let summary = encode::encode(&collection, &vocabulary, &params, &args.out, &|p| {
+        bar.set_position(p.images as u64);
+        bar.set_message(format!("{} patches", p.patches));
+    })
+    .with_context(|| format!("encode stage writing {}", args.out.display()))?;
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64().max(1e-9);
+    println!(
+        "encode: {} photos encoded, {} skipped, {} patches over {} words in {secs:.2} s ({:.0} patches/s); {} values per photo",
+        summary.images,
+        summary.skipped,
+        summary.patches,
+        vocabulary.k(),
+        summary.patches as f64 / secs,
+        encode::encoded_len(vocabulary.k(), args.pyramid),
+    );
+    println!(
+        "  wrote {} and {}",
+        args.out.display(),
+        manifest_path(&args.out, "images.csv").display()
+    );
+    if summary.skipped > 0 {
+        println!(
+            "  {} photos skipped, reasons in {}",
+            summary.skipped,
+            manifest_path(&args.out, "skipped.csv").display()
+        );
+    }
+    Ok(())
 }
 
 /// `vocab convert`.

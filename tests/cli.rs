@@ -800,3 +800,119 @@ fn a_worker_killed_mid_broadcast_is_dropped_or_named() {
     ]);
     assert!(err.contains("broadcast failed at node w1"), "{err}");
 }
+
+#[test]
+fn encode_counts_every_dense_patch_under_its_nearest_word() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set(dir.path());
+    let sample = dir.path().join("sample.bin");
+    ok(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--out",
+        s(&sample),
+        "--per-image",
+        "20",
+        "--seed",
+        "1",
+    ]);
+    let vocab = dir.path().join("vocab.txt");
+    ok(&[
+        "kmeans",
+        "--features",
+        s(&sample),
+        "--k",
+        "8",
+        "--iterations",
+        "5",
+        "--seed",
+        "2",
+        "--out",
+        s(&vocab),
+    ]);
+    let hist = dir.path().join("hist.csv");
+    let out = ok(&[
+        "encode",
+        "--vocabulary",
+        s(&vocab),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&hist),
+        "--stride",
+        "16",
+    ]);
+    assert!(out.contains("8 photos encoded, 0 skipped"), "{out}");
+    let rows = csv_rows(&hist);
+    assert_eq!(rows.len(), 8);
+    assert!(rows.iter().all(|r| r.len() == 2 + 8));
+
+    // Brute force: the same dense patches, each counted under its nearest word.
+    let dense = dir.path().join("dense.txt");
+    ok(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--out",
+        s(&dense),
+        "--mode",
+        "dense",
+        "--stride",
+        "16",
+    ]);
+    let words: Vec<Vec<f64>> = std::fs::read_to_string(&vocab)
+        .expect("vocab")
+        .lines()
+        .map(|l| l.split(' ').map(|v| v.parse().expect("float")).collect())
+        .collect();
+    let mut counts = vec![vec![0usize; 8]; 8];
+    for line in std::fs::read_to_string(&dense).expect("dense").lines() {
+        let f: Vec<f64> = line
+            .split(' ')
+            .map(|v| v.parse().expect("number"))
+            .collect();
+        let (id, x) = (f[0] as usize, &f[3..]);
+        let d = |w: &Vec<f64>| w.iter().zip(x).map(|(a, b)| (a - b).powi(2)).sum::<f64>();
+        let best = (0..8)
+            .min_by(|&a, &b| d(&words[a]).total_cmp(&d(&words[b])))
+            .expect("k > 0");
+        counts[id][best] += 1;
+    }
+    for row in &rows {
+        let id: usize = row[0].parse().expect("id");
+        let total: usize = counts[id].iter().sum();
+        for (w, value) in row[2..].iter().enumerate() {
+            let got: f64 = value.parse().expect("value");
+            let want = counts[id][w] as f64 / total as f64;
+            assert!(
+                (got - want).abs() < 1e-6,
+                "photo {id} word {w}: {got} vs {want}"
+            );
+        }
+    }
+
+    // Hellinger with a 2-level pyramid: 8 x (1 + 4) values per photo, squares summing to 1.
+    let pyr = dir.path().join("pyr.csv");
+    ok(&[
+        "encode",
+        "--vocabulary",
+        s(&vocab),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&pyr),
+        "--norm",
+        "hellinger",
+        "--pyramid",
+        "2",
+    ]);
+    for row in csv_rows(&pyr) {
+        assert_eq!(row.len(), 2 + 40);
+        let sq: f64 = row[2..]
+            .iter()
+            .map(|v| v.parse::<f64>().expect("v").powi(2))
+            .sum();
+        assert!((sq - 1.0).abs() < 1e-5, "{sq}");
+    }
+}

@@ -82,20 +82,22 @@ pub fn manifest_path(out: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The patches of one photo, or why it has none.
+/// The patches of one photo.
 #[derive(Debug)]
-struct Described {
-    width: usize,
-    height: usize,
-    positions: Vec<(usize, usize)>,
-    values: Vec<f32>,
+pub(crate) struct Described {
+    pub width: usize,
+    pub height: usize,
+    pub positions: Vec<(usize, usize)>,
+    pub values: Vec<f32>,
 }
 
-/// Per-thread buffers.
+/// Per-thread buffers of the photo stages.
 #[derive(Debug, Default)]
-struct Describers {
+pub(crate) struct Describers {
     patch: PatchDescriber,
     grid: BlockGrid,
+    /// For stages that assign patches to words.
+    pub assign: crate::kmeans::AssignScratch,
 }
 
 /// Describes the patches of one decoded photo.
@@ -191,6 +193,87 @@ impl Manifests {
     }
 }
 
+/// Where a stage built on [`run_stage`] writes what it makes of each photo, in picture-id order.
+pub(crate) trait StageOutput<T> {
+    /// Writes the result for one described photo.
+    fn write(&mut self, photo: &Photo, value: T) -> Result<(), FeaturesError>;
+    /// Completes the output (atomically); called before the manifests appear.
+    fn finish(self) -> Result<(), FeaturesError>;
+}
+
+/// The shared driver of the photo stages (features, encode): decodes and describes photos in
+/// parallel batches, lets `compute` turn each description into a result (in parallel, with the
+/// thread's buffers), then writes results and manifest rows in picture-id order.
+pub(crate) fn run_stage<T: Send, O: StageOutput<T>>(
+    collection: &Collection,
+    params: &FeatureParams,
+    out: &Path,
+    mut output: O,
+    compute: &(dyn Fn(&mut Describers, &Photo, Described) -> T + Sync),
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<FeatureSummary, FeaturesError> {
+    let mut manifests = Manifests::create(out)?;
+    let mut summary = FeatureSummary::default();
+    let batch = (rayon::current_num_threads() * 8).max(16);
+    let mut processed = 0;
+    for chunk in collection.photos().chunks(batch) {
+        let results: Vec<Result<((usize, usize, usize), T), Skip>> = chunk
+            .par_iter()
+            .map_init(Describers::default, |describers, photo: &Photo| {
+                let lum = load_luminance(&collection.path_of(photo), params.max_side)?;
+                let described = describe(&lum, photo.picture_id, &params.sampling, describers)?;
+                let shape = (described.width, described.height, described.positions.len());
+                Ok((shape, compute(describers, photo, described)))
+            })
+            .collect();
+        for (photo, result) in chunk.iter().zip(results) {
+            let id = photo.picture_id.to_string();
+            match result {
+                Ok(((width, height, patches), value)) => {
+                    output.write(photo, value)?;
+                    summary.images += 1;
+                    summary.patches += patches as u64;
+                    summary.pixels += (width * height) as u64;
+                    let (w, h) = (width.to_string(), height.to_string());
+                    Manifests::row(&mut manifests.images, &[&id, &photo.rel_path, &w, &h])?;
+                }
+                Err(skip) => {
+                    summary.skipped += 1;
+                    let reason = skip.to_string();
+                    Manifests::row(&mut manifests.skipped, &[&id, &photo.rel_path, &reason])?;
+                }
+            }
+        }
+        processed += chunk.len();
+        progress(Progress {
+            images: processed,
+            patches: summary.patches,
+        });
+    }
+    output.finish()?;
+    manifests.finish()?;
+    Ok(summary)
+}
+
+impl StageOutput<Described> for FeatureWriter {
+    fn write(&mut self, photo: &Photo, described: Described) -> Result<(), FeaturesError> {
+        for (&(r, c), values) in described
+            .positions
+            .iter()
+            .zip(described.values.chunks_exact(DIMS))
+        {
+            // Both fit: `describe` skipped photos with a side above u16::MAX.
+            FeatureWriter::write(self, photo.picture_id, r as u16, c as u16, values)?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<(), FeaturesError> {
+        FeatureWriter::finish(self)?;
+        Ok(())
+    }
+}
+
 /// Runs the stage: describes every photo of `collection` into a feature file at `out`.
 ///
 /// `progress` is called after each batch. Nothing appears at `out` (nor its manifests) unless the
@@ -202,54 +285,14 @@ pub fn extract(
     format: Format,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<FeatureSummary, FeaturesError> {
-    // Create the outputs first so an unwritable destination fails before any decoding.
-    let mut writer = FeatureWriter::create(out, format, DIMS)?;
-    let mut manifests = Manifests::create(out)?;
-    let mut summary = FeatureSummary::default();
-    let batch = (rayon::current_num_threads() * 8).max(16);
-    let mut processed = 0;
-    for chunk in collection.photos().chunks(batch) {
-        let results: Vec<Result<Described, Skip>> = chunk
-            .par_iter()
-            .map_init(Describers::default, |describers, photo: &Photo| {
-                let lum = load_luminance(&collection.path_of(photo), params.max_side)?;
-                describe(&lum, photo.picture_id, &params.sampling, describers)
-            })
-            .collect();
-        for (photo, result) in chunk.iter().zip(results) {
-            let id = photo.picture_id.to_string();
-            match result {
-                Ok(described) => {
-                    for (&(r, c), values) in described
-                        .positions
-                        .iter()
-                        .zip(described.values.chunks_exact(DIMS))
-                    {
-                        // Both fit: `describe` skipped photos with a side above u16::MAX.
-                        writer.write(photo.picture_id, r as u16, c as u16, values)?;
-                    }
-                    summary.images += 1;
-                    summary.patches += described.positions.len() as u64;
-                    summary.pixels += (described.width * described.height) as u64;
-                    let (w, h) = (described.width.to_string(), described.height.to_string());
-                    Manifests::row(&mut manifests.images, &[&id, &photo.rel_path, &w, &h])?;
-                }
-                Err(skip) => {
-                    summary.skipped += 1;
-                    Manifests::row(
-                        &mut manifests.skipped,
-                        &[&id, &photo.rel_path, &skip.to_string()],
-                    )?;
-                }
-            }
-        }
-        processed += chunk.len();
-        progress(Progress {
-            images: processed,
-            patches: summary.patches,
-        });
-    }
-    writer.finish()?;
-    manifests.finish()?;
-    Ok(summary)
+    // Create the output first so an unwritable destination fails before any decoding.
+    let writer = FeatureWriter::create(out, format, DIMS)?;
+    run_stage(
+        collection,
+        params,
+        out,
+        writer,
+        &|_, _, described| described,
+        progress,
+    )
 }

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod atomic;
+pub mod encode;
 pub mod features;
 pub mod hog;
 pub mod image_io;

@@ -1,0 +1,251 @@
+//! Bag-of-words encoding: each photo becomes a histogram over the vocabulary.
+//!
+//! Every photo is described densely (same HOG, sampling and skip rules as the features stage),
+//! each patch goes to its nearest visual word with the k-means engine's blocked-GEMM assignment,
+//! and the counts become a histogram:
+//!
+//! * without a pyramid (`levels = 1`): `counts / patches`;
+//! * with a spatial pyramid of `levels = L + 1` levels (Lazebnik, Schmid and Ponce 2006): level
+//!   `l` cuts the photo into `2^l x 2^l` cells by patch centre, each cell's histogram is divided by
+//!   the photo's patch count, and level `l` is weighted `1 / 2^L` for `l = 0`, `1 / 2^(L - l + 1)`
+//!   otherwise; the levels are concatenated (level 0 first, cells in row-major order);
+//! * then normalised: `l1` divides by the sum (rows sum to 1), `hellinger` takes the square root of
+//!   the L1-normalised vector (a common improvement for linear SVMs on histograms).
+//!
+//! Output: CSV (`picture_id,path,h0,...`) when the path ends in `.csv`, otherwise the binary
+//! feature format (record `picture_id`, row and col 0, one value per histogram bin).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::features::{
+    Described, FeatureParams, FeatureSummary, FeaturesError, Progress, StageOutput, run_stage,
+};
+use crate::hog::{DIMS, PATCH_SIDE};
+use crate::image_io::{Collection, Photo};
+use crate::kmeans::{Centroids, assign};
+use crate::partition::Matrix;
+use crate::store::{FeatureWriter, Format, StoreError};
+
+/// Histogram normalisation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Norm {
+    /// Divide by the sum.
+    #[default]
+    L1,
+    /// Square root of the L1-normalised histogram.
+    Hellinger,
+}
+
+/// Length of an encoded vector: `k` words per cell, `sum 4^l` cells over the levels.
+pub fn encoded_len(k: usize, levels: usize) -> usize {
+    k * (0..levels.max(1)).map(|l| 1usize << (2 * l)).sum::<usize>()
+}
+
+/// The histogram of one photo's patches (`labels[i]` is the word of the patch at `positions[i]`).
+pub fn histogram(
+    labels: &[u32],
+    positions: &[(usize, usize)],
+    k: usize,
+    width: usize,
+    height: usize,
+    levels: usize,
+    norm: Norm,
+) -> Vec<f32> {
+    let levels = levels.max(1);
+    let top = levels - 1;
+    let mut out = vec![0f64; encoded_len(k, levels)];
+    let n = labels.len().max(1) as f64;
+    let mut base = 0;
+    for level in 0..levels {
+        let cells = 1usize << level;
+        let weight = if levels == 1 {
+            1.0
+        } else if level == 0 {
+            1.0 / (1u64 << top) as f64
+        } else {
+            1.0 / (1u64 << (top - level + 1)) as f64
+        };
+        for (&label, &(r, c)) in labels.iter().zip(positions) {
+            let (cy, cx) = (r + PATCH_SIDE / 2, c + PATCH_SIDE / 2);
+            let cell = ((cy * cells / height.max(1)).min(cells - 1)) * cells
+                + (cx * cells / width.max(1)).min(cells - 1);
+            out[base + cell * k + label as usize] += weight / n;
+        }
+        base += cells * cells * k;
+    }
+    let sum: f64 = out.iter().sum();
+    let scale = if sum > 0.0 { 1.0 / sum } else { 0.0 };
+    out.iter()
+        .map(|&v| match norm {
+            Norm::L1 => (v * scale) as f32,
+            Norm::Hellinger => (v * scale).sqrt() as f32,
+        })
+        .collect()
+}
+
+/// Settings of the encoding stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncodeParams {
+    /// Dense sampling and decoding (the sampling must be dense).
+    pub features: FeatureParams,
+    /// Normalisation.
+    pub norm: Norm,
+    /// Pyramid levels (1 = plain bag of words).
+    pub levels: usize,
+}
+
+/// Where histograms go.
+enum Sink {
+    Bin(FeatureWriter),
+    Csv {
+        path: PathBuf,
+        tmp: std::io::BufWriter<tempfile::NamedTempFile>,
+    },
+}
+
+impl StageOutput<Vec<f32>> for Sink {
+    fn write(&mut self, photo: &Photo, hist: Vec<f32>) -> Result<(), FeaturesError> {
+        match self {
+            Self::Bin(w) => w.write(photo.picture_id, 0, 0, &hist)?,
+            Self::Csv { path, tmp } => {
+                let mut line = format!("{},{}", photo.picture_id, csv_field(&photo.rel_path));
+                let mut buf = ryu::Buffer::new();
+                for v in hist {
+                    line.push(',');
+                    line.push_str(buf.format(v));
+                }
+                line.push('\n');
+                tmp.write_all(line.as_bytes())
+                    .map_err(|source| StoreError::Io {
+                        path: path.clone(),
+                        source,
+                    })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<(), FeaturesError> {
+        match self {
+            Self::Bin(w) => {
+                w.finish()?;
+            }
+            Self::Csv { path, tmp } => {
+                let io = |source| StoreError::Io {
+                    path: path.clone(),
+                    source,
+                };
+                let tmp = tmp.into_inner().map_err(|e| io(e.into_error()))?;
+                crate::atomic::persist(tmp, &path).map_err(io)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Quotes a CSV field when it needs it.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Encodes every photo of `collection` with `vocabulary` into `out` (CSV or binary, see the module
+/// docs). Nothing appears at `out` or its manifests unless the whole run succeeds.
+pub fn encode(
+    collection: &Collection,
+    vocabulary: &Centroids,
+    params: &EncodeParams,
+    out: &Path,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<FeatureSummary, FeaturesError> {
+    if vocabulary.dims() != DIMS {
+        return Err(StoreError::Format {
+            path: out.to_path_buf(),
+            message: format!(
+                "vocabulary has {} dims, the HOG descriptor {DIMS}",
+                vocabulary.dims()
+            ),
+        }
+        .into());
+    }
+    let (k, levels, norm) = (vocabulary.k(), params.levels.max(1), params.norm);
+    let len = encoded_len(k, levels);
+    let sink = if out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
+    {
+        let io = |source| StoreError::Io {
+            path: out.to_path_buf(),
+            source,
+        };
+        let mut tmp = std::io::BufWriter::new(crate::atomic::temp_beside(out).map_err(io)?);
+        let mut header = String::from("picture_id,path");
+        for i in 0..len {
+            header.push_str(&format!(",h{i}"));
+        }
+        header.push('\n');
+        tmp.write_all(header.as_bytes()).map_err(io)?;
+        Sink::Csv {
+            path: out.to_path_buf(),
+            tmp,
+        }
+    } else {
+        Sink::Bin(FeatureWriter::create(out, Format::Bin, len)?)
+    };
+    let compute = |describers: &mut crate::features::Describers, _: &Photo, d: Described| {
+        let n = d.positions.len();
+        let (mut labels, mut dist) = (vec![0u32; n], vec![0f32; n]);
+        assign(
+            Matrix::dense(&d.values, DIMS),
+            vocabulary,
+            &mut describers.assign,
+            &mut labels,
+            &mut dist,
+        );
+        histogram(&labels, &d.positions, k, d.width, d.height, levels, norm)
+    };
+    run_stage(collection, &params.features, out, sink, &compute, progress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_histograms_sum_to_one_and_hellinger_is_the_root() {
+        let labels = [0, 2, 2, 1];
+        let positions = [(0, 0); 4];
+        let h = histogram(&labels, &positions, 3, 100, 100, 1, Norm::L1);
+        assert_eq!(h, vec![0.25, 0.25, 0.5]);
+        let g = histogram(&labels, &positions, 3, 100, 100, 1, Norm::Hellinger);
+        for (a, b) in g.iter().zip(&h) {
+            assert!((a - b.sqrt()).abs() < 1e-7);
+        }
+    }
+
+    #[test]
+    fn pyramid_cells_and_weights_follow_lazebnik() {
+        // Two levels on a 100x100 photo: level 0 weight 1/2, level 1 weight 1/2; two patches,
+        // word 0 top-left (centre 20,20), word 1 bottom-right (centre 80,80).
+        let h = histogram(&[0, 1], &[(0, 0), (60, 60)], 2, 100, 100, 2, Norm::L1);
+        assert_eq!(h.len(), encoded_len(2, 2));
+        assert_eq!(h.len(), 2 * 5);
+        // Raw: level 0 [0.25, 0.25]; level 1 cell 0 [0.25, 0], cell 3 [0, 0.25]; sum 1.
+        assert_eq!(
+            h,
+            vec![0.25, 0.25, 0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.25]
+        );
+        // Three levels: weights 1/4, 1/4, 1/2 before normalisation.
+        let h3 = histogram(&[0], &[(0, 0)], 1, 100, 100, 3, Norm::L1);
+        assert_eq!(h3.len(), 1 + 4 + 16);
+        assert!(
+            (h3[0] - 0.25).abs() < 1e-7
+                && (h3[1] - 0.25).abs() < 1e-7
+                && (h3[5] - 0.5).abs() < 1e-7
+        );
+    }
+}
