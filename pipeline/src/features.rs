@@ -201,6 +201,14 @@ pub(crate) trait StageOutput<T> {
     fn finish(self) -> Result<(), FeaturesError>;
 }
 
+/// A stage's result for one photo, with the facts the summary and manifest need.
+struct Computed<T> {
+    width: usize,
+    height: usize,
+    patches: usize,
+    value: T,
+}
+
 /// The shared driver of the photo stages (features, encode): decodes and describes photos in
 /// parallel batches, lets `compute` turn each description into a result (in parallel, with the
 /// thread's buffers), then writes results and manifest rows in picture-id order.
@@ -217,19 +225,30 @@ pub(crate) fn run_stage<T: Send, O: StageOutput<T>>(
     let batch = (rayon::current_num_threads() * 8).max(16);
     let mut processed = 0;
     for chunk in collection.photos().chunks(batch) {
-        let results: Vec<Result<((usize, usize, usize), T), Skip>> = chunk
+        let results: Vec<Result<Computed<T>, Skip>> = chunk
             .par_iter()
             .map_init(Describers::default, |describers, photo: &Photo| {
                 let lum = load_luminance(&collection.path_of(photo), params.max_side)?;
                 let described = describe(&lum, photo.picture_id, &params.sampling, describers)?;
-                let shape = (described.width, described.height, described.positions.len());
-                Ok((shape, compute(describers, photo, described)))
+                let (width, height) = (described.width, described.height);
+                let patches = described.positions.len();
+                Ok(Computed {
+                    width,
+                    height,
+                    patches,
+                    value: compute(describers, photo, described),
+                })
             })
             .collect();
         for (photo, result) in chunk.iter().zip(results) {
             let id = photo.picture_id.to_string();
             match result {
-                Ok(((width, height, patches), value)) => {
+                Ok(Computed {
+                    width,
+                    height,
+                    patches,
+                    value,
+                }) => {
                     output.write(photo, value)?;
                     summary.images += 1;
                     summary.patches += patches as u64;
