@@ -15,4 +15,5 @@ pub mod kmeans;
 pub mod partition;
 pub mod patch;
 pub mod store;
+pub mod svm;
 pub mod synth;
