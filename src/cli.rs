@@ -30,6 +30,12 @@ pub enum Command {
     Datasets(DatasetsCommand),
     /// Encode photos as histograms over a vocabulary (bag of visual words).
     Encode(EncodeArgs),
+    /// Train a linear SVM for one attribute on histograms (C by cross-validation by default).
+    Train(TrainArgs),
+    /// Evaluate a model on the held-out part of its split: accuracy, balanced accuracy, confusion.
+    Evaluate(EvaluateArgs),
+    /// Label new photos with a model (encoded as its training photos were).
+    Classify(ClassifyArgs),
     /// Split a feature file into even partitions for map tasks (streaming).
     Partition(PartitionArgs),
     /// Cluster feature vectors into a vocabulary (k-means).
@@ -278,6 +284,63 @@ pub struct EncodeArgs {
     /// Downscale photos whose longer side exceeds PX (area averaging).
     #[arg(long, value_name = "PX")]
     pub max_side: Option<usize>,
+}
+
+/// Arguments of `vocab train`.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Histograms from `vocab encode` (CSV, or bin with its manifest).
+    #[arg(long, value_name = "FILE")]
+    pub histograms: PathBuf,
+    /// Labels CSV: path, then attribute columns; an empty cell leaves the photo out.
+    #[arg(long, value_name = "CSV")]
+    pub labels: PathBuf,
+    /// The attribute column to learn.
+    #[arg(long, value_name = "NAME")]
+    pub attribute: String,
+    /// Use this C instead of choosing it by cross-validation.
+    #[arg(long, value_name = "C", conflicts_with = "cv")]
+    pub c: Option<f64>,
+    /// Folds of the cross-validation that chooses C on the training part.
+    #[arg(long, value_name = "FOLDS", default_value_t = 5)]
+    pub cv: usize,
+    /// Split CSV (path,split with train/test) [default: seeded stratified 50/50].
+    #[arg(long, value_name = "CSV")]
+    pub split: Option<PathBuf>,
+    /// Seed of the 50/50 split and of cross-validation.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub split_seed: u64,
+    /// Model file (JSON).
+    #[arg(long, value_name = "MODEL")]
+    pub out: PathBuf,
+}
+
+/// Arguments of `vocab evaluate`.
+#[derive(Debug, Args)]
+pub struct EvaluateArgs {
+    /// Model from `vocab train`.
+    #[arg(long, value_name = "MODEL")]
+    pub model: PathBuf,
+    /// Histograms (the same file or one encoded the same way).
+    #[arg(long, value_name = "FILE")]
+    pub histograms: PathBuf,
+    /// Labels CSV.
+    #[arg(long, value_name = "CSV")]
+    pub labels: PathBuf,
+}
+
+/// Arguments of `vocab classify`.
+#[derive(Debug, Args)]
+pub struct ClassifyArgs {
+    /// Model from `vocab train`.
+    #[arg(long, value_name = "MODEL")]
+    pub model: PathBuf,
+    /// Folder of photos to label.
+    #[arg(long, value_name = "DIR")]
+    pub input: PathBuf,
+    /// CSV to write: picture_id,path,<attribute>.
+    #[arg(long, value_name = "CSV")]
+    pub out: PathBuf,
 }
 
 /// Arguments of `vocab convert`.

@@ -1,6 +1,7 @@
 //! The `vocab` binary: command line, progress reporting and the config-driven orchestrator.
 
 mod bench;
+mod classify_cmd;
 mod cli;
 mod cluster_cmd;
 mod config;
@@ -16,12 +17,24 @@ use clap::Parser;
 use crate::cli::{BenchCommand, Cli, ClusterCommand, Command, DatasetsCommand};
 
 fn main() -> ExitCode {
+    reset_sigpipe();
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Lets a closed stdout (`vocab ... | head`) end the process quietly, as for other Unix tools,
+/// instead of making `println!` panic: Rust ignores SIGPIPE by default.
+fn reset_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread exists; restoring the default
+    // disposition of SIGPIPE has no other effect on the process.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
@@ -42,6 +55,9 @@ fn run() -> anyhow::Result<()> {
         }
         Command::Convert(args) => stages::convert(&args),
         Command::Encode(args) => stages::encode(&args, &ui),
+        Command::Train(args) => classify_cmd::train(&args),
+        Command::Evaluate(args) => classify_cmd::evaluate(&args),
+        Command::Classify(args) => classify_cmd::classify(&args, &ui),
         Command::Datasets(DatasetsCommand::Photos(args)) => stages::photos(&args),
         Command::Datasets(DatasetsCommand::Synth(args)) => kmeans::synth(&args),
         Command::Partition(args) => kmeans::partition(&args),

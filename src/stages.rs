@@ -206,6 +206,25 @@ pub fn encode(args: &EncodeArgs, ui: &Ui) -> anyhow::Result<()> {
     })
     .with_context(|| format!("encode stage writing {}", args.out.display()))?;
     bar.finish_and_clear();
+    let vocabulary_path =
+        std::fs::canonicalize(&args.vocabulary).unwrap_or_else(|_| args.vocabulary.clone());
+    let encoding = encode::Encoding {
+        vocabulary: vocabulary_path.display().to_string(),
+        k: vocabulary.k(),
+        stride: args.stride,
+        norm: match args.norm {
+            NormArg::L1 => "l1".into(),
+            NormArg::Hellinger => "hellinger".into(),
+        },
+        pyramid: args.pyramid,
+        max_side: args.max_side,
+    };
+    let encoding_path = manifest_path(&args.out, "encoding.json");
+    vocab_pipeline::atomic::write(
+        &encoding_path,
+        serde_json::to_string_pretty(&encoding)?.as_bytes(),
+    )
+    .with_context(|| format!("cannot write {}", encoding_path.display()))?;
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     println!(
         "encode: {} photos encoded, {} skipped, {} patches over {} words in {secs:.2} s ({:.0} patches/s); {} values per photo",

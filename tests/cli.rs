@@ -916,3 +916,131 @@ fn encode_counts_every_dense_patch_under_its_nearest_word() {
         assert!((sq - 1.0).abs() < 1e-5, "{sq}");
     }
 }
+
+#[test]
+fn train_evaluate_and_classify_with_a_held_out_split() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = dir.path().join("photos");
+    ok(&[
+        "datasets",
+        "photos",
+        "--out",
+        s(&photos),
+        "--per-kind",
+        "6",
+        "--seed",
+        "4",
+    ]);
+    let labels = photos.join("labels.csv");
+    let sample = dir.path().join("sample.bin");
+    ok(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--out",
+        s(&sample),
+        "--per-image",
+        "20",
+    ]);
+    let vocab = dir.path().join("vocab.bin");
+    ok(&[
+        "kmeans",
+        "--features",
+        s(&sample),
+        "--k",
+        "32",
+        "--iterations",
+        "8",
+        "--out",
+        s(&vocab),
+    ]);
+    let hist = dir.path().join("hist.bin");
+    ok(&[
+        "encode",
+        "--vocabulary",
+        s(&vocab),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&hist),
+        "--norm",
+        "hellinger",
+    ]);
+    assert!(dir.path().join("hist.bin.encoding.json").is_file());
+
+    let model = dir.path().join("urban.json");
+    let out = ok(&[
+        "train",
+        "--histograms",
+        s(&hist),
+        "--labels",
+        s(&labels),
+        "--attribute",
+        "urbanicity",
+        "--cv",
+        "3",
+        "--out",
+        s(&model),
+    ]);
+    assert!(
+        out.contains("24 labelled photos, 12 for training, 12 held out"),
+        "{out}"
+    );
+    let out = ok(&[
+        "evaluate",
+        "--model",
+        s(&model),
+        "--histograms",
+        s(&hist),
+        "--labels",
+        s(&labels),
+    ]);
+    let mut lines = out.lines();
+    let accuracy: f64 = lines
+        .next()
+        .and_then(|l| l.strip_prefix("accuracy "))
+        .expect("accuracy line")
+        .parse()
+        .expect("number");
+    assert!(
+        lines
+            .next()
+            .is_some_and(|l| l.starts_with("balanced_accuracy ")),
+        "{out}"
+    );
+    assert!(
+        accuracy >= 0.75,
+        "synthetic urban/rural scenes should be easy: {out}"
+    );
+    assert!(dir.path().join("urban.json.metrics.md").is_file());
+
+    let labelled = dir.path().join("labelled.csv");
+    ok(&[
+        "classify",
+        "--model",
+        s(&model),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&labelled),
+    ]);
+    let rows = csv_rows(&labelled);
+    assert_eq!(rows.len(), 24);
+    assert!(rows.iter().all(|r| r[2] == "urban" || r[2] == "rural"));
+
+    let err = fails(&[
+        "train",
+        "--histograms",
+        s(&hist),
+        "--labels",
+        s(&labels),
+        "--attribute",
+        "altitude",
+        "--out",
+        s(&model),
+    ]);
+    assert!(
+        err.contains("no attribute column \"altitude\"") && err.contains("elevation"),
+        "{err}"
+    );
+}

@@ -84,6 +84,24 @@ pub fn histogram(
         .collect()
 }
 
+/// How a histogram file was made: written beside it (`<out>.encoding.json`) so that models trained
+/// on it can encode new photos the same way.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Encoding {
+    /// The vocabulary file (as given to `vocab encode`, made absolute).
+    pub vocabulary: String,
+    /// Words in it.
+    pub k: usize,
+    /// Dense grid step.
+    pub stride: usize,
+    /// `l1` or `hellinger`.
+    pub norm: String,
+    /// Pyramid levels.
+    pub pyramid: usize,
+    /// Downscale limit.
+    pub max_side: Option<usize>,
+}
+
 /// Settings of the encoding stage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EncodeParams {

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod atomic;
+pub mod classify;
 pub mod encode;
 pub mod features;
 pub mod hog;

@@ -1,0 +1,378 @@
+//! What training, evaluation and classification share: histogram tables, labels, splits, and
+//! versioned model files.
+//!
+//! Labels come from a CSV whose first column is the photo path (relative to the photo folder) and
+//! whose other columns are attributes; an empty cell means the photo takes no part in that
+//! attribute. Classes are the attribute's distinct values, sorted.
+//!
+//! A split is either a CSV (`path,split` with `train`/`test`) or a seeded stratified 50/50 split:
+//! within each class, photos in sorted path order are shuffled with the seed and the first half
+//! (rounded up) is for training. The model records its split, so `evaluate` scores only photos the
+//! model never saw.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::encode::Encoding;
+use crate::store::{FeatureReader, Format, Record, StoreError};
+use crate::svm::Classifier;
+
+/// Model file format version written by this build.
+pub const MODEL_VERSION: u32 = 1;
+
+/// Errors of the classification stages.
+#[derive(Debug, Error)]
+pub enum ClassifyError {
+    /// A file error.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A CSV could not be read.
+    #[error("cannot read {path}: {source}")]
+    Csv {
+        /// File.
+        path: PathBuf,
+        /// Underlying error.
+        source: csv::Error,
+    },
+    /// Something in a file is wrong.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// File.
+        path: PathBuf,
+        /// What.
+        message: String,
+    },
+}
+
+fn invalid(path: &Path, message: impl Into<String>) -> ClassifyError {
+    ClassifyError::Invalid {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+/// Histograms with the photos they belong to.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    /// Picture ids.
+    pub ids: Vec<u32>,
+    /// Photo paths relative to the photo folder.
+    pub paths: Vec<String>,
+    /// One histogram per photo.
+    pub rows: Vec<Vec<f32>>,
+}
+
+/// Reads histograms written by `vocab encode`: CSV, or binary with its `.images.csv` manifest.
+pub fn read_histograms(path: &Path) -> Result<Table, ClassifyError> {
+    let csv_err = |source| ClassifyError::Csv {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut table = Table::default();
+    if Format::detect(path)? == Format::Bin {
+        let manifest = crate::features::manifest_path(path, "images.csv");
+        let mut reader =
+            csv::Reader::from_path(&manifest).map_err(|source| ClassifyError::Csv {
+                path: manifest.clone(),
+                source,
+            })?;
+        let mut paths = HashMap::new();
+        for row in reader.records() {
+            let row = row.map_err(|source| ClassifyError::Csv {
+                path: manifest.clone(),
+                source,
+            })?;
+            let id: u32 = row
+                .get(0)
+                .unwrap_or("")
+                .parse()
+                .map_err(|_| invalid(&manifest, "bad picture_id"))?;
+            paths.insert(id, row.get(1).unwrap_or("").to_string());
+        }
+        let mut features = FeatureReader::open(path)?;
+        let mut record = Record::default();
+        while features.next_into(&mut record)? {
+            let p = paths.get(&record.picture_id).ok_or_else(|| {
+                invalid(
+                    &manifest,
+                    format!("has no row for picture {}", record.picture_id),
+                )
+            })?;
+            table.ids.push(record.picture_id);
+            table.paths.push(p.clone());
+            table.rows.push(record.values.clone());
+        }
+    } else {
+        let mut reader = csv::Reader::from_path(path).map_err(csv_err)?;
+        for row in reader.records() {
+            let row = row.map_err(csv_err)?;
+            let line = row.position().map_or(0, |p| p.line());
+            let bad = |m: &str| invalid(path, format!("line {line}: {m}"));
+            table.ids.push(
+                row.get(0)
+                    .unwrap_or("")
+                    .parse()
+                    .map_err(|_| bad("bad picture_id"))?,
+            );
+            table
+                .paths
+                .push(row.get(1).ok_or_else(|| bad("missing path"))?.to_string());
+            let values: Result<Vec<f32>, _> = row.iter().skip(2).map(str::parse::<f32>).collect();
+            table
+                .rows
+                .push(values.map_err(|_| bad("a value is not a number"))?);
+        }
+    }
+    if let Some(len) = table.rows.first().map(Vec::len) {
+        if table.rows.iter().any(|r| r.len() != len) {
+            return Err(invalid(path, "histograms of different lengths"));
+        }
+    }
+    Ok(table)
+}
+
+/// One attribute's labels.
+#[derive(Debug, Clone)]
+pub struct Labels {
+    /// Class names, sorted.
+    pub classes: Vec<String>,
+    /// Class index of each labelled path.
+    pub by_path: HashMap<String, usize>,
+}
+
+/// Reads `attribute` from a labels CSV (first column: path).
+pub fn read_labels(path: &Path, attribute: &str) -> Result<Labels, ClassifyError> {
+    let csv_err = |source| ClassifyError::Csv {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut reader = csv::Reader::from_path(path).map_err(csv_err)?;
+    let headers = reader.headers().map_err(csv_err)?.clone();
+    let column = headers
+        .iter()
+        .position(|h| h == attribute)
+        .filter(|&i| i > 0)
+        .ok_or_else(|| {
+            let names: Vec<&str> = headers.iter().skip(1).collect();
+            invalid(
+                path,
+                format!("has no attribute column {attribute:?} (columns: {names:?})"),
+            )
+        })?;
+    let mut raw = Vec::new();
+    for row in reader.records() {
+        let row = row.map_err(csv_err)?;
+        let value = row.get(column).unwrap_or("").trim();
+        if !value.is_empty() {
+            raw.push((
+                row.get(0).unwrap_or("").trim().to_string(),
+                value.to_string(),
+            ));
+        }
+    }
+    let classes: Vec<String> = raw
+        .iter()
+        .map(|(_, v)| v.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if classes.len() < 2 {
+        return Err(invalid(
+            path,
+            format!(
+                "attribute {attribute:?} has {} value(s); need two or more",
+                classes.len()
+            ),
+        ));
+    }
+    let mut by_path = HashMap::new();
+    for (p, v) in raw {
+        let class = classes.iter().position(|c| *c == v).unwrap_or(0);
+        if by_path.insert(p.clone(), class).is_some() {
+            return Err(invalid(path, format!("path {p:?} is listed twice")));
+        }
+    }
+    Ok(Labels { classes, by_path })
+}
+
+/// How photos are split into training and test parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum SplitSpec {
+    /// Seeded stratified 50/50.
+    Random {
+        /// Seed.
+        seed: u64,
+    },
+    /// Given by a CSV (`path,split`), recorded with its training paths.
+    File {
+        /// The split file.
+        path: String,
+        /// Paths in the training part.
+        train: Vec<String>,
+    },
+}
+
+impl SplitSpec {
+    /// Reads a split CSV (`path,split`, split = `train` or `test`).
+    pub fn from_file(path: &Path) -> Result<Self, ClassifyError> {
+        let csv_err = |source| ClassifyError::Csv {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut reader = csv::Reader::from_path(path).map_err(csv_err)?;
+        let mut train = Vec::new();
+        for row in reader.records() {
+            let row = row.map_err(csv_err)?;
+            match row.get(1).map(str::trim) {
+                Some("train") => train.push(row.get(0).unwrap_or("").trim().to_string()),
+                Some("test") => {}
+                other => {
+                    return Err(invalid(
+                        path,
+                        format!("split must be train or test, found {other:?}"),
+                    ));
+                }
+            }
+        }
+        Ok(Self::File {
+            path: path.display().to_string(),
+            train,
+        })
+    }
+
+    /// Whether each of `paths` (labelled with `classes`) is in the training part.
+    pub fn is_train(&self, paths: &[&str], classes: &[usize]) -> Vec<bool> {
+        match self {
+            Self::File { train, .. } => {
+                let set: BTreeSet<&str> = train.iter().map(String::as_str).collect();
+                paths.iter().map(|p| set.contains(p)).collect()
+            }
+            Self::Random { seed } => {
+                let mut out = vec![false; paths.len()];
+                let mut rng = ChaCha8Rng::seed_from_u64(*seed);
+                let n_classes = classes.iter().copied().max().map_or(0, |m| m + 1);
+                for class in 0..n_classes {
+                    let mut members: Vec<usize> =
+                        (0..paths.len()).filter(|&i| classes[i] == class).collect();
+                    members.sort_by_key(|&i| paths[i]);
+                    members.shuffle(&mut rng);
+                    for &i in &members[..members.len().div_ceil(2)] {
+                        out[i] = true;
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+/// The labelled rows of a table: `(row index, class)` for photos that have the attribute.
+pub fn labelled(table: &Table, labels: &Labels) -> Vec<(usize, usize)> {
+    table
+        .paths
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| labels.by_path.get(p).map(|&c| (i, c)))
+        .collect()
+}
+
+/// A saved model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelFile {
+    /// Format version.
+    pub version: u32,
+    /// The attribute it predicts.
+    pub attribute: String,
+    /// Which photos it was trained on.
+    pub split: SplitSpec,
+    /// How photos were encoded (to classify new ones), when known.
+    pub encoding: Option<Encoding>,
+    /// Cross-validated accuracy of the chosen C on the training part, when C was chosen by CV.
+    pub cv_accuracy: Option<f64>,
+    /// The classifier.
+    pub classifier: Classifier,
+}
+
+impl ModelFile {
+    /// Writes the model as JSON, atomically.
+    pub fn save(&self, path: &Path) -> Result<(), ClassifyError> {
+        let text = serde_json::to_string(self).map_err(|e| invalid(path, e.to_string()))?;
+        crate::atomic::write(path, text.as_bytes()).map_err(|source| {
+            ClassifyError::Store(StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        })
+    }
+
+    /// Reads a model, refusing other versions.
+    pub fn load(path: &Path) -> Result<Self, ClassifyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| {
+            ClassifyError::Store(StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        })?;
+        let model: Self = serde_json::from_str(&text)
+            .map_err(|e| invalid(path, format!("not a vocab model: {e}")))?;
+        if model.version != MODEL_VERSION {
+            return Err(invalid(
+                path,
+                format!(
+                    "model version {}, this build reads {MODEL_VERSION}",
+                    model.version
+                ),
+            ));
+        }
+        Ok(model)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_split_is_stratified_half_and_seeded() {
+        let paths: Vec<String> = (0..40).map(|i| format!("p{i:02}")).collect();
+        let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let classes: Vec<usize> = (0..40).map(|i| usize::from(i >= 30)).collect();
+        let split = SplitSpec::Random { seed: 3 };
+        let train = split.is_train(&refs, &classes);
+        assert_eq!(train.iter().filter(|&&t| t).count(), 15 + 5);
+        assert_eq!((30..40).filter(|&i| train[i]).count(), 5);
+        assert_eq!(train, split.is_train(&refs, &classes));
+        assert_ne!(
+            train,
+            SplitSpec::Random { seed: 4 }.is_train(&refs, &classes)
+        );
+    }
+
+    #[test]
+    fn labels_skip_empty_cells_and_name_missing_columns() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("labels.csv");
+        std::fs::write(
+            &path,
+            "path,kind,urban\na.jpg,x,yes\nb.jpg,y,\nc.jpg,x,no\n",
+        )
+        .expect("write");
+        let labels = read_labels(&path, "urban").expect("urban");
+        assert_eq!(labels.classes, vec!["no", "yes"]);
+        assert_eq!(labels.by_path.len(), 2);
+        let msg = read_labels(&path, "hilly")
+            .expect_err("missing")
+            .to_string();
+        assert!(
+            msg.contains("no attribute column \"hilly\"") && msg.contains("urban"),
+            "{msg}"
+        );
+    }
+}

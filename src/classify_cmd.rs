@@ -1,0 +1,278 @@
+//! `vocab train`, `vocab evaluate` and `vocab classify`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, bail, ensure};
+use vocab_pipeline::classify::{
+    MODEL_VERSION, ModelFile, SplitSpec, Table, labelled, read_histograms, read_labels,
+};
+use vocab_pipeline::encode::{self, EncodeParams, Encoding, Norm};
+use vocab_pipeline::features::{FeatureParams, manifest_path};
+use vocab_pipeline::image_io::Collection;
+use vocab_pipeline::patch::Sampling;
+use vocab_pipeline::svm::{Classifier, SvmParams, choose_c, metrics};
+
+use crate::cli::{ClassifyArgs, EvaluateArgs, TrainArgs};
+use crate::progress::Ui;
+
+/// C values tried by cross-validation (the scale of scikit-learn's usual grid).
+const C_GRID: [f64; 5] = [0.01, 0.1, 1.0, 10.0, 100.0];
+
+/// The encoding recorded beside a histogram file, if any.
+pub fn read_encoding(histograms: &Path) -> anyhow::Result<Option<Encoding>> {
+    let path = manifest_path(histograms, "encoding.json");
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(Some(
+        serde_json::from_str(&text).with_context(|| format!("invalid {}", path.display()))?,
+    ))
+}
+
+/// Labelled rows of `table` split into (train, test) index lists of `(row, class)`.
+fn split_rows(
+    table: &Table,
+    pairs: &[(usize, usize)],
+    split: &SplitSpec,
+) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
+    let paths: Vec<&str> = pairs
+        .iter()
+        .map(|&(i, _)| table.paths[i].as_str())
+        .collect();
+    let classes: Vec<usize> = pairs.iter().map(|&(_, c)| c).collect();
+    let mut train = Vec::new();
+    let mut test = Vec::new();
+    for (&pair, is_train) in pairs.iter().zip(split.is_train(&paths, &classes)) {
+        if is_train {
+            train.push(pair)
+        } else {
+            test.push(pair)
+        }
+    }
+    (train, test)
+}
+
+/// `vocab train`.
+pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let table = read_histograms(&args.histograms)?;
+    let labels = read_labels(&args.labels, &args.attribute)?;
+    let pairs = labelled(&table, &labels);
+    ensure!(
+        !pairs.is_empty(),
+        "no photo of {} has a label for {:?} in {}",
+        args.histograms.display(),
+        args.attribute,
+        args.labels.display()
+    );
+    let split = match &args.split {
+        Some(path) => SplitSpec::from_file(path)?,
+        None => SplitSpec::Random {
+            seed: args.split_seed,
+        },
+    };
+    let (train, test) = split_rows(&table, &pairs, &split);
+    ensure!(!train.is_empty(), "the split leaves no training photos");
+    let x: Vec<&[f32]> = train
+        .iter()
+        .map(|&(i, _)| table.rows[i].as_slice())
+        .collect();
+    let y: Vec<usize> = train.iter().map(|&(_, c)| c).collect();
+    let (c, cv_accuracy) = match args.c {
+        Some(c) => {
+            ensure!(c > 0.0, "--c must be positive");
+            (c, None)
+        }
+        None => {
+            ensure!(args.cv >= 2, "--cv needs at least 2 folds");
+            let (c, acc) = choose_c(&x, &y, &labels.classes, &C_GRID, args.cv, args.split_seed);
+            (c, Some(acc))
+        }
+    };
+    let classifier = Classifier::fit(
+        &x,
+        &y,
+        &labels.classes,
+        &SvmParams {
+            c,
+            seed: args.split_seed,
+            ..SvmParams::default()
+        },
+    );
+    let model = ModelFile {
+        version: MODEL_VERSION,
+        attribute: args.attribute.clone(),
+        split,
+        encoding: read_encoding(&args.histograms)?,
+        cv_accuracy,
+        classifier,
+    };
+    model.save(&args.out)?;
+    println!(
+        "train: {:?} over classes {:?}: {} labelled photos, {} for training, {} held out; C = {c}{} ({:.1} s)",
+        args.attribute,
+        labels.classes,
+        pairs.len(),
+        train.len(),
+        test.len(),
+        cv_accuracy.map_or(String::new(), |a| format!(
+            " (cv accuracy {a:.4} over {} folds)",
+            args.cv
+        )),
+        started.elapsed().as_secs_f64()
+    );
+    println!("  wrote {}", args.out.display());
+    Ok(())
+}
+
+/// `vocab evaluate`.
+pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<()> {
+    let model = ModelFile::load(&args.model)?;
+    let table = read_histograms(&args.histograms)?;
+    let labels = read_labels(&args.labels, &model.attribute)?;
+    if labels.classes != model.classifier.classes {
+        bail!(
+            "{} gives {:?} the classes {:?}, the model was trained on {:?}",
+            args.labels.display(),
+            model.attribute,
+            labels.classes,
+            model.classifier.classes
+        );
+    }
+    let pairs = labelled(&table, &labels);
+    let (_, test) = split_rows(&table, &pairs, &model.split);
+    ensure!(
+        !test.is_empty(),
+        "no held-out photos with a {:?} label to evaluate on",
+        model.attribute
+    );
+    let truth: Vec<usize> = test.iter().map(|&(_, c)| c).collect();
+    let predicted: Vec<usize> = test
+        .iter()
+        .map(|&(i, _)| model.classifier.predict(&table.rows[i]))
+        .collect();
+    let m = metrics(&truth, &predicted, labels.classes.len());
+    let classes = &labels.classes;
+    let mut matrix = String::new();
+    let _ = writeln!(
+        matrix,
+        "{:>14} {}",
+        "true \\ pred",
+        classes
+            .iter()
+            .map(|c| format!("{c:>10}"))
+            .collect::<String>()
+    );
+    for (k, row) in m.confusion.iter().enumerate() {
+        let _ = writeln!(
+            matrix,
+            "{:>14} {}",
+            classes[k],
+            row.iter().map(|n| format!("{n:>10}")).collect::<String>()
+        );
+    }
+    println!("accuracy {:.4}", m.accuracy);
+    println!("balanced_accuracy {:.4}", m.balanced_accuracy);
+    print!("{matrix}");
+    println!(
+        "({} held-out photos, attribute {:?}, C = {})",
+        test.len(),
+        model.attribute,
+        model.classifier.c
+    );
+    let mut csv = format!(
+        "metric,value\naccuracy,{}\nbalanced_accuracy,{}\nheld_out,{}\n",
+        m.accuracy,
+        m.balanced_accuracy,
+        test.len()
+    );
+    for (k, row) in m.confusion.iter().enumerate() {
+        for (j, n) in row.iter().enumerate() {
+            let _ = writeln!(csv, "confusion {} -> {},{n}", classes[k], classes[j]);
+        }
+    }
+    let mut md = format!(
+        "# {}\n\n| metric | value |\n|---|---|\n| accuracy | {:.4} |\n| balanced accuracy | {:.4} |\n| held-out photos | {} |\n| C | {} |\n\n| true \\ predicted | {} |\n|---|{}\n",
+        model.attribute,
+        m.accuracy,
+        m.balanced_accuracy,
+        test.len(),
+        model.classifier.c,
+        classes.join(" | "),
+        "---|".repeat(classes.len())
+    );
+    for (k, row) in m.confusion.iter().enumerate() {
+        let _ = writeln!(
+            md,
+            "| {} | {} |",
+            classes[k],
+            row.iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+    }
+    let (csv_path, md_path) = (
+        manifest_path(&args.model, "metrics.csv"),
+        manifest_path(&args.model, "metrics.md"),
+    );
+    vocab_pipeline::atomic::write(&csv_path, csv.as_bytes())
+        .with_context(|| format!("cannot write {}", csv_path.display()))?;
+    vocab_pipeline::atomic::write(&md_path, md.as_bytes())
+        .with_context(|| format!("cannot write {}", md_path.display()))?;
+    println!("  wrote {} and {}", csv_path.display(), md_path.display());
+    Ok(())
+}
+
+/// `vocab classify`: encodes new photos as the model's training data was encoded, then predicts.
+pub fn classify(args: &ClassifyArgs, ui: &Ui) -> anyhow::Result<()> {
+    let model = ModelFile::load(&args.model)?;
+    let enc = model.encoding.clone().with_context(|| {
+        format!(
+            "model {} records no encoding (train it on histograms from vocab encode)",
+            args.model.display()
+        )
+    })?;
+    let vocabulary = vocab_pipeline::kmeans::files::read_vocabulary(Path::new(&enc.vocabulary))
+        .with_context(|| format!("the model's vocabulary {}", enc.vocabulary))?;
+    let collection = Collection::open(&args.input, None)?;
+    let params = EncodeParams {
+        features: FeatureParams {
+            sampling: Sampling::Dense { stride: enc.stride },
+            max_side: enc.max_side,
+        },
+        norm: if enc.norm == "hellinger" {
+            Norm::Hellinger
+        } else {
+            Norm::L1
+        },
+        levels: enc.pyramid,
+    };
+    let tmp = tempfile::tempdir().context("cannot create a temporary folder")?;
+    let hist = tmp.path().join("histograms.bin");
+    let bar = ui.bar(collection.photos().len() as u64, "classify");
+    let summary = encode::encode(&collection, &vocabulary, &params, &hist, &|p| {
+        bar.set_position(p.images as u64)
+    })?;
+    bar.finish_and_clear();
+    let table = read_histograms(&hist)?;
+    let mut csv = format!("picture_id,path,{}\n", model.attribute);
+    for ((id, path), row) in table.ids.iter().zip(&table.paths).zip(&table.rows) {
+        let class = &model.classifier.classes[model.classifier.predict(row)];
+        let _ = writeln!(csv, "{id},{path},{class}");
+    }
+    vocab_pipeline::atomic::write(&args.out, csv.as_bytes())
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    println!(
+        "classify: {} photos labelled ({} skipped) by {:?} -> {}",
+        summary.images,
+        summary.skipped,
+        model.attribute,
+        args.out.display()
+    );
+    Ok(())
+}
