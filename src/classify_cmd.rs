@@ -33,12 +33,11 @@ pub fn read_encoding(histograms: &Path) -> anyhow::Result<Option<Encoding>> {
     ))
 }
 
+/// `(row index, class index)` pairs of labelled photos.
+type Pairs = Vec<(usize, usize)>;
+
 /// Labelled rows of `table` split into (train, test) index lists of `(row, class)`.
-fn split_rows(
-    table: &Table,
-    pairs: &[(usize, usize)],
-    split: &SplitSpec,
-) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
+fn split_rows(table: &Table, pairs: &[(usize, usize)], split: &SplitSpec) -> (Pairs, Pairs) {
     let paths: Vec<&str> = pairs
         .iter()
         .map(|&(i, _)| table.paths[i].as_str())
