@@ -250,24 +250,21 @@ pub fn choose_c(
     folds: usize,
     seed: u64,
 ) -> (f64, f64) {
-    grid.iter()
+    use rayon::prelude::*;
+    // Each C is an independent set of fits: evaluate them in parallel, pick in grid order.
+    let scores: Vec<(f64, f64)> = grid
+        .par_iter()
         .map(|&c| {
-            (
+            let params = SvmParams {
                 c,
-                cross_validate(
-                    x,
-                    y,
-                    classes,
-                    &SvmParams {
-                        c,
-                        seed,
-                        ..SvmParams::default()
-                    },
-                    folds,
-                    seed,
-                ),
-            )
+                seed,
+                ..SvmParams::default()
+            };
+            (c, cross_validate(x, y, classes, &params, folds, seed))
         })
+        .collect();
+    scores
+        .into_iter()
         .fold((f64::NAN, f64::NEG_INFINITY), |best, (c, acc)| {
             if acc > best.1 { (c, acc) } else { best }
         })
