@@ -63,29 +63,63 @@ impl LinearModel {
 /// # Panics
 /// If `x` and `y` differ in length or rows differ in length.
 pub fn train_binary(x: &[&[f32]], y: &[bool], params: &SvmParams) -> LinearModel {
-    assert_eq!(x.len(), y.len(), "one label per row");
-    let d = x.first().map_or(0, |r| r.len());
-    assert!(x.iter().all(|r| r.len() == d), "rows of different lengths");
+    solve(&SparseRows::new(x), y, params)
+}
+
+/// Rows as their non-zero entries: zeros add nothing to a dot product or an update, so the solver
+/// gives exactly the dense result while touching only the non-zeros (bag-of-words histograms are
+/// mostly zeros).
+struct SparseRows {
+    dims: usize,
+    index: Vec<Vec<u32>>,
+    value: Vec<Vec<f64>>,
+}
+
+impl SparseRows {
+    fn new(x: &[&[f32]]) -> Self {
+        let dims = x.first().map_or(0, |r| r.len());
+        assert!(
+            x.iter().all(|r| r.len() == dims),
+            "rows of different lengths"
+        );
+        let (index, value) = x
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .enumerate()
+                    .filter(|(_, v)| **v != 0.0)
+                    .map(|(j, &v)| (j as u32, f64::from(v)))
+                    .unzip()
+            })
+            .unzip();
+        Self { dims, index, value }
+    }
+}
+
+fn solve(rows: &SparseRows, y: &[bool], params: &SvmParams) -> LinearModel {
+    assert_eq!(rows.index.len(), y.len(), "one label per row");
+    let d = rows.dims;
     // Work in f64 with the constant feature appended (index d).
     let mut w = vec![0f64; d + 1];
-    let mut alpha = vec![0f64; x.len()];
+    let mut alpha = vec![0f64; y.len()];
     let diag = 1.0 / (2.0 * params.c);
-    let qii: Vec<f64> = x
+    let qii: Vec<f64> = rows
+        .value
         .iter()
-        .map(|r| r.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() + 1.0 + diag)
+        .map(|v| v.iter().map(|x| x * x).sum::<f64>() + 1.0 + diag)
         .collect();
     let sign: Vec<f64> = y.iter().map(|&p| if p { 1.0 } else { -1.0 }).collect();
-    let mut order: Vec<usize> = (0..x.len()).collect();
+    let mut order: Vec<usize> = (0..y.len()).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
     for _ in 0..params.max_epochs {
         order.shuffle(&mut rng);
         let (mut pg_max, mut pg_min) = (f64::NEG_INFINITY, f64::INFINITY);
         for &i in &order {
-            let xi = x[i];
-            let wx: f64 = xi
+            let (idx, val) = (&rows.index[i], &rows.value[i]);
+            let wx: f64 = idx
                 .iter()
-                .zip(&w)
-                .map(|(&v, &wj)| f64::from(v) * wj)
+                .zip(val)
+                .map(|(&j, &v)| v * w[j as usize])
                 .sum::<f64>()
                 + w[d];
             let g = sign[i] * wx - 1.0 + diag * alpha[i];
@@ -96,8 +130,8 @@ pub fn train_binary(x: &[&[f32]], y: &[bool], params: &SvmParams) -> LinearModel
                 let old = alpha[i];
                 alpha[i] = (old - g / qii[i]).max(0.0);
                 let step = (alpha[i] - old) * sign[i];
-                for (wj, &v) in w.iter_mut().zip(xi) {
-                    *wj += step * f64::from(v);
+                for (&j, &v) in idx.iter().zip(val) {
+                    w[j as usize] += step * v;
                 }
                 w[d] += step;
             }
@@ -126,15 +160,25 @@ pub struct Classifier {
 impl Classifier {
     /// Trains on rows `x` labelled with class indices `y` into `classes`.
     pub fn fit(x: &[&[f32]], y: &[usize], classes: &[String], params: &SvmParams) -> Self {
+        use rayon::prelude::*;
+        let rows = SparseRows::new(x);
         let models = if classes.len() == 2 {
-            vec![train_binary(
-                x,
+            vec![solve(
+                &rows,
                 &y.iter().map(|&c| c == 1).collect::<Vec<_>>(),
                 params,
             )]
         } else {
+            // One-vs-rest models are independent: train them in parallel, keep class order.
             (0..classes.len())
-                .map(|k| train_binary(x, &y.iter().map(|&c| c == k).collect::<Vec<_>>(), params))
+                .into_par_iter()
+                .map(|k| {
+                    solve(
+                        &rows,
+                        &y.iter().map(|&c| c == k).collect::<Vec<_>>(),
+                        params,
+                    )
+                })
                 .collect()
         };
         Self {
