@@ -11,8 +11,7 @@ use rand::RngCore;
 use vocab_cluster::auth::Secret;
 use vocab_cluster::broadcast::{Algorithm, broadcast};
 use vocab_cluster::config::Cluster;
-use vocab_cluster::frame::Frame;
-use vocab_cluster::peer::dial;
+use vocab_cluster::peer::ping;
 use vocab_cluster::worker::Worker;
 
 use crate::cli::{BenchBroadcastArgs, BroadcastAlgorithm, LocalArgs, StatusArgs, WorkerArgs};
@@ -73,22 +72,7 @@ pub fn worker(args: &WorkerArgs) -> anyhow::Result<()> {
 async fn ping_all(cluster: &Cluster, secret: &Secret) -> Vec<(String, Result<Duration, String>)> {
     let mut out = Vec::new();
     for node in cluster.chain_nodes() {
-        let started = Instant::now();
-        let result = async {
-            let mut conn = dial(cluster, node, secret, DRIVER)
-                .await
-                .map_err(|e| e.to_string())?;
-            conn.write_frame(&Frame::Ping { seq: 1 })
-                .await
-                .map_err(|e| e.to_string())?;
-            match conn.read_frame().await {
-                Ok(Some(Frame::Pong { seq: 1 })) => Ok(started.elapsed()),
-                Ok(other) => Err(format!("answered {other:?}")),
-                Err(e) => Err(e.to_string()),
-            }
-        }
-        .await;
-        out.push((node.name.clone(), result));
+        out.push((node.name.clone(), ping(cluster, node, secret, DRIVER).await));
     }
     out
 }

@@ -217,17 +217,10 @@ pub(crate) async fn deliver(
 
 /// Whether `node` answers an authenticated ping.
 async fn alive(cluster: &Cluster, secret: &Secret, me: &str, node: &str) -> bool {
-    let Ok(mut conn) = dial_name(cluster, node, secret, me).await else {
-        return false;
-    };
-    if conn.write_frame(&Frame::Ping { seq: 0 }).await.is_err() {
-        return false;
+    match cluster.nodes.iter().find(|n| n.name == node) {
+        Some(n) => crate::peer::ping(cluster, n, secret, me).await.is_ok(),
+        None => false,
     }
-    let deadline = Duration::from_millis(cluster.settings.io_timeout_ms);
-    matches!(
-        tokio::time::timeout(deadline, conn.read_frame()).await,
-        Ok(Ok(Some(Frame::Pong { seq: 0 })))
-    )
 }
 
 /// One attempt of `algorithm` to `members`.

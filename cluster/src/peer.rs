@@ -98,3 +98,26 @@ pub async fn dial_name(
         .ok_or_else(|| DialError::Unknown(name.to_string()))?;
     dial(cluster, node, secret, me).await
 }
+
+/// Dials `node` and times an authenticated ping/pong round trip (bounded by the I/O timeout).
+pub async fn ping(
+    cluster: &Cluster,
+    node: &Node,
+    secret: &Secret,
+    me: &str,
+) -> Result<Duration, String> {
+    let started = std::time::Instant::now();
+    let mut conn = dial(cluster, node, secret, me)
+        .await
+        .map_err(|e| e.to_string())?;
+    conn.write_frame(&crate::frame::Frame::Ping { seq: 1 })
+        .await
+        .map_err(|e| e.to_string())?;
+    let deadline = Duration::from_millis(cluster.settings.io_timeout_ms);
+    match tokio::time::timeout(deadline, conn.read_frame()).await {
+        Err(_) => Err("no answer before the timeout".into()),
+        Ok(Ok(Some(crate::frame::Frame::Pong { seq: 1 }))) => Ok(started.elapsed()),
+        Ok(Ok(other)) => Err(format!("answered {other:?}")),
+        Ok(Err(e)) => Err(e.to_string()),
+    }
+}

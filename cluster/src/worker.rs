@@ -145,8 +145,9 @@ impl Worker {
             len,
             total,
             checksum,
-            hops,
+            ..
         } = begin;
+        let hops = &begin.hops;
         if total > MAX_MESSAGE {
             let reason = format!("message of {total} bytes exceeds {MAX_MESSAGE}");
             return upstream
@@ -165,13 +166,8 @@ impl Worker {
             match dial_name(&self.cluster, &hops[0], &self.secret, &self.name).await {
                 Ok(mut down) => {
                     let next = Frame::Begin(Begin {
-                        id,
-                        route,
-                        offset,
-                        len,
-                        total,
-                        checksum,
                         hops: hops[1..].to_vec(),
+                        ..begin
                     });
                     match down.write_frame(&next).await {
                         Ok(()) => {
@@ -268,7 +264,7 @@ impl Worker {
             }
         }
         if good && route == ROUTE_TREE && failure.is_none() {
-            for (child, sub) in tree_children(&hops) {
+            for (child, sub) in tree_children(hops) {
                 if let Err(f) = deliver(
                     &self.cluster,
                     &self.secret,

@@ -34,11 +34,7 @@ pub fn write_vocabulary(
 ) -> Result<(), StoreError> {
     match format {
         Format::Bin => {
-            let mut w = FeatureWriter::create(path, Format::Bin, centroids.dims())?;
-            for j in 0..centroids.k() {
-                w.write(j as u32, 0, 0, centroids.row(j))?;
-            }
-            w.finish()?;
+            write_vocabulary_bin(path, centroids)?;
         }
         Format::Text => {
             let tmp = atomic::temp_beside(path).map_err(|e| io_err(path, e))?;
@@ -61,6 +57,17 @@ pub fn write_vocabulary(
         }
     }
     Ok(())
+}
+
+/// Writes centroids as a binary vocabulary; returns the file's payload checksum.
+fn write_vocabulary_bin(path: &Path, centroids: &Centroids) -> Result<u32, StoreError> {
+    let mut w = FeatureWriter::create(path, Format::Bin, centroids.dims())?;
+    for j in 0..centroids.k() {
+        w.write(j as u32, 0, 0, centroids.row(j))?;
+    }
+    let checksum = w.payload_checksum();
+    w.finish()?;
+    Ok(checksum)
 }
 
 /// Reads a vocabulary file (text or binary).
@@ -206,8 +213,7 @@ pub fn save_checkpoint(
     std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
     let name = format!("iter-{:06}.bin", state.iteration);
     let path = dir.join(&name);
-    write_vocabulary(&path, &state.centroids, Format::Bin)?;
-    let centroids_checksum = FeatureReader::open(&path)?.payload_checksum().unwrap_or(0);
+    let centroids_checksum = write_vocabulary_bin(&path, &state.centroids)?;
     let meta = CheckpointState {
         version: 1,
         k: state.centroids.k(),
