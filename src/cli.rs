@@ -67,6 +67,9 @@ pub struct WorkerArgs {
     /// Fault injection for tests: exit after receiving this many broadcast bytes.
     #[arg(long, value_name = "BYTES", hide = true)]
     pub exit_after_bytes: Option<u64>,
+    /// Fault injection for tests: exit in k-means iteration N, after its map tasks.
+    #[arg(long, value_name = "N", hide = true)]
+    pub exit_at_step: Option<u64>,
 }
 
 /// `vocab cluster ...`
@@ -469,6 +472,21 @@ pub struct KmeansArgs {
     /// Continue from the checkpoint of a previous run with the same --out, k, seed and input.
     #[arg(long)]
     pub resume: bool,
+    /// Run on the workers of this cluster file (Map-Collective: chain broadcast, map on cached
+    /// partitions, three-stage aggregation). --features must be a partition folder that every
+    /// worker can read at the same absolute path.
+    #[arg(long, value_name = "FILE", conflicts_with = "local_nodes")]
+    pub cluster: Option<PathBuf>,
+    /// Start N workers on loopback for this run and run on them (same code path as a cluster).
+    #[arg(long, value_name = "N")]
+    pub local_nodes: Option<usize>,
+    /// Broadcast algorithm for the centroids on a cluster.
+    #[arg(long, value_enum, default_value_t = BroadcastAlgorithm::Chain)]
+    pub broadcast: BroadcastAlgorithm,
+    /// Switch stage-1 (local) aggregation off: every map task ships its own partial sums (to
+    /// measure what local aggregation saves).
+    #[arg(long)]
+    pub no_local_aggregation: bool,
     /// Vocabulary format [default: text for .txt/.text files, bin otherwise].
     #[arg(long, value_enum)]
     pub format: Option<FileFormat>,

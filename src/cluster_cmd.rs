@@ -12,14 +12,13 @@ use vocab_cluster::auth::Secret;
 use vocab_cluster::broadcast::{Algorithm, broadcast};
 use vocab_cluster::config::Cluster;
 use vocab_cluster::peer::ping;
-use vocab_cluster::worker::Worker;
+use vocab_cluster::worker::{Faults, Worker};
 
 use crate::cli::{BenchBroadcastArgs, BroadcastAlgorithm, LocalArgs, StatusArgs, WorkerArgs};
 
-/// The name the driver authenticates with.
-const DRIVER: &str = "driver";
+use vocab_cluster::driver::DRIVER;
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -27,7 +26,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// Loads a cluster file and its secret.
-fn load(path: &Path) -> anyhow::Result<(Cluster, Secret)> {
+pub fn load(path: &Path) -> anyhow::Result<(Cluster, Secret)> {
     let cluster = Cluster::load(path)?;
     let secret_path = cluster.settings.secret_file.clone().with_context(|| {
         format!(
@@ -57,7 +56,11 @@ pub fn worker(args: &WorkerArgs) -> anyhow::Result<()> {
             args.name,
             listener.local_addr()?
         );
-        let worker = Worker::new(&args.name, cluster, secret, args.exit_after_bytes);
+        let faults = Faults {
+            exit_after_bytes: args.exit_after_bytes,
+            exit_at_step: args.exit_at_step,
+        };
+        let worker = Worker::new(&args.name, cluster, secret, faults);
         tokio::select! {
             served = worker.serve(listener) => served.context("accept loop failed"),
             _ = tokio::signal::ctrl_c() => {
@@ -106,92 +109,127 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+impl From<BroadcastAlgorithm> for Algorithm {
+    fn from(a: BroadcastAlgorithm) -> Self {
+        match a {
+            BroadcastAlgorithm::Chain => Self::Chain,
+            BroadcastAlgorithm::Simple => Self::Simple,
+            BroadcastAlgorithm::Mst => Self::Mst,
+            BroadcastAlgorithm::Multichain => Self::MultiChain,
+        }
+    }
+}
+
+/// Worker processes on loopback with their cluster file; the workers are killed when dropped.
+pub struct LocalCluster {
+    /// The cluster file.
+    pub path: std::path::PathBuf,
+    children: Vec<std::process::Child>,
+}
+
+impl LocalCluster {
+    /// Writes a cluster file and secret into `dir` and starts `nodes` workers (spread over
+    /// `racks`), each with `threads` map threads (0: the default), then waits until all answer.
+    pub fn start(dir: &Path, nodes: usize, racks: usize, threads: usize) -> anyhow::Result<Self> {
+        ensure!(nodes > 0, "the local cluster needs at least 1 node");
+        ensure!(racks > 0, "the local cluster needs at least 1 rack");
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut secret = [0u8; 32];
+        rand::rng().fill_bytes(&mut secret);
+        let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+        let secret_path = dir.join("secret");
+        std::fs::write(&secret_path, hex + "\n")
+            .with_context(|| format!("cannot write {}", secret_path.display()))?;
+        // Ports: ask the kernel for free ones (a small race with other programs, reported clearly).
+        let mut text = String::from("[settings]\nsecret_file = \"secret\"\n");
+        let mut ports = Vec::new();
+        for i in 0..nodes {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port();
+            ports.push(port);
+            let _ = write!(
+                text,
+                "\n[[nodes]]\nname = \"w{i}\"\naddress = \"127.0.0.1:{port}\"\nrack = \"r{}\"\n",
+                i % racks
+            );
+        }
+        let path = dir.join("cluster.toml");
+        vocab_pipeline::atomic::write(&path, text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        let exe = std::env::current_exe().context("cannot find the vocab executable")?;
+        let mut local = Self {
+            path,
+            children: Vec::new(),
+        };
+        for (i, port) in ports.iter().enumerate() {
+            let mut command = std::process::Command::new(&exe);
+            command
+                .args([
+                    "worker",
+                    "--listen",
+                    &format!("127.0.0.1:{port}"),
+                    "--name",
+                    &format!("w{i}"),
+                    "--cluster",
+                ])
+                .arg(&local.path);
+            if threads > 0 {
+                command.env("RAYON_NUM_THREADS", threads.to_string());
+            }
+            let child = command
+                .spawn()
+                .with_context(|| format!("cannot start worker w{i}"))?;
+            local.children.push(child);
+        }
+        let (cluster, secret) = load(&local.path)?;
+        let rt = runtime()?;
+        let started = Instant::now();
+        loop {
+            let results = rt.block_on(ping_all(&cluster, &secret));
+            if results.iter().all(|(_, r)| r.is_ok()) {
+                return Ok(local);
+            }
+            if started.elapsed() > Duration::from_secs(10) {
+                let down: Vec<String> = results
+                    .into_iter()
+                    .filter_map(|(name, r)| r.err().map(|e| format!("{name}: {e}")))
+                    .collect();
+                bail!("workers did not come up within 10 s: {}", down.join("; "));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// `vocab cluster local`: writes a cluster file and secret, starts the workers, waits for Ctrl-C.
 pub fn local(args: &LocalArgs) -> anyhow::Result<()> {
-    ensure!(args.nodes > 0, "--nodes must be at least 1");
-    ensure!(args.racks > 0, "--racks must be at least 1");
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("cannot create {}", args.dir.display()))?;
-    let mut secret = [0u8; 32];
-    rand::rng().fill_bytes(&mut secret);
-    let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
-    let secret_path = args.dir.join("secret");
-    std::fs::write(&secret_path, hex + "\n")
-        .with_context(|| format!("cannot write {}", secret_path.display()))?;
-    // Ports: ask the kernel for free ones (a small race with other programs, reported clearly).
-    let mut text = String::from("[settings]\nsecret_file = \"secret\"\n");
-    let mut ports = Vec::new();
-    for i in 0..args.nodes {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        ports.push(port);
-        let _ = write!(
-            text,
-            "\n[[nodes]]\nname = \"w{i}\"\naddress = \"127.0.0.1:{port}\"\nrack = \"r{}\"\n",
-            i % args.racks
-        );
-    }
-    let cluster_path = args.dir.join("cluster.toml");
-    std::fs::write(&cluster_path, &text)
-        .with_context(|| format!("cannot write {}", cluster_path.display()))?;
-    let exe = std::env::current_exe().context("cannot find the vocab executable")?;
-    let mut children = Vec::new();
-    for (i, port) in ports.iter().enumerate() {
-        let child = std::process::Command::new(&exe)
-            .args([
-                "worker",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--name",
-                &format!("w{i}"),
-                "--cluster",
-            ])
-            .arg(&cluster_path)
-            .spawn()
-            .with_context(|| format!("cannot start worker w{i}"))?;
-        children.push(child);
-    }
-    let (cluster, secret) = load(&cluster_path)?;
-    let rt = runtime()?;
-    let started = Instant::now();
-    loop {
-        let results = rt.block_on(ping_all(&cluster, &secret));
-        if results.iter().all(|(_, r)| r.is_ok()) {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(10) {
-            for c in &mut children {
-                let _ = c.kill();
-            }
-            bail!("workers did not come up within 10 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let cluster = LocalCluster::start(&args.dir, args.nodes, args.racks, 0)?;
     println!(
         "cluster local: {} workers up; cluster file {}",
         args.nodes,
-        cluster_path.display()
+        cluster.path.display()
     );
     let _ = std::io::stdout().flush();
-    rt.block_on(tokio::signal::ctrl_c())
+    runtime()?
+        .block_on(tokio::signal::ctrl_c())
         .context("waiting for Ctrl-C")?;
-    for c in &mut children {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
     Ok(())
 }
 
 /// `vocab bench broadcast`.
 pub fn bench(args: &BenchBroadcastArgs) -> anyhow::Result<()> {
     let (cluster, secret) = load(&args.cluster)?;
-    let algorithm = match args.algorithm {
-        BroadcastAlgorithm::Chain => Algorithm::Chain,
-        BroadcastAlgorithm::Simple => Algorithm::Simple,
-        BroadcastAlgorithm::Mst => Algorithm::Mst,
-        BroadcastAlgorithm::Multichain => Algorithm::MultiChain,
-    };
+    let algorithm = Algorithm::from(args.algorithm);
     let data = Bytes::from(
         (0..args.bytes)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)

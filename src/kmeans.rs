@@ -5,6 +5,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
+use vocab_cluster::broadcast::Algorithm;
+use vocab_cluster::driver::{Driver, Options, StepReport};
 use vocab_pipeline::kmeans::files::{
     RunMeta, checkpoint_dir, load_checkpoint, read_vocabulary, save_checkpoint, write_toml,
     write_vocabulary,
@@ -15,6 +17,7 @@ use vocab_pipeline::store::{FeatureReader, Format, Record};
 use vocab_pipeline::synth;
 
 use crate::cli::{InitMethod, KmeansArgs, PartitionArgs, SynthArgs};
+use crate::cluster_cmd::LocalCluster;
 use crate::progress::Ui;
 use crate::stages::format_for;
 
@@ -68,6 +71,9 @@ pub fn partition(args: &PartitionArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Rows per map-task slice of a feature file read into memory.
+const LOADED_SLICE: usize = 16 * kmeans::UNIT_ROWS;
+
 /// The vectors of a k-means run: a partition folder (mapped) or a feature file (read into memory).
 enum Input {
     Partitions(PartitionSet),
@@ -104,23 +110,16 @@ impl Input {
         })
     }
 
-    /// Map-task units: partitions, or `4 x threads` even slices of a loaded file.
+    /// Map-task units: partitions, or slices of [`LOADED_SLICE`] rows of a loaded file (a
+    /// layout that does not depend on the machine, so neither do the results).
     fn matrices(&self) -> Vec<Matrix<'_>> {
         match self {
             Self::Partitions(set) => set.matrices(),
             Self::Loaded { data, dims, .. } => {
                 let all = Matrix::dense(data, *dims);
-                let sizes =
-                    partition::partition_sizes(all.rows() as u64, 4 * rayon::current_num_threads());
-                let mut start = 0;
-                sizes
-                    .into_iter()
-                    .filter(|&s| s > 0)
-                    .map(|s| {
-                        let m = all.slice(start, start + s as usize);
-                        start += s as usize;
-                        m
-                    })
+                (0..all.rows())
+                    .step_by(LOADED_SLICE)
+                    .map(|start| all.slice(start, (start + LOADED_SLICE).min(all.rows())))
                     .collect()
             }
         }
@@ -134,11 +133,30 @@ impl Input {
     }
 }
 
+/// Columns of `<out>.stages.csv` (cluster runs).
+const STAGES_HEADER: &str = "iteration,workers,attempts,broadcast_seconds,map_seconds,stage1_seconds,stage2_seconds,stage3_seconds,broadcast_bytes,stage2_bytes,stage3_bytes,map_tasks,dropped";
+
 /// `vocab kmeans`.
 pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
     let format = args
         .format
         .map_or_else(|| format_for(&args.out), Format::from);
+    let distributed = args.cluster.is_some() || args.local_nodes.is_some();
+    if distributed {
+        ensure!(
+            args.features.is_dir(),
+            "--features {}: a cluster run needs a partition folder (make one with vocab partition)",
+            args.features.display()
+        );
+        ensure!(
+            !args.prune,
+            "--prune runs on one node only (the cluster path does the full assignment)"
+        );
+        ensure!(
+            args.local_nodes != Some(0),
+            "--local-nodes must be at least 1"
+        );
+    }
     let input = Input::open(&args.features)
         .with_context(|| format!("reading {}", args.features.display()))?;
     let parts = input.matrices();
@@ -178,26 +196,63 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
     };
     let dims = parts.first().map_or(0, Matrix::dims);
     println!(
-        "kmeans: {n} vectors x {dims} dims in {} map tasks, k = {}, {} threads, init {init_name}",
+        "kmeans: {n} vectors x {dims} dims in {} partitions, k = {}, init {init_name}",
         parts.len(),
         args.k,
-        rayon::current_num_threads()
     );
     let bar = ui.bar(args.iterations, "kmeans");
     let iterations_csv = vocab_pipeline::features::manifest_path(&args.out, "iterations.csv");
+    let stages_csv = vocab_pipeline::features::manifest_path(&args.out, "stages.csv");
+    // Cluster rows of earlier iterations survive a resume.
+    let mut stage_rows: Vec<String> = match (&start, std::fs::read_to_string(&stages_csv)) {
+        (Some(state), Ok(text)) => text
+            .lines()
+            .skip(1)
+            .filter(|line| {
+                line.split(',')
+                    .next()
+                    .and_then(|i| i.parse::<u64>().ok())
+                    .is_some_and(|i| i <= state.iteration)
+            })
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    };
     let started = Instant::now();
-    let state = kmeans::fit::<anyhow::Error>(&parts, &params, start, &mut |state: &State| {
+    let mut on_state = |state: &State, report: Option<&StepReport>| -> anyhow::Result<()> {
         let last = state.history.last().copied().context("an iteration ran")?;
         let kept = if args.prune {
             format!(" kept {:.1}%", 100.0 * last.kept as f64 / n.max(1) as f64)
         } else {
             String::new()
         };
+        let stages = report.map_or_else(String::new, |r| {
+            let mut line = format!(
+                " broadcast {:.3} map {:.3} agg1 {:.3} agg2 {:.3} agg3 {:.3} bytes {}/{}/{}",
+                r.broadcast_seconds,
+                r.map_seconds,
+                r.stage1_seconds,
+                r.stage2_seconds,
+                r.stage3_seconds,
+                r.broadcast_bytes,
+                r.stage2_bytes,
+                r.stage3_bytes
+            );
+            if !r.dropped.is_empty() {
+                let _ = write!(line, " dropped {}", r.dropped.join(","));
+            }
+            line
+        });
         bar.suspend(|| {
+            if let Some(r) = report {
+                for f in &r.failures {
+                    println!("  attempt failed: {f}");
+                }
+            }
             println!(
-                "iter {} inertia {:.6e} seconds {:.3}{kept}",
+                "iter {} inertia {:.6e} seconds {:.3}{kept}{stages}",
                 last.iteration, last.inertia, last.seconds
-            )
+            );
         });
         bar.set_position(state.iteration);
         save_checkpoint(&args.out, state, args.seed, input.checksum())?;
@@ -210,9 +265,37 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
             );
         }
         vocab_pipeline::kmeans::files::write_text(&iterations_csv, &csv)?;
+        if let Some(r) = report {
+            stage_rows.push(format!(
+                "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                last.iteration,
+                r.workers,
+                r.attempts,
+                r.broadcast_seconds,
+                r.map_seconds,
+                r.stage1_seconds,
+                r.stage2_seconds,
+                r.stage3_seconds,
+                r.broadcast_bytes,
+                r.stage2_bytes,
+                r.stage3_bytes,
+                r.tasks,
+                r.dropped.join(";")
+            ));
+            let text = format!("{STAGES_HEADER}\n{}\n", stage_rows.join("\n"));
+            vocab_pipeline::kmeans::files::write_text(&stages_csv, &text)?;
+        }
         Ok(())
-    })
-    .map_err(|e| match e.downcast::<KMeansError>() {
+    };
+    let fitted = match &input {
+        Input::Partitions(set) if distributed => {
+            run_cluster(args, set, &params, start, &mut on_state)
+        }
+        _ => {
+            kmeans::fit::<anyhow::Error>(&parts, &params, start, &mut |state| on_state(state, None))
+        }
+    };
+    let state = fitted.map_err(|e| match e.downcast::<KMeansError>() {
         Ok(k) => anyhow::Error::new(k).context(format!("k-means on {}", args.features.display())),
         Err(e) => e,
     })?;
@@ -244,4 +327,81 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
     );
     println!("  wrote {} and {}", args.out.display(), meta_path.display());
     Ok(())
+}
+
+/// The cluster path of `vocab kmeans`: the driver on this process, the map and reduce on the
+/// workers of `--cluster` or of `--local-nodes` loopback workers started for the run.
+fn run_cluster(
+    args: &KmeansArgs,
+    set: &PartitionSet,
+    params: &Params,
+    start: Option<State>,
+    on_state: &mut dyn FnMut(&State, Option<&StepReport>) -> anyhow::Result<()>,
+) -> anyhow::Result<State> {
+    // Dropped in reverse order: the workers stop before their folder goes.
+    let mut _local: Option<(tempfile::TempDir, LocalCluster)> = None;
+    let cluster_path = match (&args.cluster, args.local_nodes) {
+        (Some(path), _) => path.clone(),
+        (None, n) => {
+            let n = n.unwrap_or(1);
+            let tmp = tempfile::tempdir().context("cannot create a folder for local workers")?;
+            let threads = (rayon::current_num_threads() / n).max(1);
+            let local = LocalCluster::start(tmp.path(), n, 1, threads)?;
+            let path = local.path.clone();
+            _local = Some((tmp, local));
+            path
+        }
+    };
+    let (cluster, secret) = crate::cluster_cmd::load(&cluster_path)?;
+    let dir = std::fs::canonicalize(&args.features)
+        .with_context(|| format!("cannot resolve {}", args.features.display()))?;
+    let matrices = set.matrices();
+    let n: usize = matrices.iter().map(Matrix::rows).sum();
+    if params.k > n {
+        return Err(KMeansError::TooFewVectors { k: params.k, n }.into());
+    }
+    let state = match start {
+        Some(state) => state,
+        None => State {
+            iteration: 0,
+            centroids: kmeans::initial_centroids(&matrices, params.k, &params.init, params.seed)?,
+            history: Vec::new(),
+            converged: false,
+        },
+    };
+    let options = Options {
+        dir: dir.display().to_string(),
+        algorithm: Algorithm::from(args.broadcast),
+        stage1: !args.no_local_aggregation,
+    };
+    crate::cluster_cmd::runtime()?.block_on(async {
+        let mut driver = Driver::connect(cluster, secret, options, set.manifest.clone())
+            .await
+            .with_context(|| {
+                format!(
+                    "starting k-means on the cluster of {}",
+                    cluster_path.display()
+                )
+            })?;
+        let dropped = driver.dropped();
+        println!(
+            "kmeans: on {} workers ({}){}, broadcast {}, local aggregation {}",
+            driver.members().len(),
+            driver.members().join(", "),
+            if dropped.is_empty() {
+                String::new()
+            } else {
+                format!(", dropped {}", dropped.join(", "))
+            },
+            Algorithm::from(args.broadcast).name(),
+            if args.no_local_aggregation {
+                "off"
+            } else {
+                "on"
+            },
+        );
+        driver
+            .fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)))
+            .await
+    })
 }

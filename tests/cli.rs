@@ -714,6 +714,16 @@ fn spawn_worker(
     port: u16,
     exit_after: Option<u64>,
 ) -> std::process::Child {
+    spawn_worker_with(cluster, i, port, exit_after, None)
+}
+
+fn spawn_worker_with(
+    cluster: &Path,
+    i: usize,
+    port: u16,
+    exit_after: Option<u64>,
+    exit_at_step: Option<u64>,
+) -> std::process::Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_vocab"));
     cmd.args([
         "worker",
@@ -726,6 +736,9 @@ fn spawn_worker(
     ]);
     if let Some(n) = exit_after {
         cmd.args(["--exit-after-bytes", &n.to_string()]);
+    }
+    if let Some(n) = exit_at_step {
+        cmd.args(["--exit-at-step", &n.to_string()]);
     }
     let child = cmd
         .stderr(std::process::Stdio::null())
@@ -1042,5 +1055,142 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
     assert!(
         err.contains("no attribute column \"altitude\"") && err.contains("elevation"),
         "{err}"
+    );
+}
+
+#[test]
+fn distributed_kmeans_equals_local_and_survives_a_killed_worker() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = |name: &str| dir.path().join(name);
+    ok(&[
+        "datasets",
+        "synth",
+        "--out",
+        s(&p("f.bin")),
+        "--n",
+        "40000",
+        "--dims",
+        "48",
+        "--clusters",
+        "30",
+        "--seed",
+        "4",
+    ]);
+    ok(&[
+        "partition",
+        "--features",
+        s(&p("f.bin")),
+        "--parts",
+        "9",
+        "--out",
+        s(&p("parts")),
+    ]);
+    let parts = p("parts");
+    let kmeans = |out: &str, extra: &[&str]| {
+        let mut args = vec![
+            "kmeans",
+            "--features",
+            s(&parts),
+            "--k",
+            "40",
+            "--iterations",
+            "8",
+            "--tol",
+            "0",
+            "--seed",
+            "6",
+            "--out",
+        ];
+        let out = p(out);
+        let out = s(&out).to_string();
+        args.push(&out);
+        args.extend_from_slice(extra);
+        let stdout = ok(&args);
+        (std::fs::read(&out).expect("vocabulary"), stdout)
+    };
+    let (local, _) = kmeans("local.bin", &[]);
+    let (two, stdout) = kmeans("two.bin", &["--local-nodes", "2"]);
+    assert!(
+        two == local,
+        "2 workers differ from the local run:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("on 2 workers") && stdout.contains(" agg2 "),
+        "{stdout}"
+    );
+    let (four, _) = kmeans(
+        "four.bin",
+        &["--local-nodes", "4", "--no-local-aggregation"],
+    );
+    assert!(four == local, "4 workers without local aggregation differ");
+    let stages = csv_rows(&p("four.bin.stages.csv"));
+    assert_eq!(stages.len(), 8);
+    assert_eq!(stages[0][1], "4");
+
+    // Four worker processes: w1 is killed once the run is under way, later w2 stalls, and w3
+    // dies in the middle of iteration 6 (after its map tasks, before stage 2).
+    let (cluster, ports) = cluster_file(dir.path(), "cluster.toml", 4, 3);
+    let text = std::fs::read_to_string(&cluster).expect("read").replace(
+        "io_timeout_ms = 5000",
+        "io_timeout_ms = 3000\nconnect_timeout_ms = 500",
+    );
+    std::fs::write(&cluster, text).expect("write");
+    let mut workers = Workers(
+        ports
+            .iter()
+            .enumerate()
+            .map(|(i, &port)| spawn_worker_with(&cluster, i, port, None, (i == 3).then_some(6)))
+            .collect(),
+    );
+    let out = p("killed.bin");
+    let mut driver = Command::new(env!("CARGO_BIN_EXE_vocab"))
+        .args([
+            "kmeans",
+            "--features",
+            s(&parts),
+            "--k",
+            "40",
+            "--iterations",
+            "8",
+            "--tol",
+            "0",
+            "--seed",
+            "6",
+            "--quiet",
+            "--cluster",
+            s(&cluster),
+            "--out",
+            s(&out),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("driver starts");
+    let stdout = driver.stdout.take().expect("stdout");
+    let mut lines = Vec::new();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+        let line = line.expect("line");
+        if line.starts_with("iter 2 ") {
+            workers.0[1].kill().expect("kill w1");
+        }
+        if line.starts_with("iter 4 ") {
+            // w2 stalls: alive to the kernel, silent to its peers.
+            let stopped = Command::new("kill")
+                .args(["-STOP", &workers.0[2].id().to_string()])
+                .status()
+                .expect("kill -STOP");
+            assert!(stopped.success());
+        }
+        lines.push(line);
+    }
+    let status = driver.wait().expect("driver ends");
+    let all = lines.join("\n");
+    assert!(status.success(), "driver failed:\n{all}");
+    assert!(all.contains("dropped w1"), "{all}");
+    assert!(all.contains("dropped w2"), "{all}");
+    assert!(all.contains("dropped w3"), "{all}");
+    assert!(
+        std::fs::read(&out).expect("vocabulary") == local,
+        "recovered run differs:\n{all}"
     );
 }

@@ -313,6 +313,20 @@ pub async fn broadcast(
     data: Bytes,
     algorithm: Algorithm,
 ) -> Result<Report, BroadcastError> {
+    let members: Vec<String> = cluster.chain_nodes().map(|n| n.name.clone()).collect();
+    broadcast_to(cluster, secret, me, id, data, algorithm, members).await
+}
+
+/// Broadcasts `data` as message `id` to `members` (node names, in chain order).
+pub async fn broadcast_to(
+    cluster: &Cluster,
+    secret: &Secret,
+    me: &str,
+    id: u64,
+    data: Bytes,
+    algorithm: Algorithm,
+    mut members: Vec<String>,
+) -> Result<Report, BroadcastError> {
     let started = Instant::now();
     let whole = Slice {
         id,
@@ -321,7 +335,6 @@ pub async fn broadcast(
         checksum: crc32fast::hash(&data),
         data,
     };
-    let mut members: Vec<String> = cluster.chain_nodes().map(|n| n.name.clone()).collect();
     let mut dropped = Vec::new();
     let mut attempts = 0;
     loop {

@@ -31,6 +31,8 @@ pub struct Connection {
     buffer: BytesMut,
     encoded: BytesMut,
     max_payload: usize,
+    written: u64,
+    read: u64,
 }
 
 impl Connection {
@@ -46,6 +48,8 @@ impl Connection {
             buffer: BytesMut::with_capacity(64 << 10),
             encoded: BytesMut::new(),
             max_payload,
+            written: 0,
+            read: 0,
         }
     }
 
@@ -59,6 +63,7 @@ impl Connection {
         loop {
             if let Some((frame, used)) = Frame::parse(&self.buffer, self.max_payload)? {
                 self.buffer.advance(used);
+                self.read += used as u64;
                 return Ok(Some(frame));
             }
             // Reserve for the whole frame once its header is known (bounded by the limit).
@@ -82,7 +87,18 @@ impl Connection {
         frame.encode(&mut self.encoded);
         self.stream.write_all(&self.encoded).await?;
         self.stream.flush().await?;
+        self.written += self.encoded.len() as u64;
         Ok(())
+    }
+
+    /// Bytes of whole frames written so far (headers included).
+    pub fn bytes_written(&self) -> u64 {
+        self.written
+    }
+
+    /// Bytes of whole frames read so far (headers included).
+    pub fn bytes_read(&self) -> u64 {
+        self.read
     }
 }
 

@@ -122,6 +122,9 @@ pub enum Frame {
     },
     /// Opens a broadcast stream: the slice that follows in chunks, and where it goes next.
     Begin(Begin),
+    /// A control message of distributed jobs (JSON; see `crate::messages`). Bulk data that
+    /// belongs to it follows as [`Frame::Chunk`]s.
+    Control(Bytes),
     /// A forwarding node could not deliver to `node`; the broadcast failed there.
     Failed {
         /// Broadcast id.
@@ -168,6 +171,7 @@ const ACK: u8 = 8;
 const ERROR: u8 = 9;
 const BEGIN: u8 = 10;
 const FAILED: u8 = 11;
+const CONTROL: u8 = 12;
 
 /// A validated frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,6 +198,7 @@ impl Frame {
             Self::Error { .. } => ERROR,
             Self::Begin(_) => BEGIN,
             Self::Failed { .. } => FAILED,
+            Self::Control(_) => CONTROL,
         }
     }
 
@@ -210,7 +215,7 @@ impl Frame {
             return Err(FrameError::Version(buf[2]));
         }
         let kind = buf[3];
-        if !(HELLO..=FAILED).contains(&kind) {
+        if !(HELLO..=CONTROL).contains(&kind) {
             return Err(FrameError::UnknownKind(kind));
         }
         let len = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]) as usize;
@@ -302,6 +307,7 @@ impl Frame {
                 put_str(out, node);
                 put_str(out, reason);
             }
+            Self::Control(payload) => out.put_slice(payload),
         }
         let len = (out.len() - start - HEADER_LEN) as u32;
         out[start + 4..start + 8].copy_from_slice(&len.to_le_bytes());
@@ -341,6 +347,7 @@ fn decode_payload(kind: u8, mut p: &[u8]) -> Result<Frame, FrameError> {
         ACK => "ack",
         BEGIN => "begin",
         FAILED => "failed",
+        CONTROL => "control",
         _ => "error",
     };
     let short = |message| FrameError::Malformed {
@@ -452,6 +459,11 @@ fn decode_payload(kind: u8, mut p: &[u8]) -> Result<Frame, FrameError> {
                 hops,
             })
         }
+        CONTROL => {
+            let payload = Bytes::copy_from_slice(p);
+            p = &[];
+            Frame::Control(payload)
+        }
         FAILED => {
             need(p, 8)?;
             let id = p.get_u64_le();
@@ -533,6 +545,8 @@ mod tests {
                 node,
                 reason
             }),
+            proptest::collection::vec(any::<u8>(), 0..100)
+                .prop_map(|p| Frame::Control(Bytes::from(p))),
         ]
     }
 
@@ -555,7 +569,7 @@ mod tests {
         }
 
         #[test]
-        fn random_payloads_behind_a_valid_header_never_panic(kind in 1u8..=11, payload in proptest::collection::vec(any::<u8>(), 0..80)) {
+        fn random_payloads_behind_a_valid_header_never_panic(kind in 1u8..=12, payload in proptest::collection::vec(any::<u8>(), 0..80)) {
             let mut buf = BytesMut::new();
             buf.put_slice(&MAGIC);
             buf.put_u8(PROTOCOL_VERSION);

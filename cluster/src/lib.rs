@@ -1,15 +1,19 @@
-//! The cluster runtime of vocab: cluster files today; the wire format, worker daemons, driver,
-//! chain broadcast and aggregation stages follow (issues 4 and 5).
+//! The cluster runtime of vocab: cluster files, the wire format, worker daemons, the driver of
+//! distributed k-means, the broadcasts and the aggregation stages.
 //!
-//! This crate owns networking and (later) tokio; it calls into `vocab-pipeline` for the math and
-//! never the other way round.
+//! This crate owns networking and tokio; it calls into `vocab-pipeline` for the math and never
+//! the other way round.
 
 #![deny(missing_docs)]
 
+pub mod aggregate;
 pub mod auth;
 pub mod broadcast;
 pub mod config;
 pub mod connection;
+pub mod driver;
 pub mod frame;
+pub mod job;
+pub mod messages;
 pub mod peer;
 pub mod worker;

@@ -1,5 +1,5 @@
-//! The worker daemon: accepts authenticated connections, answers pings, and receives, stores and
-//! forwards broadcasts.
+//! The worker daemon: accepts authenticated connections, answers pings, receives, stores and
+//! forwards broadcasts, and runs the steps of distributed jobs (`crate::job`).
 //!
 //! Each connection is one task; a broadcast stream on it (`Begin` then chunks) is received into a
 //! preallocated buffer while a second task forwards the chunks to the successor (chain route), or
@@ -7,7 +7,7 @@
 //! with `Ack` once its copy's checksum matches and everything downstream acknowledged, or with
 //! `Failed` naming the node where delivery broke.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -32,39 +32,62 @@ const FORWARD_QUEUE: usize = 16;
 /// Connections a worker serves at once; further ones wait in the accept queue.
 const MAX_CONNECTIONS: usize = 256;
 
+/// Broadcast messages by id, and the ids in arrival order.
+type Store = (BTreeMap<u64, Vec<u8>>, VecDeque<u64>);
+
 /// A running worker's identity and state.
 #[derive(Debug)]
 pub struct Worker {
     name: String,
     cluster: Cluster,
     secret: Secret,
-    store: Mutex<BTreeMap<u64, Vec<u8>>>,
+    /// Broadcast messages by id, and the ids in arrival order (the oldest is evicted first).
+    store: Mutex<Store>,
     received: AtomicU64,
-    /// Fault injection for tests: exit the process after receiving this many bytes.
-    exit_after_bytes: Option<u64>,
+    pub(crate) jobs: crate::job::Jobs,
+    faults: Faults,
+}
+
+/// Fault injection for tests: ways to make a worker process die on cue.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Faults {
+    /// Exit after receiving this many broadcast bytes.
+    pub exit_after_bytes: Option<u64>,
+    /// Exit in the middle of k-means iteration `n`: after the map tasks, before stage 2.
+    pub exit_at_step: Option<u64>,
 }
 
 impl Worker {
     /// A worker named `name` of `cluster`.
-    pub fn new(
-        name: &str,
-        cluster: Cluster,
-        secret: Secret,
-        exit_after_bytes: Option<u64>,
-    ) -> Arc<Self> {
+    pub fn new(name: &str, cluster: Cluster, secret: Secret, faults: Faults) -> Arc<Self> {
         Arc::new(Self {
             name: name.to_string(),
             cluster,
             secret,
-            store: Mutex::new(BTreeMap::new()),
+            store: Mutex::new((BTreeMap::new(), VecDeque::new())),
             received: AtomicU64::new(0),
-            exit_after_bytes,
+            jobs: crate::job::Jobs::default(),
+            faults,
         })
+    }
+
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The cluster the node belongs to.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    pub(crate) fn secret(&self) -> &Secret {
+        &self.secret
     }
 
     /// The stored message `id`, if complete slices of it arrived.
     pub async fn message(&self, id: u64) -> Option<Vec<u8>> {
-        self.store.lock().await.get(&id).cloned()
+        self.store.lock().await.0.get(&id).cloned()
     }
 
     /// Accepts connections until the listener fails.
@@ -97,7 +120,7 @@ impl Worker {
         }
     }
 
-    async fn handle(&self, socket: TcpStream) -> Result<(), String> {
+    async fn handle(self: &Arc<Self>, socket: TcpStream) -> Result<(), String> {
         let _ = socket.set_nodelay(true);
         let mut conn = Connection::new(socket);
         let deadline = Duration::from_millis(self.cluster.settings.io_timeout_ms);
@@ -116,6 +139,13 @@ impl Worker {
                     .map_err(|e| e.to_string())?,
                 Frame::Begin(begin) => {
                     self.receive(&mut conn, begin)
+                        .await
+                        .map_err(|e| format!("{peer}: {e}"))?;
+                }
+                Frame::Control(body) => {
+                    let message =
+                        crate::messages::decode(&body).map_err(|e| format!("{peer}: {e}"))?;
+                    self.control(&mut conn, message)
                         .await
                         .map_err(|e| format!("{peer}: {e}"))?;
                 }
@@ -297,19 +327,38 @@ impl Worker {
     }
 
     async fn keep(&self, slice: &Slice) {
-        let mut store = self.store.lock().await;
-        let message = store
-            .entry(slice.id)
-            .or_insert_with(|| vec![0u8; slice.total as usize]);
+        let mut guard = self.store.lock().await;
+        let (store, order) = &mut *guard;
+        let message = store.entry(slice.id).or_insert_with(|| {
+            order.push_back(slice.id);
+            vec![0u8; slice.total as usize]
+        });
         message[slice.offset as usize..][..slice.data.len()].copy_from_slice(&slice.data);
-        while store.len() > KEEP {
-            store.pop_first();
+        while order.len() > KEEP {
+            if let Some(old) = order.pop_front() {
+                store.remove(&old);
+            }
+        }
+    }
+
+    /// Fault injection: exits if told to die in iteration `iteration`.
+    pub(crate) fn maybe_exit_at_step(&self, iteration: u64) {
+        if self.faults.exit_at_step == Some(iteration) {
+            eprintln!(
+                "worker {}: exiting in iteration {iteration} (fault injection)",
+                self.name
+            );
+            std::process::exit(3);
         }
     }
 
     fn count_and_maybe_exit(&self, n: u64) {
         let total = self.received.fetch_add(n, Ordering::Relaxed) + n;
-        if self.exit_after_bytes.is_some_and(|limit| total >= limit) {
+        if self
+            .faults
+            .exit_after_bytes
+            .is_some_and(|limit| total >= limit)
+        {
             eprintln!(
                 "worker {}: exiting after {total} bytes (fault injection)",
                 self.name
@@ -351,7 +400,7 @@ mod tests {
                     &format!("w{i}"),
                     cluster.clone(),
                     Secret::from_bytes(SECRET),
-                    None,
+                    Faults::default(),
                 );
                 tokio::spawn(Arc::clone(&w).serve(l));
                 w

@@ -146,6 +146,30 @@ pub struct Manifest {
     pub partitions: Vec<PartitionEntry>,
 }
 
+impl Manifest {
+    /// Identity of the partitioned data: CRC-32 over dims, element type, counts and checksums
+    /// (not the source path, which differs between copies of the same data).
+    pub fn digest(&self) -> u32 {
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&self.version.to_le_bytes());
+        crc.update(&(self.dims as u64).to_le_bytes());
+        crc.update(self.element.as_bytes());
+        crc.update(&self.count.to_le_bytes());
+        crc.update(&self.source_checksum.to_le_bytes());
+        for p in &self.partitions {
+            crc.update(p.file.as_bytes());
+            crc.update(&p.count.to_le_bytes());
+            crc.update(&p.checksum.to_le_bytes());
+        }
+        crc.finalize()
+    }
+
+    /// The element type (validated when the manifest was read).
+    pub fn element_type(&self) -> Element {
+        Element::from_name(&self.element).unwrap_or_default()
+    }
+}
+
 /// One partition in a manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

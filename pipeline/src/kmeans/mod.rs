@@ -2,13 +2,14 @@
 //! iteration loop, checkpoints and vocabulary files.
 //!
 //! One iteration: every vector is assigned to its nearest centroid ([`assign`]); the assignments
-//! become per-thread [`Partial`] sums, merged once per node in thread order ([`local_step`], the
-//! first aggregation stage of the paper); [`update`] turns the merged sums into new centroids.
+//! become per-thread [`Partial`] sums, merged once per node ([`local_step`], the first
+//! aggregation stage of the paper); [`update`] turns the merged sums into new centroids.
 //!
-//! Work is split into units of at most [`UNIT_ROWS`] rows of a partition, in partition order, and
-//! unit `u` always runs on accumulator `u % threads`, so a run is bit-for-bit reproducible for a
-//! given thread count. With another thread count the f64 sums are added in another grouping: the
-//! centroids agree to the rounding of those f64 sums (tested to 1e-6 relative after the cast to f32).
+//! Work is split into units of at most [`UNIT_ROWS`] rows of a partition. The sums are exact
+//! fixed-point integers and the inertia is added per unit in key order (see [`partial`]), so for
+//! a given partition layout a run is bit-for-bit the same for every thread count and every way of
+//! spreading the partitions over nodes. Another partition layout cuts the GEMM row blocks
+//! differently; distances then agree to float rounding (tested to 1e-6 relative).
 
 pub mod assign;
 pub mod files;
@@ -24,7 +25,7 @@ use rayon::prelude::*;
 use thiserror::Error;
 
 pub use self::assign::{AssignScratch, Centroids, assign, assign_top2};
-pub use self::partial::{Partial, update};
+pub use self::partial::{Partial, fixed_scale, max_abs, split_empty, update};
 use crate::partition::Matrix;
 use crate::store::StoreError;
 
@@ -60,6 +61,9 @@ pub enum KMeansError {
     /// Partitions of different dimensionality.
     #[error("partitions have different dims ({0} and {1})")]
     MixedDims(usize, usize),
+    /// A vector holds NaN or infinity.
+    #[error("the vectors hold a non-finite value (NaN or infinity); k-means needs finite data")]
+    NonFinite,
     /// A file error.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -150,6 +154,39 @@ pub struct State {
     pub history: Vec<IterationStats>,
     /// Whether the inertia change fell below the tolerance.
     pub converged: bool,
+}
+
+impl State {
+    /// Completes an iteration from its aggregated results: re-seeds empty clusters of `means`
+    /// (all `k` centroids, from `counts`), records the statistics, checks convergence. The one
+    /// place an iteration ends, for the local engine and the cluster driver alike.
+    pub fn advance(
+        &mut self,
+        params: &Params,
+        mut means: Vec<f32>,
+        counts: &[u64],
+        inertia: f64,
+        started: Instant,
+        kept: usize,
+    ) {
+        let dims = self.centroids.dims();
+        let iteration = self.iteration + 1;
+        let splits = split_empty(&mut means, counts, dims, params.seed, iteration);
+        let stats = IterationStats {
+            iteration,
+            inertia,
+            seconds: started.elapsed().as_secs_f64(),
+            splits,
+            kept,
+        };
+        if let Some(prev) = self.history.last() {
+            let change = (prev.inertia - inertia).abs() / prev.inertia.max(f64::MIN_POSITIVE);
+            self.converged = change < params.tol;
+        }
+        self.iteration = iteration;
+        self.centroids = Centroids::new(means, dims);
+        self.history.push(stats);
+    }
 }
 
 fn check_dims(parts: &[Matrix<'_>]) -> Result<usize, KMeansError> {
@@ -266,33 +303,81 @@ pub struct Pruner {
     previous: Option<Centroids>,
 }
 
-/// Work units of the map step: slices of at most [`UNIT_ROWS`] rows, in partition order.
-fn units<'a>(parts: &[Matrix<'a>]) -> Vec<Matrix<'a>> {
-    parts
+/// A partition's rows and its index in the partition set (which keys its units' inertia).
+#[derive(Debug, Clone, Copy)]
+pub struct Shard<'a> {
+    /// Index of the partition in its set.
+    pub index: u32,
+    /// The vectors.
+    pub rows: Matrix<'a>,
+}
+
+impl<'a> Shard<'a> {
+    /// Shards for `parts` numbered `0..`.
+    pub fn numbered(parts: &[Matrix<'a>]) -> Vec<Self> {
+        parts
+            .iter()
+            .enumerate()
+            .map(|(i, &rows)| Self {
+                index: i as u32,
+                rows,
+            })
+            .collect()
+    }
+}
+
+/// The fixed-point scale for `shards` (their largest absolute value and their row count).
+pub fn data_scale(shards: &[Shard<'_>]) -> Result<i32, KMeansError> {
+    let peak = shards.par_iter().map(|s| max_abs(s.rows)).reduce(
+        || 0.0,
+        |a, b| {
+            if a.is_nan() || b.is_nan() {
+                f32::NAN
+            } else {
+                a.max(b)
+            }
+        },
+    );
+    if !peak.is_finite() {
+        return Err(KMeansError::NonFinite);
+    }
+    let n: usize = shards.iter().map(|s| s.rows.rows()).sum();
+    Ok(fixed_scale(peak, n as u64))
+}
+
+/// Work units of the map step: slices of at most [`UNIT_ROWS`] rows, in partition order, with
+/// their inertia keys.
+fn units<'a>(shards: &[Shard<'a>]) -> Vec<(u64, Matrix<'a>)> {
+    shards
         .iter()
-        .flat_map(|p| {
-            (0..p.rows())
-                .step_by(UNIT_ROWS)
-                .map(move |s| p.slice(s, (s + UNIT_ROWS).min(p.rows())))
+        .flat_map(|s| {
+            let p = s.rows;
+            (0..p.rows()).step_by(UNIT_ROWS).map(move |start| {
+                (
+                    partial::unit_key(s.index, (start / UNIT_ROWS) as u32),
+                    p.slice(start, (start + UNIT_ROWS).min(p.rows())),
+                )
+            })
         })
         .collect()
 }
 
-/// The map step over all partitions with stage-1 aggregation: per-accumulator partials (one per
-/// thread) merged once, in accumulator order. With a [`Pruner`], vectors whose bounds prove their
-/// label are not searched; the second value is how many were kept that way.
-pub fn local_step(
-    parts: &[Matrix<'_>],
+/// The map step over all shards: one partial per map task (thread accumulator), unmerged. With
+/// a [`Pruner`], vectors whose bounds prove their label are not searched; the second value is
+/// how many were kept that way.
+pub fn map_tasks(
+    shards: &[Shard<'_>],
     centroids: &Centroids,
+    scale: i32,
     threads: usize,
     pruner: Option<&mut Pruner>,
-) -> (Partial, usize) {
+) -> (Vec<Partial>, usize) {
     let threads = if threads == 0 {
         rayon::current_num_threads()
     } else {
         threads
     };
-    let units = units(parts);
+    let units = units(shards);
     let (k, dims) = (centroids.k(), centroids.dims());
     let geometry = pruner
         .as_ref()
@@ -306,20 +391,20 @@ pub fn local_step(
         }
         None => bounds.resize_with(units.len(), || None),
     }
-    let mut work: Vec<Vec<(Matrix<'_>, Option<&mut prune::UnitBounds>)>> =
-        (0..threads).map(|_| Vec::new()).collect();
-    for (idx, (unit, b)) in units.iter().zip(bounds).enumerate() {
-        work[idx % threads].push((*unit, b));
+    type Work<'u, 'b> = Vec<(u64, Matrix<'u>, Option<&'b mut prune::UnitBounds>)>;
+    let mut work: Vec<Work<'_, '_>> = (0..threads).map(|_| Vec::new()).collect();
+    for (idx, (&(key, unit), b)) in units.iter().zip(bounds).enumerate() {
+        work[idx % threads].push((key, unit, b));
     }
     let results: Vec<(Partial, usize)> = work
         .into_par_iter()
         .map(|items| {
-            let mut partial = Partial::new(k, dims);
+            let mut partial = Partial::new(k, dims, scale);
             let mut scratch = AssignScratch::default();
             let mut prune_scratch = prune::PruneScratch::default();
             let (mut labels, mut dist) = (vec![0u32; UNIT_ROWS], vec![0f32; UNIT_ROWS]);
             let mut kept = 0;
-            for (unit, bounds) in items {
+            for (key, unit, bounds) in items {
                 let n = unit.rows();
                 match (bounds, &geometry) {
                     (Some(b), Some(g)) => {
@@ -340,7 +425,7 @@ pub fn local_step(
                         &mut dist[..n],
                     ),
                 }
-                partial.accumulate(unit, &labels[..n], &dist[..n]);
+                partial.accumulate(key, unit, &labels[..n], &dist[..n]);
             }
             (partial, kept)
         })
@@ -348,11 +433,22 @@ pub fn local_step(
     if let Some(p) = pruner {
         p.previous = Some(centroids.clone());
     }
-    let mut merged = Partial::new(k, dims);
-    let mut kept = 0;
-    for (p, n) in &results {
+    let kept = results.iter().map(|r| r.1).sum();
+    (results.into_iter().map(|r| r.0).collect(), kept)
+}
+
+/// The map step with stage-1 aggregation: the map tasks' partials merged once, in shared memory.
+pub fn local_step(
+    shards: &[Shard<'_>],
+    centroids: &Centroids,
+    scale: i32,
+    threads: usize,
+    pruner: Option<&mut Pruner>,
+) -> (Partial, usize) {
+    let (tasks, kept) = map_tasks(shards, centroids, scale, threads, pruner);
+    let mut merged = Partial::new(centroids.k(), centroids.dims(), scale);
+    for p in &tasks {
         merged.merge(p);
-        kept += n;
     }
     (merged, kept)
 }
@@ -392,26 +488,27 @@ pub fn fit<E: From<KMeansError>>(
             converged: false,
         },
     };
+    let shards = Shard::numbered(parts);
+    let scale = data_scale(&shards)?;
     let mut pruner = params.prune.then(Pruner::default);
     while state.iteration < params.max_iter && !state.converged {
         let started = Instant::now();
-        let (partial, kept) = local_step(parts, &state.centroids, params.threads, pruner.as_mut());
-        let iteration = state.iteration + 1;
-        let (centroids, splits) = update(&partial, params.seed, iteration);
-        let stats = IterationStats {
-            iteration,
-            inertia: partial.inertia,
-            seconds: started.elapsed().as_secs_f64(),
-            splits,
+        let (partial, kept) = local_step(
+            &shards,
+            &state.centroids,
+            scale,
+            params.threads,
+            pruner.as_mut(),
+        );
+        let means = partial::means(&partial.sums, &partial.counts, dims, scale);
+        state.advance(
+            params,
+            means,
+            &partial.counts,
+            partial.inertia(),
+            started,
             kept,
-        };
-        if let Some(prev) = state.history.last() {
-            let change = (prev.inertia - stats.inertia).abs() / prev.inertia.max(f64::MIN_POSITIVE);
-            state.converged = change < params.tol;
-        }
-        state.iteration = iteration;
-        state.centroids = centroids;
-        state.history.push(stats);
+        );
         on_iteration(&state)?;
     }
     Ok(state)
@@ -503,7 +600,7 @@ mod tests {
     }
 
     #[test]
-    fn partitioning_and_thread_count_agree_to_rounding() {
+    fn thread_count_is_bit_identical_and_partitioning_agrees_to_rounding() {
         let data = blobs(6, 100, 12, 9);
         let params = Params {
             k: 6,
@@ -533,6 +630,29 @@ mod tests {
             &mut |_| Ok(()),
         )
         .expect("fit");
+        // Same layout, other thread counts: exact sums make every grouping bit-identical.
+        for threads in [2, 5] {
+            let other = run(
+                &data,
+                12,
+                &Params {
+                    threads,
+                    ..params.clone()
+                },
+            );
+            assert_eq!(other.centroids, one.centroids, "threads = {threads}");
+            assert_eq!(
+                other
+                    .history
+                    .iter()
+                    .map(|h| h.inertia.to_bits())
+                    .collect::<Vec<_>>(),
+                one.history
+                    .iter()
+                    .map(|h| h.inertia.to_bits())
+                    .collect::<Vec<_>>()
+            );
+        }
         for (a, b) in one
             .centroids
             .as_slice()

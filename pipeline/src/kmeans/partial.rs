@@ -1,8 +1,16 @@
 //! Partial sums of the map step, their aggregation, and the centroid update.
 //!
-//! [`Partial::merge`] is the one place partial sums are added together, so the single-node engine
-//! and the cluster's aggregation stages reduce with the same arithmetic; the order in which
-//! partials are merged is fixed by their callers.
+//! Sums are kept in **fixed point**: a value `v` enters as the integer `round(v * 2^scale)` and
+//! is added with exact `i64` arithmetic. Integer addition is associative, so merging partials in
+//! any grouping or order (per thread, per node, per range of centroids, after a worker failed
+//! and its partitions moved) gives bit-identical sums: the single-node engine and the cluster
+//! produce the same centroids for the same seed and partition layout, whatever the thread and
+//! worker counts. [`fixed_scale`] picks the largest scale at which no sum of the run can
+//! overflow; the absolute resolution `2^-scale` is far below an f32 ulp of the data (for HOG
+//! values and 10 million vectors, 2^-37 ≈ 7e-12).
+//!
+//! The inertia is a sum of floats, so it is kept per map unit (keyed by partition and unit) and
+//! added in key order only when asked for ([`Partial::inertia`]); merging concatenates.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -10,28 +18,72 @@ use rand_chacha::ChaCha8Rng;
 use super::assign::Centroids;
 use crate::partition::Matrix;
 
-/// Per-centroid sums (f64), counts and the inertia of a set of assigned vectors.
+/// `1.5 * 2^52`: adding it to an f64 of magnitude below `2^51` rounds to an integer (nearest,
+/// ties to even) that the low bits of the result hold.
+const ROUND_MAGIC: f64 = 6_755_399_441_055_744.0;
+/// Magnitude bound (as a power of two) of one fixed-point value, below the rounding trick's 2^51.
+const MAX_VALUE_BITS: i32 = 50;
+/// Magnitude bound (as a power of two) of any fixed-point sum, below `i64::MAX`.
+const MAX_SUM_BITS: i32 = 62;
+
+/// The fixed-point scale for `n` vectors whose values lie in `[-max_abs, max_abs]`: every value
+/// is below `2^50` and every sum of up to `n` values below `2^62` after scaling.
+///
+/// `max_abs` must be finite; zero (all-zero data) is allowed.
+pub fn fixed_scale(max_abs: f32, n: u64) -> i32 {
+    let exponent = if max_abs > 0.0 {
+        f64::from(max_abs).log2().ceil() as i32
+    } else {
+        0
+    };
+    let count_bits = (64 - n.max(1).leading_zeros()) as i32;
+    (MAX_SUM_BITS - count_bits).min(MAX_VALUE_BITS) - exponent
+}
+
+/// Largest absolute value of `x` (NaN if any value is NaN, infinity if any is infinite).
+pub fn max_abs(x: Matrix<'_>) -> f32 {
+    let mut m = 0f32;
+    for r in 0..x.rows() {
+        for &v in x.row(r) {
+            // `max` ignores NaN; propagate it so callers can refuse the data.
+            if v.is_nan() {
+                return f32::NAN;
+            }
+            m = m.max(v.abs());
+        }
+    }
+    m
+}
+
+/// Key of a map unit's inertia: partition index and unit index within the partition.
+pub fn unit_key(partition: u32, unit: u32) -> u64 {
+    (u64::from(partition) << 32) | u64::from(unit)
+}
+
+/// Per-centroid sums (fixed point), counts and per-unit inertia of a set of assigned vectors.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Partial {
     k: usize,
     dims: usize,
-    /// `k x dims` sums of the vectors assigned to each centroid.
-    pub sums: Vec<f64>,
+    scale: i32,
+    /// `k x dims` sums of the vectors assigned to each centroid, as `round(v * 2^scale)`.
+    pub sums: Vec<i64>,
     /// Vectors assigned to each centroid.
     pub counts: Vec<u64>,
-    /// Sum of squared distances to the assigned centroids.
-    pub inertia: f64,
+    /// Inertia of each map unit: `(unit_key, sum of squared distances in row order)`.
+    pub units: Vec<(u64, f64)>,
 }
 
 impl Partial {
-    /// An empty partial for `k` centroids of `dims` values.
-    pub fn new(k: usize, dims: usize) -> Self {
+    /// An empty partial for `k` centroids of `dims` values at fixed-point `scale`.
+    pub fn new(k: usize, dims: usize, scale: i32) -> Self {
         Self {
             k,
             dims,
-            sums: vec![0.0; k * dims],
+            scale,
+            sums: vec![0; k * dims],
             counts: vec![0; k],
-            inertia: 0.0,
+            units: Vec::new(),
         }
     }
 
@@ -45,68 +97,110 @@ impl Partial {
         self.dims
     }
 
+    /// The fixed-point scale.
+    pub fn scale(&self) -> i32 {
+        self.scale
+    }
+
     /// Total vectors counted.
     pub fn total(&self) -> u64 {
         self.counts.iter().sum()
     }
 
-    /// Adds assigned vectors: row `i` of `x` goes to centroid `labels[i]` at distance `dist[i]`.
-    pub fn accumulate(&mut self, x: Matrix<'_>, labels: &[u32], dist: &[f32]) {
+    /// Sum of squared distances, added unit by unit in key order (so independent of how the
+    /// units were grouped).
+    pub fn inertia(&self) -> f64 {
+        inertia_of(&self.units)
+    }
+
+    /// Adds the assigned vectors of map unit `key`: row `i` of `x` goes to centroid `labels[i]`
+    /// at squared distance `dist[i]`.
+    pub fn accumulate(&mut self, key: u64, x: Matrix<'_>, labels: &[u32], dist: &[f32]) {
+        let mul = 2f64.powi(self.scale);
+        let magic = ROUND_MAGIC.to_bits() as i64;
+        let mut inertia = 0f64;
         for (i, (&label, &d)) in labels.iter().zip(dist).enumerate() {
             let label = label as usize;
             let sum = &mut self.sums[label * self.dims..][..self.dims];
             for (s, &v) in sum.iter_mut().zip(x.row(i)) {
-                *s += f64::from(v);
+                *s += (f64::from(v) * mul + ROUND_MAGIC).to_bits() as i64 - magic;
             }
             self.counts[label] += 1;
-            self.inertia += f64::from(d);
+            inertia += f64::from(d);
         }
+        self.units.push((key, inertia));
     }
 
-    /// Adds `other` into `self`.
+    /// Adds `other` into `self` (exact: the result does not depend on the order of merges).
     ///
     /// # Panics
-    /// If the shapes differ.
+    /// If the shapes or scales differ.
     pub fn merge(&mut self, other: &Partial) {
         assert_eq!(
-            (self.k, self.dims),
-            (other.k, other.dims),
+            (self.k, self.dims, self.scale),
+            (other.k, other.dims, other.scale),
             "partials of different shapes"
         );
-        for (a, b) in self.sums.iter_mut().zip(&other.sums) {
-            *a += b;
-        }
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a += b;
-        }
-        self.inertia += other.inertia;
+        add_sums(&mut self.sums, &other.sums);
+        add_sums(&mut self.counts, &other.counts);
+        self.units.extend_from_slice(&other.units);
     }
+}
+
+/// `acc += other`, element-wise (exact integer addition).
+pub fn add_sums<T: Copy + std::ops::AddAssign>(acc: &mut [T], other: &[T]) {
+    for (a, &b) in acc.iter_mut().zip(other) {
+        *a += b;
+    }
+}
+
+/// Total inertia of per-unit values, added in key order.
+pub fn inertia_of(units: &[(u64, f64)]) -> f64 {
+    let mut sorted = units.to_vec();
+    sorted.sort_by_key(|&(key, _)| key);
+    sorted.iter().map(|&(_, v)| v).sum()
+}
+
+/// Means of the centroids whose fixed-point `sums` (`counts.len() x dims`) and `counts` are given;
+/// empty clusters get zeros. Any range of centroids can be computed on its own.
+pub fn means(sums: &[i64], counts: &[u64], dims: usize, scale: i32) -> Vec<f32> {
+    let unscale = 2f64.powi(-scale);
+    let mut data = vec![0f32; counts.len() * dims];
+    for (j, &count) in counts.iter().enumerate() {
+        if count > 0 {
+            let inv = unscale / count as f64;
+            for (c, &s) in data[j * dims..][..dims]
+                .iter_mut()
+                .zip(&sums[j * dims..][..dims])
+            {
+                *c = (s as f64 * inv) as f32;
+            }
+        }
+    }
+    data
 }
 
 /// Relative size of the symmetric perturbation applied when splitting a cluster (faiss's value).
 const SPLIT_EPS: f32 = 1.0 / 1024.0;
 
-/// New centroids from aggregated sums: `sum / count`, with empty clusters re-seeded by splitting.
+/// New centroids from aggregated sums: `sum / count`, with empty clusters re-seeded by splitting
+/// ([`split_empty`]). Returns the centroids and the number of splits.
+pub fn update(partial: &Partial, seed: u64, iteration: u64) -> (Centroids, usize) {
+    let mut data = means(&partial.sums, &partial.counts, partial.dims, partial.scale);
+    let splits = split_empty(&mut data, &partial.counts, partial.dims, seed, iteration);
+    (Centroids::new(data, partial.dims), splits)
+}
+
+/// Re-seeds the empty clusters of `data` (`counts.len() x dims` means) by splitting populous ones.
 ///
 /// An empty cluster takes a copy of a populous one, chosen with probability proportional to
 /// `count - 1` by a generator seeded from `(seed, iteration)`, and the two are pushed apart by a
 /// symmetric relative perturbation of 1/1024 (as faiss does); the donor's count is halved for the
-/// next choice. Returns the centroids and the number of splits.
-pub fn update(partial: &Partial, seed: u64, iteration: u64) -> (Centroids, usize) {
-    let (k, d) = (partial.k, partial.dims);
-    let mut counts = partial.counts.clone();
-    let mut data = vec![0f32; k * d];
-    for j in 0..k {
-        if counts[j] > 0 {
-            let inv = 1.0 / counts[j] as f64;
-            for (c, &s) in data[j * d..][..d]
-                .iter_mut()
-                .zip(&partial.sums[j * d..][..d])
-            {
-                *c = (s * inv) as f32;
-            }
-        }
-    }
+/// next choice. Needs every centroid's count, so it runs where the whole vocabulary meets (the
+/// driver, in a cluster). Returns the number of splits.
+pub fn split_empty(data: &mut [f32], counts: &[u64], d: usize, seed: u64, iteration: u64) -> usize {
+    let k = counts.len();
+    let mut counts = counts.to_vec();
     let n: u64 = counts.iter().sum();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(iteration);
@@ -144,7 +238,7 @@ pub fn update(partial: &Partial, seed: u64, iteration: u64) -> (Centroids, usize
         counts[donor] -= counts[empty];
         splits += 1;
     }
-    (Centroids::new(data, d), splits)
+    splits
 }
 
 #[cfg(test)]
@@ -152,38 +246,82 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn partial_of(rows: &[(Vec<f32>, u32)], dims: usize, scale: i32, key: u64) -> Partial {
+        let mut p = Partial::new(3, dims, scale);
+        let data: Vec<f32> = rows.iter().flat_map(|(v, _)| v.iter().copied()).collect();
+        let labels: Vec<u32> = rows.iter().map(|&(_, l)| l).collect();
+        let dist: Vec<f32> = rows.iter().map(|(v, _)| v[0].abs()).collect();
+        p.accumulate(key, Matrix::dense(&data, dims), &labels, &dist);
+        p
+    }
+
     proptest! {
         #[test]
-        fn merge_is_exact_on_integers_in_any_order(parts in proptest::collection::vec(proptest::collection::vec(0u8..9, 6), 1..8)) {
-            // Integer-valued sums are exact in f64, so any merge order gives identical results;
-            // that the merged partial equals one built from all vectors is the invariant.
-            let make = |rows: &[Vec<u8>]| {
-                let mut p = Partial::new(2, 3);
-                for row in rows {
-                    let v: Vec<f32> = row[..3].iter().map(|&b| f32::from(b)).collect();
-                    p.accumulate(Matrix::dense(&v, 3), &[u32::from(row[3] % 2)], &[f32::from(row[4])]);
+        fn merging_in_any_grouping_and_order_is_bit_identical(
+            rows in proptest::collection::vec((proptest::collection::vec(-1e3f32..1e3, 4), 0u32..3), 1..40),
+            cut in 0usize..40,
+        ) {
+            let scale = fixed_scale(1e3, rows.len() as u64);
+            let whole = partial_of(&rows, 4, scale, 0);
+            // One partial per row, merged forward, backward, and in two groups.
+            let singles: Vec<Partial> = rows
+                .iter()
+                .enumerate()
+                .map(|(i, r)| partial_of(std::slice::from_ref(r), 4, scale, i as u64))
+                .collect();
+            let mut forward = Partial::new(3, 4, scale);
+            singles.iter().for_each(|p| forward.merge(p));
+            let mut backward = Partial::new(3, 4, scale);
+            singles.iter().rev().for_each(|p| backward.merge(p));
+            let cut = cut.min(rows.len());
+            let (mut left, mut right) = (Partial::new(3, 4, scale), Partial::new(3, 4, scale));
+            singles[..cut].iter().for_each(|p| left.merge(p));
+            singles[cut..].iter().for_each(|p| right.merge(p));
+            right.merge(&left);
+            prop_assert_eq!(&forward.sums, &whole.sums);
+            prop_assert_eq!(&backward.sums, &whole.sums);
+            prop_assert_eq!(&right.sums, &whole.sums);
+            prop_assert_eq!(&right.counts, &whole.counts);
+            // Inertia: the same per-unit values give the same total whatever the merge order.
+            prop_assert_eq!(forward.inertia().to_bits(), backward.inertia().to_bits());
+            prop_assert_eq!(forward.inertia().to_bits(), right.inertia().to_bits());
+            // And the means match an f64 computation to far below an f32 ulp.
+            let got = means(&whole.sums, &whole.counts, 4, scale);
+            for j in 0..3 {
+                let members: Vec<&Vec<f32>> = rows.iter().filter(|r| r.1 == j as u32).map(|r| &r.0).collect();
+                for d in 0..4 {
+                    let want = if members.is_empty() { 0.0 } else {
+                        members.iter().map(|v| f64::from(v[d])).sum::<f64>() / members.len() as f64
+                    };
+                    prop_assert!((f64::from(got[j * 4 + d]) - want).abs() <= 1e-7 * want.abs().max(1e-3));
                 }
-                p
-            };
-            let whole = make(&parts);
-            let mut forward = Partial::new(2, 3);
-            for row in &parts {
-                forward.merge(&make(std::slice::from_ref(row)));
             }
-            let mut backward = Partial::new(2, 3);
-            for row in parts.iter().rev() {
-                backward.merge(&make(std::slice::from_ref(row)));
-            }
-            prop_assert_eq!(&forward, &whole);
-            prop_assert_eq!(&backward, &whole);
+        }
+
+        #[test]
+        fn the_scale_never_lets_a_value_or_a_sum_overflow(max_abs in 0f32..3e38, n in 1u64..u64::MAX / 2) {
+            let scale = fixed_scale(max_abs, n);
+            let value = f64::from(max_abs) * 2f64.powi(scale);
+            prop_assert!(value < 2f64.powi(51), "value {value}");
+            prop_assert!(value * n as f64 <= 2f64.powi(63), "sum {}", value * n as f64);
         }
     }
 
     #[test]
+    fn rounding_is_to_nearest_and_symmetric() {
+        let scale = 4; // quantum 1/16
+        let x = [0.03125f32, -0.03125, 0.09375, -0.2, 1.0];
+        let mut p = Partial::new(5, 1, scale);
+        p.accumulate(0, Matrix::dense(&x, 1), &[0, 1, 2, 3, 4], &[0.0; 5]);
+        // 0.5 and 1.5 quanta round to even; -0.2 * 16 = -3.2 rounds to -3.
+        assert_eq!(p.sums, vec![0, 0, 2, -3, 16]);
+    }
+
+    #[test]
     fn update_divides_and_splits_empty_clusters_deterministically() {
-        let mut p = Partial::new(3, 2);
+        let mut p = Partial::new(3, 2, 20);
         let x = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
-        p.accumulate(Matrix::dense(&x, 2), &[0, 0, 2], &[0.0, 0.0, 0.0]);
+        p.accumulate(0, Matrix::dense(&x, 2), &[0, 0, 2], &[0.0, 0.0, 0.0]);
         let (c, splits) = update(&p, 5, 1);
         assert_eq!(splits, 1);
         // Cluster 2 has one vector, so cluster 0 (two vectors) is the only possible donor.
@@ -196,8 +334,8 @@ mod tests {
 
     #[test]
     fn update_without_donors_leaves_clusters_empty() {
-        let mut p = Partial::new(3, 1);
-        p.accumulate(Matrix::dense(&[1.0, 2.0], 1), &[0, 1], &[0.0, 0.0]);
+        let mut p = Partial::new(3, 1, 20);
+        p.accumulate(0, Matrix::dense(&[1.0, 2.0], 1), &[0, 1], &[0.0, 0.0]);
         let (c, splits) = update(&p, 0, 0);
         assert_eq!(splits, 0);
         assert_eq!(c.as_slice(), &[1.0, 2.0, 0.0]);

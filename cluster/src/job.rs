@@ -1,0 +1,479 @@
+//! The worker's side of distributed k-means.
+//!
+//! * [`Message::Load`]: open and verify the listed partitions once and keep them mapped for every
+//!   iteration (the static data); partitions kept from an earlier load of the same job are not
+//!   reopened, so a reassignment after a failure only opens the new ones.
+//! * [`Message::Step`]: take the broadcast centroids from the store, run the map tasks on the
+//!   worker's threads, merge their partials (stage 1, unless switched off), send range `j` to
+//!   worker `j` (stage 2; all sends concurrent), wait until every worker's piece of the own
+//!   range arrived, and answer the driver with the range's counts and means (stage 3). While
+//!   busy the worker sends a heartbeat every second so the driver can tell slow from stalled.
+//! * [`Message::Range`]: a peer's stage-2 piece; its chunks are added into the range accumulator
+//!   as they arrive.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use vocab_pipeline::kmeans::{Centroids, Partial, Shard, map_tasks, max_abs};
+use vocab_pipeline::partition::{Partition, read_manifest};
+
+use crate::aggregate::{RangeSum, encode_range, range_len, range_of};
+use crate::connection::Connection;
+use crate::messages::{
+    BUILD, Load, Loaded, Message, MessageError, Range, Step, StepDone, recv, recv_blob, send,
+    send_blob,
+};
+use crate::peer::dial_name;
+use crate::worker::Worker;
+
+/// Largest range accumulator a peer may make a worker allocate (values): 2^31 x 8 bytes.
+const MAX_RANGE_VALUES: u64 = 1 << 31;
+
+/// Cached partitions of the current job.
+#[derive(Debug)]
+struct Job {
+    id: u64,
+    dir: String,
+    parts: BTreeMap<u32, Arc<Partition>>,
+}
+
+type InboxKey = (u64, u64, u64);
+
+#[derive(Debug)]
+struct Inbox {
+    sum: RangeSum,
+    from: BTreeSet<u32>,
+}
+
+/// Job state of a worker.
+#[derive(Debug, Default)]
+pub struct Jobs {
+    current: Mutex<Option<Arc<Job>>>,
+    inbox: Mutex<BTreeMap<InboxKey, Inbox>>,
+    arrived: Notify,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind; keep serving.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The heartbeat period for an I/O timeout.
+fn beat_period(io_timeout: Duration) -> Duration {
+    (io_timeout / 4).min(Duration::from_secs(1))
+}
+
+/// Runs `work` while sending [`Message::Working`] on `conn` every `period`.
+async fn beating<T>(
+    conn: &mut Connection,
+    period: Duration,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, MessageError> {
+    tokio::pin!(work);
+    let mut tick = tokio::time::interval(period);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            out = &mut work => return Ok(out),
+            _ = tick.tick() => send(conn, &Message::Working).await?,
+        }
+    }
+}
+
+impl Worker {
+    /// Answers a control message on `conn`.
+    pub(crate) async fn control(
+        self: &Arc<Self>,
+        conn: &mut Connection,
+        message: Message,
+    ) -> Result<(), MessageError> {
+        match message {
+            Message::Load(load) => {
+                let reply = match self.load(load).await {
+                    Ok(loaded) => Message::Loaded(loaded),
+                    Err(message) => Message::Refused { message },
+                };
+                send(conn, &reply).await
+            }
+            Message::Step(step) => match self.step(conn, &step).await {
+                Ok(()) => Ok(()),
+                Err(StepError::Refuse(message)) => send(conn, &Message::Refused { message }).await,
+                Err(StepError::Io(e)) => Err(e),
+            },
+            Message::Range(range) => self.receive_range(conn, range).await,
+            other => Err(MessageError::Unexpected(other.name().into())),
+        }
+    }
+
+    async fn load(&self, load: Load) -> Result<Loaded, String> {
+        let name = self.name().to_string();
+        let previous = lock(&self.jobs.current).clone();
+        let result =
+            tokio::task::spawn_blocking(move || -> Result<(Loaded, Option<Job>), String> {
+                let dir = PathBuf::from(&load.dir);
+                let manifest = read_manifest(&dir)
+                    .map_err(|e| format!("worker {name} cannot read the partitions: {e}"))?;
+                let digest = manifest.digest();
+                let mut loaded = Loaded {
+                    rows: 0,
+                    max_abs_bits: 0,
+                    build: BUILD.into(),
+                    manifest: digest,
+                };
+                // The driver refuses on a different build or manifest; nothing to open then.
+                if load.build != BUILD || digest != load.manifest {
+                    return Ok((loaded, None));
+                }
+                let keep = previous.filter(|j| j.id == load.job && j.dir == load.dir);
+                let mut parts = BTreeMap::new();
+                let mut peak = 0f32;
+                for &idx in &load.partitions {
+                    let part = match keep.as_ref().and_then(|j| j.parts.get(&idx)) {
+                        Some(p) => Arc::clone(p),
+                        None => {
+                            let entry = manifest.partitions.get(idx as usize).ok_or_else(|| {
+                                format!("worker {name}: the manifest has no partition {idx}")
+                            })?;
+                            let path = dir.join(&entry.file);
+                            Arc::new(
+                                Partition::open(
+                                    &path,
+                                    entry,
+                                    manifest.dims,
+                                    manifest.element_type(),
+                                )
+                                .map_err(|e| format!("worker {name}: {e}"))?,
+                            )
+                        }
+                    };
+                    let m = part.matrix();
+                    loaded.rows += m.rows() as u64;
+                    peak = peak.max(max_abs(m));
+                    parts.insert(idx, part);
+                }
+                loaded.max_abs_bits = peak.to_bits();
+                Ok((
+                    loaded,
+                    Some(Job {
+                        id: load.job,
+                        dir: load.dir,
+                        parts,
+                    }),
+                ))
+            })
+            .await
+            .map_err(|e| format!("worker {}: load task failed: {e}", self.name()))??;
+        let (loaded, job) = result;
+        if let Some(job) = job {
+            *lock(&self.jobs.current) = Some(Arc::new(job));
+        }
+        Ok(loaded)
+    }
+
+    async fn step(self: &Arc<Self>, conn: &mut Connection, step: &Step) -> Result<(), StepError> {
+        let io_timeout = Duration::from_millis(self.cluster().settings.io_timeout_ms);
+        let period = beat_period(io_timeout);
+        let job = lock(&self.jobs.current)
+            .clone()
+            .filter(|j| j.id == step.job)
+            .ok_or_else(|| {
+                StepError::Refuse(format!(
+                    "worker {} holds no partitions for job {}",
+                    self.name(),
+                    step.job
+                ))
+            })?;
+        let workers = step.workers.len();
+        let me = step
+            .workers
+            .iter()
+            .position(|w| w == self.name())
+            .ok_or_else(|| StepError::Refuse(format!("{} is not in the step", self.name())))?;
+        let (k, dims) = (step.k as usize, step.dims as usize);
+        let bytes = self.message(step.centroids).await.ok_or_else(|| {
+            StepError::Refuse(format!(
+                "worker {} has no broadcast {}",
+                self.name(),
+                step.centroids
+            ))
+        })?;
+        if bytes.len() as u64 != step.k * step.dims * 4 || k == 0 || dims == 0 {
+            return Err(StepError::Refuse(format!(
+                "broadcast {} holds {} bytes, not {k} x {dims} f32",
+                step.centroids,
+                bytes.len()
+            )));
+        }
+        let centroids = Centroids::new(
+            bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+            dims,
+        );
+        let key = (step.job, step.epoch, step.iteration);
+        lock(&self.jobs.inbox).retain(|&k, _| k == key);
+
+        // Map and stage 1, on the rayon pool, with heartbeats.
+        let (scale, stage1) = (step.scale, step.stage1);
+        let mapped = tokio::task::spawn_blocking(move || {
+            let shards: Vec<Shard<'_>> = job
+                .parts
+                .iter()
+                .map(|(&index, p)| Shard {
+                    index,
+                    rows: p.matrix(),
+                })
+                .collect();
+            let started = Instant::now();
+            let (tasks, kept) = map_tasks(&shards, &centroids, scale, 0, None);
+            let map_seconds = started.elapsed().as_secs_f64();
+            let started = Instant::now();
+            let count = tasks.len();
+            let partials = if stage1 {
+                let mut merged = Partial::new(k, dims, scale);
+                tasks.iter().for_each(|p| merged.merge(p));
+                vec![merged]
+            } else {
+                tasks
+            };
+            (
+                partials,
+                kept,
+                count,
+                map_seconds,
+                started.elapsed().as_secs_f64(),
+            )
+        });
+        let (partials, kept, tasks, map_seconds, stage1_seconds) = beating(conn, period, mapped)
+            .await?
+            .map_err(|e| StepError::Refuse(format!("map task failed: {e}")))?;
+
+        self.maybe_exit_at_step(step.iteration);
+        // Stage 2: own range in memory, the others to their reducers, all at once.
+        let started = Instant::now();
+        let own = range_of(k, workers, me);
+        let mut units = Vec::new();
+        {
+            let mut inbox = lock(&self.jobs.inbox);
+            let entry = inbox.entry(key).or_insert_with(|| Inbox {
+                sum: RangeSum::new(own.clone(), dims),
+                from: BTreeSet::new(),
+            });
+            for p in &partials {
+                entry.sum.add_partial(p);
+                units.extend(p.units.iter().map(|&(key, v)| (key, v.to_bits())));
+            }
+            entry.from.insert(me as u32);
+        }
+        let partials = Arc::new(partials);
+        let mut sends = JoinSet::new();
+        for (j, peer) in step.workers.iter().enumerate() {
+            let r = range_of(k, workers, j);
+            if j == me || r.is_empty() {
+                continue;
+            }
+            let header = Range {
+                job: step.job,
+                epoch: step.epoch,
+                iteration: step.iteration,
+                from: me as u32,
+                workers: workers as u32,
+                start: r.start as u64,
+                end: r.end as u64,
+                dims: step.dims,
+                tasks: partials.len() as u64,
+                len: range_len(partials.len(), r.len(), dims),
+            };
+            let (worker, peer, partials) = (Arc::clone(self), peer.clone(), Arc::clone(&partials));
+            sends.spawn(async move {
+                let blob = encode_range(&partials, r);
+                drop(partials);
+                worker
+                    .send_range(&peer, header, &blob, io_timeout)
+                    .await
+                    .map_err(|e| format!("stage 2 to {peer}: {e}"))
+            });
+        }
+        let sent = beating(conn, period, async {
+            let mut total = 0u64;
+            let mut failure = None;
+            while let Some(joined) = sends.join_next().await {
+                match joined {
+                    Ok(Ok(bytes)) => total += bytes,
+                    Ok(Err(e)) => failure = failure.or(Some(e)),
+                    Err(e) => failure = failure.or(Some(e.to_string())),
+                }
+            }
+            failure.map_or(Ok(total), Err)
+        })
+        .await?;
+        let stage2_bytes = sent.map_err(StepError::Refuse)?;
+        drop(partials);
+        let sum = beating(conn, period, self.reduced(key, workers, io_timeout))
+            .await?
+            .map_err(StepError::Refuse)?;
+        let stage2_seconds = started.elapsed().as_secs_f64();
+
+        // Stage 3: the reduced range to the driver.
+        let blob = sum.encode_result(scale);
+        let done = StepDone {
+            map_seconds,
+            stage1_seconds,
+            stage2_seconds,
+            stage2_bytes,
+            tasks: tasks as u64,
+            kept: kept as u64,
+            units,
+            start: own.start as u64,
+            end: own.end as u64,
+            len: blob.len() as u64,
+        };
+        send(conn, &Message::StepDone(done)).await?;
+        send_blob(
+            conn,
+            step.iteration,
+            &blob,
+            self.cluster().settings.chunk_size,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Sends a stage-2 piece to `peer`; returns the bytes written.
+    async fn send_range(
+        &self,
+        peer: &str,
+        header: Range,
+        blob: &[u8],
+        io_timeout: Duration,
+    ) -> Result<u64, MessageError> {
+        let mut conn = dial_name(self.cluster(), peer, self.secret(), self.name())
+            .await
+            .map_err(|e| MessageError::Unreachable(e.to_string()))?;
+        let id = header.iteration;
+        send(&mut conn, &Message::Range(header)).await?;
+        send_blob(&mut conn, id, blob, self.cluster().settings.chunk_size).await?;
+        match recv(&mut conn, io_timeout).await? {
+            Message::Received => Ok(conn.bytes_written()),
+            other => Err(MessageError::Unexpected(other.name().into())),
+        }
+    }
+
+    /// Waits until all `workers` contributed to the range of `key`, then takes it.
+    async fn reduced(
+        &self,
+        key: InboxKey,
+        workers: usize,
+        io_timeout: Duration,
+    ) -> Result<RangeSum, String> {
+        let deadline = tokio::time::Instant::now() + io_timeout;
+        loop {
+            let notified = self.jobs.arrived.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut inbox = lock(&self.jobs.inbox);
+                let done = inbox.get(&key).is_some_and(|e| e.from.len() == workers);
+                if done {
+                    if let Some(entry) = inbox.remove(&key) {
+                        return Ok(entry.sum);
+                    }
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                let inbox = lock(&self.jobs.inbox);
+                let have = inbox.get(&key).map(|e| e.from.clone()).unwrap_or_default();
+                let missing: Vec<String> = (0..workers as u32)
+                    .filter(|w| !have.contains(w))
+                    .map(|w| format!("#{w}"))
+                    .collect();
+                return Err(format!(
+                    "worker {}: stage-2 data from workers {} did not arrive within {io_timeout:?}",
+                    self.name(),
+                    missing.join(", ")
+                ));
+            }
+        }
+    }
+
+    async fn receive_range(&self, conn: &mut Connection, range: Range) -> Result<(), MessageError> {
+        let io_timeout = Duration::from_millis(self.cluster().settings.io_timeout_ms);
+        let centroids = range.end.saturating_sub(range.start);
+        let values = centroids.saturating_mul(range.dims + 1);
+        if centroids == 0
+            || range.dims == 0
+            || values > MAX_RANGE_VALUES
+            || range.from >= range.workers
+            || range.tasks == 0
+            || range.len
+                != range_len(
+                    range.tasks as usize,
+                    centroids as usize,
+                    range.dims as usize,
+                )
+        {
+            return Err(MessageError::Malformed(format!(
+                "stage-2 header does not add up: {range:?}"
+            )));
+        }
+        let key = (range.job, range.epoch, range.iteration);
+        let r = range.start as usize..range.end as usize;
+        let dims = range.dims as usize;
+        {
+            let mut inbox = lock(&self.jobs.inbox);
+            let entry = inbox.entry(key).or_insert_with(|| Inbox {
+                sum: RangeSum::new(r.clone(), dims),
+                from: BTreeSet::new(),
+            });
+            if entry.sum.start != r.start || entry.sum.len() != r.len() || entry.sum.dims != dims {
+                return Err(MessageError::Malformed(
+                    "stage-2 range differs from the reducer's".into(),
+                ));
+            }
+            if entry.from.contains(&range.from) {
+                return Err(MessageError::Malformed(format!(
+                    "stage-2 data from worker #{} arrived twice",
+                    range.from
+                )));
+            }
+        }
+        let jobs = &self.jobs;
+        recv_blob(
+            conn,
+            range.iteration,
+            range.len,
+            io_timeout,
+            |offset, data| {
+                let mut inbox = lock(&jobs.inbox);
+                let entry = inbox
+                    .get_mut(&key)
+                    .ok_or_else(|| "the iteration was abandoned".to_string())?;
+                entry.sum.add_chunk(offset, data)
+            },
+        )
+        .await?;
+        if let Some(entry) = lock(&jobs.inbox).get_mut(&key) {
+            entry.from.insert(range.from);
+        }
+        jobs.arrived.notify_waiters();
+        send(conn, &Message::Received).await
+    }
+}
+
+/// Why a step stopped: a refusal that the driver is told about, or a broken connection to it.
+#[derive(Debug)]
+enum StepError {
+    Refuse(String),
+    Io(MessageError),
+}
+
+impl From<MessageError> for StepError {
+    fn from(e: MessageError) -> Self {
+        Self::Io(e)
+    }
+}
