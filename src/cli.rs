@@ -40,8 +40,11 @@ pub enum Command {
     Partition(PartitionArgs),
     /// Cluster feature vectors into a vocabulary (k-means).
     Kmeans(KmeansArgs),
-    /// Run the stages of a TOML config in a work directory.
+    /// Run the stages of a TOML config in a work directory (cached, resumable).
     Run(RunArgs),
+    /// Check or show a config file.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Run a worker daemon (one per cluster node).
     Worker(WorkerArgs),
     /// Start or inspect a cluster.
@@ -124,7 +127,8 @@ pub struct BenchBroadcastArgs {
 }
 
 /// Broadcast algorithms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum BroadcastAlgorithm {
     /// Pipelined chain, racks together.
     Chain,
@@ -190,7 +194,7 @@ pub struct BenchHogArgs {
 }
 
 /// Patch sampling mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// N random patches per photo (the vocabulary's sample).
@@ -200,7 +204,7 @@ pub enum Mode {
 }
 
 /// Feature file format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FileFormat {
     /// `picture_id row col f1 ... f512` per line (the paper's format).
@@ -251,7 +255,7 @@ pub struct FeaturesArgs {
 }
 
 /// Histogram normalisation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NormArg {
     /// Rows sum to 1.
@@ -411,7 +415,7 @@ pub struct PartitionArgs {
 }
 
 /// Value storage of partitions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ElementArg {
     /// 4-byte floats.
@@ -430,7 +434,7 @@ impl From<ElementArg> for vocab_pipeline::store::Element {
 }
 
 /// Initialisation of k-means.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InitMethod {
     /// k distinct vectors drawn uniformly.
@@ -487,6 +491,9 @@ pub struct KmeansArgs {
     /// measure what local aggregation saves).
     #[arg(long)]
     pub no_local_aggregation: bool,
+    /// Fault injection for tests: exit right after checkpointing iteration N (a crash).
+    #[arg(long, value_name = "N", hide = true)]
+    pub exit_after_iteration: Option<u64>,
     /// Vocabulary format [default: text for .txt/.text files, bin otherwise].
     #[arg(long, value_enum)]
     pub format: Option<FileFormat>,
@@ -517,4 +524,37 @@ pub struct RunArgs {
     /// Work directory for the stages' outputs [default: work/<config name>].
     #[arg(long, value_name = "DIR")]
     pub work: Option<PathBuf>,
+    /// Photo folder (with labels.csv) instead of the config's [dataset].
+    #[arg(long, value_name = "DIR")]
+    pub dataset: Option<PathBuf>,
+    /// Re-run this stage and every later one even if cached
+    /// (dataset, features, partition, kmeans, encode, svm, report).
+    #[arg(long, value_name = "STAGE")]
+    pub force: Option<String>,
+    /// Run k-means on the workers of this cluster file (default: loopback workers started for
+    /// the run, or [kmeans] cluster).
+    #[arg(long, value_name = "FILE")]
+    pub cluster: Option<PathBuf>,
+    /// Print the stages, data sizes and the cost model's per-iteration traffic, without running.
+    #[arg(long)]
+    pub plan: bool,
+    /// Fault injection for tests: exit right after k-means checkpoints iteration N (a crash).
+    #[arg(long, value_name = "N", hide = true)]
+    pub exit_after_iteration: Option<u64>,
+}
+
+/// `vocab config ...`
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate a config file (unknown keys and bad values name the key and line).
+    Check(ConfigFileArgs),
+    /// Print a config with every default filled in.
+    Show(ConfigFileArgs),
+}
+
+/// A config file argument.
+#[derive(Debug, Args)]
+pub struct ConfigFileArgs {
+    /// The TOML config.
+    pub config: PathBuf,
 }

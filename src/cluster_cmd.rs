@@ -177,6 +177,21 @@ impl LocalCluster {
             if threads > 0 {
                 command.env("RAYON_NUM_THREADS", threads.to_string());
             }
+            #[cfg(target_os = "linux")]
+            {
+                use std::os::unix::process::CommandExt;
+                // SAFETY: prctl is async-signal-safe and touches only the child being started.
+                // With it the kernel kills the worker when this process dies, even by SIGKILL,
+                // so loopback workers never outlive the run that started them.
+                unsafe {
+                    command.pre_exec(|| {
+                        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+            }
             let child = command
                 .spawn()
                 .with_context(|| format!("cannot start worker w{i}"))?;

@@ -1,105 +1,59 @@
-//! Experiment configs (`configs/*.toml`) and `vocab run`.
+//! Experiment configs (`configs/*.toml`): every stage's settings in one file, validated up front.
 //!
-//! This is the orchestrator's first shape: it validates the whole file up front (unknown keys and
-//! bad values are errors naming the key and line), then runs the stages that exist so far
-//! (dataset, features) into a work directory. Later stages add their own sections.
+//! Unknown keys and values of the wrong type are errors from the TOML parser, which names the key
+//! and the line; rules the types cannot express (k of 0, a dataset with both a path and a
+//! generator, ...) are checked here and name the key and its line too. `vocab config show`
+//! prints the resolved file with every default filled in.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use anyhow::{Context, bail};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use crate::cli::{
-    ElementArg, FileFormat, InitMethod, KmeansArgs, Mode, PartitionArgs, PhotosArgs, RunArgs,
-};
-use crate::progress::Ui;
-use crate::stages::{self, FeatureSettings};
+use crate::cli::{BroadcastAlgorithm, ElementArg, FileFormat, InitMethod, NormArg};
 
-/// A whole config file as written (defaults filled in by serde).
-#[derive(Debug, Deserialize)]
+/// A whole config file, with defaults filled in.
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Where the photos come from.
     pub dataset: DatasetConfig,
-    /// The vocabulary's patch sample.
+    /// The vocabulary's patch sample (random patches of the training photos).
     #[serde(default)]
     pub features: FeaturesConfig,
     /// Partitions of the sample for map tasks.
     #[serde(default)]
     pub partition: PartitionConfig,
     /// Vocabularies built from the partitions.
-    pub kmeans: Option<KmeansConfig>,
-}
-
-/// `[partition]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PartitionConfig {
-    /// Number of partitions (default: 4 per core).
-    pub parts: Option<usize>,
-    /// Value storage: f32 (default) or u8.
-    pub element: ElementArg,
-}
-
-impl Default for PartitionConfig {
-    fn default() -> Self {
-        Self {
-            parts: None,
-            element: ElementArg::F32,
-        }
-    }
-}
-
-/// `[kmeans]`: one vocabulary per entry of `k`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KmeansConfig {
-    /// Vocabulary sizes.
-    pub k: Vec<usize>,
-    /// Iterations at most.
-    #[serde(default = "default_iterations")]
-    pub iterations: u64,
-    /// Relative inertia change that stops a run.
-    #[serde(default = "default_tol")]
-    pub tol: f64,
-    /// Seed.
+    pub kmeans: KmeansConfig,
+    /// Dense encoding of every photo over each vocabulary.
     #[serde(default)]
-    pub seed: u64,
-    /// Initialisation.
-    #[serde(default = "default_init")]
-    pub init: InitMethod,
-    /// Prune the assignment with Hamerly's bounds.
+    pub encode: EncodeConfig,
+    /// Split, SVMs and evaluation per attribute.
     #[serde(default)]
-    pub prune: bool,
-}
-
-fn default_iterations() -> u64 {
-    20
-}
-
-fn default_tol() -> f64 {
-    1e-4
-}
-
-fn default_init() -> InitMethod {
-    InitMethod::Random
+    pub classify: ClassifyConfig,
+    /// Assumptions for `vocab run --plan` where the data is not at hand.
+    #[serde(default)]
+    pub plan: PlanConfig,
 }
 
 /// `[dataset]`: a folder of photos, or the generated synthetic set.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DatasetConfig {
-    /// Photo folder, relative to the config file.
+    /// Photo folder, relative to the config file (or given with `vocab run --dataset`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
-    /// Labels CSV, relative to the config file.
+    /// Labels CSV, relative to the config file [default: `labels.csv` in the photo folder].
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub labels: Option<PathBuf>,
     /// Generate the synthetic set into the work directory instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub synthetic: Option<SyntheticConfig>,
 }
 
 /// `[dataset.synthetic]`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SyntheticConfig {
     /// Photos per scene kind.
@@ -118,35 +72,199 @@ fn default_synth_seed() -> u64 {
     7
 }
 
-/// `[features]`, with the defaults of `vocab features`.
-#[derive(Debug, Deserialize)]
+/// `[features]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FeaturesConfig {
-    /// Sampling mode.
-    pub mode: Mode,
-    /// Random patches per photo.
+    /// Random patches per training photo.
     pub per_image: usize,
-    /// Dense grid step.
-    pub stride: usize,
     /// Sampling seed.
     pub seed: u64,
-    /// Output format.
+    /// Feature file format.
     pub format: FileFormat,
-    /// Downscale limit.
+    /// Downscale photos whose longer side exceeds this.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_side: Option<usize>,
 }
 
 impl Default for FeaturesConfig {
     fn default() -> Self {
         Self {
-            mode: Mode::Random,
             per_image: 5,
-            stride: 8,
             seed: 0,
             format: FileFormat::Bin,
             max_side: None,
         }
     }
+}
+
+/// `[partition]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PartitionConfig {
+    /// Number of partitions.
+    pub parts: usize,
+    /// Value storage: f32 or u8.
+    pub element: ElementArg,
+}
+
+impl Default for PartitionConfig {
+    fn default() -> Self {
+        Self {
+            parts: 8,
+            element: ElementArg::F32,
+        }
+    }
+}
+
+/// `[kmeans]`: one vocabulary per entry of `k`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KmeansConfig {
+    /// Vocabulary sizes.
+    pub k: Vec<usize>,
+    /// Iterations at most.
+    #[serde(default = "default_iterations")]
+    pub iterations: u64,
+    /// Relative inertia change that stops a run.
+    #[serde(default = "default_tol")]
+    pub tol: f64,
+    /// Seed.
+    #[serde(default)]
+    pub seed: u64,
+    /// Initialisation.
+    #[serde(default = "default_init")]
+    pub init: InitMethod,
+    /// Loopback workers started for the run when no cluster file is given (0: the single-process
+    /// engine, no runtime).
+    #[serde(default = "default_nodes")]
+    pub nodes: usize,
+    /// Broadcast algorithm of the centroids.
+    #[serde(default = "default_broadcast")]
+    pub broadcast: BroadcastAlgorithm,
+    /// Stage-1 (local) aggregation.
+    #[serde(default = "default_true")]
+    pub local_aggregation: bool,
+    /// Cluster file (relative to the config) to run on instead of loopback workers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<PathBuf>,
+}
+
+fn default_iterations() -> u64 {
+    20
+}
+
+fn default_tol() -> f64 {
+    1e-4
+}
+
+fn default_init() -> InitMethod {
+    InitMethod::Random
+}
+
+fn default_nodes() -> usize {
+    2
+}
+
+fn default_broadcast() -> BroadcastAlgorithm {
+    BroadcastAlgorithm::Chain
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// `[encode]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EncodeConfig {
+    /// Dense grid step in pixels.
+    pub stride: usize,
+    /// Histogram normalisation.
+    pub norm: NormArg,
+    /// Spatial pyramid levels (1 = plain bag of words).
+    pub pyramid: usize,
+    /// Downscale photos whose longer side exceeds this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_side: Option<usize>,
+}
+
+impl Default for EncodeConfig {
+    fn default() -> Self {
+        Self {
+            stride: 8,
+            norm: NormArg::L1,
+            pyramid: 1,
+            max_side: None,
+        }
+    }
+}
+
+/// `[classify]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClassifyConfig {
+    /// Attributes (label columns) to learn [default: every column but `path`].
+    pub attributes: Vec<String>,
+    /// Column the 50/50 split is stratified by [default: the first attribute].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split_by: Option<String>,
+    /// Seed of the split (and of the CV folds).
+    pub split_seed: u64,
+    /// Folds of the cross-validation that chooses C on the training half.
+    pub cv: usize,
+}
+
+impl Default for ClassifyConfig {
+    fn default() -> Self {
+        Self {
+            attributes: Vec::new(),
+            split_by: None,
+            split_seed: 1,
+            cv: 5,
+        }
+    }
+}
+
+/// `[plan]`: what `vocab run --plan` assumes where it cannot look.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlanConfig {
+    /// Photos in the collection, when the folder is not readable here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub photos: Option<u64>,
+    /// Map tasks per node (default: the node's threads).
+    pub map_tasks_per_node: usize,
+    /// Link rate of every node, Mbit/s.
+    pub link_mbit: f64,
+}
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        Self {
+            photos: None,
+            map_tasks_per_node: 8,
+            link_mbit: 1000.0,
+        }
+    }
+}
+
+/// The 1-based line of `key` in `[section]` of `text`, for error messages.
+fn line_of(text: &str, section: &str, key: &str) -> Option<usize> {
+    let mut current = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if let Some(name) = t.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+            current = name.trim().to_string();
+        } else if current == section
+            && t.split('=')
+                .next()
+                .is_some_and(|k| k.trim() == key && t.contains('='))
+        {
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 /// Reads and validates a config file.
@@ -155,116 +273,136 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
         .with_context(|| format!("cannot read config {}", path.display()))?;
     let config: Config =
         toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?;
-    match (&config.dataset.path, &config.dataset.synthetic) {
-        (Some(_), Some(_)) => bail!(
-            "invalid config {}: [dataset] has both `path` and `synthetic`; choose one",
+    let fail = |section: &str, key: &str, message: &str| -> anyhow::Error {
+        let at =
+            line_of(&text, section, key).map_or(String::new(), |line| format!(", line {line}"));
+        anyhow::anyhow!(
+            "invalid config {}: [{section}] {key}{at}: {message}",
             path.display()
-        ),
+        )
+    };
+    let d = &config.dataset;
+    match (&d.path, &d.synthetic) {
+        (Some(_), Some(_)) => {
+            return Err(fail(
+                "dataset",
+                "synthetic",
+                "`path` and `synthetic` both given; choose one",
+            ));
+        }
         (None, None) => bail!(
             "invalid config {}: [dataset] needs `path` (a photo folder) or `synthetic`",
             path.display()
         ),
         _ => {}
     }
-    if let Some(km) = &config.kmeans {
-        if km.k.is_empty() || km.k.contains(&0) {
-            bail!(
-                "invalid config {}: [kmeans] k must list sizes of at least 1",
-                path.display()
-            );
-        }
+    if d.synthetic.as_ref().is_some_and(|s| s.per_kind == 0) {
+        return Err(fail("dataset", "synthetic", "per_kind must be at least 1"));
+    }
+    if config.features.per_image == 0 {
+        return Err(fail("features", "per_image", "must be at least 1"));
+    }
+    if config.partition.parts == 0 {
+        return Err(fail("partition", "parts", "must be at least 1"));
+    }
+    let km = &config.kmeans;
+    if km.k.is_empty() || km.k.contains(&0) {
+        return Err(fail("kmeans", "k", "list vocabulary sizes of at least 1"));
+    }
+    if km.iterations == 0 {
+        return Err(fail("kmeans", "iterations", "must be at least 1"));
+    }
+    if km.tol.is_nan() || km.tol < 0.0 {
+        return Err(fail("kmeans", "tol", "must be 0 or more"));
+    }
+    let e = &config.encode;
+    if e.stride == 0 {
+        return Err(fail("encode", "stride", "must be at least 1"));
+    }
+    if !(1..=4).contains(&e.pyramid) {
+        return Err(fail("encode", "pyramid", "must be 1 to 4 levels"));
+    }
+    if config.classify.cv < 2 {
+        return Err(fail("classify", "cv", "needs at least 2 folds"));
+    }
+    if config.classify.attributes.iter().any(|a| a == "path") {
+        return Err(fail(
+            "classify",
+            "attributes",
+            "`path` is the photo column, not an attribute",
+        ));
+    }
+    if config.plan.link_mbit.is_nan()
+        || config.plan.link_mbit <= 0.0
+        || config.plan.map_tasks_per_node == 0
+    {
+        return Err(fail(
+            "plan",
+            "link_mbit",
+            "link_mbit and map_tasks_per_node must be positive",
+        ));
     }
     Ok(config)
 }
 
-/// `vocab run CONFIG`.
-pub fn run(args: &RunArgs, ui: &Ui) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let config = load(&args.config)?;
-    let base = args.config.parent().unwrap_or(Path::new("."));
-    let work = args.work.clone().unwrap_or_else(|| {
-        let stem = args
-            .config
-            .file_stem()
-            .map_or("run".into(), |s| s.to_string_lossy().into_owned());
-        PathBuf::from("work").join(stem)
-    });
-    std::fs::create_dir_all(&work)
-        .with_context(|| format!("cannot create work directory {}", work.display()))?;
-
-    let (photos, labels) = match (&config.dataset.synthetic, &config.dataset.path) {
-        (Some(synthetic), _) => {
-            let out = work.join("photos");
-            stages::photos(&PhotosArgs {
-                out: out.clone(),
-                per_kind: synthetic.per_kind,
-                seed: synthetic.seed,
-            })?;
-            (out.clone(), Some(out.join("labels.csv")))
-        }
-        (None, Some(path)) => (
-            base.join(path),
-            config.dataset.labels.as_ref().map(|l| base.join(l)),
-        ),
+/// `vocab config check FILE`.
+pub fn check(path: &Path) -> anyhow::Result<()> {
+    let config = load(path)?;
+    let dataset = match (&config.dataset.path, &config.dataset.synthetic) {
+        (Some(p), _) => format!("photos in {}", p.display()),
+        (None, Some(s)) => format!("synthetic set, {} photos per kind", s.per_kind),
         (None, None) => unreachable!("checked by load"),
     };
-
-    let f = &config.features;
-    let out = work.join(match f.format {
-        FileFormat::Text => "features.txt",
-        FileFormat::Bin => "features.bin",
-    });
-    let settings = FeatureSettings::new(
-        &photos,
-        labels.as_deref(),
-        &out,
-        Some(f.format),
-        f.mode,
-        f.per_image,
-        f.stride,
-        f.seed,
-        f.max_side,
-    )
-    .with_context(|| format!("[features] of {}", args.config.display()))?;
-    stages::features(&settings, ui)?;
-
-    if let Some(km) = &config.kmeans {
-        let parts_dir = work.join("parts");
-        crate::kmeans::partition(&PartitionArgs {
-            features: out.clone(),
-            parts: config.partition.parts,
-            out: parts_dir.clone(),
-            element: config.partition.element,
-        })?;
-        for &k in &km.k {
-            crate::kmeans::run(
-                &KmeansArgs {
-                    features: parts_dir.clone(),
-                    k,
-                    iterations: km.iterations,
-                    tol: km.tol,
-                    seed: km.seed,
-                    init: km.init,
-                    init_centroids: None,
-                    prune: km.prune,
-                    resume: false,
-                    cluster: None,
-                    local_nodes: None,
-                    broadcast: crate::cli::BroadcastAlgorithm::Chain,
-                    no_local_aggregation: false,
-                    format: Some(FileFormat::Bin),
-                    out: work.join(format!("vocabulary-k{k}.bin")),
-                },
-                ui,
-            )
-            .with_context(|| format!("[kmeans] k = {k} of {}", args.config.display()))?;
-        }
-    }
     println!(
-        "run: {} finished in {:.1} s; outputs in {}",
-        args.config.display(),
-        started.elapsed().as_secs_f64(),
-        work.display()
+        "config {}: ok ({dataset}; vocabularies k = {:?}; {})",
+        path.display(),
+        config.kmeans.k,
+        if config.kmeans.nodes == 0 {
+            "k-means in one process".to_string()
+        } else {
+            format!("k-means on {} loopback workers", config.kmeans.nodes)
+        }
     );
     Ok(())
+}
+
+/// `vocab config show FILE`: the resolved config, every default filled in.
+pub fn show(path: &Path) -> anyhow::Result<()> {
+    let config = load(path)?;
+    let text = toml::to_string_pretty(&config).context("cannot print the config")?;
+    println!("# {} with every default filled in\n{text}", path.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_text(text: &str) -> anyhow::Result<Config> {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, text).expect("write");
+        load(&path)
+    }
+
+    #[test]
+    fn defaults_fill_in_and_rules_name_key_and_line() {
+        let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n").expect("minimal");
+        assert_eq!(
+            (c.kmeans.nodes, c.partition.parts, c.classify.cv),
+            (2, 8, 5)
+        );
+        let err = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4, 0]\n")
+            .expect_err("k = 0")
+            .to_string();
+        assert!(err.contains("[kmeans] k, line 4"), "{err}");
+        let err = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nkay = 3\n")
+            .expect_err("unknown key");
+        assert!(format!("{err:#}").contains("kay"), "{err:#}");
+        let err =
+            load_text("[dataset]\nsynthetic = {}\n[encode]\npyramid = 9\n[kmeans]\nk = [2]\n")
+                .expect_err("pyramid")
+                .to_string();
+        assert!(err.contains("[encode] pyramid, line 4"), "{err}");
+    }
 }

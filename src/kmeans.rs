@@ -256,6 +256,13 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
         });
         bar.set_position(state.iteration);
         save_checkpoint(&args.out, state, args.seed, input.checksum())?;
+        if args.exit_after_iteration == Some(state.iteration) {
+            eprintln!(
+                "kmeans: exiting after iteration {} (fault injection)",
+                state.iteration
+            );
+            std::process::exit(3);
+        }
         let mut csv = String::from("iteration,inertia,seconds,splits,kept\n");
         for h in &state.history {
             let _ = writeln!(

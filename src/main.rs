@@ -6,7 +6,10 @@ mod cli;
 mod cluster_cmd;
 mod config;
 mod kmeans;
+mod orchestrator;
+mod plan;
 mod progress;
+mod report;
 mod stages;
 
 use std::process::ExitCode;
@@ -14,7 +17,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 
-use crate::cli::{BenchCommand, Cli, ClusterCommand, Command, DatasetsCommand};
+use crate::cli::{BenchCommand, Cli, ClusterCommand, Command, ConfigCommand, DatasetsCommand};
 
 fn main() -> ExitCode {
     reset_sigpipe();
@@ -62,7 +65,9 @@ fn run() -> anyhow::Result<()> {
         Command::Datasets(DatasetsCommand::Synth(args)) => kmeans::synth(&args),
         Command::Partition(args) => kmeans::partition(&args),
         Command::Kmeans(args) => kmeans::run(&args, &ui),
-        Command::Run(args) => config::run(&args, &ui),
+        Command::Run(args) => orchestrator::run(&args, &ui),
+        Command::Config(ConfigCommand::Check(args)) => config::check(&args.config),
+        Command::Config(ConfigCommand::Show(args)) => config::show(&args.config),
         Command::Bench(BenchCommand::Hog(args)) => bench::hog(&args),
         Command::Bench(BenchCommand::Broadcast(args)) => cluster_cmd::bench(&args),
         Command::Worker(args) => cluster_cmd::worker(&args),

@@ -452,26 +452,96 @@ fn an_existing_output_survives_a_failed_run() {
     assert!(leftovers.is_empty(), "temporary files removed");
 }
 
+/// Step folders of a work directory: `stage/label-key`, finished ones only.
+fn steps(work: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for stage in std::fs::read_dir(work).expect("work dir") {
+        let stage = stage.expect("entry").path();
+        if !stage.is_dir() || stage.ends_with("report") {
+            continue;
+        }
+        for step in std::fs::read_dir(&stage).expect("stage dir") {
+            let name = step
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            let stage_name = stage
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned();
+            out.push(format!("{stage_name}/{name}"));
+        }
+    }
+    out.sort();
+    out
+}
+
 #[test]
-fn quickstart_config_runs_and_bad_configs_name_the_key() {
+fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
     let work = dir.path().join("work");
     let out = ok(&["run", s(&config), "--work", s(&work)]);
+    assert!(out.contains("report in"), "{out}");
     assert!(
-        out.contains("40 photos described, 0 skipped, 200 patches"),
+        out.contains("on 2 workers"),
+        "k-means runs on loopback workers:\n{out}"
+    );
+    let report = work.join("report");
+    for f in [
+        "report.md",
+        "accuracy.csv",
+        "accuracy.png",
+        "kmeans.csv",
+        "kmeans.png",
+        "steps.csv",
+    ] {
+        assert!(report.join(f).is_file(), "{f} missing");
+    }
+    let accuracy = csv_rows(&report.join("accuracy.csv"));
+    // 3 vocabulary sizes x 2 attributes, every accuracy a fraction.
+    assert_eq!(accuracy.len(), 6);
+    for row in &accuracy {
+        let a: f64 = row[2].parse().expect("accuracy");
+        assert!((0.0..=1.0).contains(&a), "{row:?}");
+    }
+    let first = steps(&work);
+    assert_eq!(first.iter().filter(|s| s.starts_with("svm/")).count(), 6);
+    assert!(first.iter().all(|s| !s.contains(".tmp-")), "{first:?}");
+
+    // Nothing changed: every step is cached, and the accuracies are the same.
+    let again = ok(&["run", s(&config), "--work", s(&work)]);
+    let ran = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.ends_with(" ran"))
+            .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+            .collect()
+    };
+    assert_eq!(ran(&again), ["report"], "{again}");
+    assert_eq!(csv_rows(&report.join("accuracy.csv")), accuracy);
+
+    // A changed encoding re-runs encode and svm only.
+    let changed = dir.path().join("changed.toml");
+    std::fs::write(
+        &changed,
+        std::fs::read_to_string(&config)
+            .expect("read")
+            .replace("stride = 8", "stride = 16"),
+    )
+    .expect("write");
+    let out = ok(&["run", s(&changed), "--work", s(&work)]);
+    let stages = ran(&out);
+    assert!(
+        stages
+            .iter()
+            .all(|s| ["encode", "svm", "report"].contains(&s.as_str()))
+            && stages.contains(&"encode".to_string()),
         "{out}"
     );
-    assert!(work.join("features.bin").is_file());
-    for k in [16, 64] {
-        let meta = std::fs::read_to_string(work.join(format!("vocabulary-k{k}.bin.meta.toml")))
-            .expect("meta");
-        assert!(
-            meta.contains(&format!("k = {k}")) && meta.contains("n = 200"),
-            "{meta}"
-        );
-    }
 
+    // Config errors name the key and the line, and check/show work.
     let bad = dir.path().join("bad.toml");
     std::fs::write(
         &bad,
@@ -482,6 +552,60 @@ fn quickstart_config_runs_and_bad_configs_name_the_key() {
     assert!(
         err.contains("bad.toml") && err.contains("per_imag") && err.contains("line 5"),
         "{err}"
+    );
+    assert!(fails(&["config", "check", s(&bad)]).contains("per_imag"));
+    assert!(ok(&["config", "check", s(&config)]).contains(": ok"));
+    let shown = ok(&["config", "show", s(&config)]);
+    assert!(
+        shown.contains("local_aggregation = true") && shown.contains("[encode]"),
+        "{shown}"
+    );
+    let plan = ok(&["run", s(&config), "--plan"]);
+    assert!(
+        plan.contains("k = 128") && plan.contains("2 nodes"),
+        "{plan}"
+    );
+}
+
+#[test]
+fn a_run_killed_in_kmeans_resumes_to_the_same_vocabulary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("c.toml");
+    std::fs::write(
+        &config,
+        "[dataset]\nsynthetic = { per_kind = 6, seed = 3 }\n[features]\nper_image = 30\n\
+         [kmeans]\nk = [24]\niterations = 8\ntol = 0\nseed = 2\nnodes = 2\n\
+         [classify]\nattributes = [\"elevation\"]\ncv = 2\n",
+    )
+    .expect("config");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    ok(&["run", s(&config), "--work", s(&a)]);
+    let crashed = vocab(&[
+        "run",
+        s(&config),
+        "--work",
+        s(&b),
+        "--exit-after-iteration",
+        "3",
+    ]);
+    assert!(!crashed.status.success());
+    assert!(
+        steps(&b).iter().any(|s| s.starts_with("kmeans/.tmp-k24-")),
+        "the interrupted step stays temporary: {:?}",
+        steps(&b)
+    );
+    let out = ok(&["run", s(&config), "--work", s(&b)]);
+    assert!(out.contains("resuming after iteration 3"), "{out}");
+    let vocabulary = |w: &Path| {
+        let step = steps(w)
+            .into_iter()
+            .find(|s| s.starts_with("kmeans/k24-"))
+            .expect("kmeans step");
+        std::fs::read(w.join(step).join("vocabulary.bin")).expect("vocabulary")
+    };
+    assert!(
+        vocabulary(&a) == vocabulary(&b),
+        "resumed vocabulary differs"
     );
 }
 

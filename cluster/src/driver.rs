@@ -59,7 +59,9 @@ pub struct StepReport {
     pub map_seconds: f64,
     /// Stage 1: merging a node's map-task partials.
     pub stage1_seconds: f64,
-    /// Stage 2: range exchange and reduction.
+    /// Stage 2: range exchange and reduction, from the moment the slowest worker finished its
+    /// map tasks and stage 1 until the last range was reduced (each worker times both from its
+    /// receipt of the step, which the driver sends to all at once).
     pub stage2_seconds: f64,
     /// Stage 3: gathering the ranges at the driver and assembling them.
     pub stage3_seconds: f64,
@@ -565,6 +567,7 @@ impl Driver {
         };
         let mut kept = 0;
         let mut gather = 0f64;
+        let (mut mapped, mut reduced) = (0f64, 0f64);
         for reply in &replies {
             let done = &reply.done;
             let r = (done.end - done.start) as usize;
@@ -590,7 +593,8 @@ impl Driver {
             );
             report.map_seconds = report.map_seconds.max(done.map_seconds);
             report.stage1_seconds = report.stage1_seconds.max(done.stage1_seconds);
-            report.stage2_seconds = report.stage2_seconds.max(done.stage2_seconds);
+            mapped = mapped.max(done.mapped_at);
+            reduced = reduced.max(done.reduced_at);
             report.stage2_bytes += done.stage2_bytes;
             report.stage3_bytes += reply.bytes;
             report.tasks += done.tasks;
@@ -605,6 +609,7 @@ impl Driver {
             }));
         }
         let inertia = inertia_of(&units);
+        report.stage2_seconds = (reduced - mapped).max(0.0);
         report.stage3_seconds = gather + assembling.elapsed().as_secs_f64();
         Ok(StepResult {
             means,

@@ -175,6 +175,7 @@ impl Worker {
     }
 
     async fn step(self: &Arc<Self>, conn: &mut Connection, step: &Step) -> Result<(), StepError> {
+        let received = Instant::now();
         let io_timeout = Duration::from_millis(self.cluster().settings.io_timeout_ms);
         let period = beat_period(io_timeout);
         let job = lock(&self.jobs.current)
@@ -234,7 +235,7 @@ impl Worker {
             let map_seconds = started.elapsed().as_secs_f64();
             let started = Instant::now();
             let count = tasks.len();
-            let partials = if stage1 {
+            let partials = if stage1 && tasks.len() > 1 {
                 let mut merged = Partial::new(k, dims, scale);
                 tasks.iter().for_each(|p| merged.merge(p));
                 vec![merged]
@@ -254,8 +255,8 @@ impl Worker {
             .map_err(|e| StepError::Refuse(format!("map task failed: {e}")))?;
 
         self.maybe_exit_at_step(step.iteration);
+        let mapped_at = received.elapsed().as_secs_f64();
         // Stage 2: own range in memory, the others to their reducers, all at once.
-        let started = Instant::now();
         let own = range_of(k, workers, me);
         let mut units = Vec::new();
         {
@@ -317,14 +318,15 @@ impl Worker {
         let sum = beating(conn, period, self.reduced(key, workers, io_timeout))
             .await?
             .map_err(StepError::Refuse)?;
-        let stage2_seconds = started.elapsed().as_secs_f64();
+        let reduced_at = received.elapsed().as_secs_f64();
 
         // Stage 3: the reduced range to the driver.
         let blob = sum.encode_result(scale);
         let done = StepDone {
             map_seconds,
             stage1_seconds,
-            stage2_seconds,
+            mapped_at,
+            reduced_at,
             stage2_bytes,
             tasks: tasks as u64,
             kept: kept as u64,

@@ -111,8 +111,10 @@ pub struct StepDone {
     pub map_seconds: f64,
     /// Seconds merging the map tasks' partials (stage 1).
     pub stage1_seconds: f64,
-    /// Seconds from the end of stage 1 until the worker's range was reduced (stage 2).
-    pub stage2_seconds: f64,
+    /// Seconds from receiving the step to the end of stage 1.
+    pub mapped_at: f64,
+    /// Seconds from receiving the step until the worker's range was reduced (end of stage 2).
+    pub reduced_at: f64,
     /// Bytes this worker sent to other workers in stage 2.
     pub stage2_bytes: u64,
     /// Map tasks that ran.
@@ -317,7 +319,8 @@ mod tests {
             Message::StepDone(StepDone {
                 map_seconds: 0.1,
                 stage1_seconds: 0.2,
-                stage2_seconds: 0.3,
+                mapped_at: 0.3,
+                reduced_at: 0.4,
                 stage2_bytes: 4,
                 tasks: 2,
                 kept: 0,
