@@ -658,6 +658,36 @@ fn write_report(
         }
     }
     write("kmeans.csv", &kcsv)?;
+    // Vocabulary statistics and every iteration of every run.
+    let mut vocab_md = String::from(
+        "| k | vectors | iterations | converged | final inertia | seconds |\n|---|---|---|---|---|---|\n",
+    );
+    let mut iterations = String::new();
+    for (k, kdir) in vocabularies {
+        let meta = std::fs::read_to_string(kdir.join("vocabulary.bin.meta.toml"))
+            .ok()
+            .and_then(|t| toml::from_str::<vocab_pipeline::kmeans::files::RunMeta>(&t).ok());
+        if let Some(m) = meta {
+            let _ = writeln!(
+                vocab_md,
+                "| {k} | {} | {} | {} | {:.6e} | {:.1} |",
+                m.n, m.iterations, m.converged, m.final_inertia, m.seconds
+            );
+        }
+        let per_iteration = std::fs::read_to_string(kdir.join("vocabulary.bin.stages.csv"))
+            .or_else(|_| std::fs::read_to_string(kdir.join("vocabulary.bin.iterations.csv")))
+            .unwrap_or_default();
+        let mut lines = per_iteration.lines();
+        if let Some(header) = lines.next() {
+            if iterations.is_empty() {
+                let _ = writeln!(iterations, "k,{header}");
+            }
+            for line in lines {
+                let _ = writeln!(iterations, "{k},{line}");
+            }
+        }
+    }
+    write("kmeans-iterations.csv", &iterations)?;
     if !cats.is_empty() {
         report::stacked_bars(
             &dir.join("kmeans.png"),
@@ -703,7 +733,9 @@ fn write_report(
             o.k, o.attribute, o.accuracy, o.balanced_accuracy, o.held_out
         );
     }
-    md.push_str("\n![accuracy](accuracy.png)\n\n## k-means per iteration (mean seconds by stage)\n\n| k | broadcast | map | stage 1 | stage 2 | stage 3 |\n|---|---|---|---|---|---|\n");
+    md.push_str("\n![accuracy](accuracy.png)\n\n## Vocabularies\n\n");
+    md.push_str(&vocab_md);
+    md.push_str("\n## k-means per iteration (mean seconds by stage; every iteration in kmeans-iterations.csv)\n\n| k | broadcast | map | stage 1 | stage 2 | stage 3 |\n|---|---|---|---|---|---|\n");
     for line in kcsv.lines().skip(1) {
         let cols: Vec<String> = line
             .split(',')
