@@ -196,7 +196,7 @@ def main():
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_xlabel("nodes")
     ax.set_ylabel("seconds per iteration")
-    ax.set_title(f"k-means iteration, {n} x {d} into {k} (emulated nodes of {cpu} cores)")
+    ax.set_title(f"k-means iteration, {n} x {d} into {k}\n(emulated nodes of {cpu} cores)", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(args.results / "breakdown.png", dpi=120)
