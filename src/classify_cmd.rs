@@ -88,7 +88,15 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
         }
         None => {
             ensure!(args.cv >= 2, "--cv needs at least 2 folds");
-            let (c, acc) = choose_c(&x, &y, &labels.classes, &C_GRID, args.cv, args.split_seed);
+            let (c, acc) = choose_c(
+                &x,
+                &y,
+                &labels.classes,
+                &C_GRID,
+                args.cv,
+                args.split_seed,
+                args.solver.into(),
+            )?;
             (c, Some(acc))
         }
     };
@@ -99,9 +107,10 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
         &SvmParams {
             c,
             seed: args.split_seed,
+            solver: args.solver.into(),
             ..SvmParams::default()
         },
-    );
+    )?;
     let model = ModelFile {
         version: MODEL_VERSION,
         attribute: args.attribute.clone(),
@@ -223,7 +232,22 @@ pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", csv_path.display()))?;
     vocab_pipeline::atomic::write(&md_path, md.as_bytes())
         .with_context(|| format!("cannot write {}", md_path.display()))?;
-    println!("  wrote {} and {}", csv_path.display(), md_path.display());
+    // Every held-out photo with its true and predicted class (for error analysis and figures).
+    let mut rows = csv::Writer::from_writer(Vec::new());
+    rows.write_record(["path", "truth", "predicted"])?;
+    for (&(i, t), &p) in test.iter().zip(&predicted) {
+        rows.write_record([table.paths[i].as_str(), &classes[t], &classes[p]])?;
+    }
+    let rows = rows.into_inner().context("cannot format the predictions")?;
+    let predictions_path = manifest_path(&args.model, "predictions.csv");
+    vocab_pipeline::atomic::write(&predictions_path, &rows)
+        .with_context(|| format!("cannot write {}", predictions_path.display()))?;
+    println!(
+        "  wrote {}, {} and {}",
+        csv_path.display(),
+        md_path.display(),
+        predictions_path.display()
+    );
     Ok(())
 }
 

@@ -293,6 +293,25 @@ pub struct EncodeArgs {
     pub max_side: Option<usize>,
 }
 
+/// SVM solvers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SolverArg {
+    /// Dual coordinate descent (liblinear, scikit-learn's LinearSVC).
+    Dcd,
+    /// linfa-svm (SMO, linear kernel).
+    Linfa,
+}
+
+impl From<SolverArg> for vocab_pipeline::svm::Solver {
+    fn from(s: SolverArg) -> Self {
+        match s {
+            SolverArg::Dcd => Self::Dcd,
+            SolverArg::Linfa => Self::Linfa,
+        }
+    }
+}
+
 /// Arguments of `vocab train`.
 #[derive(Debug, Args)]
 pub struct TrainArgs {
@@ -311,6 +330,10 @@ pub struct TrainArgs {
     /// Folds of the cross-validation that chooses C on the training part.
     #[arg(long, value_name = "FOLDS", default_value_t = 5)]
     pub cv: usize,
+    /// Solver: dcd (dual coordinate descent, liblinear's; fast) or linfa (linfa-svm's SMO; builds
+    /// an n x n kernel matrix, for small sets and cross-checks).
+    #[arg(long, value_enum, default_value_t = SolverArg::Dcd)]
+    pub solver: SolverArg,
     /// Split CSV (path,split with train/test) [default: seeded stratified 50/50].
     #[arg(long, value_name = "CSV")]
     pub split: Option<PathBuf>,

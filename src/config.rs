@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{BroadcastAlgorithm, ElementArg, FileFormat, InitMethod, NormArg};
+use crate::cli::{BroadcastAlgorithm, ElementArg, FileFormat, InitMethod, NormArg, SolverArg};
 
 /// A whole config file, with defaults filled in.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -213,6 +213,8 @@ pub struct ClassifyConfig {
     pub split_seed: u64,
     /// Folds of the cross-validation that chooses C on the training half.
     pub cv: usize,
+    /// SVM solver: dcd or linfa.
+    pub solver: SolverArg,
 }
 
 impl Default for ClassifyConfig {
@@ -222,6 +224,7 @@ impl Default for ClassifyConfig {
             split_by: None,
             split_seed: 1,
             cv: 5,
+            solver: SolverArg::Dcd,
         }
     }
 }

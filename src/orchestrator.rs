@@ -470,7 +470,8 @@ pub fn run(args: &RunArgs, ui: &Ui) -> anyhow::Result<()> {
                 features_key,
                 attribute,
                 config.classify.cv,
-                config.classify.split_seed
+                config.classify.split_seed,
+                config.classify.solver
             ]));
             let svm_dir = runner.step("svm", &format!("{label}-{attribute}"), &svm_key, |tmp| {
                 let model = tmp.join("model.json");
@@ -480,6 +481,7 @@ pub fn run(args: &RunArgs, ui: &Ui) -> anyhow::Result<()> {
                     attribute: attribute.clone(),
                     c: None,
                     cv: config.classify.cv,
+                    solver: config.classify.solver,
                     split: Some(split_csv.clone()),
                     split_seed: config.classify.split_seed,
                     out: model.clone(),

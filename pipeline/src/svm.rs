@@ -4,6 +4,12 @@
 //! as liblinear does), one-vs-rest for more than two classes; plus stratified k-fold
 //! cross-validation and the metrics (accuracy, balanced accuracy, confusion matrix).
 //!
+//! The solver is a setting ([`Solver`]): the default is the coordinate descent below; `Linfa` runs
+//! linfa-svm's SMO (hinge loss, linear kernel) through linfa's `Dataset` / `Fit` interface and
+//! reads the hyperplane back into the same [`LinearModel`], so models, prediction and files are
+//! the same whichever solver trained them. linfa-svm builds the dense n x n kernel matrix, so it
+//! is for small training sets and cross-checks.
+//!
 //! The dual of `min 1/2 |w|^2 + C sum max(0, 1 - y w.x)^2` is solved one coordinate at a time:
 //! with `D = 1 / (2C)`, `G = y_i w.x_i - 1 + D a_i`, `a_i <- max(a_i - G / (x_i.x_i + D), 0)` and
 //! `w += (a_i' - a_i) y_i x_i`, visiting coordinates in a seeded random order each epoch, until the
@@ -13,11 +19,32 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
+/// Which solver trains the binary models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Solver {
+    /// Dual coordinate descent, squared hinge loss (liblinear / `LinearSVC`).
+    #[default]
+    Dcd,
+    /// linfa-svm's SMO with a linear kernel (hinge loss).
+    Linfa,
+}
+
+/// Errors of training.
+#[derive(Debug, thiserror::Error)]
+pub enum SvmError {
+    /// linfa-svm refused the problem.
+    #[error("linfa-svm: {0}")]
+    Linfa(String),
+}
+
 /// Settings of the solver.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SvmParams {
     /// Inverse regularisation strength.
     pub c: f64,
+    /// The solver.
+    pub solver: Solver,
     /// Stopping tolerance on the projected-gradient spread.
     pub tol: f64,
     /// Epochs at most.
@@ -30,6 +57,7 @@ impl Default for SvmParams {
     fn default() -> Self {
         Self {
             c: 1.0,
+            solver: Solver::Dcd,
             tol: 1e-4,
             max_epochs: 1000,
             seed: 0,
@@ -62,8 +90,38 @@ impl LinearModel {
 ///
 /// # Panics
 /// If `x` and `y` differ in length or rows differ in length.
-pub fn train_binary(x: &[&[f32]], y: &[bool], params: &SvmParams) -> LinearModel {
-    solve(&SparseRows::new(x), y, params)
+pub fn train_binary(x: &[&[f32]], y: &[bool], params: &SvmParams) -> Result<LinearModel, SvmError> {
+    match params.solver {
+        Solver::Dcd => Ok(solve(&SparseRows::new(x), y, params)),
+        Solver::Linfa => solve_linfa(x, y, params),
+    }
+}
+
+/// linfa-svm's C-SVC with a linear kernel; the hyperplane is read back as `w_j = f(e_j)` (its
+/// decision function without the offset, on the unit vectors) and `bias = -rho`.
+fn solve_linfa(x: &[&[f32]], y: &[bool], params: &SvmParams) -> Result<LinearModel, SvmError> {
+    use linfa::prelude::*;
+    use ndarray::{Array1, Array2};
+    let d = x.first().map_or(0, |r| r.len());
+    let records = Array2::from_shape_fn((x.len(), d), |(i, j)| f64::from(x[i][j]));
+    let targets = Array1::from_iter(y.iter().copied());
+    let dataset = Dataset::new(records, targets);
+    let model = linfa_svm::Svm::<f64, bool>::params()
+        .pos_neg_weights(params.c, params.c)
+        .linear_kernel()
+        .fit(&dataset)
+        .map_err(|e| SvmError::Linfa(e.to_string()))?;
+    let mut unit = Array1::<f64>::zeros(d);
+    let mut w = Vec::with_capacity(d);
+    for j in 0..d {
+        unit[j] = 1.0;
+        w.push(model.weighted_sum(&unit) as f32);
+        unit[j] = 0.0;
+    }
+    Ok(LinearModel {
+        w,
+        bias: -model.rho as f32,
+    })
 }
 
 /// Rows as their non-zero entries: zeros add nothing to a dot product or an update, so the solver
@@ -159,33 +217,32 @@ pub struct Classifier {
 
 impl Classifier {
     /// Trains on rows `x` labelled with class indices `y` into `classes`.
-    pub fn fit(x: &[&[f32]], y: &[usize], classes: &[String], params: &SvmParams) -> Self {
+    pub fn fit(
+        x: &[&[f32]],
+        y: &[usize],
+        classes: &[String],
+        params: &SvmParams,
+    ) -> Result<Self, SvmError> {
         use rayon::prelude::*;
-        let rows = SparseRows::new(x);
+        let rows = (params.solver == Solver::Dcd).then(|| SparseRows::new(x));
+        let binary = |labels: Vec<bool>| match &rows {
+            Some(rows) => Ok(solve(rows, &labels, params)),
+            None => solve_linfa(x, &labels, params),
+        };
         let models = if classes.len() == 2 {
-            vec![solve(
-                &rows,
-                &y.iter().map(|&c| c == 1).collect::<Vec<_>>(),
-                params,
-            )]
+            vec![binary(y.iter().map(|&c| c == 1).collect())?]
         } else {
             // One-vs-rest models are independent: train them in parallel, keep class order.
             (0..classes.len())
                 .into_par_iter()
-                .map(|k| {
-                    solve(
-                        &rows,
-                        &y.iter().map(|&c| c == k).collect::<Vec<_>>(),
-                        params,
-                    )
-                })
-                .collect()
+                .map(|k| binary(y.iter().map(|&c| c == k).collect()))
+                .collect::<Result<Vec<_>, _>>()?
         };
-        Self {
+        Ok(Self {
             classes: classes.to_vec(),
             models,
             c: params.c,
-        }
+        })
     }
 
     /// The predicted class index of `x`.
@@ -261,7 +318,7 @@ pub fn cross_validate(
     params: &SvmParams,
     folds: usize,
     seed: u64,
-) -> f64 {
+) -> Result<f64, SvmError> {
     let fold = stratified_folds(y, folds, seed);
     let mut accuracies = Vec::new();
     for f in 0..folds.max(2) {
@@ -275,17 +332,18 @@ pub fn cross_validate(
             &train.iter().map(|&i| y[i]).collect::<Vec<_>>(),
             classes,
             params,
-        );
+        )?;
         let correct = test
             .iter()
             .filter(|&&i| model.predict(x[i]) == y[i])
             .count();
         accuracies.push(correct as f64 / test.len() as f64);
     }
-    accuracies.iter().sum::<f64>() / accuracies.len().max(1) as f64
+    Ok(accuracies.iter().sum::<f64>() / accuracies.len().max(1) as f64)
 }
 
 /// The C of `grid` with the best cross-validated accuracy (the smallest C on ties).
+#[allow(clippy::too_many_arguments)]
 pub fn choose_c(
     x: &[&[f32]],
     y: &[usize],
@@ -293,7 +351,8 @@ pub fn choose_c(
     grid: &[f64],
     folds: usize,
     seed: u64,
-) -> (f64, f64) {
+    solver: Solver,
+) -> Result<(f64, f64), SvmError> {
     use rayon::prelude::*;
     // Each C is an independent set of fits: evaluate them in parallel, pick in grid order.
     let scores: Vec<(f64, f64)> = grid
@@ -302,16 +361,17 @@ pub fn choose_c(
             let params = SvmParams {
                 c,
                 seed,
+                solver,
                 ..SvmParams::default()
             };
-            (c, cross_validate(x, y, classes, &params, folds, seed))
+            cross_validate(x, y, classes, &params, folds, seed).map(|acc| (c, acc))
         })
-        .collect();
-    scores
+        .collect::<Result<_, _>>()?;
+    Ok(scores
         .into_iter()
         .fold((f64::NAN, f64::NEG_INFINITY), |best, (c, acc)| {
             if acc > best.1 { (c, acc) } else { best }
-        })
+        }))
 }
 
 #[cfg(test)]
@@ -344,7 +404,7 @@ mod tests {
         let (x, y) = clouds(200, 5, 1.0, 3);
         let rows: Vec<&[f32]> = x.iter().map(Vec::as_slice).collect();
         let classes = vec!["a".to_string(), "b".to_string()];
-        let model = Classifier::fit(&rows, &y, &classes, &SvmParams::default());
+        let model = Classifier::fit(&rows, &y, &classes, &SvmParams::default()).expect("fit");
         let predicted: Vec<usize> = rows.iter().map(|r| model.predict(r)).collect();
         assert_eq!(metrics(&y, &predicted, 2).accuracy, 1.0);
         // Margin: every point on the right side with y (w.x + b) close to or above 1 at C = 1.
@@ -377,7 +437,8 @@ mod tests {
         }
         let rows: Vec<&[f32]> = x.iter().map(Vec::as_slice).collect();
         let classes: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
-        let (c, acc) = choose_c(&rows, &y, &classes, &[0.01, 1.0, 100.0], 5, 1);
+        let (c, acc) =
+            choose_c(&rows, &y, &classes, &[0.01, 1.0, 100.0], 5, 1, Solver::Dcd).expect("cv");
         assert!(acc > 0.95, "cv accuracy {acc} at C = {c}");
         let model = Classifier::fit(
             &rows,
@@ -387,12 +448,55 @@ mod tests {
                 c,
                 ..SvmParams::default()
             },
-        );
+        )
+        .expect("fit");
         assert_eq!(model.models.len(), 3);
         let predicted: Vec<usize> = rows.iter().map(|r| model.predict(r)).collect();
         let m = metrics(&y, &predicted, 3);
         assert!(m.accuracy > 0.95 && m.balanced_accuracy > 0.95, "{m:?}");
         assert_eq!(m.confusion.iter().flatten().sum::<usize>(), 300);
+    }
+
+    #[test]
+    fn the_linfa_solver_behind_the_same_interface_agrees_with_coordinate_descent() {
+        let (x, y) = clouds(120, 4, 0.6, 5);
+        let rows: Vec<&[f32]> = x.iter().map(Vec::as_slice).collect();
+        let classes = vec!["a".to_string(), "b".to_string()];
+        let fit = |solver| {
+            Classifier::fit(
+                &rows,
+                &y,
+                &classes,
+                &SvmParams {
+                    solver,
+                    ..SvmParams::default()
+                },
+            )
+            .expect("fit")
+        };
+        let (dcd, linfa) = (fit(Solver::Dcd), fit(Solver::Linfa));
+        let agree = rows
+            .iter()
+            .filter(|r| dcd.predict(r) == linfa.predict(r))
+            .count();
+        assert!(agree >= 114, "only {agree} of 120 predictions agree");
+        let accuracy = |m: &Classifier| {
+            let p: Vec<usize> = rows.iter().map(|r| m.predict(r)).collect();
+            metrics(&y, &p, 2).accuracy
+        };
+        assert!(
+            accuracy(&linfa) > 0.9,
+            "linfa accuracy {}",
+            accuracy(&linfa)
+        );
+        // The hyperplane read back from linfa points the same way as the descent's.
+        let cos = {
+            let (a, b) = (&dcd.models[0].w, &linfa.models[0].w);
+            let dot: f32 = a.iter().zip(b).map(|(p, q)| p * q).sum();
+            let norm = |v: &[f32]| v.iter().map(|p| p * p).sum::<f32>().sqrt();
+            dot / (norm(a) * norm(b))
+        };
+        assert!(cos > 0.95, "cosine between the hyperplanes {cos}");
     }
 
     #[test]

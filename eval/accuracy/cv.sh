@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The accuracy-versus-vocabulary-size experiment by 5-fold cross-validation (issue 6, paper
+# Figure 10): for each fold, the vocabulary is learned from random patches of the four training
+# folds only; every photo is encoded densely; for each attribute a linear SVM is trained on the
+# training folds (C by an inner 5-fold CV there) and evaluated on the held-out fold. Accuracy is
+# the mean over the folds.
+# usage: eval/accuracy/cv.sh [photos dir] [K ...]   (default: shared scene15-train, K = 16..4096)
+# writes cv.csv (per fold), cv-summary.csv, cv-timings.csv; figures: eval/accuracy/figures.py
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+photos=${1:-$root/../shared/datasets/scene15-train}
+shift || true
+ks=${*:-16 64 256 1024 4096}
+(cd "$root" && cargo build --release --quiet)
+vocab="$root/target/release/vocab"
+work="$here/work/cv"; mkdir -p "$work"
+seed=1 per_image=125 iterations=10 stride=16 folds=5
+# Stratified folds by class, seeded: fold i's photos are held out in round i.
+python3 - "$photos/labels.csv" "$work" "$seed" "$folds" <<'PY'
+import csv, random, sys, collections
+labels, work, seed, folds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rows = list(csv.DictReader(open(labels)))
+by = collections.defaultdict(list)
+for r in rows:
+    by[r["class"]].append(r["path"])
+rng = random.Random(seed)
+fold = {}
+for cls in sorted(by):
+    paths = sorted(by[cls]); rng.shuffle(paths)
+    for i, p in enumerate(paths):
+        fold[p] = i % folds
+for f in range(folds):
+    with open(f"{work}/split-{f}.csv", "w") as out:
+        out.write("path,split\n" + "".join(f"{p},{'test' if fold[p] == f else 'train'}\n" for p in sorted(fold)))
+    with open(f"{work}/train-{f}.csv", "w") as out:
+        out.write("path\n" + "".join(p + "\n" for p in sorted(fold) if fold[p] != f))
+PY
+t0() { date +%s.%N; }
+dt() { echo "$(t0) - $1" | bc; }
+echo "fold,k,stage,seconds" > "$here/cv-timings.csv"
+echo "fold,k,attribute,accuracy,balanced_accuracy,held_out,c" > "$here/cv.csv"
+for f in $(seq 0 $((folds - 1))); do
+  s=$(t0)
+  "$vocab" --quiet features --input "$photos" --labels "$work/train-$f.csv" --out "$work/sample-$f.bin" \
+    --per-image $per_image --seed $seed > /dev/null
+  echo "$f,,features,$(dt "$s")" >> "$here/cv-timings.csv"
+  for k in $ks; do
+    s=$(t0)
+    "$vocab" --quiet kmeans --features "$work/sample-$f.bin" --k "$k" --iterations $iterations --tol 0 \
+      --seed $seed --out "$work/vocab-$f-$k.bin" > /dev/null
+    echo "$f,$k,kmeans,$(dt "$s")" >> "$here/cv-timings.csv"
+    s=$(t0)
+    "$vocab" --quiet encode --vocabulary "$work/vocab-$f-$k.bin" --input "$photos" --stride $stride \
+      --norm hellinger --out "$work/hist-$f-$k.bin" > /dev/null
+    echo "$f,$k,encode,$(dt "$s")" >> "$here/cv-timings.csv"
+    s=$(t0)
+    for attr in urbanicity elevation class; do
+      model="$work/model-$f-$k-$attr.json"
+      "$vocab" train --histograms "$work/hist-$f-$k.bin" --labels "$photos/labels.csv" --attribute $attr \
+        --split "$work/split-$f.csv" --cv 5 --out "$model" > /dev/null
+      out=$("$vocab" evaluate --model "$model" --histograms "$work/hist-$f-$k.bin" --labels "$photos/labels.csv")
+      acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
+      n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
+      echo "$f,$k,$attr,$acc,$bal,$n,$c" >> "$here/cv.csv"
+    done
+    echo "$f,$k,svm,$(dt "$s")" >> "$here/cv-timings.csv"
+    if [ "$k" = 256 ] || [ "$k" = 1024 ]; then
+      # The spatial pyramid (1x1 + 2x2 grids, Lazebnik et al. weights) for the 15-class task.
+      "$vocab" --quiet encode --vocabulary "$work/vocab-$f-$k.bin" --input "$photos" --stride $stride \
+        --norm hellinger --pyramid 2 --out "$work/hist-$f-$k-p2.bin" > /dev/null
+      model="$work/model-$f-$k-class-p2.json"
+      "$vocab" train --histograms "$work/hist-$f-$k-p2.bin" --labels "$photos/labels.csv" --attribute class \
+        --split "$work/split-$f.csv" --cv 5 --out "$model" > /dev/null
+      out=$("$vocab" evaluate --model "$model" --histograms "$work/hist-$f-$k-p2.bin" --labels "$photos/labels.csv")
+      acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
+      n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
+      echo "$f,$k,class+pyramid2,$acc,$bal,$n,$c" >> "$here/cv.csv"
+    fi
+    echo "fold $f k $k done" >&2
+  done
+done
+python3 - "$here/cv.csv" "$here/cv-summary.csv" <<'PY'
+import csv, sys, collections, statistics
+rows = list(csv.DictReader(open(sys.argv[1])))
+acc = collections.defaultdict(list)
+for r in rows:
+    acc[(int(r["k"]), r["attribute"])].append(float(r["accuracy"]))
+with open(sys.argv[2], "w") as out:
+    out.write("k,attribute,mean_accuracy,std_accuracy,folds\n")
+    for (k, a), v in sorted(acc.items()):
+        out.write(f"{k},{a},{statistics.mean(v):.4f},{statistics.pstdev(v):.4f},{len(v)}\n")
+print(open(sys.argv[2]).read())
+PY
