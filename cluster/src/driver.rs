@@ -746,13 +746,16 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tmp");
         let parts = dataset(tmp.path());
         let set = PartitionSet::open(&parts).expect("open");
-        let local = kmeans::fit::<KMeansError>(&set.matrices(), &params(20), None, &mut |_| Ok(()))
-            .expect("local");
-        for (n, stage1, algorithm) in [
-            (1, true, Algorithm::Chain),
-            (2, true, Algorithm::Chain),
-            (4, false, Algorithm::Mst),
+        for (n, stage1, algorithm, k) in [
+            (1, true, Algorithm::Chain, 20),
+            (2, true, Algorithm::Chain, 20),
+            (4, false, Algorithm::Mst, 20),
+            // Fewer centroids than workers: one worker reduces an empty range.
+            (4, true, Algorithm::Chain, 3),
         ] {
+            let local =
+                kmeans::fit::<KMeansError>(&set.matrices(), &params(k), None, &mut |_| Ok(()))
+                    .expect("local");
             let (cluster, _workers) = workers(n).await;
             let options = Options {
                 dir: parts.display().to_string(),
@@ -769,31 +772,31 @@ mod tests {
             .expect("connect");
             let start = State {
                 iteration: 0,
-                centroids: initial_centroids(&set.matrices(), 20, &Init::Random, 3).expect("init"),
+                centroids: initial_centroids(&set.matrices(), k, &Init::Random, 3).expect("init"),
                 history: Vec::new(),
                 converged: false,
             };
             let mut reports = Vec::new();
             let state = driver
-                .fit::<DriverError>(&params(20), start, &mut |_, r| {
+                .fit::<DriverError>(&params(k), start, &mut |_, r| {
                     reports.push(r.clone());
                     Ok(())
                 })
                 .await
                 .expect("fit");
-            assert_eq!(state.centroids, local.centroids, "{n} workers");
+            assert_eq!(state.centroids, local.centroids, "{n} workers, k = {k}");
             let bits = |s: &State| {
                 s.history
                     .iter()
                     .map(|h| h.inertia.to_bits())
                     .collect::<Vec<_>>()
             };
-            assert_eq!(bits(&state), bits(&local), "{n} workers");
+            assert_eq!(bits(&state), bits(&local), "{n} workers, k = {k}");
             let r = &reports[0];
             assert_eq!((r.workers, r.attempts), (n, 1));
-            assert_eq!(r.broadcast_bytes, (20 * 24 * 4 * n) as u64);
+            assert_eq!(r.broadcast_bytes, (k * 24 * 4 * n) as u64);
             // Each worker ships (n - 1) / n of its partial(s): (k x (dims + 1)) x 8 bytes each.
-            let partial_bytes = 20 * 25 * 8;
+            let partial_bytes = k * 25 * 8;
             if n == 1 {
                 assert_eq!(r.stage2_bytes, 0);
             } else {
@@ -802,7 +805,7 @@ mod tests {
                         >= (partial_bytes * (n - 1)) as f64 * if stage1 { 1.0 } else { 2.0 }
                 );
             }
-            assert!(r.stage3_bytes as usize >= 20 * 8 + 20 * 24 * 4);
+            assert!(r.stage3_bytes as usize >= k * 8 + k * 24 * 4);
         }
     }
 

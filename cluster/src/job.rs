@@ -315,9 +315,15 @@ impl Worker {
         .await?;
         let stage2_bytes = sent.map_err(StepError::Refuse)?;
         drop(partials);
-        let sum = beating(conn, period, self.reduced(key, workers, io_timeout))
-            .await?
-            .map_err(StepError::Refuse)?;
+        // With fewer centroids than workers some ranges are empty: nobody sends to them.
+        let sum = if own.is_empty() {
+            lock(&self.jobs.inbox).remove(&key);
+            RangeSum::new(own.clone(), dims)
+        } else {
+            beating(conn, period, self.reduced(key, workers, io_timeout))
+                .await?
+                .map_err(StepError::Refuse)?
+        };
         let reduced_at = received.elapsed().as_secs_f64();
 
         // Stage 3: the reduced range to the driver.
