@@ -105,7 +105,7 @@ def figure11(photos, k=1024, fold=0, per=4, seed=1):
             )
     fig.suptitle(f"Held-out photos, K = {k}, fold {fold} (true -> predicted; cf. paper Figure 11)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(HERE / "figure11.png", dpi=110)
+    fig.savefig(HERE / "figure11.png", dpi=80)
 
 
 if __name__ == "__main__":
