@@ -688,35 +688,8 @@ mod tests {
     const SECRET: &[u8] = b"driver-test-secret-0123";
 
     async fn workers(n: usize) -> (Cluster, Vec<Arc<Worker>>) {
-        let mut text = String::from(
-            "[settings]\nchunk_size = 4096\nretries = 2\nio_timeout_ms = 5000\nconnect_timeout_ms = 500\n",
-        );
-        let mut listeners = Vec::new();
-        for i in 0..n {
-            let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            text.push_str(&format!(
-                "[[nodes]]\nname = \"w{i}\"\naddress = \"{}\"\nrack = \"r{}\"\n",
-                l.local_addr().expect("addr"),
-                i % 2
-            ));
-            listeners.push(l);
-        }
-        let cluster = Cluster::parse(&text, std::path::Path::new("t.toml")).expect("cluster");
-        let ws = listeners
-            .into_iter()
-            .enumerate()
-            .map(|(i, l)| {
-                let w = Worker::new(
-                    &format!("w{i}"),
-                    cluster.clone(),
-                    Secret::from_bytes(SECRET),
-                    crate::worker::Faults::default(),
-                );
-                tokio::spawn(Arc::clone(&w).serve(l));
-                w
-            })
-            .collect();
-        (cluster, ws)
+        let settings = "chunk_size = 4096\nretries = 2\nconnect_timeout_ms = 500\n";
+        crate::worker::start_workers(n, 2, settings, SECRET).await
     }
 
     /// Features around blobs, split into 7 partitions.

@@ -368,6 +368,45 @@ impl Worker {
     }
 }
 
+/// Starts `n` in-process workers on loopback, spread over `racks`, with the cluster file's
+/// `[settings]` lines `settings` and the shared secret `secret` (tests only).
+#[cfg(test)]
+pub(crate) async fn start_workers(
+    n: usize,
+    racks: usize,
+    settings: &str,
+    secret: &[u8],
+) -> (Cluster, Vec<Arc<Worker>>) {
+    let mut text = format!("[settings]\nio_timeout_ms = 5000\n{settings}");
+    let mut listeners = Vec::new();
+    for i in 0..n {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        text.push_str(&format!(
+            "[[nodes]]\nname = \"w{i}\"\naddress = \"{}\"\nrack = \"r{}\"\n",
+            l.local_addr().expect("addr"),
+            i % racks
+        ));
+        listeners.push(l);
+    }
+    let cluster =
+        Cluster::parse(&text, std::path::Path::new("test-cluster.toml")).expect("cluster");
+    let workers = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let w = Worker::new(
+                &format!("w{i}"),
+                cluster.clone(),
+                Secret::from_bytes(secret.to_vec()),
+                Faults::default(),
+            );
+            tokio::spawn(Arc::clone(&w).serve(l));
+            w
+        })
+        .collect();
+    (cluster, workers)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,36 +416,8 @@ mod tests {
 
     /// Starts `n` in-process workers on loopback and returns the cluster and the workers.
     async fn start(n: usize, racks: usize, chains: usize) -> (Cluster, Vec<Arc<Worker>>) {
-        let mut listeners = Vec::new();
-        let mut text = format!(
-            "[settings]\nchunk_size = 65536\nchains = {chains}\nretries = 2\nio_timeout_ms = 5000\n"
-        );
-        for i in 0..n {
-            let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            text.push_str(&format!(
-                "[[nodes]]\nname = \"w{i}\"\naddress = \"{}\"\nrack = \"r{}\"\n",
-                l.local_addr().expect("addr"),
-                i % racks
-            ));
-            listeners.push(l);
-        }
-        let cluster =
-            Cluster::parse(&text, std::path::Path::new("test-cluster.toml")).expect("cluster");
-        let workers: Vec<_> = listeners
-            .into_iter()
-            .enumerate()
-            .map(|(i, l)| {
-                let w = Worker::new(
-                    &format!("w{i}"),
-                    cluster.clone(),
-                    Secret::from_bytes(SECRET),
-                    Faults::default(),
-                );
-                tokio::spawn(Arc::clone(&w).serve(l));
-                w
-            })
-            .collect();
-        (cluster, workers)
+        let settings = format!("chunk_size = 65536\nchains = {chains}\nretries = 2\n");
+        start_workers(n, racks, &settings, SECRET).await
     }
 
     fn message(len: usize) -> Bytes {
