@@ -5,7 +5,7 @@
 # training folds (C by an inner 5-fold CV there) and evaluated on the held-out fold. Accuracy is
 # the mean over the folds.
 # usage: eval/accuracy/cv.sh [photos dir] [K ...]   (default: shared scene15-train, K = 16..4096)
-# writes cv.csv (per fold), cv-summary.csv, cv-timings.csv; figures: eval/accuracy/figures.py
+# writes cv$TAG.csv (per fold), cv$TAG-summary.csv, cv$TAG-timings.csv; figures: figures.py
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -14,8 +14,10 @@ shift || true
 ks=${*:-16 64 256 1024 4096}
 (cd "$root" && cargo build --release --quiet)
 vocab="$root/target/release/vocab"
-work="$here/work/cv"; mkdir -p "$work"
-seed=1 per_image=125 iterations=10 stride=16 folds=5
+# ITERATIONS (default 10) and TAG (a suffix for the result files, e.g. -it6) vary the run.
+tag=${TAG:-}
+work="$here/work/cv$tag"; mkdir -p "$work"
+seed=1 per_image=125 iterations=${ITERATIONS:-10} stride=16 folds=5
 # Stratified folds by class, seeded: fold i's photos are held out in round i.
 python3 - "$photos/labels.csv" "$work" "$seed" "$folds" <<'PY'
 import csv, random, sys, collections
@@ -38,22 +40,22 @@ for f in range(folds):
 PY
 t0() { date +%s.%N; }
 dt() { echo "$(t0) - $1" | bc; }
-echo "fold,k,stage,seconds" > "$here/cv-timings.csv"
-echo "fold,k,attribute,accuracy,balanced_accuracy,held_out,c" > "$here/cv.csv"
+echo "fold,k,stage,seconds" > "$here/cv$tag-timings.csv"
+echo "fold,k,attribute,accuracy,balanced_accuracy,held_out,c" > "$here/cv$tag.csv"
 for f in $(seq 0 $((folds - 1))); do
   s=$(t0)
   "$vocab" --quiet features --input "$photos" --labels "$work/train-$f.csv" --out "$work/sample-$f.bin" \
     --per-image $per_image --seed $seed > /dev/null
-  echo "$f,,features,$(dt "$s")" >> "$here/cv-timings.csv"
+  echo "$f,,features,$(dt "$s")" >> "$here/cv$tag-timings.csv"
   for k in $ks; do
     s=$(t0)
     "$vocab" --quiet kmeans --features "$work/sample-$f.bin" --k "$k" --iterations $iterations --tol 0 \
       --seed $seed --out "$work/vocab-$f-$k.bin" > /dev/null
-    echo "$f,$k,kmeans,$(dt "$s")" >> "$here/cv-timings.csv"
+    echo "$f,$k,kmeans,$(dt "$s")" >> "$here/cv$tag-timings.csv"
     s=$(t0)
     "$vocab" --quiet encode --vocabulary "$work/vocab-$f-$k.bin" --input "$photos" --stride $stride \
       --norm hellinger --out "$work/hist-$f-$k.bin" > /dev/null
-    echo "$f,$k,encode,$(dt "$s")" >> "$here/cv-timings.csv"
+    echo "$f,$k,encode,$(dt "$s")" >> "$here/cv$tag-timings.csv"
     s=$(t0)
     for attr in urbanicity elevation class; do
       model="$work/model-$f-$k-$attr.json"
@@ -62,9 +64,9 @@ for f in $(seq 0 $((folds - 1))); do
       out=$("$vocab" evaluate --model "$model" --histograms "$work/hist-$f-$k.bin" --labels "$photos/labels.csv")
       acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
       n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
-      echo "$f,$k,$attr,$acc,$bal,$n,$c" >> "$here/cv.csv"
+      echo "$f,$k,$attr,$acc,$bal,$n,$c" >> "$here/cv$tag.csv"
     done
-    echo "$f,$k,svm,$(dt "$s")" >> "$here/cv-timings.csv"
+    echo "$f,$k,svm,$(dt "$s")" >> "$here/cv$tag-timings.csv"
     if [ "$k" = 256 ] || [ "$k" = 1024 ]; then
       # The spatial pyramid (1x1 + 2x2 grids, Lazebnik et al. weights) for the 15-class task.
       "$vocab" --quiet encode --vocabulary "$work/vocab-$f-$k.bin" --input "$photos" --stride $stride \
@@ -75,12 +77,12 @@ for f in $(seq 0 $((folds - 1))); do
       out=$("$vocab" evaluate --model "$model" --histograms "$work/hist-$f-$k-p2.bin" --labels "$photos/labels.csv")
       acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
       n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
-      echo "$f,$k,class+pyramid2,$acc,$bal,$n,$c" >> "$here/cv.csv"
+      echo "$f,$k,class+pyramid2,$acc,$bal,$n,$c" >> "$here/cv$tag.csv"
     fi
     echo "fold $f k $k done" >&2
   done
 done
-python3 - "$here/cv.csv" "$here/cv-summary.csv" <<'PY'
+python3 - "$here/cv$tag.csv" "$here/cv$tag-summary.csv" <<'PY'
 import csv, sys, collections, statistics
 rows = list(csv.DictReader(open(sys.argv[1])))
 acc = collections.defaultdict(list)
