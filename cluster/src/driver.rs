@@ -543,7 +543,11 @@ impl Driver {
                         node: names[j].clone(),
                         reason: e.to_string(),
                     });
+                    // The attempt is lost: stop waiting for the others (they may be waiting for
+                    // the failed member until their own timeout); every member is reconnected.
+                    set.abort_all();
                 }
+                Err(e) if e.is_cancelled() => {}
                 Err(e) => {
                     failure.get_or_insert(Failure {
                         node: "driver".into(),
