@@ -133,9 +133,6 @@ impl Input {
     }
 }
 
-/// Columns of `<out>.stages.csv` (cluster runs).
-const STAGES_HEADER: &str = "iteration,workers,attempts,broadcast_seconds,map_seconds,stage1_seconds,stage2_seconds,stage3_seconds,broadcast_bytes,stage2_bytes,stage3_bytes,map_tasks,dropped";
-
 /// `vocab kmeans`.
 pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
     let format = args
@@ -226,23 +223,7 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
         } else {
             String::new()
         };
-        let stages = report.map_or_else(String::new, |r| {
-            let mut line = format!(
-                " broadcast {:.3} map {:.3} agg1 {:.3} agg2 {:.3} agg3 {:.3} bytes {}/{}/{}",
-                r.broadcast_seconds,
-                r.map_seconds,
-                r.stage1_seconds,
-                r.stage2_seconds,
-                r.stage3_seconds,
-                r.broadcast_bytes,
-                r.stage2_bytes,
-                r.stage3_bytes
-            );
-            if !r.dropped.is_empty() {
-                let _ = write!(line, " dropped {}", r.dropped.join(","));
-            }
-            line
-        });
+        let stages = report.map_or_else(String::new, |r| format!(" {}", r.summary()));
         bar.suspend(|| {
             if let Some(r) = report {
                 for f in &r.failures {
@@ -273,23 +254,12 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
         }
         vocab_pipeline::kmeans::files::write_text(&iterations_csv, &csv)?;
         if let Some(r) = report {
-            stage_rows.push(format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                last.iteration,
-                r.workers,
-                r.attempts,
-                r.broadcast_seconds,
-                r.map_seconds,
-                r.stage1_seconds,
-                r.stage2_seconds,
-                r.stage3_seconds,
-                r.broadcast_bytes,
-                r.stage2_bytes,
-                r.stage3_bytes,
-                r.tasks,
-                r.dropped.join(";")
-            ));
-            let text = format!("{STAGES_HEADER}\n{}\n", stage_rows.join("\n"));
+            stage_rows.push(format!("{},{}", last.iteration, r.csv_row()));
+            let text = format!(
+                "iteration,{}\n{}\n",
+                StepReport::CSV_HEADER,
+                stage_rows.join("\n")
+            );
             vocab_pipeline::kmeans::files::write_text(&stages_csv, &text)?;
         }
         Ok(())

@@ -83,6 +83,50 @@ pub struct StepReport {
     pub failures: Vec<String>,
 }
 
+impl StepReport {
+    /// Header of [`StepReport::csv_row`] (after the iteration column).
+    pub const CSV_HEADER: &'static str = "workers,attempts,broadcast_seconds,map_seconds,stage1_seconds,stage2_seconds,stage3_seconds,broadcast_bytes,stage2_bytes,stage3_bytes,map_tasks,dropped";
+
+    /// One CSV row of the report (columns of [`StepReport::CSV_HEADER`]).
+    pub fn csv_row(&self) -> String {
+        format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
+            self.workers,
+            self.attempts,
+            self.broadcast_seconds,
+            self.map_seconds,
+            self.stage1_seconds,
+            self.stage2_seconds,
+            self.stage3_seconds,
+            self.broadcast_bytes,
+            self.stage2_bytes,
+            self.stage3_bytes,
+            self.tasks,
+            self.dropped.join(";")
+        )
+    }
+
+    /// The per-iteration line's stage part: seconds per stage, then bytes per stage.
+    pub fn summary(&self) -> String {
+        let mut line = format!(
+            "broadcast {:.3} map {:.3} agg1 {:.3} agg2 {:.3} agg3 {:.3} bytes {}/{}/{}",
+            self.broadcast_seconds,
+            self.map_seconds,
+            self.stage1_seconds,
+            self.stage2_seconds,
+            self.stage3_seconds,
+            self.broadcast_bytes,
+            self.stage2_bytes,
+            self.stage3_bytes
+        );
+        if !self.dropped.is_empty() {
+            line.push_str(" dropped ");
+            line.push_str(&self.dropped.join(","));
+        }
+        line
+    }
+}
+
 /// The assembled result of one iteration.
 #[derive(Debug, Clone)]
 pub struct StepResult {
