@@ -57,6 +57,11 @@ fn split_rows(table: &Table, pairs: &[(usize, usize)], split: &SplitSpec) -> (Pa
 
 /// `vocab train`.
 pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
+    train_to(args, &mut std::io::stdout().lock())
+}
+
+/// `vocab train`, reporting to `out`.
+pub fn train_to(args: &TrainArgs, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     let started = Instant::now();
     let table = read_histograms(&args.histograms)?;
     let labels = read_labels(&args.labels, &args.attribute)?;
@@ -120,7 +125,8 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
         classifier,
     };
     model.save(&args.out)?;
-    println!(
+    writeln!(
+        out,
         "train: {:?} over classes {:?}: {} labelled photos, {} for training, {} held out; C = {c}{} ({:.1} s)",
         args.attribute,
         labels.classes,
@@ -132,13 +138,18 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
             args.cv
         )),
         started.elapsed().as_secs_f64()
-    );
-    println!("  wrote {}", args.out.display());
+    )?;
+    writeln!(out, "  wrote {}", args.out.display())?;
     Ok(())
 }
 
 /// `vocab evaluate`.
 pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<()> {
+    evaluate_to(args, &mut std::io::stdout().lock())
+}
+
+/// `vocab evaluate`, reporting to `out`.
+pub fn evaluate_to(args: &EvaluateArgs, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     let model = ModelFile::load(&args.model)?;
     let table = read_histograms(&args.histograms)?;
     let labels = read_labels(&args.labels, &model.attribute)?;
@@ -183,15 +194,16 @@ pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<()> {
             row.iter().map(|n| format!("{n:>10}")).collect::<String>()
         );
     }
-    println!("accuracy {:.4}", m.accuracy);
-    println!("balanced_accuracy {:.4}", m.balanced_accuracy);
-    print!("{matrix}");
-    println!(
+    writeln!(out, "accuracy {:.4}", m.accuracy)?;
+    writeln!(out, "balanced_accuracy {:.4}", m.balanced_accuracy)?;
+    write!(out, "{matrix}")?;
+    writeln!(
+        out,
         "({} held-out photos, attribute {:?}, C = {})",
         test.len(),
         model.attribute,
         model.classifier.c
-    );
+    )?;
     let mut csv = format!(
         "metric,value\naccuracy,{}\nbalanced_accuracy,{}\nheld_out,{}\n",
         m.accuracy,
@@ -242,12 +254,13 @@ pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<()> {
     let predictions_path = manifest_path(&args.model, "predictions.csv");
     vocab_pipeline::atomic::write(&predictions_path, &rows)
         .with_context(|| format!("cannot write {}", predictions_path.display()))?;
-    println!(
+    writeln!(
+        out,
         "  wrote {}, {} and {}",
         csv_path.display(),
         md_path.display(),
         predictions_path.display()
-    );
+    )?;
     Ok(())
 }
 

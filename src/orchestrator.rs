@@ -475,22 +475,29 @@ pub fn run(args: &RunArgs, ui: &Ui) -> anyhow::Result<()> {
             ]));
             let svm_dir = runner.step("svm", &format!("{label}-{attribute}"), &svm_key, |tmp| {
                 let model = tmp.join("model.json");
-                crate::classify_cmd::train(&TrainArgs {
-                    histograms: histograms.clone(),
-                    labels: dataset.labels.clone(),
-                    attribute: attribute.clone(),
-                    c: None,
-                    cv: config.classify.cv,
-                    solver: config.classify.solver,
-                    split: Some(split_csv.clone()),
-                    split_seed: config.classify.split_seed,
-                    out: model.clone(),
-                })?;
-                crate::classify_cmd::evaluate(&EvaluateArgs {
-                    model,
-                    histograms: histograms.clone(),
-                    labels: dataset.labels.clone(),
-                })
+                // The step's outcome is in its metrics files and the run's summary table.
+                crate::classify_cmd::train_to(
+                    &TrainArgs {
+                        histograms: histograms.clone(),
+                        labels: dataset.labels.clone(),
+                        attribute: attribute.clone(),
+                        c: None,
+                        cv: config.classify.cv,
+                        solver: config.classify.solver,
+                        split: Some(split_csv.clone()),
+                        split_seed: config.classify.split_seed,
+                        out: model.clone(),
+                    },
+                    &mut std::io::sink(),
+                )?;
+                crate::classify_cmd::evaluate_to(
+                    &EvaluateArgs {
+                        model,
+                        histograms: histograms.clone(),
+                        labels: dataset.labels.clone(),
+                    },
+                    &mut std::io::sink(),
+                )
             })?;
             let (accuracy, balanced_accuracy, held_out) =
                 read_metrics(&svm_dir.join("model.json.metrics.csv"))?;
