@@ -70,9 +70,17 @@ struct Runner {
     steps: Vec<Step>,
 }
 
+/// The first 6 bytes of the SHA-256 of `bytes`, in hex: a step key or a fingerprint.
+fn short_hash(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 fn digest(value: &serde_json::Value) -> String {
-    let hash = Sha256::digest(value.to_string().as_bytes());
-    hash.iter().take(6).map(|b| format!("{b:02x}")).collect()
+    short_hash(value.to_string().as_bytes())
 }
 
 impl Runner {
@@ -157,11 +165,7 @@ fn folder_fingerprint(dir: &Path) -> anyhow::Result<String> {
 
 fn file_fingerprint(path: &Path) -> anyhow::Result<String> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(Sha256::digest(&bytes)
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(short_hash(&bytes))
 }
 
 /// Attribute columns of a labels CSV (all but the first, `path`).
@@ -573,15 +577,31 @@ fn summary(steps: &[Step], outcomes: &[Outcome]) {
     }
 }
 
-/// Mean per-stage seconds of a k-means run (cluster runs have `<out>.stages.csv`).
+/// The `*_seconds` columns of a cluster run's `<out>.stages.csv`, in the report's stage order.
+const STAGE_SECONDS: [&str; 5] = [
+    "broadcast_seconds",
+    "map_seconds",
+    "stage1_seconds",
+    "stage2_seconds",
+    "stage3_seconds",
+];
+
+/// Mean per-stage seconds of a k-means run (cluster runs have `<out>.stages.csv`), found by
+/// column name.
 fn kmeans_stage_means(dir: &Path) -> Option<Vec<f64>> {
     let text = std::fs::read_to_string(dir.join("vocabulary.bin.stages.csv")).ok()?;
-    let mut sums = [0.0; 5];
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next()?.split(',').collect();
+    let columns: Vec<usize> = STAGE_SECONDS
+        .iter()
+        .map(|name| header.iter().position(|h| h == name))
+        .collect::<Option<_>>()?;
+    let mut sums = [0.0; STAGE_SECONDS.len()];
     let mut rows = 0.0;
-    for line in text.lines().skip(1) {
+    for line in lines {
         let cols: Vec<&str> = line.split(',').collect();
-        for (i, s) in sums.iter_mut().enumerate() {
-            *s += cols.get(3 + i)?.parse::<f64>().ok()?;
+        for (s, &c) in sums.iter_mut().zip(&columns) {
+            *s += cols.get(c)?.parse::<f64>().ok()?;
         }
         rows += 1.0;
     }
@@ -615,7 +635,6 @@ fn write_report(
     }
     write("accuracy.csv", &csv)?;
     let mut attributes: Vec<&str> = outcomes.iter().map(|o| o.attribute.as_str()).collect();
-    attributes.dedup();
     attributes.sort_unstable();
     attributes.dedup();
     let series: Vec<Series> = attributes
@@ -640,9 +659,7 @@ fn write_report(
         )?;
     }
     // k-means per-stage breakdown.
-    let mut kcsv = String::from(
-        "k,broadcast_seconds,map_seconds,stage1_seconds,stage2_seconds,stage3_seconds\n",
-    );
+    let mut kcsv = format!("k,{}\n", STAGE_SECONDS.join(","));
     let names = ["broadcast", "map", "stage 1", "stage 2", "stage 3"];
     let mut cats = Vec::new();
     let mut stacks: Vec<(String, Vec<f64>)> = names
