@@ -492,8 +492,9 @@ pub struct KmeansArgs {
     /// Start from these centroids (vocabulary file, text or bin) instead.
     #[arg(long, value_name = "FILE", conflicts_with = "init")]
     pub init_centroids: Option<PathBuf>,
-    /// Prune the assignment with Hamerly's bounds: same labels as the full pass (up to exact float
-    /// ties), far fewer distance computations once centroids settle.
+    /// Prune the assignment with Yinyang bounds (centroids in groups, a lower bound per group):
+    /// the nearest centroid still, up to float ties, with far fewer distance computations once
+    /// centroids settle. Keeps 4 x min(k/10, 256) bytes of bounds per vector.
     #[arg(long)]
     pub prune: bool,
     /// Continue from the checkpoint of a previous run with the same --out, k, seed and input.

@@ -59,6 +59,11 @@ impl Centroids {
         &self.data[j * self.dims..][..self.dims]
     }
 
+    /// Squared norms of the centroids.
+    pub fn norms(&self) -> &[f32] {
+        &self.norms
+    }
+
     /// All values, row-major.
     pub fn as_slice(&self) -> &[f32] {
         &self.data
@@ -104,9 +109,8 @@ pub fn dist2(a: &[f32], b: &[f32]) -> f32 {
 /// Reusable buffers of [`assign`].
 #[derive(Debug, Default, Clone)]
 pub struct AssignScratch {
-    dots: Vec<f32>,
+    pub(super) dots: Vec<f32>,
     best: Vec<f32>,
-    second: Vec<f32>,
 }
 
 /// Assigns each row of `x` to its nearest centroid: `labels[i]` and `dist[i] = ||x_i - c||^2`
@@ -121,60 +125,47 @@ pub fn assign(
     labels: &mut [u32],
     dist: &mut [f32],
 ) {
-    let (n, d, k) = (x.rows(), x.dims(), centroids.k());
-    assert_eq!(
-        d,
-        centroids.dims(),
-        "vectors have {d} dims, centroids {}",
-        centroids.dims()
-    );
+    let n = x.rows();
     assert!(
         labels.len() == n && dist.len() == n,
         "output slices must hold {n} rows"
     );
-    if k == 0 {
-        return;
-    }
-    scratch.dots.resize(ROW_BLOCK * CENTROID_BLOCK, 0.0);
-    scratch.best.resize(ROW_BLOCK, 0.0);
-    for r0 in (0..n).step_by(ROW_BLOCK) {
-        let bm = ROW_BLOCK.min(n - r0);
-        let block = x.slice(r0, r0 + bm);
-        let best = &mut scratch.best[..bm];
-        best.fill(f32::INFINITY);
-        let block_labels = &mut labels[r0..r0 + bm];
-        for c0 in (0..k).step_by(CENTROID_BLOCK) {
-            let bn = CENTROID_BLOCK.min(k - c0);
-            let dots = &mut scratch.dots[..bm * bn];
-            block_dots(block, centroids, c0, bn, dots);
-            let norms = &centroids.norms[c0..c0 + bn];
-            for i in 0..bm {
-                let row = &dots[i * bn..(i + 1) * bn];
-                if let Some((j, v)) = row_min(row, norms, best[i]) {
-                    best[i] = v;
-                    block_labels[i] = (c0 + j) as u32;
-                }
+    let k = centroids.k();
+    let best = &mut scratch.best;
+    best.resize(ROW_BLOCK, 0.0);
+    for_each_block(x, centroids, &mut scratch.dots, |block, r0, c0, dots| {
+        let (bm, bn) = (block.rows(), dots.len() / block.rows());
+        if c0 == 0 {
+            best[..bm].fill(f32::INFINITY);
+        }
+        let norms = &centroids.norms[c0..c0 + bn];
+        for i in 0..bm {
+            if let Some((j, v)) = row_min(&dots[i * bn..(i + 1) * bn], norms, best[i]) {
+                best[i] = v;
+                labels[r0 + i] = (c0 + j) as u32;
             }
         }
-        for i in 0..bm {
-            let xi = x.row(r0 + i);
-            dist[r0 + i] = (dot(xi, xi) + best[i]).max(0.0);
+        if c0 + bn == k {
+            for i in 0..bm {
+                let xi = block.row(i);
+                dist[r0 + i] = (dot(xi, xi) + best[i]).max(0.0);
+            }
         }
-    }
+    });
 }
 
-/// Like [`assign`], also returning each row's squared distance to its second-nearest centroid
-/// (`f32::INFINITY` when `k == 1`), for the bounds of the pruned assignment.
+/// The blocked GEMM walk shared by the assignment kernels: for each block of at most
+/// [`ROW_BLOCK`] rows (starting at row `r0`), and within it for each block of at most
+/// [`CENTROID_BLOCK`] centroids in order (starting at `c0`), `visit(block, r0, c0, dots)` with
+/// `dots` the `block.rows() x bn` products `x . c`, row-major. Nothing is visited when `k == 0`.
 ///
 /// # Panics
-/// As [`assign`], and if `second` is not `x.rows()` long.
-pub fn assign_top2(
+/// If the dims of `x` and the centroids differ.
+pub(super) fn for_each_block(
     x: Matrix<'_>,
     centroids: &Centroids,
-    scratch: &mut AssignScratch,
-    labels: &mut [u32],
-    dist: &mut [f32],
-    second: &mut [f32],
+    dots: &mut Vec<f32>,
+    mut visit: impl FnMut(Matrix<'_>, usize, usize, &[f32]),
 ) {
     let (n, d, k) = (x.rows(), x.dims(), centroids.k());
     assert_eq!(
@@ -183,43 +174,14 @@ pub fn assign_top2(
         "vectors have {d} dims, centroids {}",
         centroids.dims()
     );
-    assert!(
-        labels.len() == n && dist.len() == n && second.len() == n,
-        "output slices must hold {n} rows"
-    );
-    scratch.dots.resize(ROW_BLOCK * CENTROID_BLOCK, 0.0);
-    scratch.best.resize(ROW_BLOCK, 0.0);
-    scratch.second.resize(ROW_BLOCK, 0.0);
+    dots.resize(ROW_BLOCK * CENTROID_BLOCK, 0.0);
     for r0 in (0..n).step_by(ROW_BLOCK) {
-        let bm = ROW_BLOCK.min(n - r0);
-        let block = x.slice(r0, r0 + bm);
-        let best = &mut scratch.best[..bm];
-        let next = &mut scratch.second[..bm];
-        best.fill(f32::INFINITY);
-        next.fill(f32::INFINITY);
+        let block = x.slice(r0, r0 + ROW_BLOCK.min(n - r0));
         for c0 in (0..k).step_by(CENTROID_BLOCK) {
             let bn = CENTROID_BLOCK.min(k - c0);
-            let dots = &mut scratch.dots[..bm * bn];
+            let dots = &mut dots[..block.rows() * bn];
             block_dots(block, centroids, c0, bn, dots);
-            let norms = &centroids.norms[c0..c0 + bn];
-            for i in 0..bm {
-                for (j, (&dj, &nj)) in dots[i * bn..(i + 1) * bn].iter().zip(norms).enumerate() {
-                    let v = nj - 2.0 * dj;
-                    if v < best[i] {
-                        next[i] = best[i];
-                        best[i] = v;
-                        labels[r0 + i] = (c0 + j) as u32;
-                    } else if v < next[i] {
-                        next[i] = v;
-                    }
-                }
-            }
-        }
-        for i in 0..bm {
-            let xi = x.row(r0 + i);
-            let norm = dot(xi, xi);
-            dist[r0 + i] = (norm + best[i]).max(0.0);
-            second[r0 + i] = (norm + next[i]).max(0.0);
+            visit(block, r0, c0, dots);
         }
     }
 }

@@ -1,175 +1,573 @@
-//! Exact pruned assignment with Hamerly's bounds (Hamerly 2010), on top of the GEMM kernel.
+//! Exact pruned assignment with Yinyang bounds (Ding et al., ICML 2015) on top of the GEMM kernel.
 //!
-//! Every vector keeps its label and a lower bound `l` on the distance to its second-nearest
-//! centroid. Each iteration, with `s_j` half the distance from centroid `j` to its nearest other
-//! centroid and `drift_j` how far centroid `j` moved:
+//! The centroids are split once into `G` groups (a few Lloyd steps over the first centroids; about
+//! ten centroids per group, at most [`MAX_GROUPS`]). Every vector keeps its label and, per group,
+//! a lower bound on its distance to the group's members other than its label (`n x G` values).
+//! Each iteration, with `drift_j` how far centroid `j` moved and `Δ_g` the largest drift in group
+//! `g`:
 //!
-//! 1. `l -= max drift` (the second-largest for the vector whose own centroid moved most);
-//! 2. the exact distance `u` to the current label is computed for every vector (O(n d); it is also
-//!    the vector's contribution to the inertia);
-//! 3. when `u + slack <= max(s_label, l)`, no other centroid can be closer: the label stays;
-//! 4. the remaining vectors are gathered into a compact block and assigned in full by the blocked
-//!    GEMM, which also renews their `l`.
+//! 1. the exact distance `u` to the current label is computed for every vector (O(n d); it is also
+//!    the vector's contribution to the inertia), and every group bound drops by `Δ_g`;
+//! 2. **global filter**: when `u` is below every group bound (with slack), no centroid can be
+//!    closer: the label stays;
+//! 3. **group filter**: otherwise only groups whose bound is below the best distance found so far
+//!    are searched, and within them, **local filter**, a centroid whose own bound (the group's
+//!    previous bound minus its own drift) already exceeds that best distance is skipped; the rest
+//!    get an exact distance. Searched groups get fresh bounds.
 //!
-//! `slack` (1e-3 relative plus 1e-6 absolute) is far wider than the rounding error of the GEMM's
-//! distance expansion, so a label is kept only where the full pass would choose it too; labels
-//! can differ from the full pass only between centroids at the same distance to float precision.
+//! A direct distance costs several times what the GEMM pays per distance, so a vector whose groups
+//! left to search hold more than [`DENSE_SEARCH`] of all centroids (early iterations, when
+//! centroids still move far) is not searched one distance at a time: such vectors are gathered
+//! and assigned by the blocked GEMM, which also records every group's minimum, as the first
+//! iteration does for all. So a pruned iteration never costs much more than the full pass.
+//!
+//! Bounds from the GEMM's expansion `||x||^2 - 2 x.c + ||c||^2` are lowered by a bound on its
+//! rounding error, and every comparison carries a slack (1e-3 relative plus 1e-6 absolute) far
+//! wider than the rounding of the direct distances. So a centroid is ruled out only where the full
+//! pass would rule it out too: labels can differ from the full pass only between centroids at the
+//! same distance to float precision (and the same label then gives the same sums).
 
-use super::assign::{AssignScratch, Centroids, assign_top2, dist2};
+use super::assign::{AssignScratch, Centroids, ROW_BLOCK, dist2, dot, for_each_block};
 use crate::partition::Matrix;
 
 const SLACK_RELATIVE: f32 = 1e-3;
 const SLACK_ABSOLUTE: f32 = 1e-6;
+/// Bound on the rounding error of an f32 dot product of 512-d unit-scale vectors, relative to
+/// `||x||^2 + ||c||^2` (`d * eps / 2` for `d = 512`, doubled for the norms' own rounding).
+const EXPANSION_ERROR: f32 = 6e-5;
+/// Groups at most (the bounds take `4 G` bytes per vector).
+pub const MAX_GROUPS: usize = 256;
+/// A vector whose unfiltered groups hold more than this fraction of the centroids goes to the
+/// GEMM instead of a search (a direct distance costs about five GEMM distances here).
+pub const DENSE_SEARCH: f64 = 0.15;
 
-/// Bounds of the vectors of one map unit.
-#[derive(Debug, Clone, Default)]
-pub struct UnitBounds {
-    labels: Vec<u32>,
-    lower: Vec<f32>,
-    ready: bool,
+/// `upper` is certainly below `bound`, beyond float rounding.
+#[inline]
+fn proves(upper: f32, bound: f32) -> bool {
+    upper + SLACK_RELATIVE * (upper + bound) + SLACK_ABSOLUTE <= bound
+}
+
+/// The centroid groups of a run, fixed at its first pruned iteration.
+#[derive(Debug, Clone)]
+pub struct Groups {
+    /// Group of each centroid.
+    of: Vec<u32>,
+    /// Members of group `g`: `members[start[g]..start[g + 1]]`.
+    start: Vec<usize>,
+    members: Vec<u32>,
+}
+
+impl Groups {
+    /// About ten centroids per group, grouped by five Lloyd steps over the centroids themselves
+    /// from evenly spaced starting members (deterministic).
+    pub fn new(centroids: &Centroids) -> Self {
+        let (k, d) = (centroids.k(), centroids.dims());
+        let count = k.div_ceil(10).clamp(1, MAX_GROUPS);
+        let mut centers: Vec<f32> = (0..count)
+            .flat_map(|g| centroids.row(g * k / count).iter().copied())
+            .collect();
+        let all = Matrix::dense(centroids.as_slice(), d);
+        let mut of = vec![0u32; k];
+        let mut dist = vec![0f32; k];
+        let mut scratch = AssignScratch::default();
+        for step in 0..6 {
+            let current = Centroids::new(centers.clone(), d);
+            super::assign(all, &current, &mut scratch, &mut of, &mut dist);
+            if step == 5 {
+                break;
+            }
+            let mut sums = vec![0f64; count * d];
+            let mut counts = vec![0usize; count];
+            for (j, &g) in of.iter().enumerate() {
+                counts[g as usize] += 1;
+                for (s, &v) in sums[g as usize * d..][..d].iter_mut().zip(centroids.row(j)) {
+                    *s += f64::from(v);
+                }
+            }
+            for g in (0..count).filter(|&g| counts[g] > 0) {
+                for (c, &s) in centers[g * d..][..d].iter_mut().zip(&sums[g * d..][..d]) {
+                    *c = (s / counts[g] as f64) as f32;
+                }
+            }
+        }
+        let mut start = vec![0usize; count + 1];
+        for &g in &of {
+            start[g as usize + 1] += 1;
+        }
+        for g in 0..count {
+            start[g + 1] += start[g];
+        }
+        let mut fill = start.clone();
+        let mut members = vec![0u32; k];
+        for (j, &g) in of.iter().enumerate() {
+            members[fill[g as usize]] = j as u32;
+            fill[g as usize] += 1;
+        }
+        Self { of, start, members }
+    }
+
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.start.len() - 1
+    }
+
+    /// Whether there are no groups (never: even `k = 0` has one, empty).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of centroids grouped.
+    pub fn k(&self) -> usize {
+        self.of.len()
+    }
+
+    fn members(&self, g: usize) -> &[u32] {
+        &self.members[self.start[g]..self.start[g + 1]]
+    }
 }
 
 /// Per-iteration facts about the centroids that the bounds need.
 #[derive(Debug, Clone)]
 pub struct Geometry {
-    /// Half the distance from each centroid to its nearest other centroid.
-    half_separation: Vec<f32>,
     /// How far each centroid moved since the previous iteration (empty on the first).
     drift: Vec<f32>,
-    max_drift: (usize, f32),
-    second_drift: f32,
+    /// The largest drift in each group.
+    group_drift: Vec<f32>,
 }
 
 impl Geometry {
     /// Geometry of `current` centroids that moved from `previous` (if any).
-    pub fn new(current: &Centroids, previous: Option<&Centroids>) -> Self {
+    pub fn new(current: &Centroids, previous: Option<&Centroids>, groups: &Groups) -> Self {
         let k = current.k();
-        let all = Matrix::dense(current.as_slice(), current.dims());
-        let (mut labels, mut dist, mut second) = (vec![0u32; k], vec![0f32; k], vec![0f32; k]);
-        // Each centroid's nearest is itself (distance 0): the second-nearest is the nearest other.
-        assign_top2(
-            all,
-            current,
-            &mut AssignScratch::default(),
-            &mut labels,
-            &mut dist,
-            &mut second,
-        );
-        let half_separation = second.iter().map(|&d2| 0.5 * d2.sqrt()).collect();
         let drift: Vec<f32> = match previous {
-            Some(prev) if prev.k() == k => (0..k)
+            Some(prev) if prev.k() == k && groups.k() == k => (0..k)
                 .map(|j| dist2(current.row(j), prev.row(j)).sqrt())
                 .collect(),
             _ => Vec::new(),
         };
-        let mut max_drift = (0, 0f32);
-        let mut second_drift = 0f32;
-        for (j, &d) in drift.iter().enumerate() {
-            if d > max_drift.1 {
-                second_drift = max_drift.1;
-                max_drift = (j, d);
-            } else if d > second_drift {
-                second_drift = d;
-            }
+        let mut group_drift = vec![0f32; groups.len()];
+        for (&g, &d) in groups.of.iter().zip(&drift) {
+            let slot = &mut group_drift[g as usize];
+            *slot = slot.max(d);
         }
-        Self {
-            half_separation,
-            drift,
-            max_drift,
-            second_drift,
-        }
+        Self { drift, group_drift }
     }
+}
+
+/// Bounds of the vectors of one map unit.
+#[derive(Debug, Clone, Default)]
+pub struct UnitBounds {
+    labels: Vec<u32>,
+    /// `n x G`: lower bound on the distance to group `g`'s members other than the label.
+    lower: Vec<f32>,
+    ready: bool,
 }
 
 /// Scratch of one pruned step.
 #[derive(Debug, Default)]
 pub struct PruneScratch {
     assign: AssignScratch,
+    best: Vec<f32>,
+    /// Centroids met in a vector's search: `(centroid, distance or lower bound)`.
+    met: Vec<(u32, f32)>,
+    searched: Vec<u32>,
+    /// Vectors sent to the GEMM, their rows gathered, and the GEMM's results for them.
+    dense: Vec<usize>,
     gathered: Vec<f32>,
-    dirty: Vec<usize>,
-    labels: Vec<u32>,
-    dist: Vec<f32>,
-    second: Vec<f32>,
+    dense_labels: Vec<u32>,
+    dense_dist: Vec<f32>,
+    dense_lower: Vec<f32>,
 }
 
 impl UnitBounds {
     /// Assigns the vectors of `x`, writing `labels` and squared distances `dist`; returns how many
-    /// vectors kept their label without a full search.
+    /// vectors kept their label without a search (the global filter).
+    #[allow(clippy::too_many_arguments)]
     pub fn step(
         &mut self,
         x: Matrix<'_>,
         centroids: &Centroids,
+        groups: &Groups,
         geometry: &Geometry,
         scratch: &mut PruneScratch,
         labels: &mut [u32],
         dist: &mut [f32],
     ) -> usize {
         let n = x.rows();
-        if !self.ready || geometry.drift.is_empty() {
+        let count = groups.len();
+        if !self.ready || geometry.drift.is_empty() || self.labels.len() != n {
             self.labels.resize(n, 0);
-            self.lower.resize(n, 0.0);
-            scratch.second.resize(n, 0.0);
-            assign_top2(
-                x,
-                centroids,
-                &mut scratch.assign,
-                labels,
-                dist,
-                &mut scratch.second[..n],
-            );
+            self.lower.resize(n * count, 0.0);
+            grouped_assign(x, centroids, groups, scratch, labels, dist, &mut self.lower);
             self.labels.copy_from_slice(labels);
-            for (l, &s) in self.lower.iter_mut().zip(&scratch.second[..n]) {
-                *l = s.sqrt();
-            }
             self.ready = true;
             return 0;
         }
-        scratch.dirty.clear();
-        let (far, far_drift) = geometry.max_drift;
+        let dense_above = DENSE_SEARCH * centroids.k() as f64;
+        let mut kept = 0usize;
+        scratch.dense.clear();
         for i in 0..n {
+            let xi = x.row(i);
             let label = self.labels[i] as usize;
-            self.lower[i] -= if label == far {
-                geometry.second_drift
-            } else {
-                far_drift
-            };
-            let d2 = dist2(x.row(i), centroids.row(label));
-            let upper = d2.sqrt();
-            let bound = geometry.half_separation[label].max(self.lower[i]);
-            if upper + SLACK_RELATIVE * (upper + bound) + SLACK_ABSOLUTE <= bound {
+            let own2 = dist2(xi, centroids.row(label));
+            let own = own2.sqrt();
+            let lower = &mut self.lower[i * count..][..count];
+            let global = lower
+                .iter()
+                .zip(&geometry.group_drift)
+                .fold(f32::INFINITY, |m, (l, d)| m.min(l - d));
+            if proves(own, global) {
+                for (l, d) in lower.iter_mut().zip(&geometry.group_drift) {
+                    *l -= d;
+                }
                 labels[i] = label as u32;
-                dist[i] = d2;
-            } else {
-                scratch.dirty.push(i);
+                dist[i] = own2;
+                kept += 1;
+                continue;
             }
+            let wide: usize = lower
+                .iter()
+                .zip(&geometry.group_drift)
+                .enumerate()
+                .filter(|(_, (l, d))| !proves(own, *l - *d))
+                .map(|(g, _)| groups.members(g).len())
+                .sum();
+            if wide as f64 > dense_above {
+                scratch.dense.push(i);
+                continue;
+            }
+            // Search the groups whose bound does not clear the best distance so far.
+            let (mut best, mut best_d) = (label, own);
+            scratch.met.clear();
+            scratch.searched.clear();
+            for (g, (l, &gd)) in lower.iter_mut().zip(&geometry.group_drift).enumerate() {
+                let previous = *l;
+                *l = previous - gd;
+                if proves(best_d, *l) {
+                    continue;
+                }
+                scratch.searched.push(g as u32);
+                for &c in groups.members(g) {
+                    let c = c as usize;
+                    if c == label {
+                        continue;
+                    }
+                    let bound = previous - geometry.drift[c];
+                    if proves(best_d, bound) {
+                        scratch.met.push((c as u32, bound));
+                        continue;
+                    }
+                    let dc = dist2(xi, centroids.row(c)).sqrt();
+                    scratch.met.push((c as u32, dc));
+                    if dc < best_d || (dc == best_d && c < best) {
+                        (best, best_d) = (c, dc);
+                    }
+                }
+            }
+            for &g in &scratch.searched {
+                lower[g as usize] = f32::INFINITY;
+            }
+            for &(c, v) in scratch.met.iter().filter(|m| m.0 as usize != best) {
+                let slot = &mut lower[groups.of[c as usize] as usize];
+                *slot = slot.min(v);
+            }
+            if best != label {
+                let slot = &mut lower[groups.of[label] as usize];
+                *slot = slot.min(own);
+            }
+            self.labels[i] = best as u32;
+            labels[i] = best as u32;
+            dist[i] = if best == label {
+                own2
+            } else {
+                dist2(xi, centroids.row(best))
+            };
         }
-        let kept = n - scratch.dirty.len();
-        if scratch.dirty.is_empty() {
-            return kept;
+        self.assign_dense(x, centroids, groups, scratch, labels, dist);
+        kept
+    }
+
+    /// Assigns the vectors in `scratch.dense` by the GEMM, renewing all their bounds.
+    fn assign_dense(
+        &mut self,
+        x: Matrix<'_>,
+        centroids: &Centroids,
+        groups: &Groups,
+        scratch: &mut PruneScratch,
+        labels: &mut [u32],
+        dist: &mut [f32],
+    ) {
+        let (m, d, count) = (scratch.dense.len(), x.dims(), groups.len());
+        if m == 0 {
+            return;
         }
-        let (m, d) = (scratch.dirty.len(), x.dims());
-        scratch.gathered.clear();
-        for &i in &scratch.dirty {
-            scratch.gathered.extend_from_slice(x.row(i));
+        let mut gathered = std::mem::take(&mut scratch.gathered);
+        gathered.clear();
+        for &i in &scratch.dense {
+            gathered.extend_from_slice(x.row(i));
         }
-        scratch.labels.resize(m, 0);
-        scratch.dist.resize(m, 0.0);
-        scratch.second.resize(m, 0.0);
-        assign_top2(
-            Matrix::dense(&scratch.gathered, d),
+        let mut out_labels = std::mem::take(&mut scratch.dense_labels);
+        let mut out_dist = std::mem::take(&mut scratch.dense_dist);
+        let mut out_lower = std::mem::take(&mut scratch.dense_lower);
+        out_labels.resize(m, 0);
+        out_dist.resize(m, 0.0);
+        out_lower.resize(m * count, 0.0);
+        grouped_assign(
+            Matrix::dense(&gathered, d),
             centroids,
-            &mut scratch.assign,
-            &mut scratch.labels,
-            &mut scratch.dist,
-            &mut scratch.second,
+            groups,
+            scratch,
+            &mut out_labels,
+            &mut out_dist,
+            &mut out_lower,
         );
-        for (slot, &i) in scratch.dirty.iter().enumerate() {
-            labels[i] = scratch.labels[slot];
-            self.labels[i] = scratch.labels[slot];
-            self.lower[i] = scratch.second[slot].sqrt();
-            // The exact distance, as for kept vectors, so inertia does not depend on the path.
-            dist[i] = dist2(x.row(i), centroids.row(scratch.labels[slot] as usize));
+        for (slot, &i) in scratch.dense.iter().enumerate() {
+            (labels[i], dist[i]) = (out_labels[slot], out_dist[slot]);
+            self.labels[i] = out_labels[slot];
+            self.lower[i * count..][..count].copy_from_slice(&out_lower[slot * count..][..count]);
+        }
+        scratch.gathered = gathered;
+        (
+            scratch.dense_labels,
+            scratch.dense_dist,
+            scratch.dense_lower,
+        ) = (out_labels, out_dist, out_lower);
+    }
+}
+
+/// The full blocked-GEMM assignment of `x`, also writing each vector's nearest distance in every
+/// group other than its label's (and in its label's group, the nearest other member) into `lower`
+/// (`x.rows() x G`). Labels and distances equal [`super::assign`]'s.
+fn grouped_assign(
+    x: Matrix<'_>,
+    centroids: &Centroids,
+    groups: &Groups,
+    scratch: &mut PruneScratch,
+    labels: &mut [u32],
+    dist: &mut [f32],
+    lower: &mut [f32],
+) {
+    let (k, count) = (centroids.k(), groups.len());
+    assert!(
+        labels.len() == x.rows() && dist.len() == x.rows() && lower.len() == x.rows() * count,
+        "output slices must hold {} rows",
+        x.rows()
+    );
+    let max_norm = centroids.norms().iter().copied().fold(0f32, f32::max);
+    let norms = centroids.norms();
+    let best = &mut scratch.best;
+    best.resize(ROW_BLOCK, 0.0);
+    for_each_block(
+        x,
+        centroids,
+        &mut scratch.assign.dots,
+        |block, r0, c0, dots| {
+            let (bm, bn) = (block.rows(), dots.len() / block.rows());
+            if c0 == 0 {
+                best[..bm].fill(f32::INFINITY);
+                lower[r0 * count..(r0 + bm) * count].fill(f32::INFINITY);
+            }
+            let (norms, of) = (&norms[c0..c0 + bn], &groups.of[c0..c0 + bn]);
+            for i in 0..bm {
+                let low = &mut lower[(r0 + i) * count..][..count];
+                let (mut b, mut label) = (best[i], labels[r0 + i]);
+                for (j, ((&dj, &nj), &g)) in dots[i * bn..(i + 1) * bn]
+                    .iter()
+                    .zip(norms)
+                    .zip(of)
+                    .enumerate()
+                {
+                    // The same arithmetic as `assign`'s arg-min, so the same label.
+                    let v = nj - 2.0 * dj;
+                    if v < b {
+                        (b, label) = (v, (c0 + j) as u32);
+                    }
+                    let slot = &mut low[g as usize];
+                    *slot = slot.min(v);
+                }
+                (best[i], labels[r0 + i]) = (b, label);
+            }
+            if c0 + bn < k {
+                return;
+            }
+            for i in 0..bm {
+                let xi = block.row(i);
+                let xx = dot(xi, xi);
+                let label = labels[r0 + i] as usize;
+                dist[r0 + i] = (xx + best[i]).max(0.0);
+                let err = EXPANSION_ERROR * (xx + max_norm);
+                let low = &mut lower[(r0 + i) * count..][..count];
+                for v in low.iter_mut() {
+                    *v = (xx + *v - err).max(0.0).sqrt();
+                }
+                // The label's own group: its nearest other member, directly.
+                let g = groups.of[label] as usize;
+                low[g] = groups
+                    .members(g)
+                    .iter()
+                    .filter(|&&c| c as usize != label)
+                    .map(|&c| dist2(xi, centroids.row(c as usize)).sqrt())
+                    .fold(f32::INFINITY, f32::min);
+            }
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Points around `c` well-separated centres in `d` dims (fixed LCG).
+    fn blobs(c: usize, per: usize, d: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+        let mut next = move || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        };
+        let centres: Vec<f32> = (0..c * d).map(|_| 8.0 * next()).collect();
+        let mut out = Vec::with_capacity(c * per * d);
+        for i in 0..c * per {
+            let centre = &centres[(i % c) * d..][..d];
+            out.extend(centre.iter().map(|&m| m + next()));
+        }
+        out
+    }
+
+    #[test]
+    fn groups_cover_every_centroid_once() {
+        let d = 6;
+        let centroids = Centroids::new(blobs(5, 30, d, 2), d);
+        let groups = Groups::new(&centroids);
+        assert_eq!(groups.len(), 15);
+        let mut seen: Vec<u32> = (0..groups.len())
+            .flat_map(|g| groups.members(g).to_vec())
+            .collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..150).collect::<Vec<_>>());
+        for g in 0..groups.len() {
+            assert!(
+                groups
+                    .members(g)
+                    .iter()
+                    .all(|&c| groups.of[c as usize] as usize == g)
+            );
+        }
+    }
+
+    /// Runs eight pruned steps over `data`, moving every centroid a little (one in eight far)
+    /// between steps, and hands each step's number, the rows the GEMM assigned (all of them in a
+    /// full pass), labels, distances and centroids to `check`; returns how many labels the global
+    /// filter kept.
+    fn drive(
+        data: &[f32],
+        d: usize,
+        mut check: impl FnMut(u32, &[usize], &[u32], &[f32], &Centroids),
+    ) -> usize {
+        let x = Matrix::dense(data, d);
+        let n = x.rows();
+        let mut centroids = Centroids::new(data[..96 * d].to_vec(), d);
+        let groups = Groups::new(&centroids);
+        let mut bounds = UnitBounds::default();
+        let mut scratch = PruneScratch::default();
+        let (mut labels, mut dist) = (vec![0u32; n], vec![0f32; n]);
+        let mut previous: Option<Centroids> = None;
+        let mut kept = 0;
+        for step in 0..8u32 {
+            let geometry = Geometry::new(&centroids, previous.as_ref(), &groups);
+            let full = !bounds.ready || previous.is_none();
+            kept += bounds.step(
+                x,
+                &centroids,
+                &groups,
+                &geometry,
+                &mut scratch,
+                &mut labels,
+                &mut dist,
+            );
+            let all: Vec<usize> = (0..n).collect();
+            let dense = if full { &all } else { &scratch.dense };
+            check(step, dense, &labels, &dist, &centroids);
+            let mut next = centroids.as_slice().to_vec();
+            for (j, row) in next.chunks_exact_mut(d).enumerate() {
+                let jump = if (j + step as usize) % 8 == 0 {
+                    0.5
+                } else {
+                    0.02
+                };
+                for (v, &p) in row.iter_mut().zip(&data[..d]) {
+                    *v += jump * (p - *v);
+                }
+            }
+            previous = Some(centroids);
+            centroids = Centroids::new(next, d);
         }
         kept
+    }
+
+    #[test]
+    fn pruned_steps_match_the_full_assignment() {
+        let d = 16;
+        let data = blobs(12, 60, d, 4);
+        let x = Matrix::dense(&data, d);
+        let kept = drive(&data, d, |step, _, labels, dist, centroids| {
+            let n = labels.len();
+            let (mut want, mut want_dist) = (vec![0u32; n], vec![0f32; n]);
+            super::super::assign(
+                x,
+                centroids,
+                &mut AssignScratch::default(),
+                &mut want,
+                &mut want_dist,
+            );
+            assert_eq!(labels, &want[..], "step {step}");
+            for (a, b) in dist.iter().zip(&want_dist) {
+                assert!(
+                    (a - b).abs() <= 1e-4 * b.max(1.0),
+                    "step {step}: {a} vs {b}"
+                );
+            }
+        });
+        assert!(kept > 0, "the bounds never proved a label");
+    }
+
+    #[test]
+    fn pruned_labels_are_nearest_in_f64_far_from_the_origin() {
+        // Centres 100 noise widths from the origin: the expansion's rounding is then larger than
+        // some gaps between nearest and second-nearest; the pruned labels must still be nearest
+        // by exact (f64) distance, up to f32 rounding of direct distances. (Rows the GEMM assigns
+        // rank such near-ties only to the expansion's precision; a bound never keeps such a
+        // label, so a later step searches it again.)
+        let d = 16;
+        let data: Vec<f32> = blobs(12, 60, d, 9).iter().map(|v| v + 100.0).collect();
+        let x = Matrix::dense(&data, d);
+        let mut searched = 0;
+        let kept = drive(&data, d, |step, dense, labels, _, centroids| {
+            for (i, &label) in labels.iter().enumerate() {
+                if dense.contains(&i) {
+                    continue;
+                }
+                searched += 1;
+                let exact = |j: usize| -> f64 {
+                    x.row(i)
+                        .iter()
+                        .zip(centroids.row(j))
+                        .map(|(&a, &b)| (f64::from(a) - f64::from(b)).powi(2))
+                        .sum()
+                };
+                let best = (0..centroids.k()).map(exact).fold(f64::INFINITY, f64::min);
+                let got = exact(label as usize);
+                assert!(
+                    got <= best * (1.0 + 1e-5) + 1e-9,
+                    "step {step} row {i}: label at {got}, nearest at {best}"
+                );
+            }
+        });
+        assert!(
+            searched >= 500,
+            "only {searched} labels decided by the bounds"
+        );
+        assert!(kept > 0, "the bounds never proved a label");
     }
 }
