@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Pruned (Yinyang) against full-pass k-means, same data, seed and thread count, run one after the
-# other on each data set; writes pruning.csv (one row per iteration) beside this script.
-# usage: eval/kmeans_bench/pruning.sh [ITERATIONS]
+# Pruned (Yinyang) against full-pass k-means, same data, seed and thread count, alternating
+# (full, pruned, full, pruned: ROUNDS rounds) on each data set so that the VM's drifting speed
+# hits both alike; writes pruning.csv (one row per iteration and round) and pruning.md (medians)
+# beside this script.
+# usage: eval/kmeans_bench/pruning.sh [ITERATIONS] [ROUNDS]
 #   data: the synthetic set of the main benchmark (200,000 x 512, k = 4,096; made if missing) and
 #   real HOG, 150,000 random patches of scene15-train (k = 1,024; eval/accuracy/work/sample.bin,
 #   made by eval/accuracy/run.sh), if present.
@@ -9,6 +11,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 iterations=${1:-12}
+rounds=${2:-2}
 vocab=$root/target/release/vocab
 (cd "$root" && cargo build --release --quiet)
 work=$here/work
@@ -21,18 +24,19 @@ hog=$root/eval/accuracy/work/sample.bin
 out=$here/pruning.csv
 tmp=$(mktemp "$out.XXXX")
 trap 'rm -f "$tmp"' EXIT
-echo "data,k,mode,iteration,inertia,seconds,kept" >"$tmp"
+echo "data,k,round,mode,iteration,inertia,seconds,kept" >"$tmp"
 for set in "${sets[@]}"; do
   IFS=, read -r name file k <<<"$set"
-  for mode in full pruned; do
+  for round in $(seq "$rounds"); do for mode in full pruned; do
     flag=()
     [ "$mode" = pruned ] && flag=(--prune)
     vocabulary=$work/prune-$name-$mode.bin
     "$vocab" kmeans --features "$file" --k "$k" --iterations "$iterations" --tol 0 --seed 1 \
       --threads 2 --quiet "${flag[@]}" --out "$vocabulary" >/dev/null
     tail -n +2 "$vocabulary.iterations.csv" |
-      awk -F, -v n="$name" -v k="$k" -v m="$mode" '{ print n "," k "," m "," $1 "," $2 "," $3 "," ($5 == "" ? 0 : $5) }' >>"$tmp"
-  done
+      awk -F, -v n="$name" -v k="$k" -v r="$round" -v m="$mode" \
+        '{ print n "," k "," r "," m "," $1 "," $2 "," $3 "," ($5 == "" ? 0 : $5) }' >>"$tmp"
+  done; done
   if cmp -s "$work/prune-$name-full.bin" "$work/prune-$name-pruned.bin"; then
     echo "$name: vocabularies byte-identical"
   else
@@ -41,4 +45,5 @@ for set in "${sets[@]}"; do
 done
 mv "$tmp" "$out"
 trap - EXIT
-echo "wrote $out"
+python3 "$here/pruning_summary.py" "$out" "$here/pruning.md" "$(nproc)"
+echo "wrote $out and $here/pruning.md"

@@ -133,6 +133,9 @@ pub struct Geometry {
     drift: Vec<f32>,
     /// The largest drift in each group.
     group_drift: Vec<f32>,
+    /// The centroids in group order (`Groups::members`), so a group is a contiguous run of
+    /// GEMM columns.
+    sorted: Centroids,
 }
 
 impl Geometry {
@@ -150,7 +153,19 @@ impl Geometry {
             let slot = &mut group_drift[g as usize];
             *slot = slot.max(d);
         }
-        Self { drift, group_drift }
+        let sorted = Centroids::new(
+            groups
+                .members
+                .iter()
+                .flat_map(|&j| current.row(j as usize).iter().copied())
+                .collect(),
+            current.dims(),
+        );
+        Self {
+            drift,
+            group_drift,
+            sorted,
+        }
     }
 }
 
@@ -198,7 +213,7 @@ impl UnitBounds {
         if !self.ready || geometry.drift.is_empty() || self.labels.len() != n {
             self.labels.resize(n, 0);
             self.lower.resize(n * count, 0.0);
-            grouped_assign(x, centroids, groups, scratch, labels, dist, &mut self.lower);
+            grouped_assign(x, geometry, groups, scratch, labels, dist, &mut self.lower);
             self.labels.copy_from_slice(labels);
             self.ready = true;
             return 0;
@@ -283,7 +298,7 @@ impl UnitBounds {
                 dist2(xi, centroids.row(best))
             };
         }
-        self.assign_dense(x, centroids, groups, scratch, labels, dist);
+        self.assign_dense(x, geometry, groups, scratch, labels, dist);
         kept
     }
 
@@ -291,7 +306,7 @@ impl UnitBounds {
     fn assign_dense(
         &mut self,
         x: Matrix<'_>,
-        centroids: &Centroids,
+        geometry: &Geometry,
         groups: &Groups,
         scratch: &mut PruneScratch,
         labels: &mut [u32],
@@ -314,7 +329,7 @@ impl UnitBounds {
         out_lower.resize(m * count, 0.0);
         grouped_assign(
             Matrix::dense(&gathered, d),
-            centroids,
+            geometry,
             groups,
             scratch,
             &mut out_labels,
@@ -337,29 +352,31 @@ impl UnitBounds {
 
 /// The full blocked-GEMM assignment of `x`, also writing each vector's nearest distance in every
 /// group other than its label's (and in its label's group, the nearest other member) into `lower`
-/// (`x.rows() x G`). Labels and distances equal [`super::assign`]'s.
+/// (`x.rows() x G`). The GEMM runs against the centroids in group order, so each group's minimum
+/// is a contiguous run; the label is the minimum of `||c||^2 - 2 x.c` (the arithmetic of
+/// [`super::assign`]), ties to the lowest centroid index.
 fn grouped_assign(
     x: Matrix<'_>,
-    centroids: &Centroids,
+    geometry: &Geometry,
     groups: &Groups,
     scratch: &mut PruneScratch,
     labels: &mut [u32],
     dist: &mut [f32],
     lower: &mut [f32],
 ) {
-    let (k, count) = (centroids.k(), groups.len());
+    let sorted = &geometry.sorted;
+    let (k, count) = (sorted.k(), groups.len());
     assert!(
         labels.len() == x.rows() && dist.len() == x.rows() && lower.len() == x.rows() * count,
         "output slices must hold {} rows",
         x.rows()
     );
-    let max_norm = centroids.norms().iter().copied().fold(0f32, f32::max);
-    let norms = centroids.norms();
+    let max_norm = sorted.norms().iter().copied().fold(0f32, f32::max);
     let best = &mut scratch.best;
     best.resize(ROW_BLOCK, 0.0);
     for_each_block(
         x,
-        centroids,
+        sorted,
         &mut scratch.assign.dots,
         |block, r0, c0, dots| {
             let (bm, bn) = (block.rows(), dots.len() / block.rows());
@@ -367,23 +384,33 @@ fn grouped_assign(
                 best[..bm].fill(f32::INFINITY);
                 lower[r0 * count..(r0 + bm) * count].fill(f32::INFINITY);
             }
-            let (norms, of) = (&norms[c0..c0 + bn], &groups.of[c0..c0 + bn]);
+            let norms = &sorted.norms()[c0..c0 + bn];
+            // Groups with members in columns c0..c0+bn (empty groups give empty runs).
+            let first = groups.start.partition_point(|&s| s <= c0) - 1;
+            let last = groups.start[..count].partition_point(|&s| s < c0 + bn);
             for i in 0..bm {
+                let row = &dots[i * bn..(i + 1) * bn];
                 let low = &mut lower[(r0 + i) * count..][..count];
                 let (mut b, mut label) = (best[i], labels[r0 + i]);
-                for (j, ((&dj, &nj), &g)) in dots[i * bn..(i + 1) * bn]
-                    .iter()
-                    .zip(norms)
-                    .zip(of)
-                    .enumerate()
-                {
-                    // The same arithmetic as `assign`'s arg-min, so the same label.
-                    let v = nj - 2.0 * dj;
-                    if v < b {
-                        (b, label) = (v, (c0 + j) as u32);
+                for (g, slot) in (first..last).zip(&mut low[first..last]) {
+                    let lo = groups.start[g].max(c0) - c0;
+                    let hi = groups.start[g + 1].min(c0 + bn) - c0;
+                    let mut m = f32::INFINITY;
+                    for (&dj, &nj) in row[lo..hi].iter().zip(&norms[lo..hi]) {
+                        let v = nj - 2.0 * dj;
+                        m = if v < m { v } else { m };
                     }
-                    let slot = &mut low[g as usize];
-                    *slot = slot.min(v);
+                    *slot = slot.min(m);
+                    if m <= b {
+                        // The run holds the best so far: its lowest centroid index reaching it.
+                        let reach = (lo..hi)
+                            .filter(|&j| norms[j] - 2.0 * row[j] == m)
+                            .map(|j| groups.members[c0 + j])
+                            .min()
+                            .unwrap_or(u32::MAX);
+                        label = if m < b { reach } else { label.min(reach) };
+                        b = m;
+                    }
                 }
                 (best[i], labels[r0 + i]) = (b, label);
             }
@@ -402,11 +429,9 @@ fn grouped_assign(
                 }
                 // The label's own group: its nearest other member, directly.
                 let g = groups.of[label] as usize;
-                low[g] = groups
-                    .members(g)
-                    .iter()
-                    .filter(|&&c| c as usize != label)
-                    .map(|&c| dist2(xi, centroids.row(c as usize)).sqrt())
+                low[g] = (groups.start[g]..groups.start[g + 1])
+                    .filter(|&pos| groups.members[pos] as usize != label)
+                    .map(|pos| dist2(xi, sorted.row(pos)).sqrt())
                     .fold(f32::INFINITY, f32::min);
             }
         },
