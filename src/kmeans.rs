@@ -12,7 +12,7 @@ use vocab_pipeline::kmeans::files::{
     write_vocabulary,
 };
 use vocab_pipeline::kmeans::{self, Init, KMeansError, Params, State};
-use vocab_pipeline::partition::{self, Matrix, PartitionSet};
+use vocab_pipeline::partition::{self, Matrix, PartitionSet, Verify};
 use vocab_pipeline::store::{FeatureReader, Format, Record};
 use vocab_pipeline::synth;
 
@@ -85,9 +85,13 @@ enum Input {
 }
 
 impl Input {
-    fn open(path: &Path) -> anyhow::Result<Self> {
+    /// Opens `path`; a partition folder is checked as `verify` says (header-only on a cluster
+    /// driver: the workers verify what they load, and the driver reads only sampled rows).
+    fn open(path: &Path, verify: Verify) -> anyhow::Result<Self> {
         if path.is_dir() {
-            return Ok(Self::Partitions(PartitionSet::open(path)?));
+            return Ok(Self::Partitions(PartitionSet::open_subset(
+                path, None, verify,
+            )?));
         }
         let mut reader = FeatureReader::open(path)?;
         let mut record = Record::default();
@@ -154,7 +158,12 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
             "--local-nodes must be at least 1"
         );
     }
-    let input = Input::open(&args.features)
+    let verify = if distributed {
+        Verify::Header
+    } else {
+        Verify::Full
+    };
+    let input = Input::open(&args.features, verify)
         .with_context(|| format!("reading {}", args.features.display()))?;
     let parts = input.matrices();
     let n: usize = parts.iter().map(Matrix::rows).sum();

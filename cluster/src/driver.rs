@@ -922,5 +922,31 @@ mod tests {
         .await
         .expect_err("refused");
         assert!(err.to_string().contains("/nonexistent/parts"), "{err}");
+        // A payload damaged on disk under an intact manifest: the driver maps partitions without
+        // reading them, so the worker that loads the file must catch it, naming the file.
+        let manifest = read_manifest(&parts).expect("manifest");
+        let file = parts.join(&manifest.partitions[1].file);
+        let mut bytes = std::fs::read(&file).expect("read");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&file, &bytes).expect("write");
+        let (cluster, _workers) = workers(2).await;
+        let err = Driver::connect(
+            cluster,
+            Secret::from_bytes(SECRET),
+            Options {
+                dir: parts.display().to_string(),
+                algorithm: Algorithm::Chain,
+                stage1: true,
+            },
+            manifest.clone(),
+        )
+        .await
+        .expect_err("refused");
+        let text = err.to_string();
+        assert!(
+            text.contains(&manifest.partitions[1].file) && text.contains("checksum"),
+            "{text}"
+        );
     }
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use vocab_pipeline::kmeans::{Centroids, Partial, Shard, map_tasks, max_abs};
-use vocab_pipeline::partition::{Partition, read_manifest};
+use vocab_pipeline::partition::{Partition, Verify, read_manifest};
 
 use crate::aggregate::{RangeSum, encode_range, range_len, range_of};
 use crate::connection::Connection;
@@ -145,6 +145,7 @@ impl Worker {
                                     entry,
                                     manifest.dims,
                                     manifest.element_type(),
+                                    Verify::Full,
                                 )
                                 .map_err(|e| format!("worker {name}: {e}"))?,
                             )

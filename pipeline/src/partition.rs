@@ -327,6 +327,18 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, StoreError> {
     Ok(manifest)
 }
 
+/// How much of a partition [`Partition::open`] checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verify {
+    /// Header, length, manifest entry, payload checksum and every value finite: data a map task
+    /// will read in full.
+    Full,
+    /// Header, length and manifest entry only; the payload is mapped, not read. For the cluster
+    /// driver, which reads only the rows it samples for the initial centroids (checked finite
+    /// there) while every worker verifies its own partitions in full.
+    Header,
+}
+
 /// One memory-mapped, verified partition.
 #[derive(Debug)]
 pub struct Partition {
@@ -339,7 +351,8 @@ pub struct Partition {
 }
 
 impl Partition {
-    /// Maps `path` and checks it against its manifest entry, the set's dims and element type.
+    /// Maps `path` and checks it against its manifest entry, the set's dims and element type
+    /// (and, with [`Verify::Full`], its payload).
     ///
     /// A u8 partition is dequantised once here (the map step works in f32), so it saves disk and
     /// load time, not memory.
@@ -348,6 +361,7 @@ impl Partition {
         entry: &PartitionEntry,
         dims: usize,
         element: Element,
+        verify: Verify,
     ) -> Result<Self, StoreError> {
         let file = File::open(path).map_err(|e| io_err(path, e))?;
         // SAFETY: the map is read-only and partition files are never modified in place: writers
@@ -386,14 +400,15 @@ impl Partition {
                 actual: map.len() as u64,
             });
         }
-        let payload = &map[HEADER_LEN..];
-        let actual = crc32fast::hash(payload);
-        if actual != header.payload_crc {
-            return Err(StoreError::Checksum {
-                path: path.to_path_buf(),
-                expected: header.payload_crc,
-                actual,
-            });
+        if verify == Verify::Full {
+            let actual = crc32fast::hash(&map[HEADER_LEN..]);
+            if actual != header.payload_crc {
+                return Err(StoreError::Checksum {
+                    path: path.to_path_buf(),
+                    expected: header.payload_crc,
+                    actual,
+                });
+            }
         }
         if header.element != element {
             return Err(format_err(
@@ -418,6 +433,9 @@ impl Partition {
             dims,
             decoded,
         };
+        if verify == Verify::Header {
+            return Ok(part);
+        }
         let m = part.matrix();
         for r in 0..m.rows() {
             if let Some(pos) = m.row(r).iter().position(|v| !v.is_finite()) {
@@ -463,11 +481,15 @@ pub struct PartitionSet {
 impl PartitionSet {
     /// Opens and verifies every partition listed in `dir/manifest.toml`.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        Self::open_subset(dir, None)
+        Self::open_subset(dir, None, Verify::Full)
     }
 
-    /// Opens and verifies the listed partitions only (all with `None`).
-    pub fn open_subset(dir: &Path, which: Option<&[usize]>) -> Result<Self, StoreError> {
+    /// Opens the listed partitions only (all with `None`), checked as `verify` says.
+    pub fn open_subset(
+        dir: &Path,
+        which: Option<&[usize]>,
+        verify: Verify,
+    ) -> Result<Self, StoreError> {
         let manifest = read_manifest(dir)?;
         let indices: Vec<usize> = match which {
             Some(w) => w.to_vec(),
@@ -484,6 +506,7 @@ impl PartitionSet {
                 entry,
                 manifest.dims,
                 element,
+                verify,
             )?);
         }
         Ok(Self {
@@ -581,6 +604,17 @@ mod tests {
             std::fs::write(&p1, &b).expect("write");
         });
         assert!(msg.contains("checksum"), "{msg}");
+        // A header-only open (the cluster driver's) maps the damaged payload without reading it,
+        // but still refuses a wrong length.
+        let set = PartitionSet::open_subset(&parts, None, Verify::Header).expect("header only");
+        assert_eq!(set.matrices().iter().map(Matrix::rows).sum::<usize>(), 12);
+        let msg = expect_err("truncated, header only", &|| {
+            let b = std::fs::read(&p1).expect("read");
+            std::fs::write(&p1, &b[..b.len() - 4]).expect("write");
+        });
+        assert!(msg.contains("truncated"), "{msg}");
+        let short = PartitionSet::open_subset(&parts, None, Verify::Header).expect_err("short");
+        assert!(short.to_string().contains("truncated"), "{short}");
         let msg = expect_err("other dims", &|| {
             write_features(&p1, Format::Bin, 4, 5);
         });

@@ -238,10 +238,15 @@ pub fn initial_centroids(
     // Stream 0 is for splits of iteration 0, which never runs; use a stream of its own.
     rng.set_stream(u64::MAX);
     match init {
+        // The rows are checked here as well as where the data was opened: a cluster driver maps
+        // partitions without reading them and reads only these rows.
         Init::Random => {
             let mut data = Vec::with_capacity(k * dims);
             for i in index::sample(&mut rng, n, k) {
                 data.extend_from_slice(global_row(parts, i));
+            }
+            if !data.iter().all(|v| v.is_finite()) {
+                return Err(KMeansError::NonFinite);
             }
             Ok(Centroids::new(data, dims))
         }
@@ -251,6 +256,9 @@ pub fn initial_centroids(
                 .into_iter()
                 .map(|i| global_row(parts, i))
                 .collect();
+            if !rows.iter().all(|r| r.iter().all(|v| v.is_finite())) {
+                return Err(KMeansError::NonFinite);
+            }
             Ok(plus_plus(&rows, k, &mut rng))
         }
         Init::Given(_) => unreachable!("handled above"),
