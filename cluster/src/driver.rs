@@ -740,6 +740,20 @@ mod tests {
         crate::worker::start_workers(n, 2, settings, SECRET).await
     }
 
+    /// A driver on `cluster` for the partitions in `dir` (chain broadcast, stage 1 on).
+    async fn connect(
+        cluster: Cluster,
+        dir: &str,
+        manifest: Manifest,
+    ) -> Result<Driver, DriverError> {
+        let options = Options {
+            dir: dir.into(),
+            algorithm: Algorithm::Chain,
+            stage1: true,
+        };
+        Driver::connect(cluster, Secret::from_bytes(SECRET), options, manifest).await
+    }
+
     /// Features around blobs, split into 7 partitions.
     fn dataset(dir: &std::path::Path) -> std::path::PathBuf {
         let features = dir.join("f.bin");
@@ -857,14 +871,9 @@ mod tests {
             "[[nodes]]\nname = \"ghost\"\naddress = \"{ghost}\"\n"
         ));
         let with_ghost = Cluster::parse(&text, std::path::Path::new("g.toml")).expect("cluster");
-        let mut driver = Driver::connect(
+        let mut driver = connect(
             with_ghost,
-            Secret::from_bytes(SECRET),
-            Options {
-                dir: parts.display().to_string(),
-                algorithm: Algorithm::Chain,
-                stage1: true,
-            },
+            &parts.display().to_string(),
             read_manifest(&parts).expect("manifest"),
         )
         .await
@@ -890,18 +899,9 @@ mod tests {
         let mut manifest = read_manifest(&parts).expect("manifest");
         manifest.partitions[0].checksum ^= 1;
         let (cluster, _workers) = workers(2).await;
-        let err = Driver::connect(
-            cluster,
-            Secret::from_bytes(SECRET),
-            Options {
-                dir: parts.display().to_string(),
-                algorithm: Algorithm::Chain,
-                stage1: true,
-            },
-            manifest,
-        )
-        .await
-        .expect_err("refused");
+        let err = connect(cluster, &parts.display().to_string(), manifest)
+            .await
+            .expect_err("refused");
         let text = err.to_string();
         assert!(
             text.contains("worker w0 refused") && text.contains("manifest digest"),
@@ -909,14 +909,9 @@ mod tests {
         );
         // A folder the workers cannot read is refused too, naming it.
         let (cluster, _workers) = workers(1).await;
-        let err = Driver::connect(
+        let err = connect(
             cluster,
-            Secret::from_bytes(SECRET),
-            Options {
-                dir: "/nonexistent/parts".into(),
-                algorithm: Algorithm::Chain,
-                stage1: true,
-            },
+            "/nonexistent/parts",
             read_manifest(&parts).expect("manifest"),
         )
         .await
@@ -931,18 +926,9 @@ mod tests {
         bytes[last] ^= 1;
         std::fs::write(&file, &bytes).expect("write");
         let (cluster, _workers) = workers(2).await;
-        let err = Driver::connect(
-            cluster,
-            Secret::from_bytes(SECRET),
-            Options {
-                dir: parts.display().to_string(),
-                algorithm: Algorithm::Chain,
-                stage1: true,
-            },
-            manifest.clone(),
-        )
-        .await
-        .expect_err("refused");
+        let err = connect(cluster, &parts.display().to_string(), manifest.clone())
+            .await
+            .expect_err("refused");
         let text = err.to_string();
         assert!(
             text.contains(&manifest.partitions[1].file) && text.contains("checksum"),
