@@ -397,7 +397,7 @@ pub fn map_tasks(
         p.units.clear();
         p.previous = None;
     }
-    let (geometry, mut bounds) = match pruner.as_deref_mut() {
+    let (geometry, bounds) = match pruner.as_deref_mut() {
         Some(p) => {
             let groups = p.groups.as_ref().expect("groups were just made");
             let geometry = prune::Geometry::new(centroids, p.previous.as_ref(), groups);
@@ -409,7 +409,7 @@ pub fn map_tasks(
     };
     type Work<'u, 'b> = Vec<(u64, Matrix<'u>, Option<&'b mut prune::UnitBounds>)>;
     let mut work: Vec<Work<'_, '_>> = (0..threads).map(|_| Vec::new()).collect();
-    for (idx, (&(key, unit), b)) in units.iter().zip(bounds.drain(..)).enumerate() {
+    for (idx, (&(key, unit), b)) in units.iter().zip(bounds).enumerate() {
         work[idx % threads].push((key, unit, b));
     }
     let results: Vec<(Partial, usize)> = work
