@@ -4,6 +4,7 @@
 # hits both alike; writes pruning.csv (one row per iteration and round) and pruning.md (medians)
 # beside this script.
 # usage: eval/kmeans_bench/pruning.sh [ITERATIONS] [ROUNDS]
+#   env: HOG_K (default 1024), SYNTH=0 to skip the synthetic set, OUT (basename, default pruning)
 #   data: the synthetic set of the main benchmark (200,000 x 512, k = 4,096; made if missing) and
 #   real HOG, 150,000 random patches of scene15-train (k = 1,024; eval/accuracy/work/sample.bin,
 #   made by eval/accuracy/run.sh), if present.
@@ -18,10 +19,12 @@ work=$here/work
 mkdir -p "$work"
 synth=$work/synth-200000.bin
 [ -f "$synth" ] || "$vocab" datasets synth --n 200000 --dims 512 --clusters 256 --seed 0 --out "$synth"
-sets=("synth,$synth,4096")
+sets=()
+[ "${SYNTH:-1}" = 0 ] || sets+=("synth,$synth,4096")
 hog=$root/eval/accuracy/work/sample.bin
-[ -f "$hog" ] && sets+=("hog,$hog,1024")
-out=$here/pruning.csv
+[ -f "$hog" ] && sets+=("hog,$hog,${HOG_K:-1024}")
+base=${OUT:-pruning}
+out=$here/$base.csv
 tmp=$(mktemp "$out.XXXX")
 trap 'rm -f "$tmp"' EXIT
 echo "data,k,round,mode,iteration,inertia,seconds,kept" >"$tmp"
@@ -45,5 +48,5 @@ for set in "${sets[@]}"; do
 done
 mv "$tmp" "$out"
 trap - EXIT
-python3 "$here/pruning_summary.py" "$out" "$here/pruning.md" "$(nproc)"
-echo "wrote $out and $here/pruning.md"
+python3 "$here/pruning_summary.py" "$out" "$here/$base.md" "$(nproc)"
+echo "wrote $out and $here/$base.md"
