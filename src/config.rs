@@ -148,6 +148,14 @@ pub struct KmeansConfig {
     /// Cluster file (relative to the config) to run on instead of loopback workers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<PathBuf>,
+    /// Yinyang-pruned assignment (`vocab kmeans --prune`); single-process engine only
+    /// (`nodes = 0`, no cluster).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub prune: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !b
 }
 
 fn default_iterations() -> u64 {
@@ -318,6 +326,13 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
     if km.tol.is_nan() || km.tol < 0.0 {
         return Err(fail("kmeans", "tol", "must be 0 or more"));
     }
+    if km.prune && (km.nodes > 0 || km.cluster.is_some()) {
+        return Err(fail(
+            "kmeans",
+            "prune",
+            "runs on the single-process engine only: set nodes = 0 and no cluster",
+        ));
+    }
     let e = &config.encode;
     if e.stride == 0 {
         return Err(fail("encode", "stride", "must be at least 1"));
@@ -407,5 +422,16 @@ mod tests {
                 .expect_err("pyramid")
                 .to_string();
         assert!(err.contains("[encode] pyramid, line 4"), "{err}");
+        let err = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nprune = true\n")
+            .expect_err("prune on loopback workers")
+            .to_string();
+        assert!(
+            err.contains("[kmeans] prune, line 5") && err.contains("nodes = 0"),
+            "{err}"
+        );
+        let c =
+            load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nprune = true\nnodes = 0\n")
+                .expect("prune on one process");
+        assert!(c.kmeans.prune);
     }
 }

@@ -408,20 +408,25 @@ pub fn run(args: &RunArgs, ui: &Ui) -> anyhow::Result<()> {
         .cluster
         .clone()
         .or_else(|| km.cluster.as_ref().map(|c| base.join(c)));
+    ensure!(
+        !(km.prune && cluster.is_some()),
+        "[kmeans] prune runs on the single-process engine only; --cluster asks for a cluster"
+    );
     let e = &config.encode;
     let mut outcomes = Vec::new();
     let mut vocabularies = Vec::new();
     for &k in &km.k {
         let label = format!("k{k}");
         // Where k-means runs does not change its result (bit-identical), so it is not in the key.
-        let kmeans_key = digest(&json!([
-            partition_key,
-            k,
-            km.iterations,
-            km.tol,
-            km.seed,
-            km.init
-        ]));
+        // Pruning can break near-ties differently, so it is (only when on: old keys stay valid).
+        let mut kmeans_key_parts =
+            json!([partition_key, k, km.iterations, km.tol, km.seed, km.init]);
+        if km.prune
+            && let Some(parts) = kmeans_key_parts.as_array_mut()
+        {
+            parts.push(json!("prune"));
+        }
+        let kmeans_key = digest(&kmeans_key_parts);
         let kmeans_dir = runner.step("kmeans", &label, &kmeans_key, |tmp| {
             let out = tmp.join("vocabulary.bin");
             let resume = vocab_pipeline::kmeans::files::checkpoint_dir(&out)
@@ -436,7 +441,7 @@ pub fn run(args: &RunArgs, ui: &Ui) -> anyhow::Result<()> {
                     seed: km.seed,
                     init: km.init,
                     init_centroids: None,
-                    prune: false,
+                    prune: km.prune,
                     resume,
                     cluster: cluster.clone(),
                     local_nodes: (cluster.is_none() && km.nodes > 0).then_some(km.nodes),

@@ -568,6 +568,52 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
 }
 
 #[test]
+fn a_pruned_config_runs_in_one_process_under_its_own_kmeans_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = |prune: bool| {
+        let path = dir.path().join(format!("c-{prune}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "[dataset]\nsynthetic = {{ per_kind = 4, seed = 3 }}\n[features]\nper_image = 20\n\
+                 [kmeans]\nk = [12]\niterations = 6\ntol = 0\nnodes = 0\nprune = {prune}\n\
+                 [classify]\nattributes = [\"elevation\"]\ncv = 2\n"
+            ),
+        )
+        .expect("config");
+        path
+    };
+    let work = dir.path().join("w");
+    ok(&["run", s(&config(true)), "--work", s(&work)]);
+    ok(&["run", s(&config(false)), "--work", s(&work)]);
+    let kmeans: Vec<String> = steps(&work)
+        .into_iter()
+        .filter(|s| s.starts_with("kmeans/k12-"))
+        .collect();
+    assert_eq!(
+        kmeans.len(),
+        2,
+        "pruned and full runs share a key: {kmeans:?}"
+    );
+    // Labels kept by the bounds (last column): some in the pruned run, none in the full one.
+    let mut kept: Vec<u64> = kmeans
+        .iter()
+        .map(|step| {
+            let csv =
+                std::fs::read_to_string(work.join(step).join("vocabulary.bin.iterations.csv"))
+                    .expect("iterations");
+            assert_eq!(csv.lines().count(), 7, "{step}: {csv}");
+            csv.lines()
+                .skip(1)
+                .filter_map(|l| l.rsplit(',').next()?.parse::<u64>().ok())
+                .sum()
+        })
+        .collect();
+    kept.sort_unstable();
+    assert!(kept[0] == 0 && kept[1] > 0, "kept per run: {kept:?}");
+}
+
+#[test]
 fn a_run_killed_in_kmeans_resumes_to_the_same_vocabulary() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("c.toml");
