@@ -110,7 +110,7 @@ pub fn dist2(a: &[f32], b: &[f32]) -> f32 {
 #[derive(Debug, Default, Clone)]
 pub struct AssignScratch {
     pub(super) dots: Vec<f32>,
-    best: Vec<f32>,
+    pub(super) best: Vec<f32>,
 }
 
 /// Assigns each row of `x` to its nearest centroid: `labels[i]` and `dist[i] = ||x_i - c||^2`

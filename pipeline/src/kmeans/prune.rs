@@ -38,7 +38,8 @@ const EXPANSION_ERROR: f32 = 6e-5;
 /// Groups at most (the bounds take `4 G` bytes per vector).
 pub const MAX_GROUPS: usize = 256;
 /// A vector whose unfiltered groups hold more than this fraction of the centroids goes to the
-/// GEMM instead of a search (a direct distance costs about five GEMM distances here).
+/// GEMM instead of a search: a direct distance costs several GEMM distances (about five, estimated
+/// from one early run on HOG; see `eval/kmeans_bench/README.md`).
 pub const DENSE_SEARCH: f64 = 0.15;
 
 /// `upper` is certainly below `bound`, beyond float rounding.
@@ -182,7 +183,6 @@ pub struct UnitBounds {
 #[derive(Debug, Default)]
 pub struct PruneScratch {
     assign: AssignScratch,
-    best: Vec<f32>,
     /// Centroids met in a vector's search: `(centroid, distance or lower bound)`.
     met: Vec<(u32, f32)>,
     searched: Vec<u32>,
@@ -213,7 +213,15 @@ impl UnitBounds {
         if !self.ready || geometry.drift.is_empty() || self.labels.len() != n {
             self.labels.resize(n, 0);
             self.lower.resize(n * count, 0.0);
-            grouped_assign(x, geometry, groups, scratch, labels, dist, &mut self.lower);
+            grouped_assign(
+                x,
+                geometry,
+                groups,
+                &mut scratch.assign,
+                labels,
+                dist,
+                &mut self.lower,
+            );
             self.labels.copy_from_slice(labels);
             self.ready = true;
             return 0;
@@ -316,37 +324,28 @@ impl UnitBounds {
         if m == 0 {
             return;
         }
-        let mut gathered = std::mem::take(&mut scratch.gathered);
-        gathered.clear();
+        scratch.gathered.clear();
         for &i in &scratch.dense {
-            gathered.extend_from_slice(x.row(i));
+            scratch.gathered.extend_from_slice(x.row(i));
         }
-        let mut out_labels = std::mem::take(&mut scratch.dense_labels);
-        let mut out_dist = std::mem::take(&mut scratch.dense_dist);
-        let mut out_lower = std::mem::take(&mut scratch.dense_lower);
-        out_labels.resize(m, 0);
-        out_dist.resize(m, 0.0);
-        out_lower.resize(m * count, 0.0);
+        scratch.dense_labels.resize(m, 0);
+        scratch.dense_dist.resize(m, 0.0);
+        scratch.dense_lower.resize(m * count, 0.0);
         grouped_assign(
-            Matrix::dense(&gathered, d),
+            Matrix::dense(&scratch.gathered, d),
             geometry,
             groups,
-            scratch,
-            &mut out_labels,
-            &mut out_dist,
-            &mut out_lower,
+            &mut scratch.assign,
+            &mut scratch.dense_labels,
+            &mut scratch.dense_dist,
+            &mut scratch.dense_lower,
         );
         for (slot, &i) in scratch.dense.iter().enumerate() {
-            (labels[i], dist[i]) = (out_labels[slot], out_dist[slot]);
-            self.labels[i] = out_labels[slot];
-            self.lower[i * count..][..count].copy_from_slice(&out_lower[slot * count..][..count]);
+            let label = scratch.dense_labels[slot];
+            (labels[i], dist[i], self.labels[i]) = (label, scratch.dense_dist[slot], label);
+            self.lower[i * count..][..count]
+                .copy_from_slice(&scratch.dense_lower[slot * count..][..count]);
         }
-        scratch.gathered = gathered;
-        (
-            scratch.dense_labels,
-            scratch.dense_dist,
-            scratch.dense_lower,
-        ) = (out_labels, out_dist, out_lower);
     }
 }
 
@@ -359,7 +358,7 @@ fn grouped_assign(
     x: Matrix<'_>,
     geometry: &Geometry,
     groups: &Groups,
-    scratch: &mut PruneScratch,
+    scratch: &mut AssignScratch,
     labels: &mut [u32],
     dist: &mut [f32],
     lower: &mut [f32],
@@ -374,68 +373,63 @@ fn grouped_assign(
     let max_norm = sorted.norms().iter().copied().fold(0f32, f32::max);
     let best = &mut scratch.best;
     best.resize(ROW_BLOCK, 0.0);
-    for_each_block(
-        x,
-        sorted,
-        &mut scratch.assign.dots,
-        |block, r0, c0, dots| {
-            let (bm, bn) = (block.rows(), dots.len() / block.rows());
-            if c0 == 0 {
-                best[..bm].fill(f32::INFINITY);
-                lower[r0 * count..(r0 + bm) * count].fill(f32::INFINITY);
-            }
-            let norms = &sorted.norms()[c0..c0 + bn];
-            // Groups with members in columns c0..c0+bn (empty groups give empty runs).
-            let first = groups.start.partition_point(|&s| s <= c0) - 1;
-            let last = groups.start[..count].partition_point(|&s| s < c0 + bn);
-            for i in 0..bm {
-                let row = &dots[i * bn..(i + 1) * bn];
-                let low = &mut lower[(r0 + i) * count..][..count];
-                let (mut b, mut label) = (best[i], labels[r0 + i]);
-                for (g, slot) in (first..last).zip(&mut low[first..last]) {
-                    let lo = groups.start[g].max(c0) - c0;
-                    let hi = groups.start[g + 1].min(c0 + bn) - c0;
-                    let mut m = f32::INFINITY;
-                    for (&dj, &nj) in row[lo..hi].iter().zip(&norms[lo..hi]) {
-                        let v = nj - 2.0 * dj;
-                        m = if v < m { v } else { m };
-                    }
-                    *slot = slot.min(m);
-                    if m <= b {
-                        // The run holds the best so far: its lowest centroid index reaching it.
-                        let reach = (lo..hi)
-                            .filter(|&j| norms[j] - 2.0 * row[j] == m)
-                            .map(|j| groups.members[c0 + j])
-                            .min()
-                            .unwrap_or(u32::MAX);
-                        label = if m < b { reach } else { label.min(reach) };
-                        b = m;
-                    }
+    for_each_block(x, sorted, &mut scratch.dots, |block, r0, c0, dots| {
+        let (bm, bn) = (block.rows(), dots.len() / block.rows());
+        if c0 == 0 {
+            best[..bm].fill(f32::INFINITY);
+            lower[r0 * count..(r0 + bm) * count].fill(f32::INFINITY);
+        }
+        let norms = &sorted.norms()[c0..c0 + bn];
+        // Groups with members in columns c0..c0+bn (empty groups give empty runs).
+        let first = groups.start.partition_point(|&s| s <= c0) - 1;
+        let last = groups.start[..count].partition_point(|&s| s < c0 + bn);
+        for i in 0..bm {
+            let row = &dots[i * bn..(i + 1) * bn];
+            let low = &mut lower[(r0 + i) * count..][..count];
+            let (mut b, mut label) = (best[i], labels[r0 + i]);
+            for (g, slot) in (first..last).zip(&mut low[first..last]) {
+                let lo = groups.start[g].max(c0) - c0;
+                let hi = groups.start[g + 1].min(c0 + bn) - c0;
+                let mut m = f32::INFINITY;
+                for (&dj, &nj) in row[lo..hi].iter().zip(&norms[lo..hi]) {
+                    let v = nj - 2.0 * dj;
+                    m = if v < m { v } else { m };
                 }
-                (best[i], labels[r0 + i]) = (b, label);
-            }
-            if c0 + bn < k {
-                return;
-            }
-            for i in 0..bm {
-                let xi = block.row(i);
-                let xx = dot(xi, xi);
-                let label = labels[r0 + i] as usize;
-                dist[r0 + i] = (xx + best[i]).max(0.0);
-                let err = EXPANSION_ERROR * (xx + max_norm);
-                let low = &mut lower[(r0 + i) * count..][..count];
-                for v in low.iter_mut() {
-                    *v = (xx + *v - err).max(0.0).sqrt();
+                *slot = slot.min(m);
+                if m <= b {
+                    // The run holds the best so far: its lowest centroid index reaching it.
+                    let reach = (lo..hi)
+                        .filter(|&j| norms[j] - 2.0 * row[j] == m)
+                        .map(|j| groups.members[c0 + j])
+                        .min()
+                        .unwrap_or(u32::MAX);
+                    label = if m < b { reach } else { label.min(reach) };
+                    b = m;
                 }
-                // The label's own group: its nearest other member, directly.
-                let g = groups.of[label] as usize;
-                low[g] = (groups.start[g]..groups.start[g + 1])
-                    .filter(|&pos| groups.members[pos] as usize != label)
-                    .map(|pos| dist2(xi, sorted.row(pos)).sqrt())
-                    .fold(f32::INFINITY, f32::min);
             }
-        },
-    );
+            (best[i], labels[r0 + i]) = (b, label);
+        }
+        if c0 + bn < k {
+            return;
+        }
+        for i in 0..bm {
+            let xi = block.row(i);
+            let xx = dot(xi, xi);
+            let label = labels[r0 + i] as usize;
+            dist[r0 + i] = (xx + best[i]).max(0.0);
+            let err = EXPANSION_ERROR * (xx + max_norm);
+            let low = &mut lower[(r0 + i) * count..][..count];
+            for v in low.iter_mut() {
+                *v = (xx + *v - err).max(0.0).sqrt();
+            }
+            // The label's own group: its nearest other member, directly.
+            let g = groups.of[label] as usize;
+            low[g] = (groups.start[g]..groups.start[g + 1])
+                .filter(|&pos| groups.members[pos] as usize != label)
+                .map(|pos| dist2(xi, sorted.row(pos)).sqrt())
+                .fold(f32::INFINITY, f32::min);
+        }
+    });
 }
 
 #[cfg(test)]
