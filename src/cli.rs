@@ -468,6 +468,30 @@ pub enum InitMethod {
     PlusPlus,
 }
 
+/// Kernel of the full assignment pass.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelArg {
+    /// f32 GEMM with a fused arg-min.
+    #[default]
+    F32,
+    /// 7-bit integer products (AVX2 `vpmaddubsw`) with exact re-ranking of the candidates their
+    /// error bound leaves: labels are the arg-min of direct distances; about twice the f32
+    /// GEMM's throughput (eval/kmeans_bench).
+    Int8,
+}
+
+impl From<KernelArg> for vocab_pipeline::kmeans::Kernel {
+    fn from(k: KernelArg) -> Self {
+        match k {
+            KernelArg::F32 => Self::F32,
+            KernelArg::Int8 => Self::Int8,
+        }
+    }
+}
+
 /// Arguments of `vocab kmeans`.
 #[derive(Debug, Args)]
 pub struct KmeansArgs {
@@ -497,6 +521,9 @@ pub struct KmeansArgs {
     /// centroids settle. Keeps 4 x min(k/10, 256) bytes of bounds per vector.
     #[arg(long)]
     pub prune: bool,
+    /// Kernel of the full assignment pass (single process only; pruned iterations use their own).
+    #[arg(long, value_enum, default_value_t = KernelArg::F32, conflicts_with = "prune")]
+    pub kernel: KernelArg,
     /// Continue from the checkpoint of a previous run with the same --out, k, seed and input.
     #[arg(long)]
     pub resume: bool,

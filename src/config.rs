@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{BroadcastAlgorithm, ElementArg, FileFormat, InitMethod, NormArg, SolverArg};
+use crate::cli::{
+    BroadcastAlgorithm, ElementArg, FileFormat, InitMethod, KernelArg, NormArg, SolverArg,
+};
 
 /// A whole config file, with defaults filled in.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -152,6 +154,14 @@ pub struct KmeansConfig {
     /// (`nodes = 0`, no cluster).
     #[serde(default, skip_serializing_if = "is_false")]
     pub prune: bool,
+    /// Kernel of the full assignment pass (`vocab kmeans --kernel`); `int8` on the
+    /// single-process engine only, and not with `prune`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub kernel: KernelArg,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 fn is_false(b: &bool) -> bool {
@@ -333,6 +343,13 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
             "runs on the single-process engine only: set nodes = 0 and no cluster",
         ));
     }
+    if km.kernel != KernelArg::F32 && (km.prune || km.nodes > 0 || km.cluster.is_some()) {
+        return Err(fail(
+            "kmeans",
+            "kernel",
+            "int8 runs on the single-process engine only, without prune: set nodes = 0 and no cluster",
+        ));
+    }
     let e = &config.encode;
     if e.stride == 0 {
         return Err(fail("encode", "stride", "must be at least 1"));
@@ -433,5 +450,21 @@ mod tests {
             load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nprune = true\nnodes = 0\n")
                 .expect("prune on one process");
         assert!(c.kmeans.prune);
+        for (setting, line) in [("nodes = 2", 4), ("prune = true\nnodes = 0", 4)] {
+            let err = load_text(&format!(
+                "[dataset]\nsynthetic = {{}}\n[kmeans]\nkernel = \"int8\"\nk = [4]\n{setting}\n"
+            ))
+            .expect_err("int8 off the single-process engine")
+            .to_string();
+            assert!(
+                err.contains(&format!("[kmeans] kernel, line {line}")) && err.contains("nodes = 0"),
+                "{setting}: {err}"
+            );
+        }
+        let c = load_text(
+            "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nkernel = \"int8\"\nnodes = 0\n",
+        )
+        .expect("int8 on one process");
+        assert_eq!(c.kmeans.kernel, KernelArg::Int8);
     }
 }

@@ -16,7 +16,7 @@ use vocab_pipeline::partition::{self, Matrix, PartitionSet, Verify};
 use vocab_pipeline::store::{FeatureReader, Format, Record};
 use vocab_pipeline::synth;
 
-use crate::cli::{InitMethod, KmeansArgs, PartitionArgs, SynthArgs};
+use crate::cli::{InitMethod, KernelArg, KmeansArgs, PartitionArgs, SynthArgs};
 use crate::cluster_cmd::LocalCluster;
 use crate::progress::Ui;
 use crate::stages::format_for;
@@ -154,6 +154,10 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
             "--prune runs on one node only (the cluster path does the full assignment)"
         );
         ensure!(
+            args.kernel == KernelArg::F32,
+            "--kernel int8 runs on one node only (the cluster path runs the f32 kernel)"
+        );
+        ensure!(
             args.local_nodes != Some(0),
             "--local-nodes must be at least 1"
         );
@@ -188,6 +192,7 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
         init,
         threads: 0,
         prune: args.prune,
+        kernel: args.kernel.into(),
     };
     let start = if args.resume {
         let state = load_checkpoint(&args.out, args.k, args.seed, input.checksum())?;

@@ -25,8 +25,8 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::cli::{
-    EncodeArgs, EvaluateArgs, FileFormat, KmeansArgs, Mode, PartitionArgs, PhotosArgs, RunArgs,
-    TrainArgs,
+    EncodeArgs, EvaluateArgs, FileFormat, KernelArg, KmeansArgs, Mode, PartitionArgs, PhotosArgs,
+    RunArgs, TrainArgs,
 };
 use crate::config;
 use crate::progress::Ui;
@@ -412,19 +412,27 @@ pub fn run(args: &RunArgs, ui: &Ui) -> anyhow::Result<()> {
         !(km.prune && cluster.is_some()),
         "[kmeans] prune runs on the single-process engine only; --cluster asks for a cluster"
     );
+    ensure!(
+        !(km.kernel != KernelArg::F32 && cluster.is_some()),
+        "[kmeans] kernel = \"int8\" runs on the single-process engine only; --cluster asks for a cluster"
+    );
     let e = &config.encode;
     let mut outcomes = Vec::new();
     let mut vocabularies = Vec::new();
     for &k in &km.k {
         let label = format!("k{k}");
         // Where k-means runs does not change its result (bit-identical), so it is not in the key.
-        // Pruning can break near-ties differently, so it is (only when on: old keys stay valid).
+        // Pruning and the int8 kernel can break near-ties differently, so they are (only when
+        // on: old keys stay valid).
         let mut kmeans_key_parts =
             json!([partition_key, k, km.iterations, km.tol, km.seed, km.init]);
-        if km.prune
-            && let Some(parts) = kmeans_key_parts.as_array_mut()
-        {
-            parts.push(json!("prune"));
+        if let Some(parts) = kmeans_key_parts.as_array_mut() {
+            if km.prune {
+                parts.push(json!("prune"));
+            }
+            if km.kernel != KernelArg::F32 {
+                parts.push(json!(km.kernel));
+            }
         }
         let kmeans_key = digest(&kmeans_key_parts);
         let kmeans_dir = runner.step("kmeans", &label, &kmeans_key, |tmp| {
@@ -442,6 +450,7 @@ pub fn run(args: &RunArgs, ui: &Ui) -> anyhow::Result<()> {
                     init: km.init,
                     init_centroids: None,
                     prune: km.prune,
+                    kernel: km.kernel,
                     resume,
                     cluster: cluster.clone(),
                     local_nodes: (cluster.is_none() && km.nodes > 0).then_some(km.nodes),

@@ -568,15 +568,15 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
 }
 
 #[test]
-fn a_pruned_config_runs_in_one_process_under_its_own_kmeans_key() {
+fn pruned_and_int8_configs_run_in_one_process_under_their_own_kmeans_keys() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = |prune: bool| {
-        let path = dir.path().join(format!("c-{prune}.toml"));
+    let config = |name: &str, setting: &str| {
+        let path = dir.path().join(format!("c-{name}.toml"));
         std::fs::write(
             &path,
             format!(
                 "[dataset]\nsynthetic = {{ per_kind = 4, seed = 3 }}\n[features]\nper_image = 20\n\
-                 [kmeans]\nk = [12]\niterations = 6\ntol = 0\nnodes = 0\nprune = {prune}\n\
+                 [kmeans]\nk = [12]\niterations = 6\ntol = 0\nnodes = 0\n{setting}\n\
                  [classify]\nattributes = [\"elevation\"]\ncv = 2\n"
             ),
         )
@@ -584,18 +584,34 @@ fn a_pruned_config_runs_in_one_process_under_its_own_kmeans_key() {
         path
     };
     let work = dir.path().join("w");
-    ok(&["run", s(&config(true)), "--work", s(&work)]);
-    ok(&["run", s(&config(false)), "--work", s(&work)]);
+    ok(&[
+        "run",
+        s(&config("pruned", "prune = true")),
+        "--work",
+        s(&work),
+    ]);
+    ok(&[
+        "run",
+        s(&config("full", "prune = false")),
+        "--work",
+        s(&work),
+    ]);
+    ok(&[
+        "run",
+        s(&config("int8", "kernel = \"int8\"")),
+        "--work",
+        s(&work),
+    ]);
     let kmeans: Vec<String> = steps(&work)
         .into_iter()
         .filter(|s| s.starts_with("kmeans/k12-"))
         .collect();
     assert_eq!(
         kmeans.len(),
-        2,
-        "pruned and full runs share a key: {kmeans:?}"
+        3,
+        "pruned, full and int8 runs share a key: {kmeans:?}"
     );
-    // Labels kept by the bounds (last column): some in the pruned run, none in the full one.
+    // Labels kept by the bounds (last column): some in the pruned run, none in the others.
     let mut kept: Vec<u64> = kmeans
         .iter()
         .map(|step| {
@@ -610,7 +626,10 @@ fn a_pruned_config_runs_in_one_process_under_its_own_kmeans_key() {
         })
         .collect();
     kept.sort_unstable();
-    assert!(kept[0] == 0 && kept[1] > 0, "kept per run: {kept:?}");
+    assert!(
+        kept[0] == 0 && kept[1] == 0 && kept[2] > 0,
+        "kept per run: {kept:?}"
+    );
 }
 
 #[test]

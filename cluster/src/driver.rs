@@ -772,7 +772,7 @@ mod tests {
             seed: 3,
             init: Init::Random,
             threads: 2,
-            prune: false,
+            ..Params::default()
         }
     }
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
-use vocab_pipeline::kmeans::{Centroids, Partial, Shard, map_tasks, max_abs};
+use vocab_pipeline::kmeans::{Centroids, Mode, Partial, Shard, map_tasks, max_abs};
 use vocab_pipeline::partition::{Partition, Verify, read_manifest};
 
 use crate::aggregate::{RangeSum, encode_range, range_len, range_of};
@@ -232,7 +232,7 @@ impl Worker {
                 })
                 .collect();
             let started = Instant::now();
-            let (tasks, kept) = map_tasks(&shards, &centroids, scale, 0, None);
+            let (tasks, kept) = map_tasks(&shards, &centroids, scale, 0, Mode::Full);
             let map_seconds = started.elapsed().as_secs_f64();
             let started = Instant::now();
             let count = tasks.len();

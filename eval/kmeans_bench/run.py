@@ -47,11 +47,12 @@ def sgemm_peak():
     return 2 * 4096 * 4096 * 512 / best / 1e9
 
 
-def run_vocab(vocab, data, init, k, iterations, work, prune=False):
-    out = work / f"vocab-k{k}{'-pruned' if prune else ''}.bin"
+def run_vocab(vocab, data, init, k, iterations, work, prune=False, kernel="f32"):
+    out = work / f"vocab-k{k}{'-pruned' if prune else ''}-{kernel}.bin"
     subprocess.run([vocab, "--quiet", "--threads", "2", "kmeans", "--features", str(data), "--k", str(k),
                     "--iterations", str(iterations), "--tol", "0", "--init-centroids", str(init),
-                    *(["--prune"] if prune else []), "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+                    *(["--prune"] if prune else []), "--kernel", kernel, "--out", str(out)],
+                   check=True, stdout=subprocess.DEVNULL)
     with open(f"{out}.iterations.csv") as f:
         rows = list(csv.DictReader(f))
     secs = [float(r["seconds"]) for r in rows]
@@ -121,12 +122,15 @@ def main():
         print(f"{series} {impl} k={k}: {r['per_iter']:.2f} s/iter, {gflops:.0f} GFLOP/s, inertia {r['inertia']:.6e}")
 
     c0, init = init_for(args.k)
-    # Main series: vocab, faiss and vocab --prune alternate for --rounds rounds (the VM's speed
-    # drifts); each is reported by its lower-median round (the faster of two; per-iteration mean).
-    runs = {"vocab": [], "faiss": [], "vocab --prune": []}
+    # Main series: vocab (f32 kernel), faiss, vocab --kernel int8 and vocab --prune alternate for
+    # --rounds rounds (the VM's speed drifts); each is reported by its lower-median round (the
+    # faster of two; per-iteration mean, the int8 rows' one-time quantisation included).
+    runs = {"vocab": [], "faiss": [], "vocab --kernel int8": [], "vocab --prune": []}
     for _ in range(args.rounds):
         runs["vocab"].append(run_vocab(args.vocab, data, init, args.k, args.iterations, work))
         runs["faiss"].append(run_faiss(x, c0, args.iterations))
+        runs["vocab --kernel int8"].append(
+            run_vocab(args.vocab, data, init, args.k, args.iterations, work, kernel="int8"))
         runs["vocab --prune"].append(run_vocab(args.vocab, data, init, args.k, args.iterations, work, prune=True))
     for impl, results in runs.items():
         results.sort(key=lambda r: r["per_iter"])
@@ -140,6 +144,8 @@ def main():
         record("k-scaling", "vocab", k, args.scaling_iterations,
                run_vocab(args.vocab, data, init, k, args.scaling_iterations, work))
         record("k-scaling", "faiss", k, args.scaling_iterations, run_faiss(x, c0, args.scaling_iterations))
+        record("k-scaling", "vocab --kernel int8", k, args.scaling_iterations,
+               run_vocab(args.vocab, data, init, k, args.scaling_iterations, work, kernel="int8"))
 
     import faiss
     import sklearn

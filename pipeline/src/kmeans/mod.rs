@@ -15,6 +15,7 @@ pub mod assign;
 pub mod files;
 pub mod partial;
 pub mod prune;
+pub mod quant;
 
 use std::time::Instant;
 
@@ -110,6 +111,36 @@ pub struct Params {
     pub threads: usize,
     /// Prune the assignment with Yinyang bounds (same labels, fewer distance computations).
     pub prune: bool,
+    /// The full pass's kernel (ignored by pruned iterations).
+    pub kernel: Kernel,
+}
+
+/// The kernel of the full assignment pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Kernel {
+    /// f32 GEMM with a fused arg-min ([`assign`]).
+    #[default]
+    F32,
+    /// 7-bit integer products with exact re-ranking ([`quant::assign_quantized`]): labels are the
+    /// brute-force arg-min of direct distances.
+    Int8,
+}
+
+impl Kernel {
+    /// The name used by the CLI and configs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::F32 => "f32",
+            Kernel::Int8 => "int8",
+        }
+    }
+
+    /// The kernel called `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Kernel::F32, Kernel::Int8]
+            .into_iter()
+            .find(|k| k.name() == name)
+    }
 }
 
 impl Default for Params {
@@ -122,6 +153,7 @@ impl Default for Params {
             init: Init::Random,
             threads: 0,
             prune: false,
+            kernel: Kernel::F32,
         }
     }
 }
@@ -354,32 +386,67 @@ pub fn data_scale(shards: &[Shard<'_>]) -> Result<i32, KMeansError> {
     Ok(fixed_scale(peak, n as u64))
 }
 
-/// Work units of the map step: slices of at most [`UNIT_ROWS`] rows, in partition order, with
-/// their inertia keys.
-fn units<'a>(shards: &[Shard<'a>]) -> Vec<(u64, Matrix<'a>)> {
+/// A unit of map work: at most [`UNIT_ROWS`] rows of one shard.
+#[derive(Debug, Clone, Copy)]
+struct Unit<'a> {
+    /// Inertia key.
+    key: u64,
+    /// Position of the shard in the shard list.
+    shard: usize,
+    /// First row within the shard.
+    start: usize,
+    rows: Matrix<'a>,
+}
+
+/// Work units of the map step, in partition order.
+fn units<'a>(shards: &[Shard<'a>]) -> Vec<Unit<'a>> {
     shards
         .iter()
-        .flat_map(|s| {
+        .enumerate()
+        .flat_map(|(shard, s)| {
             let p = s.rows;
-            (0..p.rows()).step_by(UNIT_ROWS).map(move |start| {
-                (
-                    partial::unit_key(s.index, (start / UNIT_ROWS) as u32),
-                    p.slice(start, (start + UNIT_ROWS).min(p.rows())),
-                )
+            (0..p.rows()).step_by(UNIT_ROWS).map(move |start| Unit {
+                key: partial::unit_key(s.index, (start / UNIT_ROWS) as u32),
+                shard,
+                start,
+                rows: p.slice(start, (start + UNIT_ROWS).min(p.rows())),
             })
         })
         .collect()
 }
 
+/// How the map step assigns vectors.
+#[derive(Debug)]
+pub enum Mode<'a> {
+    /// The f32 GEMM full pass.
+    Full,
+    /// Yinyang bounds carried across iterations.
+    Pruned(&'a mut Pruner),
+    /// The integer full pass, with the shards' quantised rows (one per shard, in order).
+    Quantized(&'a [quant::QuantRows]),
+}
+
+impl Mode<'_> {
+    /// The mode for `kernel` on `shards`, quantising their rows if it needs them.
+    pub fn rows_for(kernel: Kernel, shards: &[Shard<'_>]) -> Option<Vec<quant::QuantRows>> {
+        (kernel == Kernel::Int8).then(|| {
+            shards
+                .par_iter()
+                .map(|s| quant::QuantRows::new(s.rows))
+                .collect()
+        })
+    }
+}
+
 /// The map step over all shards: one partial per map task (thread accumulator), unmerged. With
-/// a [`Pruner`], vectors whose bounds prove their label are not searched; the second value is
-/// how many were kept that way.
+/// [`Mode::Pruned`], vectors whose bounds prove their label are not searched; the second value
+/// is how many were kept that way.
 pub fn map_tasks(
     shards: &[Shard<'_>],
     centroids: &Centroids,
     scale: i32,
     threads: usize,
-    pruner: Option<&mut Pruner>,
+    mode: Mode<'_>,
 ) -> (Vec<Partial>, usize) {
     let threads = if threads == 0 {
         rayon::current_num_threads()
@@ -388,7 +455,18 @@ pub fn map_tasks(
     };
     let units = units(shards);
     let (k, dims) = (centroids.k(), centroids.dims());
-    let mut pruner = pruner;
+    let (mut pruner, quantized) = match mode {
+        Mode::Full => (None, None),
+        Mode::Pruned(p) => (Some(p), None),
+        Mode::Quantized(rows) => {
+            assert_eq!(
+                rows.len(),
+                shards.len(),
+                "one set of quantised rows per shard"
+            );
+            (None, Some((rows, quant::QuantCentroids::new(centroids))))
+        }
+    };
     if let Some(p) = pruner.as_deref_mut()
         && p.groups.as_ref().is_none_or(|g| g.k() != k)
     {
@@ -407,10 +485,10 @@ pub fn map_tasks(
         }
         None => (None, (0..units.len()).map(|_| None).collect()),
     };
-    type Work<'u, 'b> = Vec<(u64, Matrix<'u>, Option<&'b mut prune::UnitBounds>)>;
+    type Work<'u, 'b> = Vec<(Unit<'u>, Option<&'b mut prune::UnitBounds>)>;
     let mut work: Vec<Work<'_, '_>> = (0..threads).map(|_| Vec::new()).collect();
-    for (idx, (&(key, unit), b)) in units.iter().zip(bounds).enumerate() {
-        work[idx % threads].push((key, unit, b));
+    for (idx, (&unit, b)) in units.iter().zip(bounds).enumerate() {
+        work[idx % threads].push((unit, b));
     }
     let results: Vec<(Partial, usize)> = work
         .into_par_iter()
@@ -418,12 +496,22 @@ pub fn map_tasks(
             let mut partial = Partial::new(k, dims, scale);
             let mut scratch = AssignScratch::default();
             let mut prune_scratch = prune::PruneScratch::default();
+            let mut quant_scratch = quant::QuantScratch::default();
             let (mut labels, mut dist) = (vec![0u32; UNIT_ROWS], vec![0f32; UNIT_ROWS]);
             let mut kept = 0;
-            for (key, unit, bounds) in items {
+            for (
+                Unit {
+                    key,
+                    shard,
+                    start,
+                    rows: unit,
+                },
+                bounds,
+            ) in items
+            {
                 let n = unit.rows();
-                match (bounds, &geometry) {
-                    (Some(b), Some((geometry, groups))) => {
+                match (bounds, &geometry, &quantized) {
+                    (Some(b), Some((geometry, groups)), _) => {
                         kept += b.step(
                             unit,
                             centroids,
@@ -434,6 +522,15 @@ pub fn map_tasks(
                             &mut dist[..n],
                         );
                     }
+                    (_, _, Some((rows, cq))) => quant::assign_quantized(
+                        unit,
+                        rows[shard].slice(start, start + n),
+                        cq,
+                        centroids,
+                        &mut quant_scratch,
+                        &mut labels[..n],
+                        &mut dist[..n],
+                    ),
                     _ => assign(
                         unit,
                         centroids,
@@ -460,9 +557,9 @@ pub fn local_step(
     centroids: &Centroids,
     scale: i32,
     threads: usize,
-    pruner: Option<&mut Pruner>,
+    mode: Mode<'_>,
 ) -> (Partial, usize) {
-    let (tasks, kept) = map_tasks(shards, centroids, scale, threads, pruner);
+    let (tasks, kept) = map_tasks(shards, centroids, scale, threads, mode);
     let mut merged = Partial::new(centroids.k(), centroids.dims(), scale);
     for p in &tasks {
         merged.merge(p);
@@ -508,15 +605,19 @@ pub fn fit<E: From<KMeansError>>(
     let shards = Shard::numbered(parts);
     let scale = data_scale(&shards)?;
     let mut pruner = params.prune.then(Pruner::default);
+    let mut quantized = None;
     while state.iteration < params.max_iter && !state.converged {
         let started = Instant::now();
-        let (partial, kept) = local_step(
-            &shards,
-            &state.centroids,
-            scale,
-            params.threads,
-            pruner.as_mut(),
-        );
+        // The rows are quantised once, inside the first iteration's time.
+        if quantized.is_none() && !params.prune {
+            quantized = Mode::rows_for(params.kernel, &shards);
+        }
+        let mode = match (pruner.as_mut(), &quantized) {
+            (Some(p), _) => Mode::Pruned(p),
+            (None, Some(rows)) => Mode::Quantized(rows),
+            (None, None) => Mode::Full,
+        };
+        let (partial, kept) = local_step(&shards, &state.centroids, scale, params.threads, mode);
         let means = partial::means(&partial.sums, &partial.counts, dims, scale);
         state.advance(
             params,
@@ -579,6 +680,7 @@ mod tests {
                     init: init.clone(),
                     threads: 2,
                     prune: false,
+                    kernel: Kernel::F32,
                 },
             );
             for w in state.history.windows(2) {
@@ -610,6 +712,7 @@ mod tests {
             init: Init::Random,
             threads: 2,
             prune: false,
+            kernel: Kernel::F32,
         };
         let a = run(&data, 8, &params);
         let b = run(&data, 8, &params);
@@ -633,6 +736,7 @@ mod tests {
             init: Init::Random,
             threads: 1,
             prune: false,
+            kernel: Kernel::F32,
         };
         let one = run(&data, 12, &params);
         let parts = [
@@ -763,6 +867,7 @@ mod tests {
                 init: Init::Random,
                 threads: 2,
                 prune: false,
+                kernel: Kernel::F32,
             };
             let full = run(&data, 32, &params);
             let pruned = run(
@@ -770,15 +875,26 @@ mod tests {
                 32,
                 &Params {
                     prune: true,
+                    ..params.clone()
+                },
+            );
+            let quantized = run(
+                &data,
+                32,
+                &Params {
+                    kernel: Kernel::Int8,
                     ..params
                 },
             );
             assert_eq!(full.centroids, pruned.centroids, "k = {k}");
-            for (a, b) in full.history.iter().zip(&pruned.history) {
-                assert!(
-                    (a.inertia - b.inertia).abs() <= 1e-5 * a.inertia.max(1.0),
-                    "k = {k}: {a:?} vs {b:?}"
-                );
+            assert_eq!(full.centroids, quantized.centroids, "k = {k}, int8");
+            for other in [&pruned, &quantized] {
+                for (a, b) in full.history.iter().zip(&other.history) {
+                    assert!(
+                        (a.inertia - b.inertia).abs() <= 1e-5 * a.inertia.max(1.0),
+                        "k = {k}: {a:?} vs {b:?}"
+                    );
+                }
             }
             let kept: usize = pruned.history.iter().skip(2).map(|h| h.kept).sum();
             assert!(kept > 0, "k = {k}: pruning never kept a label");

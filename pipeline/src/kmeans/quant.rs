@@ -1,0 +1,762 @@
+//! The full assignment pass through 7-bit integer products, exact by re-ranking.
+//!
+//! On AVX2 machines without AVX-512 the f32 GEMM is bound by two FMA pipes (16 multiply-adds per
+//! cycle per core); `vpmaddubsw` multiplies 32 `u8 x i8` pairs per instruction, and measured here
+//! (Zen 3) integer products run at about twice the multiply-adds per cycle of f32 FMA. So:
+//!
+//! 1. **Rows** are quantised once (they are static data, cached like the partitions): per row an
+//!    offset `lo` and a step `s`, codes `q` in `0..=127`, so `x~ = lo + s q` elementwise.
+//!    **Centroids** are quantised every iteration: per centroid a step `t`, codes `p` in
+//!    `-127..=127`, `c~ = t p`. (`127 * 127 * 2` fits the `i16` pair sums of `vpmaddubsw`.)
+//! 2. The integer dot `q . p` is exact, and `x~ . c~ = t (lo sum(p) + s (q . p))`, so
+//!    `v = ||c||^2 - 2 x~ . c~` approximates `||x - c||^2 - ||x||^2` with a rigorous bound:
+//!    `|x . c - x~ . c~| <= ||x||_1 max|c - c~| + max|x - x~| ||c~||_1`, widened by a float slack
+//!    of 1e-5 relative to `||x||^2 + ||c||^2` (far above the rounding of this scan and of
+//!    [`dist2`]).
+//! 3. Every centroid whose lower bound `v - 2e` is at most the least upper bound `v + 2e` over all
+//!    centroids is a **candidate**; candidates get a direct distance ([`dist2`]) and the least
+//!    wins, the lowest index on ties.
+//!
+//! So the labels are exactly those of a brute-force arg-min of [`dist2`] over all centroids
+//! (tested), on every machine: the integer products are exact and the final choice is made by
+//! `dist2` alone, so rounding in the scan can only add or drop candidates that cannot win. The
+//! distance returned is the direct one, not the expansion's. Candidates are a few per vector on
+//! clustered data (measured in `eval/kmeans_bench`); on degenerate data (many equidistant
+//! centroids) they can grow to all `k`, which stays correct but costs direct distances.
+//!
+//! Without AVX2 the same integer products are computed by portable code (same labels, slower).
+
+use super::assign::{Centroids, dist2};
+use crate::partition::Matrix;
+
+/// Highest row code.
+const ROW_LEVELS: f32 = 127.0;
+/// Highest centroid code magnitude.
+const CENTROID_LEVELS: f32 = 127.0;
+/// Float slack of the bounds, relative to `||x||^2` and `||c||^2`.
+const ROUNDING: f32 = 1e-5;
+/// Rows per kernel call.
+const MR: usize = 4;
+/// Centroids per packed panel (two AVX2 vectors of eight `i32`).
+const NR: usize = 16;
+/// Rows per block (their codes stay in L1 while a panel is swept over them).
+pub const ROW_BLOCK: usize = 64;
+/// Centroids per block (the block's `i32` products are scanned before the next block).
+pub const CENTROID_BLOCK: usize = 512;
+/// A row's candidate list is pruned to the current bound when it grows past this.
+const COMPACT_AT: usize = 1024;
+
+/// `v` in f64 rounded up to the next `f32` at or above it (for bounds).
+fn up(v: f64) -> f32 {
+    (v * (1.0 + 1e-6)) as f32
+}
+
+/// Dims rounded up to whole groups of four (the kernel's unit).
+fn width(dims: usize) -> usize {
+    dims.div_ceil(4) * 4
+}
+
+/// Quantised rows of one partition: built once, kept across iterations.
+#[derive(Debug, Clone)]
+pub struct QuantRows {
+    rows: usize,
+    dims: usize,
+    width: usize,
+    /// `(rows + MR - 1) x width` codes; the extra zero rows let any slice be read in whole
+    /// kernel groups.
+    codes: Vec<u8>,
+    lo: Vec<f32>,
+    step: Vec<f32>,
+    /// `||x||_1`, rounded up.
+    l1: Vec<f32>,
+    /// `max |x - x~|` plus the scan's slack on `max |x|`, rounded up.
+    resid: Vec<f32>,
+    /// `ROUNDING * ||x||^2`.
+    slack: Vec<f32>,
+}
+
+impl QuantRows {
+    /// Quantises every row of `x`.
+    pub fn new(x: Matrix<'_>) -> Self {
+        let (rows, dims) = (x.rows(), x.dims());
+        let width = width(dims);
+        let mut out = Self {
+            rows,
+            dims,
+            width,
+            codes: vec![0; (rows + MR - 1) * width],
+            lo: Vec::with_capacity(rows),
+            step: Vec::with_capacity(rows),
+            l1: Vec::with_capacity(rows),
+            resid: Vec::with_capacity(rows),
+            slack: Vec::with_capacity(rows),
+        };
+        for (i, codes) in out.codes.chunks_exact_mut(width).take(rows).enumerate() {
+            let row = x.row(i);
+            let lo = row.iter().copied().fold(f32::INFINITY, f32::min);
+            let hi = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let step = if hi > lo { (hi - lo) / ROW_LEVELS } else { 1.0 };
+            let (mut l1, mut norm, mut resid, mut peak) = (0f64, 0f64, 0f64, 0f64);
+            for (code, &v) in codes.iter_mut().zip(row) {
+                let q = ((v - lo) / step).round().clamp(0.0, ROW_LEVELS);
+                *code = q as u8;
+                let v = f64::from(v);
+                let approx = f64::from(lo) + f64::from(step) * f64::from(q);
+                resid = resid.max((v - approx).abs());
+                l1 += v.abs();
+                norm += v * v;
+                peak = peak.max(v.abs());
+            }
+            out.lo.push(lo);
+            out.step.push(step);
+            out.l1.push(up(l1));
+            out.resid
+                .push(up(resid + f64::from(ROUNDING) * peak.max(1e-30)));
+            out.slack.push(up(f64::from(ROUNDING) * norm));
+        }
+        out
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Rows `start..end`.
+    ///
+    /// # Panics
+    /// If the range is outside the rows.
+    pub fn slice(&self, start: usize, end: usize) -> QuantSlice<'_> {
+        assert!(start <= end && end <= self.rows, "rows {start}..{end}");
+        QuantSlice {
+            rows: self,
+            start,
+            len: end - start,
+        }
+    }
+}
+
+/// Rows `start..start + len` of a [`QuantRows`].
+#[derive(Debug, Clone, Copy)]
+pub struct QuantSlice<'a> {
+    rows: &'a QuantRows,
+    start: usize,
+    len: usize,
+}
+
+impl QuantSlice<'_> {
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the slice holds no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Quantised centroids, packed for the kernel: made once per iteration.
+#[derive(Debug, Clone)]
+pub struct QuantCentroids {
+    k: usize,
+    dims: usize,
+    width: usize,
+    /// Panels of [`NR`] centroids: `[panel][quad][NR][4]` codes (as bytes).
+    panels: Vec<u8>,
+    /// Per centroid, padded to whole panels (padding never wins: `norm = inf`):
+    /// `||c||^2`, `2 t sum(p)`, `2 t`, `max |c - c~|`, `||c~||_1`, `ROUNDING ||c||^2`.
+    norm: Vec<f32>,
+    offset: Vec<f32>,
+    scale: Vec<f32>,
+    resid: Vec<f32>,
+    l1: Vec<f32>,
+    slack: Vec<f32>,
+}
+
+impl QuantCentroids {
+    /// Quantises and packs `centroids`.
+    pub fn new(centroids: &Centroids) -> Self {
+        let (k, dims) = (centroids.k(), centroids.dims());
+        let width = width(dims);
+        let padded = k.div_ceil(NR) * NR;
+        let mut out = Self {
+            k,
+            dims,
+            width,
+            panels: vec![0; padded * width],
+            norm: vec![f32::INFINITY; padded],
+            offset: vec![0.0; padded],
+            scale: vec![0.0; padded],
+            resid: vec![0.0; padded],
+            l1: vec![0.0; padded],
+            slack: vec![0.0; padded],
+        };
+        let mut codes = vec![0i8; width];
+        for j in 0..k {
+            let c = centroids.row(j);
+            let peak = c.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let t = if peak > 0.0 {
+                peak / CENTROID_LEVELS
+            } else {
+                1.0
+            };
+            let (mut sum, mut abs, mut resid) = (0i64, 0i64, 0f64);
+            for (code, &v) in codes.iter_mut().zip(c) {
+                let p = (v / t).round().clamp(-CENTROID_LEVELS, CENTROID_LEVELS);
+                *code = p as i8;
+                sum += p as i64;
+                abs += (p as i64).abs();
+                resid = resid.max((f64::from(v) - f64::from(t) * f64::from(p)).abs());
+            }
+            let norm = centroids.norms()[j];
+            out.norm[j] = norm;
+            out.offset[j] = 2.0 * t * sum as f32;
+            out.scale[j] = 2.0 * t;
+            out.resid[j] = up(resid);
+            out.l1[j] = up(f64::from(t) * abs as f64);
+            out.slack[j] = up(f64::from(ROUNDING) * f64::from(norm));
+            let panel = &mut out.panels[(j / NR) * NR * width..][..NR * width];
+            for (quad, four) in codes.chunks_exact(4).enumerate() {
+                let at = quad * NR * 4 + (j % NR) * 4;
+                for (b, &code) in four.iter().enumerate() {
+                    panel[at + b] = code as u8;
+                }
+            }
+        }
+        out
+    }
+
+    /// Number of (real) centroids.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+}
+
+/// Reusable buffers of [`assign_quantized`].
+#[derive(Debug, Default, Clone)]
+pub struct QuantScratch {
+    dots: Vec<i32>,
+    lower: Vec<f32>,
+    min_upper: Vec<f32>,
+    candidates: Vec<Vec<(u32, f32)>>,
+}
+
+/// Per-row constants of the scan.
+#[derive(Debug, Clone, Copy)]
+struct RowTerms {
+    lo: f32,
+    step: f32,
+    l1: f32,
+    resid: f32,
+}
+
+/// Assigns each row of `x` (quantised as `xq`) to its nearest centroid: `labels[i]` is the
+/// brute-force arg-min of [`dist2`] (lowest index on ties) and `dist[i]` that distance.
+///
+/// # Panics
+/// If `x`, `xq`, `cq` and `centroids` disagree in rows, dims or `k`, or the output slices are
+/// not `x.rows()` long.
+pub fn assign_quantized(
+    x: Matrix<'_>,
+    xq: QuantSlice<'_>,
+    cq: &QuantCentroids,
+    centroids: &Centroids,
+    scratch: &mut QuantScratch,
+    labels: &mut [u32],
+    dist: &mut [f32],
+) {
+    let kernel = Isa::detect();
+    assign_with(x, xq, cq, centroids, scratch, labels, dist, kernel);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn assign_with(
+    x: Matrix<'_>,
+    xq: QuantSlice<'_>,
+    cq: &QuantCentroids,
+    centroids: &Centroids,
+    scratch: &mut QuantScratch,
+    labels: &mut [u32],
+    dist: &mut [f32],
+    kernel: Isa,
+) {
+    let n = x.rows();
+    assert!(
+        xq.len == n && labels.len() == n && dist.len() == n,
+        "quantised rows and outputs must hold {n} rows"
+    );
+    assert!(
+        x.dims() == xq.rows.dims
+            && cq.dims == x.dims()
+            && cq.width == xq.rows.width
+            && centroids.dims() == x.dims(),
+        "dims differ"
+    );
+    assert_eq!(cq.k, centroids.k(), "quantised centroids are another set");
+    let rows = xq.rows;
+    let width = rows.width;
+    let padded = cq.norm.len();
+    let QuantScratch {
+        dots,
+        lower,
+        min_upper,
+        candidates,
+    } = scratch;
+    dots.resize(ROW_BLOCK * CENTROID_BLOCK, 0);
+    lower.resize(CENTROID_BLOCK, 0.0);
+    min_upper.resize(ROW_BLOCK, 0.0);
+    candidates.resize_with(ROW_BLOCK, Vec::new);
+    for r0 in (0..n).step_by(ROW_BLOCK) {
+        let bm = ROW_BLOCK.min(n - r0);
+        let first = xq.start + r0;
+        min_upper[..bm].fill(f32::INFINITY);
+        candidates[..bm].iter_mut().for_each(Vec::clear);
+        for c0 in (0..padded).step_by(CENTROID_BLOCK) {
+            let bn = CENTROID_BLOCK.min(padded - c0);
+            for panel in 0..bn / NR {
+                let codes = &cq.panels[(c0 + panel * NR) * width..][..NR * width];
+                for group in (0..bm).step_by(MR) {
+                    let x = &rows.codes[(first + group) * width..][..MR * width];
+                    let out = &mut dots[group * CENTROID_BLOCK + panel * NR..];
+                    kernel.products(x, width, codes, out);
+                }
+            }
+            for i in 0..bm {
+                let g = first + i;
+                let terms = RowTerms {
+                    lo: rows.lo[g],
+                    step: rows.step[g],
+                    l1: rows.l1[g],
+                    resid: rows.resid[g],
+                };
+                let dots = &dots[i * CENTROID_BLOCK..][..bn];
+                let least = kernel.bounds(dots, cq, c0, terms, &mut lower[..bn]);
+                min_upper[i] = min_upper[i].min(least);
+                let threshold = min_upper[i] + 4.0 * rows.slack[g];
+                let list = &mut candidates[i];
+                kernel.candidates(&lower[..bn], c0, threshold, list);
+                if list.len() > COMPACT_AT {
+                    list.retain(|&(_, lower)| lower <= threshold);
+                }
+            }
+        }
+        for i in 0..bm {
+            let threshold = min_upper[i] + 4.0 * rows.slack[first + i];
+            let xi = x.row(r0 + i);
+            let (mut best, mut label) = (f32::INFINITY, 0u32);
+            for &(j, lower) in &candidates[i] {
+                if lower <= threshold {
+                    let d = kernel.dist2(xi, centroids.row(j as usize));
+                    if d < best {
+                        (best, label) = (d, j);
+                    }
+                }
+            }
+            labels[r0 + i] = label;
+            dist[r0 + i] = best;
+        }
+    }
+}
+
+/// Which instruction set runs the kernel and the scan.
+#[derive(Debug, Clone, Copy)]
+enum Isa {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+}
+
+impl Isa {
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return Isa::Avx2;
+        }
+        Isa::Portable
+    }
+
+    /// `out[r * CENTROID_BLOCK + j] = q_r . p_j` for the [`MR`] rows of `x` and the [`NR`]
+    /// centroids of one panel.
+    fn products(self, x: &[u8], width: usize, panel: &[u8], out: &mut [i32]) {
+        assert!(
+            x.len() >= MR * width
+                && panel.len() >= NR * width
+                && out.len() >= (MR - 1) * CENTROID_BLOCK + NR
+        );
+        match self {
+            Isa::Portable => products_portable(x, width, panel, out),
+            // SAFETY: AVX2 was detected; the slices were checked to cover what the kernel reads
+            // and writes.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { avx2::products(x, width, panel, out) },
+        }
+    }
+
+    /// Writes the lower bounds `v - 2e` of the block's centroids to `lower` and returns the
+    /// least upper bound `v + 2e`.
+    fn bounds(
+        self,
+        dots: &[i32],
+        cq: &QuantCentroids,
+        c0: usize,
+        row: RowTerms,
+        lower: &mut [f32],
+    ) -> f32 {
+        assert!(
+            dots.len() % 8 == 0 && lower.len() == dots.len() && c0 + dots.len() <= cq.norm.len()
+        );
+        match self {
+            Isa::Portable => bounds_portable(dots, cq, c0, row, lower),
+            // SAFETY: AVX2 and FMA were detected; the lengths were checked.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { avx2::bounds(dots, cq, c0, row, lower) },
+        }
+    }
+
+    /// Appends `(c0 + j, lower[j])` for every `lower[j] <= threshold`, in index order.
+    fn candidates(self, lower: &[f32], c0: usize, threshold: f32, out: &mut Vec<(u32, f32)>) {
+        assert!(lower.len() % 8 == 0);
+        match self {
+            Isa::Portable => {
+                for (j, &l) in lower.iter().enumerate() {
+                    if l <= threshold {
+                        out.push(((c0 + j) as u32, l));
+                    }
+                }
+            }
+            // SAFETY: AVX2 was detected; the length was checked.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { avx2::candidates(lower, c0, threshold, out) },
+        }
+    }
+
+    /// [`dist2`], bit for bit (the same operations in the same order, wider registers).
+    fn dist2(self, a: &[f32], b: &[f32]) -> f32 {
+        match self {
+            Isa::Portable => dist2(a, b),
+            // SAFETY: AVX2 was detected.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { avx2::dist2(a, b) },
+        }
+    }
+}
+
+fn products_portable(x: &[u8], width: usize, panel: &[u8], out: &mut [i32]) {
+    for r in 0..MR {
+        let row = &x[r * width..][..width];
+        for j in 0..NR {
+            let mut acc = 0i32;
+            for (quad, four) in row.chunks_exact(4).enumerate() {
+                let codes = &panel[quad * NR * 4 + j * 4..][..4];
+                for (&a, &b) in four.iter().zip(codes) {
+                    acc += i32::from(a) * i32::from(b as i8);
+                }
+            }
+            out[r * CENTROID_BLOCK + j] = acc;
+        }
+    }
+}
+
+/// `(v, e)` of centroid `j` for one row: the approximate `||c||^2 - 2 x.c` and its error bound
+/// (without the row's own slack, which the threshold carries).
+#[inline(always)]
+fn bounds(dot: i32, cq: &QuantCentroids, j: usize, row: RowTerms) -> (f32, f32) {
+    let base = (-row.lo).mul_add(cq.offset[j], cq.norm[j]);
+    let v = (-row.step).mul_add(cq.scale[j] * dot as f32, base);
+    let e = row
+        .l1
+        .mul_add(cq.resid[j], row.resid.mul_add(cq.l1[j], cq.slack[j]));
+    (v, e)
+}
+
+fn bounds_portable(
+    dots: &[i32],
+    cq: &QuantCentroids,
+    c0: usize,
+    row: RowTerms,
+    lower: &mut [f32],
+) -> f32 {
+    let mut least = f32::INFINITY;
+    for (j, (&dot, l)) in dots.iter().zip(lower).enumerate() {
+        let (v, e) = bounds(dot, cq, c0 + j, row);
+        least = least.min(2f32.mul_add(e, v));
+        *l = (-2f32).mul_add(e, v);
+    }
+    least
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    //! The AVX2 kernel and scan. Callers check the CPU features and the slice lengths.
+
+    use std::arch::x86_64::*;
+
+    use super::{CENTROID_BLOCK, MR, NR, QuantCentroids, RowTerms};
+
+    /// # Safety
+    /// AVX2 must be available; `x` must hold `MR * width` codes, `panel` `NR * width`, and `out`
+    /// `(MR - 1) * CENTROID_BLOCK + NR` values.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn products(x: &[u8], width: usize, panel: &[u8], out: &mut [i32]) {
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [[_mm256_setzero_si256(); 2]; MR];
+        let (x, panel) = (x.as_ptr(), panel.as_ptr());
+        for quad in 0..width / 4 {
+            // SAFETY (whole loop): quad < width / 4, so every read lies in the checked lengths.
+            unsafe {
+                let lo = _mm256_loadu_si256(panel.add(quad * 64).cast());
+                let hi = _mm256_loadu_si256(panel.add(quad * 64 + 32).cast());
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let four = x.add(r * width + quad * 4).cast::<i32>().read_unaligned();
+                    let b = _mm256_set1_epi32(four);
+                    let plo = _mm256_madd_epi16(_mm256_maddubs_epi16(b, lo), ones);
+                    let phi = _mm256_madd_epi16(_mm256_maddubs_epi16(b, hi), ones);
+                    acc[0] = _mm256_add_epi32(acc[0], plo);
+                    acc[1] = _mm256_add_epi32(acc[1], phi);
+                }
+            }
+        }
+        let out = out.as_mut_ptr();
+        for (r, acc) in acc.iter().enumerate() {
+            // SAFETY: r * CENTROID_BLOCK + 16 <= out's checked length.
+            unsafe {
+                _mm256_storeu_si256(out.add(r * CENTROID_BLOCK).cast(), acc[0]);
+                _mm256_storeu_si256(out.add(r * CENTROID_BLOCK + 8).cast(), acc[1]);
+            }
+        }
+        debug_assert_eq!(NR, 16);
+    }
+
+    /// Eight lanes of `(v, e)` from centroid `j` on, as [`super::bounds`] computes them.
+    ///
+    /// # Safety
+    /// AVX2 and FMA; `dots[at..at + 8]` and the centroid terms `[j..j + 8]` must exist.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn lanes(
+        dots: &[i32],
+        at: usize,
+        cq: &QuantCentroids,
+        j: usize,
+        row: RowTerms,
+    ) -> (__m256, __m256) {
+        debug_assert!(at + 8 <= dots.len() && j + 8 <= cq.norm.len());
+        // SAFETY: the ranges are in bounds (caller).
+        unsafe {
+            let load = |v: &[f32]| _mm256_loadu_ps(v.as_ptr().add(j));
+            let dot = _mm256_cvtepi32_ps(_mm256_loadu_si256(dots.as_ptr().add(at).cast()));
+            let base = _mm256_fnmadd_ps(_mm256_set1_ps(row.lo), load(&cq.offset), load(&cq.norm));
+            let scaled = _mm256_mul_ps(load(&cq.scale), dot);
+            let v = _mm256_fnmadd_ps(_mm256_set1_ps(row.step), scaled, base);
+            let inner = _mm256_fmadd_ps(_mm256_set1_ps(row.resid), load(&cq.l1), load(&cq.slack));
+            let e = _mm256_fmadd_ps(_mm256_set1_ps(row.l1), load(&cq.resid), inner);
+            (v, e)
+        }
+    }
+
+    /// # Safety
+    /// AVX2 and FMA; `dots.len()` a multiple of 8, `lower` as long, and `c0 + dots.len()` within
+    /// the padded centroids.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn bounds(
+        dots: &[i32],
+        cq: &QuantCentroids,
+        c0: usize,
+        row: RowTerms,
+        lower: &mut [f32],
+    ) -> f32 {
+        let (two, minus_two) = (_mm256_set1_ps(2.0), _mm256_set1_ps(-2.0));
+        let mut least = _mm256_set1_ps(f32::INFINITY);
+        for at in (0..dots.len()).step_by(8) {
+            // SAFETY: in bounds by the caller's contract.
+            unsafe {
+                let (v, e) = lanes(dots, at, cq, c0 + at, row);
+                least = _mm256_min_ps(least, _mm256_fmadd_ps(two, e, v));
+                _mm256_storeu_ps(lower.as_mut_ptr().add(at), _mm256_fmadd_ps(minus_two, e, v));
+            }
+        }
+        let mut out = [0f32; 8];
+        // SAFETY: `out` holds eight f32.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), least) };
+        out.iter().copied().fold(f32::INFINITY, f32::min)
+    }
+
+    /// # Safety
+    /// AVX2; `lower.len()` a multiple of 8.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn candidates(
+        lower: &[f32],
+        c0: usize,
+        threshold: f32,
+        out: &mut Vec<(u32, f32)>,
+    ) {
+        let limit = _mm256_set1_ps(threshold);
+        for at in (0..lower.len()).step_by(8) {
+            // SAFETY: at + 8 <= lower.len() by the caller's contract.
+            let l = unsafe { _mm256_loadu_ps(lower.as_ptr().add(at)) };
+            let mut mask = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LE_OQ>(l, limit));
+            while mask != 0 {
+                let lane = mask.trailing_zeros() as usize;
+                out.push(((c0 + at + lane) as u32, lower[at + lane]));
+                mask &= mask - 1;
+            }
+        }
+    }
+
+    /// [`super::dist2`] compiled for AVX2: the same operations in the same order.
+    ///
+    /// # Safety
+    /// AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn dist2(a: &[f32], b: &[f32]) -> f32 {
+        super::dist2(a, b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values in `[-0.5, 0.5) + shift` from a fixed LCG.
+    fn values(n: usize, seed: u64, shift: f32) -> Vec<f32> {
+        let mut s = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5 + shift
+            })
+            .collect()
+    }
+
+    /// Brute force: the first arg-min of `dist2` and its value.
+    fn brute(x: &[f32], c: &Centroids) -> (u32, f32) {
+        (0..c.k()).fold((0, f32::INFINITY), |(bl, bd), j| {
+            let d = dist2(x, c.row(j));
+            if d < bd { (j as u32, d) } else { (bl, bd) }
+        })
+    }
+
+    fn check(x: Matrix<'_>, centroids: &Centroids, kernel: Isa) {
+        let n = x.rows();
+        let xq = QuantRows::new(x);
+        let cq = QuantCentroids::new(centroids);
+        let (mut labels, mut dist) = (vec![u32::MAX; n], vec![0f32; n]);
+        assign_with(
+            x,
+            xq.slice(0, n),
+            &cq,
+            centroids,
+            &mut QuantScratch::default(),
+            &mut labels,
+            &mut dist,
+            kernel,
+        );
+        for i in 0..n {
+            let (label, d) = brute(x.row(i), centroids);
+            assert_eq!(
+                (labels[i], dist[i]),
+                (label, d),
+                "row {i} of {n}, k = {}, dims = {}, {kernel:?}",
+                centroids.k(),
+                x.dims()
+            );
+        }
+    }
+
+    fn kernels() -> Vec<Isa> {
+        let mut all = vec![Isa::Portable];
+        if !matches!(Isa::detect(), Isa::Portable) {
+            all.push(Isa::detect());
+        }
+        all
+    }
+
+    #[test]
+    fn labels_are_the_brute_force_arg_min_across_block_edges() {
+        for kernel in kernels() {
+            for (n, k, d, stride, shift) in [
+                (1, 1, 3, 3, 0.0),
+                (7, 3, 5, 7, 0.0),
+                (130, 530, 16, 18, 0.3),
+                (67, 40, 512, 514, 0.0),
+                (20, 1100, 9, 9, -2.0),
+                // Far from the origin, where the f32 expansion misranks near-ties.
+                (65, 33, 64, 64, 50.0),
+            ] {
+                let raw = values(n * stride, 1, shift);
+                let x = Matrix::new(&raw, n, d, stride);
+                let centroids = Centroids::new(values(k * d, 2, shift), d);
+                check(x, &centroids, kernel);
+            }
+        }
+    }
+
+    #[test]
+    fn centroids_drawn_from_the_rows_and_exact_ties_resolve_to_the_lowest_index() {
+        for kernel in kernels() {
+            let d = 24;
+            let raw = values(90 * d, 5, 0.1);
+            // Every row is also a centroid (distance 0), some twice (exact ties), plus a
+            // constant row and an all-zero centroid (degenerate quantisation steps).
+            let mut cents: Vec<f32> = raw[..40 * d].to_vec();
+            cents.extend_from_slice(&raw[..10 * d]);
+            cents.extend(std::iter::repeat_n(0.0, d));
+            let mut rows = raw.clone();
+            rows.extend(std::iter::repeat_n(0.25, d));
+            let centroids = Centroids::new(cents, d);
+            check(Matrix::dense(&rows, d), &centroids, kernel);
+        }
+    }
+
+    #[test]
+    fn slices_of_the_quantised_rows_match_their_rows() {
+        let d = 40;
+        let raw = values(101 * d, 3, 0.0);
+        let x = Matrix::dense(&raw, d);
+        let centroids = Centroids::new(values(70 * d, 4, 0.0), d);
+        let xq = QuantRows::new(x);
+        let cq = QuantCentroids::new(&centroids);
+        let (start, end) = (37, 101);
+        let n = end - start;
+        let (mut labels, mut dist) = (vec![0u32; n], vec![0f32; n]);
+        assign_quantized(
+            x.slice(start, end),
+            xq.slice(start, end),
+            &cq,
+            &centroids,
+            &mut QuantScratch::default(),
+            &mut labels,
+            &mut dist,
+        );
+        for (i, &label) in labels.iter().enumerate() {
+            assert_eq!(label, brute(x.row(start + i), &centroids).0, "row {i}");
+        }
+    }
+
+    #[test]
+    fn portable_and_simd_products_agree() {
+        let width = 64;
+        let x: Vec<u8> = (0..MR * width).map(|i| (i * 37 % 128) as u8).collect();
+        let panel: Vec<u8> = (0..NR * width)
+            .map(|i| ((i * 53 % 255) as i32 - 127) as i8 as u8)
+            .collect();
+        let mut want = vec![0i32; (MR - 1) * CENTROID_BLOCK + NR];
+        products_portable(&x, width, &panel, &mut want);
+        let mut got = vec![0i32; want.len()];
+        Isa::detect().products(&x, width, &panel, &mut got);
+        assert_eq!(got, want);
+        // The extremes of the codes do not saturate the i16 pair sums.
+        let x = vec![127u8; MR * width];
+        for code in [127i8, -127] {
+            let panel = vec![code as u8; NR * width];
+            Isa::detect().products(&x, width, &panel, &mut got);
+            assert_eq!(got[0], 127 * i32::from(code) * width as i32);
+        }
+    }
+}
