@@ -154,8 +154,7 @@ pub struct KmeansConfig {
     /// (`nodes = 0`, no cluster).
     #[serde(default, skip_serializing_if = "is_false")]
     pub prune: bool,
-    /// Kernel of the full assignment pass (`vocab kmeans --kernel`); `int8` on the
-    /// single-process engine only, and not with `prune`.
+    /// Kernel of the full assignment pass (`vocab kmeans --kernel`); `int8` not with `prune`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub kernel: KernelArg,
 }
@@ -343,11 +342,11 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
             "runs on the single-process engine only: set nodes = 0 and no cluster",
         ));
     }
-    if km.kernel != KernelArg::F32 && (km.prune || km.nodes > 0 || km.cluster.is_some()) {
+    if km.kernel != KernelArg::F32 && km.prune {
         return Err(fail(
             "kmeans",
             "kernel",
-            "int8 runs on the single-process engine only, without prune: set nodes = 0 and no cluster",
+            "int8 is a full-pass kernel; it does not combine with prune",
         ));
     }
     let e = &config.encode;
@@ -450,21 +449,17 @@ mod tests {
             load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nprune = true\nnodes = 0\n")
                 .expect("prune on one process");
         assert!(c.kmeans.prune);
-        for (setting, line) in [("nodes = 2", 4), ("prune = true\nnodes = 0", 4)] {
-            let err = load_text(&format!(
-                "[dataset]\nsynthetic = {{}}\n[kmeans]\nkernel = \"int8\"\nk = [4]\n{setting}\n"
-            ))
-            .expect_err("int8 off the single-process engine")
-            .to_string();
-            assert!(
-                err.contains(&format!("[kmeans] kernel, line {line}")) && err.contains("nodes = 0"),
-                "{setting}: {err}"
-            );
-        }
-        let c = load_text(
-            "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nkernel = \"int8\"\nnodes = 0\n",
+        let err = load_text(
+            "[dataset]\nsynthetic = {}\n[kmeans]\nkernel = \"int8\"\nk = [4]\nprune = true\nnodes = 0\n",
         )
-        .expect("int8 on one process");
-        assert_eq!(c.kmeans.kernel, KernelArg::Int8);
+        .expect_err("int8 with prune")
+        .to_string();
+        assert!(
+            err.contains("[kmeans] kernel, line 4") && err.contains("prune"),
+            "{err}"
+        );
+        let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nkernel = \"int8\"\n")
+            .expect("int8 on loopback workers");
+        assert_eq!((c.kmeans.kernel, c.kmeans.nodes), (KernelArg::Int8, 2));
     }
 }

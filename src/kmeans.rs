@@ -154,14 +154,14 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
             "--prune runs on one node only (the cluster path does the full assignment)"
         );
         ensure!(
-            args.kernel == KernelArg::F32,
-            "--kernel int8 runs on one node only (the cluster path runs the f32 kernel)"
-        );
-        ensure!(
             args.local_nodes != Some(0),
             "--local-nodes must be at least 1"
         );
     }
+    ensure!(
+        !(args.prune && args.kernel == KernelArg::Int8),
+        "--kernel int8 is a full-pass kernel; it does not combine with --prune"
+    );
     let verify = if distributed {
         Verify::Header
     } else {
@@ -206,8 +206,14 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
         None
     };
     let dims = parts.first().map_or(0, Matrix::dims);
+    let assignment = if args.prune {
+        "pruned"
+    } else {
+        vocab_pipeline::kmeans::Kernel::from(args.kernel).name()
+    };
     println!(
-        "kmeans: {n} vectors x {dims} dims in {} partitions, k = {}, init {init_name}",
+        "kmeans: {n} vectors x {dims} dims in {} partitions, k = {}, init {init_name}, \
+         assignment {assignment}",
         parts.len(),
         args.k,
     );
@@ -305,6 +311,7 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
         init: init_name,
         input_checksum: input.checksum(),
         seconds,
+        assignment: assignment.into(),
     };
     let meta_path = vocab_pipeline::features::manifest_path(&args.out, "meta.toml");
     write_toml(&meta_path, &meta)?;
@@ -364,6 +371,7 @@ fn run_cluster(
         dir: dir.display().to_string(),
         algorithm: Algorithm::from(args.broadcast),
         stage1: !args.no_local_aggregation,
+        kernel: args.kernel.into(),
     };
     crate::cluster_cmd::runtime()?.block_on(async {
         let mut driver = Driver::connect(cluster, secret, options, set.manifest.clone())

@@ -412,10 +412,6 @@ pub fn run(args: &RunArgs, ui: &Ui) -> anyhow::Result<()> {
         !(km.prune && cluster.is_some()),
         "[kmeans] prune runs on the single-process engine only; --cluster asks for a cluster"
     );
-    ensure!(
-        !(km.kernel != KernelArg::F32 && cluster.is_some()),
-        "[kmeans] kernel = \"int8\" runs on the single-process engine only; --cluster asks for a cluster"
-    );
     let e = &config.encode;
     let mut outcomes = Vec::new();
     let mut vocabularies = Vec::new();

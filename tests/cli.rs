@@ -762,7 +762,10 @@ fn partition_then_kmeans_with_resume_equals_an_uninterrupted_run() {
     assert_eq!(rows.len(), 6);
     let meta = std::fs::read_to_string(dir.path().join("full.bin.meta.toml")).expect("meta");
     assert!(
-        meta.contains("k = 16") && meta.contains("iterations = 6") && meta.contains("seed = 3"),
+        meta.contains("k = 16")
+            && meta.contains("iterations = 6")
+            && meta.contains("seed = 3")
+            && meta.contains("assignment = \"f32\""),
         "{meta}"
     );
 

@@ -21,7 +21,7 @@ use bytes::Bytes;
 use thiserror::Error;
 use tokio::task::JoinSet;
 use vocab_pipeline::kmeans::partial::inertia_of;
-use vocab_pipeline::kmeans::{Centroids, Params, State, fixed_scale};
+use vocab_pipeline::kmeans::{Centroids, Kernel, Params, State, fixed_scale};
 use vocab_pipeline::partition::Manifest;
 
 use crate::aggregate::{place_result, range_of, result_len};
@@ -46,6 +46,9 @@ pub struct Options {
     pub algorithm: Algorithm,
     /// Stage-1 aggregation (off: every map task ships its own partial sums).
     pub stage1: bool,
+    /// Kernel of the workers' full pass. The int8 kernel's labels do not depend on the partition
+    /// layout, so its distributed runs match its single-process runs bit for bit as well.
+    pub kernel: Kernel,
 }
 
 /// Time and traffic of one iteration. Seconds of map and the aggregation stages are the slowest
@@ -557,6 +560,7 @@ impl Driver {
             scale: self.scale,
             workers: names.clone(),
             stage1: self.options.stage1,
+            int8: self.options.kernel == Kernel::Int8,
         };
         let io_timeout = Duration::from_millis(self.cluster.settings.io_timeout_ms);
         let mut set = JoinSet::new();
@@ -750,6 +754,7 @@ mod tests {
             dir: dir.into(),
             algorithm: Algorithm::Chain,
             stage1: true,
+            kernel: Kernel::F32,
         };
         Driver::connect(cluster, Secret::from_bytes(SECRET), options, manifest).await
     }
@@ -781,21 +786,26 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tmp");
         let parts = dataset(tmp.path());
         let set = PartitionSet::open(&parts).expect("open");
-        for (n, stage1, algorithm, k) in [
-            (1, true, Algorithm::Chain, 20),
-            (2, true, Algorithm::Chain, 20),
-            (4, false, Algorithm::Mst, 20),
+        for (n, stage1, algorithm, k, kernel) in [
+            (1, true, Algorithm::Chain, 20, Kernel::F32),
+            (2, true, Algorithm::Chain, 20, Kernel::F32),
+            (4, false, Algorithm::Mst, 20, Kernel::F32),
             // Fewer centroids than workers: one worker reduces an empty range.
-            (4, true, Algorithm::Chain, 3),
+            (4, true, Algorithm::Chain, 3, Kernel::F32),
+            (3, true, Algorithm::Chain, 20, Kernel::Int8),
         ] {
-            let local =
-                kmeans::fit::<KMeansError>(&set.matrices(), &params(k), None, &mut |_| Ok(()))
-                    .expect("local");
+            let params = Params {
+                kernel,
+                ..params(k)
+            };
+            let local = kmeans::fit::<KMeansError>(&set.matrices(), &params, None, &mut |_| Ok(()))
+                .expect("local");
             let (cluster, _workers) = workers(n).await;
             let options = Options {
                 dir: parts.display().to_string(),
                 algorithm,
                 stage1,
+                kernel,
             };
             let mut driver = Driver::connect(
                 cluster,
@@ -813,13 +823,16 @@ mod tests {
             };
             let mut reports = Vec::new();
             let state = driver
-                .fit::<DriverError>(&params(k), start, &mut |_, r| {
+                .fit::<DriverError>(&params, start, &mut |_, r| {
                     reports.push(r.clone());
                     Ok(())
                 })
                 .await
                 .expect("fit");
-            assert_eq!(state.centroids, local.centroids, "{n} workers, k = {k}");
+            assert_eq!(
+                state.centroids, local.centroids,
+                "{n} workers, k = {k}, {kernel:?}"
+            );
             let bits = |s: &State| {
                 s.history
                     .iter()

@@ -4,7 +4,8 @@
 //!   iteration (the static data); partitions kept from an earlier load of the same job are not
 //!   reopened, so a reassignment after a failure only opens the new ones.
 //! * [`Message::Step`]: take the broadcast centroids from the store, run the map tasks on the
-//!   worker's threads, merge their partials (stage 1, unless switched off), send range `j` to
+//!   worker's threads (with the int8 kernel, on the partitions' quantised rows, made at the
+//!   first such step and kept like the partitions), merge their partials (stage 1, unless switched off), send range `j` to
 //!   worker `j` (stage 2; all sends concurrent), wait until every worker's piece of the own
 //!   range arrived, and answer the driver with the range's counts and means (stage 3). While
 //!   busy the worker sends a heartbeat every second so the driver can tell slow from stalled.
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
+use vocab_pipeline::kmeans::quant::QuantRows;
 use vocab_pipeline::kmeans::{Centroids, Mode, Partial, Shard, map_tasks, max_abs};
 use vocab_pipeline::partition::{Partition, Verify, read_manifest};
 
@@ -39,6 +41,8 @@ struct Job {
     id: u64,
     dir: String,
     parts: BTreeMap<u32, Arc<Partition>>,
+    /// Quantised rows of the partitions, made at the first int8 step and kept like them.
+    quant: Mutex<BTreeMap<u32, Arc<QuantRows>>>,
 }
 
 type InboxKey = (u64, u64, u64);
@@ -130,8 +134,15 @@ impl Worker {
                 }
                 let keep = previous.filter(|j| j.id == load.job && j.dir == load.dir);
                 let mut parts = BTreeMap::new();
+                let mut quant = BTreeMap::new();
                 let mut peak = 0f32;
                 for &idx in &load.partitions {
+                    if let Some(q) = keep
+                        .as_ref()
+                        .and_then(|j| lock(&j.quant).get(&idx).cloned())
+                    {
+                        quant.insert(idx, q);
+                    }
                     let part = match keep.as_ref().and_then(|j| j.parts.get(&idx)) {
                         Some(p) => Arc::clone(p),
                         None => {
@@ -163,6 +174,7 @@ impl Worker {
                         id: load.job,
                         dir: load.dir,
                         parts,
+                        quant: Mutex::new(quant),
                     }),
                 ))
             })
@@ -221,7 +233,7 @@ impl Worker {
         lock(&self.jobs.inbox).retain(|&k, _| k == key);
 
         // Map and stage 1, on the rayon pool, with heartbeats.
-        let (scale, stage1) = (step.scale, step.stage1);
+        let (scale, stage1, int8) = (step.scale, step.stage1, step.int8);
         let mapped = tokio::task::spawn_blocking(move || {
             let shards: Vec<Shard<'_>> = job
                 .parts
@@ -232,7 +244,30 @@ impl Worker {
                 })
                 .collect();
             let started = Instant::now();
-            let (tasks, kept) = map_tasks(&shards, &centroids, scale, 0, Mode::Full);
+            // The int8 kernel's quantised rows: made once per partition (inside the first
+            // step's map time), in shard order.
+            let quant: Vec<Arc<QuantRows>> = if int8 {
+                let mut cache = lock(&job.quant);
+                shards
+                    .iter()
+                    .map(|s| {
+                        Arc::clone(
+                            cache
+                                .entry(s.index)
+                                .or_insert_with(|| Arc::new(QuantRows::new(s.rows))),
+                        )
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let rows: Vec<&QuantRows> = quant.iter().map(|q| &**q).collect();
+            let mode = if int8 {
+                Mode::Quantized(&rows)
+            } else {
+                Mode::Full
+            };
+            let (tasks, kept) = map_tasks(&shards, &centroids, scale, 0, mode);
             let map_seconds = started.elapsed().as_secs_f64();
             let started = Instant::now();
             let count = tasks.len();

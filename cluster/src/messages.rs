@@ -101,6 +101,9 @@ pub struct Step {
     pub workers: Vec<String>,
     /// Stage-1 (local) aggregation: ship one merged partial per node, or one per map task.
     pub stage1: bool,
+    /// The map tasks' full-pass kernel is the int8 one (the f32 GEMM otherwise).
+    #[serde(default)]
+    pub int8: bool,
 }
 
 /// Worker to driver: the iteration's reduced range follows as a blob.

@@ -9,19 +9,11 @@
 #   real HOG, 150,000 random patches of scene15-train (k = 1,024; eval/accuracy/work/sample.bin,
 #   made by eval/accuracy/run.sh), if present.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
+source "$(dirname "$0")/data.sh"
 iterations=${1:-12}
 rounds=${2:-2}
-vocab=$root/target/release/vocab
-(cd "$root" && cargo build --release --quiet)
-work=$here/work
-mkdir -p "$work"
-synth=$work/synth-200000.bin
-[ -f "$synth" ] || "$vocab" datasets synth --n 200000 --dims 512 --clusters 256 --seed 0 --out "$synth"
 sets=()
 [ "${SYNTH:-1}" = 0 ] || sets+=("synth,$synth,4096")
-hog=$root/eval/accuracy/work/sample.bin
 [ -f "$hog" ] && sets+=("hog,$hog,${HOG_K:-1024}")
 base=${OUT:-pruning}
 out=$here/$base.csv

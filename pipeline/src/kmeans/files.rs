@@ -153,6 +153,10 @@ pub struct RunMeta {
     pub input_checksum: u32,
     /// Wall time of all iterations, seconds.
     pub seconds: f64,
+    /// How vectors were assigned: `f32` (GEMM full pass), `int8` (integer full pass, exact
+    /// re-ranking) or `pruned` (Yinyang bounds); empty in files written before it was recorded.
+    #[serde(default)]
+    pub assignment: String,
 }
 
 /// Writes a small TOML file atomically.

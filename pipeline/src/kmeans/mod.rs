@@ -423,19 +423,7 @@ pub enum Mode<'a> {
     /// Yinyang bounds carried across iterations.
     Pruned(&'a mut Pruner),
     /// The integer full pass, with the shards' quantised rows (one per shard, in order).
-    Quantized(&'a [quant::QuantRows]),
-}
-
-impl Mode<'_> {
-    /// The mode for `kernel` on `shards`, quantising their rows if it needs them.
-    pub fn rows_for(kernel: Kernel, shards: &[Shard<'_>]) -> Option<Vec<quant::QuantRows>> {
-        (kernel == Kernel::Int8).then(|| {
-            shards
-                .par_iter()
-                .map(|s| quant::QuantRows::new(s.rows))
-                .collect()
-        })
-    }
+    Quantized(&'a [&'a quant::QuantRows]),
 }
 
 /// The map step over all shards: one partial per map task (thread accumulator), unmerged. With
@@ -609,13 +597,18 @@ pub fn fit<E: From<KMeansError>>(
     while state.iteration < params.max_iter && !state.converged {
         let started = Instant::now();
         // The rows are quantised once, inside the first iteration's time.
-        if quantized.is_none() && !params.prune {
-            quantized = Mode::rows_for(params.kernel, &shards);
+        if quantized.is_none() && !params.prune && params.kernel == Kernel::Int8 {
+            let rows: Vec<_> = shards
+                .par_iter()
+                .map(|s| quant::QuantRows::new(s.rows))
+                .collect();
+            quantized = Some(rows);
         }
-        let mode = match (pruner.as_mut(), &quantized) {
-            (Some(p), _) => Mode::Pruned(p),
-            (None, Some(rows)) => Mode::Quantized(rows),
-            (None, None) => Mode::Full,
+        let rows: Vec<&quant::QuantRows> = quantized.iter().flatten().collect();
+        let mode = match pruner.as_mut() {
+            Some(p) => Mode::Pruned(p),
+            None if quantized.is_some() => Mode::Quantized(&rows),
+            None => Mode::Full,
         };
         let (partial, kept) = local_step(&shards, &state.centroids, scale, params.threads, mode);
         let means = partial::means(&partial.sums, &partial.counts, dims, scale);

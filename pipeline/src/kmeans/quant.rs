@@ -11,20 +11,23 @@
 //! 2. The integer dot `q . p` is exact, and `x~ . c~ = t (lo sum(p) + s (q . p))`, so
 //!    `v = ||c||^2 - 2 x~ . c~` approximates `||x - c||^2 - ||x||^2` with a rigorous bound:
 //!    `|x . c - x~ . c~| <= ||x||_1 max|c - c~| + max|x - x~| ||c~||_1`, widened by a float slack
-//!    of 1e-5 relative to `||x||^2 + ||c||^2` (far above the rounding of this scan and of
-//!    [`dist2`]).
+//!    relative to `||x||^2 + ||c||^2` (about 2e-5 at 512 dims: four times the rounding bound of
+//!    [`dist2`], far above the scan's own) and every bound factor rounded up.
 //! 3. Every centroid whose lower bound `v - 2e` is at most the least upper bound `v + 2e` over all
 //!    centroids is a **candidate**; candidates get a direct distance ([`dist2`]) and the least
 //!    wins, the lowest index on ties.
 //!
 //! So the labels are exactly those of a brute-force arg-min of [`dist2`] over all centroids
 //! (tested), on every machine: the integer products are exact and the final choice is made by
-//! `dist2` alone, so rounding in the scan can only add or drop candidates that cannot win. The
+//! `dist2` alone, and the slack keeps every centroid that `dist2`'s rounding could rank first
+//! among the candidates, so rounding in the scan can only add or drop ones that cannot win. The
 //! distance returned is the direct one, not the expansion's. Candidates are a few per vector on
 //! clustered data (measured in `eval/kmeans_bench`); on degenerate data (many equidistant
 //! centroids) they can grow to all `k`, which stays correct but costs direct distances.
 //!
 //! Without AVX2 the same integer products are computed by portable code (same labels, slower).
+
+use rayon::prelude::*;
 
 use super::assign::{Centroids, dist2};
 use crate::partition::Matrix;
@@ -33,8 +36,12 @@ use crate::partition::Matrix;
 const ROW_LEVELS: f32 = 127.0;
 /// Highest centroid code magnitude.
 const CENTROID_LEVELS: f32 = 127.0;
-/// Float slack of the bounds, relative to `||x||^2` and `||c||^2`.
-const ROUNDING: f32 = 1e-5;
+/// Float slack of the bounds, relative to `||x||^2` and `||c||^2`: four times the rounding
+/// bound of [`dist2`] (`(dims / 8 + 16)` roundings of `2^-24` per lane sum and the final sum),
+/// and at least 1e-5; 1.9e-5 at 512 dims. It also covers the scan's own few roundings.
+fn rounding(dims: usize) -> f64 {
+    (4.0 * (dims as f64 / 8.0 + 16.0) * f64::from(f32::EPSILON) / 2.0).max(1e-5)
+}
 /// Rows per kernel call.
 const MR: usize = 4;
 /// Centroids per packed panel (two AVX2 vectors of eight `i32`).
@@ -71,7 +78,7 @@ pub struct QuantRows {
     l1: Vec<f32>,
     /// `max |x - x~|` plus the scan's slack on `max |x|`, rounded up.
     resid: Vec<f32>,
-    /// `ROUNDING * ||x||^2`.
+    /// `rounding(dims) * ||x||^2`.
     slack: Vec<f32>,
 }
 
@@ -80,6 +87,7 @@ impl QuantRows {
     pub fn new(x: Matrix<'_>) -> Self {
         let (rows, dims) = (x.rows(), x.dims());
         let width = width(dims);
+        let slack = rounding(dims);
         let mut out = Self {
             rows,
             dims,
@@ -91,28 +99,20 @@ impl QuantRows {
             resid: Vec::with_capacity(rows),
             slack: Vec::with_capacity(rows),
         };
-        for (i, codes) in out.codes.chunks_exact_mut(width).take(rows).enumerate() {
-            let row = x.row(i);
-            let lo = row.iter().copied().fold(f32::INFINITY, f32::min);
-            let hi = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let step = if hi > lo { (hi - lo) / ROW_LEVELS } else { 1.0 };
-            let (mut l1, mut norm, mut resid, mut peak) = (0f64, 0f64, 0f64, 0f64);
-            for (code, &v) in codes.iter_mut().zip(row) {
-                let q = ((v - lo) / step).round().clamp(0.0, ROW_LEVELS);
-                *code = q as u8;
-                let v = f64::from(v);
-                let approx = f64::from(lo) + f64::from(step) * f64::from(q);
-                resid = resid.max((v - approx).abs());
-                l1 += v.abs();
-                norm += v * v;
-                peak = peak.max(v.abs());
-            }
+        // Rows in parallel, each returning its terms (lo, step, l1, resid, slack).
+        let terms: Vec<[f32; 5]> = out
+            .codes
+            .par_chunks_mut(width)
+            .take(rows)
+            .enumerate()
+            .map(|(i, codes)| quantise_row(x.row(i), slack, codes))
+            .collect();
+        for [lo, step, l1, resid, slack] in terms {
             out.lo.push(lo);
             out.step.push(step);
-            out.l1.push(up(l1));
-            out.resid
-                .push(up(resid + f64::from(ROUNDING) * peak.max(1e-30)));
-            out.slack.push(up(f64::from(ROUNDING) * norm));
+            out.l1.push(l1);
+            out.resid.push(resid);
+            out.slack.push(slack);
         }
         out
     }
@@ -134,6 +134,32 @@ impl QuantRows {
             len: end - start,
         }
     }
+}
+
+/// Quantises `row` into `codes`; returns its terms (`lo`, `step`, `l1`, `resid`, `slack`, as in
+/// [`QuantRows`]).
+fn quantise_row(row: &[f32], slack: f64, codes: &mut [u8]) -> [f32; 5] {
+    let lo = row.iter().copied().fold(f32::INFINITY, f32::min);
+    let hi = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let step = if hi > lo { (hi - lo) / ROW_LEVELS } else { 1.0 };
+    let (mut l1, mut norm, mut resid, mut peak) = (0f64, 0f64, 0f64, 0f64);
+    for (code, &v) in codes.iter_mut().zip(row) {
+        let q = ((v - lo) / step).round().clamp(0.0, ROW_LEVELS);
+        *code = q as u8;
+        let v = f64::from(v);
+        let approx = f64::from(lo) + f64::from(step) * f64::from(q);
+        resid = resid.max((v - approx).abs());
+        l1 += v.abs();
+        norm += v * v;
+        peak = peak.max(v.abs());
+    }
+    [
+        lo,
+        step,
+        up(l1),
+        up(resid + slack * peak.max(1e-30)),
+        up(slack * norm),
+    ]
 }
 
 /// Rows `start..start + len` of a [`QuantRows`].
@@ -165,7 +191,7 @@ pub struct QuantCentroids {
     /// Panels of [`NR`] centroids: `[panel][quad][NR][4]` codes (as bytes).
     panels: Vec<u8>,
     /// Per centroid, padded to whole panels (padding never wins: `norm = inf`):
-    /// `||c||^2`, `2 t sum(p)`, `2 t`, `max |c - c~|`, `||c~||_1`, `ROUNDING ||c||^2`.
+    /// `||c||^2`, `2 t sum(p)`, `2 t`, `max |c - c~|`, `||c~||_1`, `rounding(dims) ||c||^2`.
     norm: Vec<f32>,
     offset: Vec<f32>,
     scale: Vec<f32>,
@@ -180,6 +206,7 @@ impl QuantCentroids {
         let (k, dims) = (centroids.k(), centroids.dims());
         let width = width(dims);
         let padded = k.div_ceil(NR) * NR;
+        let slack = rounding(dims);
         let mut out = Self {
             k,
             dims,
@@ -192,37 +219,31 @@ impl QuantCentroids {
             l1: vec![0.0; padded],
             slack: vec![0.0; padded],
         };
-        let mut codes = vec![0i8; width];
-        for j in 0..k {
-            let c = centroids.row(j);
-            let peak = c.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let t = if peak > 0.0 {
-                peak / CENTROID_LEVELS
-            } else {
-                1.0
-            };
-            let (mut sum, mut abs, mut resid) = (0i64, 0i64, 0f64);
-            for (code, &v) in codes.iter_mut().zip(c) {
-                let p = (v / t).round().clamp(-CENTROID_LEVELS, CENTROID_LEVELS);
-                *code = p as i8;
-                sum += p as i64;
-                abs += (p as i64).abs();
-                resid = resid.max((f64::from(v) - f64::from(t) * f64::from(p)).abs());
-            }
-            let norm = centroids.norms()[j];
-            out.norm[j] = norm;
-            out.offset[j] = 2.0 * t * sum as f32;
-            out.scale[j] = 2.0 * t;
-            out.resid[j] = up(resid);
-            out.l1[j] = up(f64::from(t) * abs as f64);
-            out.slack[j] = up(f64::from(ROUNDING) * f64::from(norm));
-            let panel = &mut out.panels[(j / NR) * NR * width..][..NR * width];
-            for (quad, four) in codes.chunks_exact(4).enumerate() {
-                let at = quad * NR * 4 + (j % NR) * 4;
-                for (b, &code) in four.iter().enumerate() {
-                    panel[at + b] = code as u8;
+        // Panels in parallel (k reaches millions); each returns its centroids' terms.
+        let terms: Vec<[[f32; 6]; NR]> = out
+            .panels
+            .par_chunks_mut(NR * width)
+            .enumerate()
+            .map(|(p, panel)| {
+                let mut terms = [[f32::INFINITY, 0.0, 0.0, 0.0, 0.0, 0.0]; NR];
+                for (lane, terms) in terms.iter_mut().enumerate() {
+                    let j = p * NR + lane;
+                    if j < k {
+                        *terms = quantise_centroid(centroids, j, slack, lane, width, panel);
+                    }
                 }
-            }
+                terms
+            })
+            .collect();
+        for (j, t) in terms.iter().flatten().enumerate() {
+            [
+                out.norm[j],
+                out.offset[j],
+                out.scale[j],
+                out.resid[j],
+                out.l1[j],
+                out.slack[j],
+            ] = *t;
         }
         out
     }
@@ -231,6 +252,44 @@ impl QuantCentroids {
     pub fn k(&self) -> usize {
         self.k
     }
+}
+
+/// Quantises centroid `j` into lane `lane` of its `panel`; returns its terms (`norm`, `offset`,
+/// `scale`, `resid`, `l1`, `slack`, as in [`QuantCentroids`]).
+fn quantise_centroid(
+    centroids: &Centroids,
+    j: usize,
+    slack: f64,
+    lane: usize,
+    width: usize,
+    panel: &mut [u8],
+) -> [f32; 6] {
+    let c = centroids.row(j);
+    let peak = c.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let t = if peak > 0.0 {
+        peak / CENTROID_LEVELS
+    } else {
+        1.0
+    };
+    let (mut sum, mut abs, mut resid) = (0i64, 0i64, 0f64);
+    for (d, &v) in c.iter().enumerate() {
+        let p = (v / t).round().clamp(-CENTROID_LEVELS, CENTROID_LEVELS);
+        // Dims d..d+4 of the panel's 16 centroids sit together: [quad][lane][4].
+        panel[(d / 4) * NR * 4 + lane * 4 + d % 4] = p as i8 as u8;
+        sum += p as i64;
+        abs += (p as i64).abs();
+        resid = resid.max((f64::from(v) - f64::from(t) * f64::from(p)).abs());
+    }
+    debug_assert!(c.len() <= width);
+    let norm = centroids.norms()[j];
+    [
+        norm,
+        2.0 * t * sum as f32,
+        2.0 * t,
+        up(resid),
+        up(f64::from(t) * abs as f64),
+        up(slack * f64::from(norm)),
+    ]
 }
 
 /// Reusable buffers of [`assign_quantized`].
