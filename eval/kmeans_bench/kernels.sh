@@ -5,14 +5,18 @@
 # writes kernels.csv (one row per iteration and round) and kernels.md (medians, and whether the
 # two kernels' vocabularies are byte-identical) beside this script.
 # usage: eval/kmeans_bench/kernels.sh [ITERATIONS] [ROUNDS]
+#   env: SYNTH_KS (k values on the synthetic set, default 4096), HOG=0 to skip HOG, OUT
+#   (basename, default kernels)
 #   data: as pruning.sh (the synthetic set is made if missing; HOG needs eval/accuracy/run.sh).
 set -euo pipefail
 source "$(dirname "$0")/data.sh"
 iterations=${1:-4}
 rounds=${2:-2}
-sets=("synth,$synth,4096")
-[ -f "$hog" ] && sets+=("hog,$hog,1024" "hog,$hog,4096")
-out=$here/kernels.csv
+sets=()
+for k in ${SYNTH_KS:-4096}; do sets+=("synth,$synth,$k"); done
+[ "${HOG:-1}" = 0 ] || [ ! -f "$hog" ] || sets+=("hog,$hog,1024" "hog,$hog,4096")
+base=${OUT:-kernels}
+out=$here/$base.csv
 tmp=$(mktemp "$out.XXXX")
 identical=$(mktemp)
 trap 'rm -f "$tmp" "$identical"' EXIT
@@ -35,5 +39,5 @@ for set in "${sets[@]}"; do
   fi
 done
 mv "$tmp" "$out"
-python3 "$here/kernels_summary.py" "$out" "$identical" "$here/kernels.md" "$(nproc)"
-echo "wrote $out and $here/kernels.md"
+python3 "$here/kernels_summary.py" "$out" "$identical" "$here/$base.md" "$(nproc)"
+echo "wrote $out and $here/$base.md"

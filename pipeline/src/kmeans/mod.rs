@@ -1,7 +1,8 @@
 //! The k-means engine: initialisation, the map step with stage-1 aggregation, the update, the
 //! iteration loop, checkpoints and vocabulary files.
 //!
-//! One iteration: every vector is assigned to its nearest centroid ([`assign`]); the assignments
+//! One iteration: every vector is assigned to its nearest centroid ([`assign`], the f32 GEMM;
+//! [`quant::assign_quantized`], the int8 kernel; or [`prune`]'s bounds); the assignments
 //! become per-thread [`Partial`] sums, merged once per node ([`local_step`], the first
 //! aggregation stage of the paper); [`update`] turns the merged sums into new centroids.
 //!
@@ -133,13 +134,6 @@ impl Kernel {
             Kernel::F32 => "f32",
             Kernel::Int8 => "int8",
         }
-    }
-
-    /// The kernel called `name`.
-    pub fn from_name(name: &str) -> Option<Self> {
-        [Kernel::F32, Kernel::Int8]
-            .into_iter()
-            .find(|k| k.name() == name)
     }
 }
 
