@@ -144,16 +144,27 @@ fn quantise_row(row: &[f32], slack: f64, codes: &mut [u8]) -> [f32; 5] {
     let lo = row.iter().copied().fold(f32::INFINITY, f32::min);
     let hi = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let step = if hi > lo { (hi - lo) / ROW_LEVELS } else { 1.0 };
-    let (mut norm, mut error, mut peak) = (0f64, 0f64, 0f64);
-    for (code, &v) in codes.iter_mut().zip(row) {
-        let q = ((v - lo) / step).round().clamp(0.0, ROW_LEVELS);
-        *code = q as u8;
-        let v = f64::from(v);
-        let approx = f64::from(lo) + f64::from(step) * f64::from(q);
-        error += (v - approx) * (v - approx);
-        norm += v * v;
-        peak = peak.max(v.abs());
+    let inverse = 1.0 / step;
+    // Eight independent f64 accumulators (a fixed order, so the bound is reproducible; it lets
+    // the loop vectorise).
+    let (mut norm, mut error, mut peak) = ([0f64; 8], [0f64; 8], 0f32);
+    for (codes, row) in codes.chunks_mut(8).zip(row.chunks(8)) {
+        for (l, (code, &v)) in codes.iter_mut().zip(row).enumerate() {
+            // Nearest code, or next to it; `as` truncates a non-negative value (no libm call),
+            // and the bound uses the error of whatever code results.
+            let q = ((v - lo) * inverse + 0.5).min(ROW_LEVELS) as u8;
+            *code = q;
+            let off = f64::from(v) - (f64::from(lo) + f64::from(step) * f64::from(q));
+            error[l] += off * off;
+            norm[l] += f64::from(v) * f64::from(v);
+            peak = peak.max(v.abs());
+        }
     }
+    let (norm, error, peak) = (
+        norm.iter().sum::<f64>(),
+        error.iter().sum::<f64>(),
+        f64::from(peak),
+    );
     let scan = slack * (row.len() as f64).sqrt() * peak;
     [
         lo,
@@ -275,7 +286,8 @@ fn quantise_centroid(
     };
     let (mut sum, mut squares, mut error) = (0i64, 0i64, 0f64);
     for (d, &v) in c.iter().enumerate() {
-        let p = (v / t).round().clamp(-CENTROID_LEVELS, CENTROID_LEVELS);
+        let r = v / t;
+        let p = ((r + 0.5f32.copysign(r)) as i32 as f32).clamp(-CENTROID_LEVELS, CENTROID_LEVELS);
         // Dims d..d+4 of the panel's 16 centroids sit together: [quad][lane][4].
         panel[(d / 4) * NR * 4 + lane * 4 + d % 4] = p as i8 as u8;
         sum += p as i64;
