@@ -152,7 +152,7 @@ pub struct KmeansConfig {
     pub cluster: Option<PathBuf>,
     /// Yinyang-pruned assignment (`vocab kmeans --prune`); single-process engine only
     /// (`nodes = 0`, no cluster).
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub prune: bool,
     /// Kernel of the full assignment pass (`vocab kmeans --kernel`); `int8` not with `prune`.
     #[serde(default, skip_serializing_if = "is_default")]
@@ -161,10 +161,6 @@ pub struct KmeansConfig {
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
-}
-
-fn is_false(b: &bool) -> bool {
-    !b
 }
 
 fn default_iterations() -> u64 {

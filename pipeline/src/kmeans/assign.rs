@@ -248,11 +248,11 @@ fn row_min(dots: &[f32], norms: &[f32], bound: f32) -> Option<(usize, f32)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    /// Gaussian-ish values from a fixed LCG.
-    fn values(n: usize, seed: u64) -> Vec<f32> {
+    /// Values in `[-0.5, 0.5)` from a fixed LCG (also used by the int8 kernel's tests).
+    pub(in crate::kmeans) fn values(n: usize, seed: u64) -> Vec<f32> {
         let mut s = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);

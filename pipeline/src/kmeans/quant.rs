@@ -694,19 +694,11 @@ mod avx2 {
 mod tests {
     use super::*;
 
-    /// Values in `[-0.5, 0.5) + shift` from a fixed LCG.
+    /// Values in `[-0.5, 0.5) + shift`.
     fn values(n: usize, seed: u64, shift: f32) -> Vec<f32> {
-        let mut s = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5 + shift
-            })
-            .collect()
+        let mut v = super::super::assign::tests::values(n, seed);
+        v.iter_mut().for_each(|x| *x += shift);
+        v
     }
 
     /// Brute force: the first arg-min of `dist2` and its value.
