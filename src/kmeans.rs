@@ -194,8 +194,13 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
         prune: args.prune,
         kernel: args.kernel.into(),
     };
+    let assignment = if args.prune {
+        "pruned"
+    } else {
+        vocab_pipeline::kmeans::Kernel::from(args.kernel).name()
+    };
     let start = if args.resume {
-        let state = load_checkpoint(&args.out, args.k, args.seed, input.checksum())?;
+        let state = load_checkpoint(&args.out, args.k, args.seed, input.checksum(), assignment)?;
         println!(
             "kmeans: resuming after iteration {} from {}",
             state.iteration,
@@ -206,11 +211,6 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
         None
     };
     let dims = parts.first().map_or(0, Matrix::dims);
-    let assignment = if args.prune {
-        "pruned"
-    } else {
-        vocab_pipeline::kmeans::Kernel::from(args.kernel).name()
-    };
     println!(
         "kmeans: {n} vectors x {dims} dims in {} partitions, k = {}, init {init_name}, \
          assignment {assignment}",
@@ -256,7 +256,7 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
             );
         });
         bar.set_position(state.iteration);
-        save_checkpoint(&args.out, state, args.seed, input.checksum())?;
+        save_checkpoint(&args.out, state, args.seed, input.checksum(), assignment)?;
         if args.exit_after_iteration == Some(state.iteration) {
             eprintln!(
                 "kmeans: exiting after iteration {} (fault injection)",

@@ -204,6 +204,10 @@ pub struct CheckpointState {
     pub centroids_checksum: u32,
     /// Per-iteration history.
     pub history: Vec<IterationStats>,
+    /// How vectors were assigned (as in [`RunMeta`]); empty in checkpoints from before it was
+    /// recorded, which any run may resume.
+    #[serde(default)]
+    pub assignment: String,
 }
 
 /// Saves the state of a run (see the module docs for the protocol).
@@ -212,6 +216,7 @@ pub fn save_checkpoint(
     state: &State,
     seed: u64,
     input_checksum: u32,
+    assignment: &str,
 ) -> Result<(), StoreError> {
     let dir = checkpoint_dir(out);
     std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
@@ -229,6 +234,7 @@ pub fn save_checkpoint(
         centroids: name.clone(),
         centroids_checksum,
         history: state.history.clone(),
+        assignment: assignment.into(),
     };
     write_toml(&dir.join("state.toml"), &meta)?;
     for entry in std::fs::read_dir(&dir)
@@ -249,6 +255,7 @@ pub fn load_checkpoint(
     k: usize,
     seed: u64,
     input_checksum: u32,
+    assignment: &str,
 ) -> Result<State, KMeansError> {
     let dir = checkpoint_dir(out);
     let state_path = dir.join("state.toml");
@@ -263,6 +270,13 @@ pub fn load_checkpoint(
         return Err(bad(format!(
             "belongs to another run (k {}, seed {}, input checksum {}; this run: k {k}, seed {seed}, input checksum {input_checksum})",
             meta.k, meta.seed, meta.input_checksum
+        )));
+    }
+    // Kernels and pruning can break near-ties differently: a run continues with its own.
+    if !meta.assignment.is_empty() && meta.assignment != assignment {
+        return Err(bad(format!(
+            "was written with assignment {}; this run asks for {assignment}",
+            meta.assignment
         )));
     }
     let path = dir.join(&meta.centroids);
@@ -322,13 +336,13 @@ mod tests {
             }],
             converged: false,
         };
-        save_checkpoint(&out, &state, 7, 99).expect("save");
+        save_checkpoint(&out, &state, 7, 99, "int8").expect("save");
         let next = State {
             iteration: 4,
             ..state.clone()
         };
-        save_checkpoint(&out, &next, 7, 99).expect("save again");
-        assert_eq!(load_checkpoint(&out, 2, 7, 99).expect("load"), next);
+        save_checkpoint(&out, &next, 7, 99, "int8").expect("save again");
+        assert_eq!(load_checkpoint(&out, 2, 7, 99, "int8").expect("load"), next);
         let files: Vec<_> = std::fs::read_dir(checkpoint_dir(&out))
             .expect("dir")
             .flatten()
@@ -339,9 +353,16 @@ mod tests {
             2,
             "state.toml and the newest centroids only: {files:?}"
         );
-        let msg = load_checkpoint(&out, 2, 8, 99)
+        let msg = load_checkpoint(&out, 2, 8, 99, "int8")
             .expect_err("other seed")
             .to_string();
         assert!(msg.contains("belongs to another run"), "{msg}");
+        let msg = load_checkpoint(&out, 2, 7, 99, "f32")
+            .expect_err("other kernel")
+            .to_string();
+        assert!(
+            msg.contains("assignment int8") && msg.contains("asks for f32"),
+            "{msg}"
+        );
     }
 }
