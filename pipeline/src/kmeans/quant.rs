@@ -198,6 +198,8 @@ impl QuantSlice<'_> {
 /// Quantised centroids, packed for the kernel: made once per iteration.
 #[derive(Debug, Clone)]
 pub struct QuantCentroids {
+    /// The instruction set the kernel and scan run on (detected when the set is made).
+    isa: Isa,
     k: usize,
     dims: usize,
     width: usize,
@@ -221,6 +223,7 @@ impl QuantCentroids {
         let padded = k.div_ceil(NR) * NR;
         let slack = rounding(dims);
         let mut out = Self {
+            isa: Isa::detect(),
             k,
             dims,
             width,
@@ -340,21 +343,7 @@ pub fn assign_quantized(
     labels: &mut [u32],
     dist: &mut [f32],
 ) {
-    let kernel = Isa::detect();
-    assign_with(x, xq, cq, centroids, scratch, labels, dist, kernel);
-}
-
-#[allow(clippy::too_many_arguments)]
-fn assign_with(
-    x: Matrix<'_>,
-    xq: QuantSlice<'_>,
-    cq: &QuantCentroids,
-    centroids: &Centroids,
-    scratch: &mut QuantScratch,
-    labels: &mut [u32],
-    dist: &mut [f32],
-    kernel: Isa,
-) {
+    let kernel = cq.isa;
     let n = x.rows();
     assert!(
         xq.len == n && labels.len() == n && dist.len() == n,
@@ -712,9 +701,11 @@ mod tests {
     fn check(x: Matrix<'_>, centroids: &Centroids, kernel: Isa) {
         let n = x.rows();
         let xq = QuantRows::new(x);
-        let cq = QuantCentroids::new(centroids);
+        let mut cq = QuantCentroids::new(centroids);
+        // The portable code is forced through the same walk.
+        cq.isa = kernel;
         let (mut labels, mut dist) = (vec![u32::MAX; n], vec![0f32; n]);
-        assign_with(
+        assign_quantized(
             x,
             xq.slice(0, n),
             &cq,
@@ -722,7 +713,6 @@ mod tests {
             &mut QuantScratch::default(),
             &mut labels,
             &mut dist,
-            kernel,
         );
         for i in 0..n {
             let (label, d) = brute(x.row(i), centroids);
