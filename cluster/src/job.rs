@@ -19,9 +19,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
-use vocab_pipeline::kmeans::quant::QuantRows;
-use vocab_pipeline::kmeans::{Centroids, Mode, Partial, Shard, map_tasks, max_abs};
-use vocab_pipeline::partition::{Partition, Verify, read_manifest};
+use vocab_pipeline::kmeans::Centroids;
+use vocab_pipeline::partition::read_manifest;
 
 use crate::aggregate::{RangeSum, encode_range, range_len, range_of};
 use crate::connection::Connection;
@@ -30,20 +29,11 @@ use crate::messages::{
     send_blob,
 };
 use crate::peer::dial_name;
+use crate::share::{Mapped, Share};
 use crate::worker::Worker;
 
 /// Largest range accumulator a peer may make a worker allocate (values): 2^31 x 8 bytes.
 const MAX_RANGE_VALUES: u64 = 1 << 31;
-
-/// Cached partitions of the current job.
-#[derive(Debug)]
-struct Job {
-    id: u64,
-    dir: String,
-    parts: BTreeMap<u32, Arc<Partition>>,
-    /// Quantised rows of the partitions, made at the first int8 step and kept like them.
-    quant: Mutex<BTreeMap<u32, Arc<QuantRows>>>,
-}
 
 type InboxKey = (u64, u64, u64);
 
@@ -56,7 +46,7 @@ struct Inbox {
 /// Job state of a worker.
 #[derive(Debug, Default)]
 pub struct Jobs {
-    current: Mutex<Option<Arc<Job>>>,
+    current: Mutex<Option<Arc<Share>>>,
     inbox: Mutex<BTreeMap<InboxKey, Inbox>>,
     arrived: Notify,
 }
@@ -117,7 +107,7 @@ impl Worker {
         let name = self.name().to_string();
         let previous = lock(&self.jobs.current).clone();
         let result =
-            tokio::task::spawn_blocking(move || -> Result<(Loaded, Option<Job>), String> {
+            tokio::task::spawn_blocking(move || -> Result<(Loaded, Option<Share>), String> {
                 let dir = PathBuf::from(&load.dir);
                 let manifest = read_manifest(&dir)
                     .map_err(|e| format!("worker {name} cannot read the partitions: {e}"))?;
@@ -132,51 +122,17 @@ impl Worker {
                 if load.build != BUILD || digest != load.manifest {
                     return Ok((loaded, None));
                 }
-                let keep = previous.filter(|j| j.id == load.job && j.dir == load.dir);
-                let mut parts = BTreeMap::new();
-                let mut quant = BTreeMap::new();
-                let mut peak = 0f32;
-                for &idx in &load.partitions {
-                    if let Some(q) = keep
-                        .as_ref()
-                        .and_then(|j| lock(&j.quant).get(&idx).cloned())
-                    {
-                        quant.insert(idx, q);
-                    }
-                    let part = match keep.as_ref().and_then(|j| j.parts.get(&idx)) {
-                        Some(p) => Arc::clone(p),
-                        None => {
-                            let entry = manifest.partitions.get(idx as usize).ok_or_else(|| {
-                                format!("worker {name}: the manifest has no partition {idx}")
-                            })?;
-                            let path = dir.join(&entry.file);
-                            Arc::new(
-                                Partition::open(
-                                    &path,
-                                    entry,
-                                    manifest.dims,
-                                    manifest.element_type(),
-                                    Verify::Full,
-                                )
-                                .map_err(|e| format!("worker {name}: {e}"))?,
-                            )
-                        }
-                    };
-                    let m = part.matrix();
-                    loaded.rows += m.rows() as u64;
-                    peak = peak.max(max_abs(m));
-                    parts.insert(idx, part);
-                }
-                loaded.max_abs_bits = peak.to_bits();
-                Ok((
-                    loaded,
-                    Some(Job {
-                        id: load.job,
-                        dir: load.dir,
-                        parts,
-                        quant: Mutex::new(quant),
-                    }),
-                ))
+                let share = Share::open(
+                    load.job,
+                    &load.dir,
+                    &manifest,
+                    &load.partitions,
+                    previous.as_deref(),
+                )
+                .map_err(|e| format!("worker {name}: {e}"))?;
+                loaded.rows = share.rows();
+                loaded.max_abs_bits = share.max_abs().to_bits();
+                Ok((loaded, Some(share)))
             })
             .await
             .map_err(|e| format!("worker {}: load task failed: {e}", self.name()))??;
@@ -193,7 +149,7 @@ impl Worker {
         let period = beat_period(io_timeout);
         let job = lock(&self.jobs.current)
             .clone()
-            .filter(|j| j.id == step.job)
+            .filter(|j| j.job == step.job)
             .ok_or_else(|| {
                 StepError::Refuse(format!(
                     "worker {} holds no partitions for job {}",
@@ -234,59 +190,14 @@ impl Worker {
 
         // Map and stage 1, on the rayon pool, with heartbeats.
         let (scale, stage1, int8) = (step.scale, step.stage1, step.int8);
-        let mapped = tokio::task::spawn_blocking(move || {
-            let shards: Vec<Shard<'_>> = job
-                .parts
-                .iter()
-                .map(|(&index, p)| Shard {
-                    index,
-                    rows: p.matrix(),
-                })
-                .collect();
-            let started = Instant::now();
-            // The int8 kernel's quantised rows: made once per partition (inside the first
-            // step's map time), in shard order.
-            let quant: Vec<Arc<QuantRows>> = if int8 {
-                let mut cache = lock(&job.quant);
-                shards
-                    .iter()
-                    .map(|s| {
-                        Arc::clone(
-                            cache
-                                .entry(s.index)
-                                .or_insert_with(|| Arc::new(QuantRows::new(s.rows))),
-                        )
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let rows: Vec<&QuantRows> = quant.iter().map(|q| &**q).collect();
-            let mode = if int8 {
-                Mode::Quantized(&rows)
-            } else {
-                Mode::Full
-            };
-            let (tasks, kept) = map_tasks(&shards, &centroids, scale, 0, mode);
-            let map_seconds = started.elapsed().as_secs_f64();
-            let started = Instant::now();
-            let count = tasks.len();
-            let partials = if stage1 && tasks.len() > 1 {
-                let mut merged = Partial::new(k, dims, scale);
-                tasks.iter().for_each(|p| merged.merge(p));
-                vec![merged]
-            } else {
-                tasks
-            };
-            (
-                partials,
-                kept,
-                count,
-                map_seconds,
-                started.elapsed().as_secs_f64(),
-            )
-        });
-        let (partials, kept, tasks, map_seconds, stage1_seconds) = beating(conn, period, mapped)
+        let mapped = tokio::task::spawn_blocking(move || job.map(&centroids, scale, int8, stage1));
+        let Mapped {
+            partials,
+            kept,
+            tasks,
+            map_seconds,
+            stage1_seconds,
+        } = beating(conn, period, mapped)
             .await?
             .map_err(|e| StepError::Refuse(format!("map task failed: {e}")))?;
 

@@ -9,6 +9,7 @@
 pub mod aggregate;
 pub mod auth;
 pub mod broadcast;
+pub mod collective;
 pub mod config;
 pub mod connection;
 pub mod driver;
@@ -16,4 +17,7 @@ pub mod frame;
 pub mod job;
 pub mod messages;
 pub mod peer;
+pub mod share;
+pub mod spmd;
+pub mod transport;
 pub mod worker;

@@ -1,0 +1,690 @@
+//! The collectives of an SPMD k-means job, written once against [`Transport`].
+//!
+//! A [`Team`] is a transport with the members put in chain order: member `0` is the root (the
+//! rank that drives), and the others follow racks together. Every collective here is called by
+//! all members of a team with the same arguments; each works out its own part.
+//!
+//! * [`broadcast`]: the root's bytes to every member, by [`Algorithm`]: `chain` (Twister's
+//!   pipelined chain: chunk `i + 1` arrives while chunk `i` is forwarded), `multichain` (the
+//!   message cut into slices, each down its own rotation of the chain, all at once), `mst`
+//!   (binomial tree, largest subtree first) and `simple` (the root sends to each member in
+//!   turn).
+//! * [`reduce_ranges`] (stage 2): member `j` owns centroid range `j`; in round `d` every member
+//!   sends range `me + d` of its partial sums to that range's owner while it receives its own
+//!   range from member `me - d`, chunk by chunk, adding each chunk into its accumulator as it
+//!   arrives. Receive memory is one range; send memory one peer's range.
+//! * [`gather`] (stage 3): every member's bytes to the root.
+//!
+//! Sizes read from peers are checked before they allocate.
+
+use std::ops::Range;
+
+use thiserror::Error;
+use vocab_pipeline::kmeans::Partial;
+
+use crate::aggregate::{RangeSum, encode_range, range_len, range_of};
+use crate::broadcast::Algorithm;
+use crate::transport::{Recv, Send, Tag, Transport, TransportError};
+
+/// Tags of the collectives (each phase its own, so phases never match each other's messages).
+pub mod tags {
+    use crate::transport::Tag;
+
+    /// Length prefix of a control message.
+    pub const CONTROL_LEN: Tag = 1;
+    /// Control message body.
+    pub const CONTROL: Tag = 2;
+    /// Gathered lengths.
+    pub const GATHER_LEN: Tag = 3;
+    /// Gathered bodies.
+    pub const GATHER: Tag = 4;
+    /// Stage-2 partial counts.
+    pub const STAGE2_LEN: Tag = 5;
+    /// Stage-2 chunks.
+    pub const STAGE2: Tag = 6;
+    /// Broadcast data; chain `c` of a multi-chain broadcast uses `BROADCAST + c`.
+    pub const BROADCAST: Tag = 100;
+}
+
+/// Largest control message or gathered piece a member accepts (bytes).
+pub const MAX_CONTROL: u64 = 1 << 30;
+
+/// Errors of the collectives.
+#[derive(Debug, Error)]
+pub enum CollectiveError {
+    /// The transport failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// A chain order that is not a permutation of the members with the root first.
+    #[error("chain order {order:?} is not a permutation of 0..{size} starting at 0")]
+    Order {
+        /// The order given.
+        order: Vec<usize>,
+        /// Team size.
+        size: usize,
+    },
+    /// A peer announced a size this member refuses.
+    #[error("member {member} announced {bytes} bytes (limit {limit})")]
+    TooLarge {
+        /// The member.
+        member: usize,
+        /// Bytes announced.
+        bytes: u64,
+        /// Limit.
+        limit: u64,
+    },
+    /// Stage-2 data that does not fit the accumulator.
+    #[error("stage 2: {0}")]
+    Stage2(String),
+}
+
+/// A transport with its members in chain order.
+pub struct Team<'t> {
+    transport: &'t dyn Transport,
+    /// Rank of each member, in chain order (`order[0]` is the root).
+    order: Vec<usize>,
+    /// This process's position in `order`.
+    me: usize,
+}
+
+impl std::fmt::Debug for Team<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Team")
+            .field("order", &self.order)
+            .field("me", &self.me)
+            .finish()
+    }
+}
+
+impl<'t> Team<'t> {
+    /// The transport's members in rank order.
+    pub fn ranks(transport: &'t dyn Transport) -> Self {
+        let order = (0..transport.size()).collect();
+        Self {
+            transport,
+            order,
+            me: transport.rank(),
+        }
+    }
+
+    /// The transport's members in `order` (ranks, root first).
+    pub fn ordered(
+        transport: &'t dyn Transport,
+        order: Vec<usize>,
+    ) -> Result<Self, CollectiveError> {
+        let size = transport.size();
+        let mut seen = vec![false; size];
+        let valid = order.len() == size
+            && order.first() == Some(&0)
+            && order
+                .iter()
+                .all(|&r| r < size && !std::mem::replace(&mut seen[r], true));
+        let me = order.iter().position(|&r| r == transport.rank());
+        match me {
+            Some(me) if valid => Ok(Self {
+                transport,
+                order,
+                me,
+            }),
+            _ => Err(CollectiveError::Order { order, size }),
+        }
+    }
+
+    /// Members in the team.
+    pub fn size(&self) -> usize {
+        self.order.len()
+    }
+
+    /// This member's position in chain order (0: the root).
+    pub fn me(&self) -> usize {
+        self.me
+    }
+
+    /// Ranks in chain order.
+    pub fn order(&self) -> &[usize] {
+        &self.order
+    }
+
+    /// The underlying transport.
+    pub fn transport(&self) -> &'t dyn Transport {
+        self.transport
+    }
+
+    /// An exchange with peers named by chain position.
+    fn exchange(&self, sends: &[Send<'_>], recvs: &mut [Recv<'_>]) -> Result<(), TransportError> {
+        let sends: Vec<Send<'_>> = sends
+            .iter()
+            .map(|s| Send {
+                to: self.order[s.to],
+                tag: s.tag,
+                data: s.data,
+            })
+            .collect();
+        let mut recvs: Vec<Recv<'_>> = recvs
+            .iter_mut()
+            .map(|r| Recv {
+                from: self.order[r.from],
+                tag: r.tag,
+                buf: &mut *r.buf,
+            })
+            .collect();
+        self.transport.exchange(&sends, &mut recvs)
+    }
+
+    fn send(&self, to: usize, tag: Tag, data: &[u8]) -> Result<(), TransportError> {
+        self.exchange(&[Send { to, tag, data }], &mut [])
+    }
+
+    fn recv(&self, from: usize, tag: Tag, buf: &mut [u8]) -> Result<(), TransportError> {
+        self.exchange(&[], &mut [Recv { from, tag, buf }])
+    }
+}
+
+/// How a broadcast runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BroadcastPlan {
+    /// Algorithm.
+    pub algorithm: Algorithm,
+    /// Chunk size of the pipelined chains (bytes).
+    pub chunk: usize,
+    /// Chains of a multi-chain broadcast.
+    pub chains: usize,
+}
+
+/// Broadcasts the root's `data` to every member; the others pass a buffer of the same length
+/// (sent before, e.g. in a control message), which is filled.
+pub fn broadcast(
+    team: &Team<'_>,
+    plan: BroadcastPlan,
+    data: &mut [u8],
+) -> Result<(), CollectiveError> {
+    let w = team.size();
+    if w < 2 || data.is_empty() {
+        return Ok(());
+    }
+    match plan.algorithm {
+        Algorithm::Chain => pipelined(
+            team,
+            &[(chain_path(w, 0, 1), 0..data.len())],
+            plan.chunk,
+            data,
+        ),
+        Algorithm::MultiChain => {
+            let chains = plan.chains.clamp(1, w - 1);
+            let len = data.len();
+            let paths: Vec<(Vec<usize>, Range<usize>)> = (0..chains)
+                .map(|c| {
+                    (
+                        chain_path(w, c, chains),
+                        len * c / chains..len * (c + 1) / chains,
+                    )
+                })
+                .collect();
+            pipelined(team, &paths, plan.chunk, data)
+        }
+        Algorithm::Simple => {
+            if team.me() == 0 {
+                for m in 1..w {
+                    team.send(m, tags::BROADCAST, data)?;
+                }
+            } else {
+                team.recv(0, tags::BROADCAST, data)?;
+            }
+            Ok(())
+        }
+        Algorithm::Mst => {
+            let (parent, children) = tree_links(w, team.me());
+            if let Some(p) = parent {
+                team.recv(p, tags::BROADCAST, data)?;
+            }
+            for c in children {
+                team.send(c, tags::BROADCAST, data)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Chain `c` of `chains`: the root, then members `1..w` rotated so that the chains start at
+/// different members.
+fn chain_path(w: usize, c: usize, chains: usize) -> Vec<usize> {
+    let mut rest: Vec<usize> = (1..w).collect();
+    rest.rotate_left((w - 1) * c / chains);
+    std::iter::once(0).chain(rest).collect()
+}
+
+/// Parent and children (largest subtree first) of member `me` in the binomial tree rooted at 0
+/// over members `0..w` (MPI's minimum spanning tree broadcast). A member `m` with span `s` is
+/// responsible for members `m + 1 ..= m + s`: its first child `m + 1 + s / 2` takes the upper
+/// part, and the lower part `s / 2` is split the same way.
+pub fn tree_links(w: usize, me: usize) -> (Option<usize>, Vec<usize>) {
+    let (mut m, mut span) = (0usize, w.saturating_sub(1));
+    let mut parent = None;
+    while m != me && me > m && me <= m + span {
+        let mut rest = span;
+        loop {
+            let child = m + 1 + rest / 2;
+            if me >= child {
+                parent = Some(m);
+                span = rest - rest / 2 - 1;
+                m = child;
+                break;
+            }
+            rest /= 2;
+        }
+    }
+    let mut children = Vec::new();
+    let mut rest = span;
+    while rest > 0 {
+        children.push(me + 1 + rest / 2);
+        rest /= 2;
+    }
+    (parent, children)
+}
+
+/// Pipelined chains: each `(path, slice)` streams `data[slice]` from `path[0]` (the root) down
+/// `path` in chunks. At step `s` the member at position `p` of a path receives chunk `s - p + 1`
+/// and forwards chunk `s - p`; every link carries a chunk at every step.
+fn pipelined(
+    team: &Team<'_>,
+    paths: &[(Vec<usize>, Range<usize>)],
+    chunk: usize,
+    data: &mut [u8],
+) -> Result<(), CollectiveError> {
+    let chunk = chunk.max(1);
+    let me = team.me();
+    let steps = paths
+        .iter()
+        .map(|(path, slice)| slice.len().div_ceil(chunk) + path.len().saturating_sub(2))
+        .max()
+        .unwrap_or(0);
+    for step in 0..steps {
+        // (region of data, peer, tag, is a receive)
+        let mut ops: Vec<(Range<usize>, usize, Tag, bool)> = Vec::new();
+        for (c, (path, slice)) in paths.iter().enumerate() {
+            let Some(p) = path.iter().position(|&m| m == me) else {
+                continue;
+            };
+            let n = slice.len().div_ceil(chunk);
+            let region =
+                |i: usize| slice.start + i * chunk..(slice.start + (i + 1) * chunk).min(slice.end);
+            let tag = tags::BROADCAST + c as Tag;
+            if p > 0 && step + 1 >= p && step + 1 - p < n {
+                ops.push((region(step + 1 - p), path[p - 1], tag, true));
+            }
+            if p + 1 < path.len() && step >= p && step - p < n {
+                ops.push((region(step - p), path[p + 1], tag, false));
+            }
+        }
+        if ops.is_empty() {
+            continue;
+        }
+        // The regions are disjoint: cut `data` at their edges and lend each out once.
+        ops.sort_by_key(|op| op.0.start);
+        let mut sends = Vec::new();
+        let mut recvs = Vec::new();
+        let mut rest: &mut [u8] = data;
+        let mut at = 0;
+        for (region, peer, tag, receive) in ops {
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(region.start - at);
+            let (piece, tail) = tail.split_at_mut(region.len());
+            rest = tail;
+            at = region.end;
+            if receive {
+                recvs.push(Recv {
+                    from: peer,
+                    tag,
+                    buf: piece,
+                });
+            } else {
+                sends.push(Send {
+                    to: peer,
+                    tag,
+                    data: &*piece,
+                });
+            }
+        }
+        team.exchange(&sends, &mut recvs)?;
+    }
+    Ok(())
+}
+
+/// Broadcasts a control message of any length from the root (binomial tree: it is small).
+/// The root passes `Some(bytes)`; the others `None` and get the bytes.
+pub fn broadcast_message(
+    team: &Team<'_>,
+    message: Option<&[u8]>,
+) -> Result<Vec<u8>, CollectiveError> {
+    let mut len = message.map_or(0, |m| m.len() as u64).to_le_bytes();
+    let tree = BroadcastPlan {
+        algorithm: Algorithm::Mst,
+        chunk: usize::MAX,
+        chains: 1,
+    };
+    broadcast(team, tree, &mut len)?;
+    let len = u64::from_le_bytes(len);
+    if len > MAX_CONTROL {
+        return Err(CollectiveError::TooLarge {
+            member: 0,
+            bytes: len,
+            limit: MAX_CONTROL,
+        });
+    }
+    let mut body = match message {
+        Some(m) => m.to_vec(),
+        None => vec![0; len as usize],
+    };
+    broadcast(team, tree, &mut body)?;
+    Ok(body)
+}
+
+/// Gathers every member's `mine` at the root, in chain order (the root gets `Some(all)`, the
+/// others `None`). Lengths travel first, each checked against `limit`.
+pub fn gather(
+    team: &Team<'_>,
+    mine: &[u8],
+    limit: u64,
+) -> Result<Option<Vec<Vec<u8>>>, CollectiveError> {
+    let w = team.size();
+    if team.me() != 0 {
+        let len = (mine.len() as u64).to_le_bytes();
+        team.send(0, tags::GATHER_LEN, &len)?;
+        team.send(0, tags::GATHER, mine)?;
+        return Ok(None);
+    }
+    let mut lens = vec![[0u8; 8]; w];
+    let mut recvs: Vec<Recv<'_>> = lens
+        .iter_mut()
+        .enumerate()
+        .skip(1)
+        .map(|(m, buf)| Recv {
+            from: m,
+            tag: tags::GATHER_LEN,
+            buf,
+        })
+        .collect();
+    team.exchange(&[], &mut recvs)?;
+    let mut all: Vec<Vec<u8>> = Vec::with_capacity(w);
+    all.push(mine.to_vec());
+    for (m, len) in lens.iter().enumerate().skip(1) {
+        let bytes = u64::from_le_bytes(*len);
+        if bytes > limit {
+            return Err(CollectiveError::TooLarge {
+                member: m,
+                bytes,
+                limit,
+            });
+        }
+        all.push(vec![0; bytes as usize]);
+    }
+    let mut recvs: Vec<Recv<'_>> = all
+        .iter_mut()
+        .enumerate()
+        .skip(1)
+        .map(|(m, buf)| Recv {
+            from: m,
+            tag: tags::GATHER,
+            buf,
+        })
+        .collect();
+    team.exchange(&[], &mut recvs)?;
+    Ok(Some(all))
+}
+
+/// Stage 2: reduces centroid range `me` of every member's `partials` (all of `k` centroids of
+/// `dims`) at this member, in `w - 1` pairwise rounds of `chunk`-byte pieces. Returns the
+/// accumulator and the bytes this member sent.
+pub fn reduce_ranges(
+    team: &Team<'_>,
+    partials: &[Partial],
+    k: usize,
+    dims: usize,
+    chunk: usize,
+) -> Result<(RangeSum, u64), CollectiveError> {
+    let (w, me) = (team.size(), team.me());
+    let chunk = chunk.max(8) / 8 * 8;
+    let own = range_of(k, w, me);
+    let mut acc = RangeSum::new(own.clone(), dims);
+    for p in partials {
+        acc.add_partial(p);
+    }
+    let mut sent = 0u64;
+    for d in 1..w {
+        let (to, from) = ((me + d) % w, (me + w - d) % w);
+        let blob = encode_range(partials, range_of(k, w, to));
+        let mine = (partials.len() as u64).to_le_bytes();
+        let mut theirs = [0u8; 8];
+        team.exchange(
+            &[Send {
+                to,
+                tag: tags::STAGE2_LEN,
+                data: &mine,
+            }],
+            &mut [Recv {
+                from,
+                tag: tags::STAGE2_LEN,
+                buf: &mut theirs,
+            }],
+        )?;
+        let tasks = u64::from_le_bytes(theirs);
+        // A partial per map task at most; anything larger than a range per thread is a bug.
+        let incoming = if own.is_empty() {
+            0
+        } else {
+            let limit = 1u64 << 20;
+            if tasks > limit {
+                return Err(CollectiveError::TooLarge {
+                    member: from,
+                    bytes: tasks,
+                    limit,
+                });
+            }
+            range_len(tasks as usize, own.len(), dims)
+        };
+        let mut buf = vec![0u8; chunk.min(incoming as usize)];
+        let (mut out_at, mut in_at) = (0usize, 0u64);
+        while out_at < blob.len() || in_at < incoming {
+            let send_end = (out_at + chunk).min(blob.len());
+            let recv_len = chunk.min((incoming - in_at) as usize);
+            let sends = [Send {
+                to,
+                tag: tags::STAGE2,
+                data: &blob[out_at..send_end],
+            }];
+            let mut recvs = [Recv {
+                from,
+                tag: tags::STAGE2,
+                buf: &mut buf[..recv_len],
+            }];
+            team.exchange(&sends, &mut recvs)?;
+            if recv_len > 0 {
+                acc.add_chunk(in_at, &buf[..recv_len])
+                    .map_err(CollectiveError::Stage2)?;
+            }
+            sent += (send_end - out_at) as u64;
+            out_at = send_end;
+            in_at += recv_len as u64;
+        }
+    }
+    Ok((acc, sent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::memory::MemoryTransport;
+
+    /// Runs `f` on every member of an in-memory team of `w`, in chain order `order(w)`.
+    fn on_team<T: std::marker::Send>(
+        w: usize,
+        order: impl Fn(usize) -> Vec<usize> + Sync,
+        f: impl Fn(&Team<'_>) -> T + Sync,
+    ) -> Vec<T> {
+        let team = MemoryTransport::team(w);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = team
+                .iter()
+                .map(|t| {
+                    let (order, f) = (&order, &f);
+                    s.spawn(move || f(&Team::ordered(t, order(w)).expect("order")))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("member"))
+                .collect()
+        })
+    }
+
+    fn reversed(w: usize) -> Vec<usize> {
+        std::iter::once(0).chain((1..w).rev()).collect()
+    }
+
+    #[test]
+    fn every_broadcast_delivers_the_roots_bytes_to_every_member() {
+        let message: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+        for w in [1, 2, 3, 5, 8] {
+            for algorithm in [
+                Algorithm::Chain,
+                Algorithm::MultiChain,
+                Algorithm::Mst,
+                Algorithm::Simple,
+            ] {
+                for (chunk, chains) in [(64, 2), (1000, 3), (7, 4), (5000, 1)] {
+                    let plan = BroadcastPlan {
+                        algorithm,
+                        chunk,
+                        chains,
+                    };
+                    let got = on_team(w, reversed, |team| {
+                        let mut data = if team.me() == 0 {
+                            message.clone()
+                        } else {
+                            vec![0; message.len()]
+                        };
+                        broadcast(team, plan, &mut data).expect("broadcast");
+                        data
+                    });
+                    for (m, data) in got.iter().enumerate() {
+                        assert_eq!(data, &message, "w {w} {plan:?} member {m}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_binomial_tree_covers_every_member_once_with_log_depth() {
+        for w in [1usize, 2, 3, 5, 8, 13, 64] {
+            let mut parent_of = Vec::with_capacity(w);
+            for m in 0..w {
+                let (parent, children) = tree_links(w, m);
+                parent_of.push(parent);
+                for c in children {
+                    assert!(c < w, "w {w}: child {c} of {m}");
+                    assert_eq!(tree_links(w, c).0, Some(m), "w {w}: child {c} of {m}");
+                }
+            }
+            assert_eq!(parent_of[0], None);
+            for m in 1..w {
+                let mut depth = 0;
+                let mut at = m;
+                while let Some(p) = parent_of[at] {
+                    at = p;
+                    depth += 1;
+                }
+                assert_eq!(at, 0, "w {w}: {m} reaches the root");
+                assert!(
+                    depth <= (w as f64).log2().ceil() as usize,
+                    "w {w}: depth of {m}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn control_messages_and_gathers_arrive_whole_and_in_chain_order() {
+        let got = on_team(4, reversed, |team| {
+            let text = broadcast_message(team, (team.me() == 0).then_some(b"load this".as_slice()))
+                .expect("bcast");
+            let mine = vec![team.me() as u8; team.me() * 3];
+            (text, gather(team, &mine, 100).expect("gather"))
+        });
+        for (m, (text, gathered)) in got.iter().enumerate() {
+            assert_eq!(text, b"load this");
+            if m == 0 {
+                let all = gathered.as_ref().expect("root");
+                for (j, piece) in all.iter().enumerate() {
+                    assert_eq!(piece, &vec![j as u8; j * 3]);
+                }
+            } else {
+                assert!(gathered.is_none());
+            }
+        }
+        // A member that announces more than the limit is refused, naming it.
+        let got = on_team(2, reversed, |team| gather(team, &[1; 50], 10).map(|_| ()));
+        assert!(matches!(
+            got[0],
+            Err(CollectiveError::TooLarge {
+                member: 1,
+                bytes: 50,
+                limit: 10
+            })
+        ));
+    }
+
+    #[test]
+    fn stage_two_gives_each_owner_the_sum_of_its_range() {
+        use vocab_pipeline::partition::Matrix;
+        let (k, dims) = (11, 3);
+        let partial = |seed: u32| {
+            let x: Vec<f32> = (0..5 * dims as u32)
+                .map(|i| ((i * 37 + seed * 11) % 19) as f32 - 9.0)
+                .collect();
+            let labels: Vec<u32> = (0..5).map(|i| (i * 5 + seed) % k as u32).collect();
+            let mut p = Partial::new(k, dims, 20);
+            p.accumulate(u64::from(seed), Matrix::dense(&x, dims), &labels, &[0.5; 5]);
+            p
+        };
+        for w in [1, 2, 3, 4, 12] {
+            let got = on_team(w, reversed, |team| {
+                // Member m holds m % 3 + 1 unmerged partials.
+                let mine: Vec<Partial> = (0..team.me() % 3 + 1)
+                    .map(|i| partial((team.me() * 3 + i) as u32))
+                    .collect();
+                (
+                    team.me(),
+                    reduce_ranges(team, &mine, k, dims, 24).expect("stage 2").0,
+                )
+            });
+            let mut want = Partial::new(k, dims, 20);
+            for m in 0..w {
+                for i in 0..m % 3 + 1 {
+                    want.merge(&partial((m * 3 + i) as u32));
+                }
+            }
+            // Results come in rank order; ranges belong to chain positions.
+            for (m, acc) in &got {
+                let (m, r) = (*m, range_of(k, w, *m));
+                assert_eq!(acc.counts, want.counts[r.clone()], "w {w} member {m}");
+                assert_eq!(
+                    acc.sums,
+                    want.sums[r.start * dims..r.end * dims],
+                    "w {w} member {m}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_order_must_be_a_permutation_with_the_root_first() {
+        let team = MemoryTransport::team(3);
+        for bad in [vec![1, 0, 2], vec![0, 1], vec![0, 1, 1], vec![0, 1, 3]] {
+            assert!(Team::ordered(&team[0], bad).is_err());
+        }
+        assert_eq!(
+            Team::ordered(&team[2], vec![0, 2, 1]).expect("order").me(),
+            1
+        );
+    }
+}

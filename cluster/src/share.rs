@@ -1,0 +1,168 @@
+//! A member's share of a k-means job: its cached partitions (the paper's static data, opened and
+//! verified once, kept mapped for every iteration), their quantised rows for the int8 kernel
+//! (made at the first such step and kept like the partitions), and the map step over them with
+//! stage-1 aggregation. The TCP worker and an SPMD rank hold the same type.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use thiserror::Error;
+use vocab_pipeline::kmeans::quant::QuantRows;
+use vocab_pipeline::kmeans::{Centroids, Mode, Partial, Shard, map_tasks, max_abs};
+use vocab_pipeline::partition::{Manifest, Partition, Verify};
+use vocab_pipeline::store::StoreError;
+
+/// Errors opening a share.
+#[derive(Debug, Error)]
+pub enum ShareError {
+    /// The manifest lists fewer partitions.
+    #[error("the manifest has no partition {0}")]
+    NoPartition(u32),
+    /// A partition file failed to open or verify.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The cached partitions of a job at one member.
+#[derive(Debug)]
+pub struct Share {
+    /// Job id.
+    pub job: u64,
+    /// Partition folder, as this member sees it.
+    pub dir: String,
+    parts: BTreeMap<u32, Arc<Partition>>,
+    quant: Mutex<BTreeMap<u32, Arc<QuantRows>>>,
+}
+
+/// What one map step over a share did.
+#[derive(Debug)]
+pub struct Mapped {
+    /// The partial sums: one (stage 1 on) or one per map task.
+    pub partials: Vec<Partial>,
+    /// Vectors whose label pruning kept (0 on full passes).
+    pub kept: usize,
+    /// Map tasks run.
+    pub tasks: usize,
+    /// Seconds in the map tasks (including the first int8 step's quantisation).
+    pub map_seconds: f64,
+    /// Seconds merging the tasks' partials.
+    pub stage1_seconds: f64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind; keep serving.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Share {
+    /// Opens partitions `indices` of `manifest` in `dir` (verifying each whole), reusing what
+    /// `keep` already holds when it belongs to the same job and folder.
+    pub fn open(
+        job: u64,
+        dir: &str,
+        manifest: &Manifest,
+        indices: &[u32],
+        keep: Option<&Share>,
+    ) -> Result<Self, ShareError> {
+        let keep = keep.filter(|k| k.job == job && k.dir == dir);
+        let mut parts = BTreeMap::new();
+        let mut quant = BTreeMap::new();
+        for &idx in indices {
+            if let Some(q) = keep.and_then(|k| lock(&k.quant).get(&idx).cloned()) {
+                quant.insert(idx, q);
+            }
+            let part = match keep.and_then(|k| k.parts.get(&idx)) {
+                Some(p) => Arc::clone(p),
+                None => {
+                    let entry = manifest
+                        .partitions
+                        .get(idx as usize)
+                        .ok_or(ShareError::NoPartition(idx))?;
+                    Arc::new(Partition::open(
+                        &Path::new(dir).join(&entry.file),
+                        entry,
+                        manifest.dims,
+                        manifest.element_type(),
+                        Verify::Full,
+                    )?)
+                }
+            };
+            parts.insert(idx, part);
+        }
+        Ok(Self {
+            job,
+            dir: dir.to_string(),
+            parts,
+            quant: Mutex::new(quant),
+        })
+    }
+
+    /// Vectors held.
+    pub fn rows(&self) -> u64 {
+        self.parts.values().map(|p| p.matrix().rows() as u64).sum()
+    }
+
+    /// Largest absolute value held (for the fixed-point scale).
+    pub fn max_abs(&self) -> f32 {
+        self.parts
+            .values()
+            .map(|p| max_abs(p.matrix()))
+            .fold(0f32, f32::max)
+    }
+
+    /// The map step from `centroids` (full pass, f32 or int8), then stage 1 if asked.
+    pub fn map(&self, centroids: &Centroids, scale: i32, int8: bool, stage1: bool) -> Mapped {
+        let shards: Vec<Shard<'_>> = self
+            .parts
+            .iter()
+            .map(|(&index, p)| Shard {
+                index,
+                rows: p.matrix(),
+            })
+            .collect();
+        let started = Instant::now();
+        // The int8 kernel's quantised rows: made once per partition (inside the first step's
+        // map time), in shard order.
+        let quant: Vec<Arc<QuantRows>> = if int8 {
+            let mut cache = lock(&self.quant);
+            shards
+                .iter()
+                .map(|s| {
+                    Arc::clone(
+                        cache
+                            .entry(s.index)
+                            .or_insert_with(|| Arc::new(QuantRows::new(s.rows))),
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let rows: Vec<&QuantRows> = quant.iter().map(|q| &**q).collect();
+        let mode = if int8 {
+            Mode::Quantized(&rows)
+        } else {
+            Mode::Full
+        };
+        let (tasks, kept) = map_tasks(&shards, centroids, scale, 0, mode);
+        let map_seconds = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let count = tasks.len();
+        let partials = if stage1 && tasks.len() > 1 {
+            let mut merged = Partial::new(centroids.k(), centroids.dims(), scale);
+            tasks.iter().for_each(|p| merged.merge(p));
+            vec![merged]
+        } else {
+            tasks
+        };
+        Mapped {
+            partials,
+            kept,
+            tasks: count,
+            map_seconds,
+            stage1_seconds: started.elapsed().as_secs_f64(),
+        }
+    }
+}

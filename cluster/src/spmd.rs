@@ -1,0 +1,856 @@
+//! The SPMD k-means engine: every member of a [`Transport`] runs this code; member 0 (rank 0
+//! under MPI) drives and maps its share, the others [`serve`].
+//!
+//! One iteration ([`Root::step`]), all members together:
+//! 1. the root broadcasts a [`Command::Step`] (binomial tree), then the centroids down the
+//!    chain ([`crate::collective::broadcast`], by the job's algorithm);
+//! 2. every member maps its cached partitions and merges its map tasks' partials (**stage 1**);
+//! 3. **stage 2**: member `j` of the chain reduces centroid range `j` of everyone's sums
+//!    ([`crate::collective::reduce_ranges`]);
+//! 4. **stage 3**: the reduced ranges (counts and means) and the per-unit inertias are gathered
+//!    at the root, which ends the iteration with `State::advance` like every other engine.
+//!
+//! The chain order puts racks together: a rack map (host -> rack) names them, or else each host
+//! is its own rack; racks follow in order of first appearance in rank order, so the root's rack
+//! comes first. Partitions are dealt out in contiguous, even blocks in chain order, centroid
+//! ranges likewise. The sums are exact integers, so the result equals the single-process engine
+//! bit for bit for any number of members and any order.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use vocab_pipeline::kmeans::partial::inertia_of;
+use vocab_pipeline::kmeans::{Centroids, Kernel, Params, State, fixed_scale};
+use vocab_pipeline::partition::{Manifest, read_manifest};
+
+use crate::aggregate::{place_result, range_of, result_len};
+use crate::broadcast::Algorithm;
+use crate::collective::{
+    BroadcastPlan, CollectiveError, MAX_CONTROL, Team, broadcast, broadcast_message, gather,
+    reduce_ranges,
+};
+use crate::driver::{StepReport, StepResult};
+use crate::messages::BUILD;
+use crate::share::{Mapped, Share};
+use crate::transport::Transport;
+
+/// Errors of the SPMD engine.
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// A collective failed.
+    #[error(transparent)]
+    Collective(#[from] CollectiveError),
+    /// A member cannot take part (other build, unreadable or other partitions).
+    #[error("rank {rank} on {host} refused: {reason}")]
+    Refused {
+        /// The rank.
+        rank: usize,
+        /// Its host.
+        host: String,
+        /// Why.
+        reason: String,
+    },
+    /// A message that does not parse: the members run different builds or a bug.
+    #[error("malformed message from rank {rank}: {reason}")]
+    Malformed {
+        /// The sender.
+        rank: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The members' vectors do not add up to the manifest.
+    #[error("the ranks hold {got} vectors, the partition manifest lists {want}")]
+    Count {
+        /// Vectors held.
+        got: u64,
+        /// Vectors listed.
+        want: u64,
+    },
+    /// A step before any load.
+    #[error("rank {0} was asked to step with no partitions loaded")]
+    NotLoaded(usize),
+    /// A centroid set that does not match the job.
+    #[error("centroids of {got} values, {want} expected")]
+    Shape {
+        /// Values received.
+        got: usize,
+        /// Values expected.
+        want: usize,
+    },
+}
+
+/// What the root tells the members.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+enum Command {
+    /// Cache a share of these partitions.
+    Load {
+        job: u64,
+        dir: String,
+        manifest: u32,
+        /// Ranks in chain order.
+        order: Vec<usize>,
+        build: String,
+    },
+    /// Run one iteration; the centroids follow as a broadcast.
+    Step {
+        iteration: u64,
+        k: u64,
+        dims: u64,
+        scale: i32,
+        stage1: bool,
+        int8: bool,
+        algorithm: String,
+        chunk: u64,
+        chains: u64,
+    },
+    /// Leave [`serve`].
+    Exit,
+}
+
+/// A member's first words: where it runs.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Hello {
+    host: String,
+    build: String,
+}
+
+/// A member's answer to [`Command::Load`].
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoadReply {
+    rows: u64,
+    max_abs_bits: u32,
+    error: Option<String>,
+}
+
+/// A member's stage-3 statistics (its reduced range follows in the same gathered piece).
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepStats {
+    broadcast_seconds: f64,
+    map_seconds: f64,
+    stage1_seconds: f64,
+    mapped_at: f64,
+    reduced_at: f64,
+    stage2_bytes: u64,
+    tasks: u64,
+    kept: u64,
+    /// Inertia per map unit: (key, f64 bits).
+    units: Vec<(u64, u64)>,
+}
+
+/// How the root runs a job.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The partition folder, as every rank sees it.
+    pub dir: String,
+    /// The centroid broadcast.
+    pub plan: BroadcastPlan,
+    /// Stage-1 aggregation.
+    pub stage1: bool,
+    /// The full pass's kernel.
+    pub kernel: Kernel,
+    /// Host name -> rack; hosts not listed are racks of their own.
+    pub racks: BTreeMap<String, String>,
+}
+
+/// Fault injection for tests: exit the process in the middle of an iteration.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Faults {
+    /// Exit (status 3) after the map tasks of this iteration, before stage 2.
+    pub exit_at_step: Option<u64>,
+}
+
+fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    // Plain data structs and strings always serialise.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(rank: usize, bytes: &[u8]) -> Result<T, EngineError> {
+    serde_json::from_slice(bytes).map_err(|e| EngineError::Malformed {
+        rank,
+        reason: e.to_string(),
+    })
+}
+
+/// Ranks in chain order: racks in order of first appearance in rank order, the ranks of a rack
+/// together (rank 0's rack is first, so rank 0 heads the chain).
+pub fn chain_order(hosts: &[String], racks: &BTreeMap<String, String>) -> Vec<usize> {
+    let rack_of = |h: &String| racks.get(h).unwrap_or(h).clone();
+    let mut first: Vec<String> = Vec::new();
+    for h in hosts {
+        let r = rack_of(h);
+        if !first.contains(&r) {
+            first.push(r);
+        }
+    }
+    let mut order: Vec<usize> = (0..hosts.len()).collect();
+    order.sort_by_key(|&i| first.iter().position(|r| *r == rack_of(&hosts[i])));
+    order
+}
+
+/// Partitions of member `j` of `w` out of `p`: a contiguous, even block.
+fn share_of(p: usize, j: usize, w: usize) -> Vec<u32> {
+    (p * j / w..p * (j + 1) / w).map(|i| i as u32).collect()
+}
+
+/// A member's part of one iteration: the centroid broadcast, map, stage 1 and stage 2; returns
+/// the stage-3 piece (statistics, then the reduced range's counts and means).
+fn member_step(
+    team: &Team<'_>,
+    share: &Share,
+    command: &Command,
+    centroids: Option<&Centroids>,
+    received: Instant,
+    faults: Faults,
+) -> Result<Vec<u8>, EngineError> {
+    let Command::Step {
+        iteration,
+        k,
+        dims,
+        scale,
+        stage1,
+        int8,
+        ref algorithm,
+        chunk,
+        chains,
+    } = *command
+    else {
+        return Err(EngineError::Malformed {
+            rank: 0,
+            reason: "not a step".into(),
+        });
+    };
+    let (k, dims) = (k as usize, dims as usize);
+    let values = k
+        .checked_mul(dims)
+        .filter(|&v| v > 0 && v <= (MAX_CONTROL / 4) as usize);
+    let Some(values) = values else {
+        return Err(EngineError::Shape {
+            got: 0,
+            want: k.saturating_mul(dims),
+        });
+    };
+    let plan = BroadcastPlan {
+        algorithm: Algorithm::from_name(algorithm).ok_or_else(|| EngineError::Malformed {
+            rank: 0,
+            reason: format!("unknown broadcast algorithm {algorithm}"),
+        })?,
+        chunk: chunk as usize,
+        chains: chains as usize,
+    };
+    let mut bytes = match centroids {
+        Some(c) => c.as_slice().iter().flat_map(|v| v.to_le_bytes()).collect(),
+        None => vec![0u8; values * 4],
+    };
+    broadcast(team, plan, &mut bytes)?;
+    let broadcast_seconds = received.elapsed().as_secs_f64();
+    let owned;
+    let centroids = match centroids {
+        Some(c) => c,
+        None => {
+            owned = Centroids::new(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+                dims,
+            );
+            &owned
+        }
+    };
+    drop(bytes);
+    let Mapped {
+        partials,
+        kept,
+        tasks,
+        map_seconds,
+        stage1_seconds,
+    } = share.map(centroids, scale, int8, stage1);
+    if faults.exit_at_step == Some(iteration) {
+        eprintln!(
+            "rank {}: exiting in iteration {iteration} (fault injection)",
+            team.transport().rank()
+        );
+        std::process::exit(3);
+    }
+    let mapped_at = received.elapsed().as_secs_f64();
+    let (sum, stage2_bytes) = reduce_ranges(team, &partials, k, dims, plan.chunk)?;
+    let reduced_at = received.elapsed().as_secs_f64();
+    let stats = StepStats {
+        broadcast_seconds,
+        map_seconds,
+        stage1_seconds,
+        mapped_at,
+        reduced_at,
+        stage2_bytes,
+        tasks: tasks as u64,
+        kept: kept as u64,
+        units: partials
+            .iter()
+            .flat_map(|p| p.units.iter().map(|&(key, v)| (key, v.to_bits())))
+            .collect(),
+    };
+    let stats = encode(&stats);
+    let mut piece = (stats.len() as u64).to_le_bytes().to_vec();
+    piece.extend_from_slice(&stats);
+    piece.extend_from_slice(&sum.encode_result(scale));
+    Ok(piece)
+}
+
+/// Serves the root's commands until it says [`Command::Exit`] (every rank but 0 calls this).
+pub fn serve(transport: &dyn Transport, faults: Faults) -> Result<(), EngineError> {
+    let control = Team::ranks(transport);
+    let me = transport.rank();
+    let hello = Hello {
+        host: transport.host(),
+        build: BUILD.into(),
+    };
+    gather(&control, &encode(&hello), MAX_CONTROL)?;
+    let mut share: Option<Share> = None;
+    let mut order: Vec<usize> = (0..transport.size()).collect();
+    loop {
+        let bytes = broadcast_message(&control, None)?;
+        let received = Instant::now();
+        let command: Command = decode(0, &bytes)?;
+        match command {
+            Command::Load {
+                job,
+                ref dir,
+                manifest,
+                order: ref chain,
+                ref build,
+            } => {
+                let opened = if *build != BUILD {
+                    Err(format!("it runs {BUILD}, the root runs {build}"))
+                } else {
+                    Team::ordered(transport, chain.clone())
+                        .map_err(|e| e.to_string())
+                        .and_then(|team| open_share(&team, job, dir, manifest, share.as_ref()))
+                };
+                let reply = match opened {
+                    Ok(s) => {
+                        let reply = LoadReply {
+                            rows: s.rows(),
+                            max_abs_bits: s.max_abs().to_bits(),
+                            error: None,
+                        };
+                        share = Some(s);
+                        order = chain.clone();
+                        reply
+                    }
+                    Err(e) => {
+                        share = None;
+                        LoadReply {
+                            rows: 0,
+                            max_abs_bits: 0,
+                            error: Some(e),
+                        }
+                    }
+                };
+                gather(&control, &encode(&reply), MAX_CONTROL)?;
+            }
+            Command::Step { .. } => {
+                let s = share.as_ref().ok_or(EngineError::NotLoaded(me))?;
+                let team = Team::ordered(transport, order.clone())?;
+                let piece = member_step(&team, s, &command, None, received, faults)?;
+                gather(&team, &piece, MAX_CONTROL)?;
+            }
+            Command::Exit => return Ok(()),
+        }
+    }
+}
+
+/// Opens this member's share of the partitions in `dir` (its block in chain order).
+fn open_share(
+    team: &Team<'_>,
+    job: u64,
+    dir: &str,
+    digest: u32,
+    previous: Option<&Share>,
+) -> Result<Share, String> {
+    let manifest = read_manifest(std::path::Path::new(dir))
+        .map_err(|e| format!("cannot read the partitions: {e}"))?;
+    if manifest.digest() != digest {
+        return Err(format!(
+            "its partitions at {dir} have manifest digest {:08x}, the root's {digest:08x} \
+             (other data or another partitioning)",
+            manifest.digest()
+        ));
+    }
+    let indices = share_of(manifest.partitions.len(), team.me(), team.size());
+    Share::open(job, dir, &manifest, &indices, previous).map_err(|e| e.to_string())
+}
+
+/// The driving member (rank 0) of an SPMD job.
+pub struct Root<'t> {
+    transport: &'t dyn Transport,
+    hosts: Vec<String>,
+    order: Vec<usize>,
+    options: Options,
+    manifest: Manifest,
+    share: Share,
+    scale: i32,
+}
+
+impl std::fmt::Debug for Root<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Root")
+            .field("hosts", &self.hosts)
+            .field("order", &self.order)
+            .field("scale", &self.scale)
+            .finish()
+    }
+}
+
+/// The hosts of every rank, gathered once per process at the root (members send theirs when
+/// they start serving).
+#[derive(Debug, Clone)]
+pub struct Members {
+    /// Host of each rank.
+    pub hosts: Vec<String>,
+}
+
+/// Gathers every rank's host at the root; call once, before the first [`Root::start`].
+pub fn hello(transport: &dyn Transport) -> Result<Members, EngineError> {
+    let control = Team::ranks(transport);
+    let mine = Hello {
+        host: transport.host(),
+        build: BUILD.into(),
+    };
+    let all = gather(&control, &encode(&mine), MAX_CONTROL)?.unwrap_or_default();
+    let mut hosts = Vec::with_capacity(all.len());
+    for (rank, bytes) in all.iter().enumerate() {
+        let hello: Hello = decode(rank, bytes)?;
+        if hello.build != BUILD {
+            return Err(EngineError::Refused {
+                rank,
+                host: hello.host,
+                reason: format!("it runs {}, the root runs {BUILD}", hello.build),
+            });
+        }
+        hosts.push(hello.host);
+    }
+    Ok(Members { hosts })
+}
+
+/// Tells every member to leave [`serve`].
+pub fn exit(transport: &dyn Transport) -> Result<(), EngineError> {
+    let control = Team::ranks(transport);
+    broadcast_message(&control, Some(&encode(&Command::Exit)))?;
+    Ok(())
+}
+
+impl<'t> Root<'t> {
+    /// Has every member cache its share of the partitions of `manifest` (the root's copy; every
+    /// rank must read the same at `options.dir`).
+    pub fn start(
+        transport: &'t dyn Transport,
+        members: &Members,
+        options: Options,
+        manifest: Manifest,
+    ) -> Result<Self, EngineError> {
+        let order = chain_order(&members.hosts, &options.racks);
+        let job = rand::random::<u64>() >> 1;
+        let control = Team::ranks(transport);
+        let load = Command::Load {
+            job,
+            dir: options.dir.clone(),
+            manifest: manifest.digest(),
+            order: order.clone(),
+            build: BUILD.into(),
+        };
+        broadcast_message(&control, Some(&encode(&load)))?;
+        let team = Team::ordered(transport, order.clone())?;
+        let own = open_share(&team, job, &options.dir, manifest.digest(), None);
+        let reply = match &own {
+            Ok(s) => LoadReply {
+                rows: s.rows(),
+                max_abs_bits: s.max_abs().to_bits(),
+                error: None,
+            },
+            Err(e) => LoadReply {
+                rows: 0,
+                max_abs_bits: 0,
+                error: Some(e.clone()),
+            },
+        };
+        let replies = gather(&control, &encode(&reply), MAX_CONTROL)?.unwrap_or_default();
+        let (mut rows, mut peak) = (0u64, 0f32);
+        for (rank, bytes) in replies.iter().enumerate() {
+            let reply: LoadReply = decode(rank, bytes)?;
+            if let Some(reason) = reply.error {
+                return Err(EngineError::Refused {
+                    rank,
+                    host: members.hosts.get(rank).cloned().unwrap_or_default(),
+                    reason,
+                });
+            }
+            rows += reply.rows;
+            peak = peak.max(f32::from_bits(reply.max_abs_bits));
+        }
+        if rows != manifest.count {
+            return Err(EngineError::Count {
+                got: rows,
+                want: manifest.count,
+            });
+        }
+        let share = own.map_err(|reason| EngineError::Refused {
+            rank: 0,
+            host: transport.host(),
+            reason,
+        })?;
+        Ok(Self {
+            transport,
+            hosts: members.hosts.clone(),
+            order,
+            options,
+            manifest,
+            share,
+            scale: fixed_scale(peak, rows),
+        })
+    }
+
+    /// The members in chain order, as `rank@host`.
+    pub fn members(&self) -> Vec<String> {
+        self.order
+            .iter()
+            .map(|&r| format!("{r}@{}", self.hosts[r]))
+            .collect()
+    }
+
+    /// The fixed-point scale of the partial sums.
+    pub fn scale(&self) -> i32 {
+        self.scale
+    }
+
+    /// Runs iteration `iteration` from `centroids` on every member.
+    pub fn step(
+        &mut self,
+        iteration: u64,
+        centroids: &Centroids,
+    ) -> Result<StepResult, EngineError> {
+        let received = Instant::now();
+        let (k, dims) = (centroids.k(), centroids.dims());
+        let command = Command::Step {
+            iteration,
+            k: k as u64,
+            dims: dims as u64,
+            scale: self.scale,
+            stage1: self.options.stage1,
+            int8: self.options.kernel == Kernel::Int8,
+            algorithm: self.options.plan.algorithm.name().into(),
+            chunk: self.options.plan.chunk as u64,
+            chains: self.options.plan.chains as u64,
+        };
+        broadcast_message(&Team::ranks(self.transport), Some(&encode(&command)))?;
+        let team = Team::ordered(self.transport, self.order.clone())?;
+        let piece = member_step(
+            &team,
+            &self.share,
+            &command,
+            Some(centroids),
+            received,
+            Faults::default(),
+        )?;
+        let gathering = Instant::now();
+        let pieces = gather(&team, &piece, MAX_CONTROL)?.unwrap_or_default();
+        let gather_seconds = gathering.elapsed().as_secs_f64();
+        let w = team.size();
+        let (mut counts, mut means) = (vec![0u64; k], vec![0f32; k * dims]);
+        let mut units = Vec::new();
+        let mut report = StepReport {
+            broadcast_bytes: (k * dims * 4 * (w - 1)) as u64,
+            workers: w,
+            attempts: 1,
+            ..StepReport::default()
+        };
+        let (mut mapped, mut reduced, mut kept) = (0f64, 0f64, 0usize);
+        for (j, piece) in pieces.iter().enumerate() {
+            let rank = self.order[j];
+            let malformed = |reason: String| EngineError::Malformed { rank, reason };
+            let head: [u8; 8] = piece
+                .get(..8)
+                .and_then(|h| h.try_into().ok())
+                .ok_or_else(|| malformed("stage-3 piece without a header".into()))?;
+            let stats_len = usize::try_from(u64::from_le_bytes(head))
+                .ok()
+                .filter(|&n| n <= piece.len() - 8)
+                .ok_or_else(|| malformed("stage-3 header longer than the piece".into()))?;
+            let stats: StepStats = decode(rank, &piece[8..8 + stats_len])?;
+            let blob = &piece[8 + stats_len..];
+            let r = range_of(k, w, j);
+            if blob.len() as u64 != result_len(r.len(), dims) {
+                return Err(malformed(format!(
+                    "stage-3 range of {} bytes, {} expected",
+                    blob.len(),
+                    result_len(r.len(), dims)
+                )));
+            }
+            place_result(&mut counts, &mut means, r.start, r.len(), dims, 0, blob)
+                .map_err(malformed)?;
+            units.extend(
+                stats
+                    .units
+                    .iter()
+                    .map(|&(key, bits)| (key, f64::from_bits(bits))),
+            );
+            report.broadcast_seconds = report.broadcast_seconds.max(stats.broadcast_seconds);
+            report.map_seconds = report.map_seconds.max(stats.map_seconds);
+            report.stage1_seconds = report.stage1_seconds.max(stats.stage1_seconds);
+            mapped = mapped.max(stats.mapped_at);
+            reduced = reduced.max(stats.reduced_at);
+            report.stage2_bytes += stats.stage2_bytes;
+            report.stage3_bytes += if j == 0 { 0 } else { piece.len() as u64 };
+            report.tasks += stats.tasks;
+            kept += stats.kept as usize;
+        }
+        let total: u64 = counts.iter().sum();
+        if total != self.manifest.count {
+            return Err(EngineError::Count {
+                got: total,
+                want: self.manifest.count,
+            });
+        }
+        report.stage2_seconds = (reduced - mapped).max(0.0);
+        report.stage3_seconds = gather_seconds;
+        Ok(StepResult {
+            means,
+            counts,
+            inertia: inertia_of(&units),
+            kept,
+            report,
+        })
+    }
+
+    /// Runs iterations from `state` until `params.max_iter` or convergence, as the
+    /// single-process `fit` does (same update, same stopping rule).
+    pub fn fit<E: From<EngineError>>(
+        &mut self,
+        params: &Params,
+        mut state: State,
+        on_iteration: &mut dyn FnMut(&State, &StepReport) -> Result<(), E>,
+    ) -> Result<State, E> {
+        while state.iteration < params.max_iter && !state.converged {
+            let started = Instant::now();
+            let result = self.step(state.iteration + 1, &state.centroids)?;
+            state.advance(
+                params,
+                result.means,
+                &result.counts,
+                result.inertia,
+                started,
+                result.kept,
+            );
+            on_iteration(&state, &result.report)?;
+        }
+        Ok(state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vocab_pipeline::kmeans::{self, Init, KMeansError, initial_centroids};
+    use vocab_pipeline::partition::{PartitionSet, split};
+    use vocab_pipeline::store::{Element, Format};
+
+    use super::*;
+    use crate::transport::memory::MemoryTransport;
+
+    /// Features around blobs, split into 7 partitions.
+    fn dataset(dir: &std::path::Path) -> std::path::PathBuf {
+        let features = dir.join("f.bin");
+        vocab_pipeline::synth::generate_features(&features, Format::Bin, 3000, 24, 9, 5)
+            .expect("features");
+        let parts = dir.join("parts");
+        split(&features, 7, &parts, Element::F32).expect("split");
+        parts
+    }
+
+    fn params(k: usize, kernel: Kernel) -> Params {
+        Params {
+            k,
+            max_iter: 5,
+            tol: 0.0,
+            seed: 3,
+            init: Init::Random,
+            threads: 2,
+            kernel,
+            ..Params::default()
+        }
+    }
+
+    /// Runs a job on an in-memory team on `hosts`: rank 0 drives, the others serve.
+    fn run(
+        hosts: &[&str],
+        parts: &std::path::Path,
+        options: Options,
+        manifest: Manifest,
+        params: &Params,
+    ) -> Result<(State, Vec<StepReport>, Vec<String>), EngineError> {
+        let hosts: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
+        let team = MemoryTransport::team_on(&hosts);
+        let set = PartitionSet::open(parts).expect("open");
+        let start = State {
+            iteration: 0,
+            centroids: initial_centroids(&set.matrices(), params.k, &Init::Random, 3)
+                .expect("init"),
+            history: Vec::new(),
+            converged: false,
+        };
+        std::thread::scope(|s| {
+            let (root, members) = team.split_first().expect("a root");
+            for m in members {
+                s.spawn(move || serve(m, Faults::default()));
+            }
+            let driven = (|| {
+                let members = hello(root)?;
+                let mut engine = Root::start(root, &members, options, manifest)?;
+                let mut reports = Vec::new();
+                let state = engine.fit::<EngineError>(params, start, &mut |_, r| {
+                    reports.push(r.clone());
+                    Ok(())
+                })?;
+                Ok((state, reports, engine.members()))
+            })();
+            // Members leave on Exit, or when the root's end of the team is gone.
+            let _ = exit(root);
+            driven
+        })
+    }
+
+    fn options(
+        parts: &std::path::Path,
+        algorithm: Algorithm,
+        stage1: bool,
+        kernel: Kernel,
+    ) -> Options {
+        Options {
+            dir: parts.display().to_string(),
+            plan: BroadcastPlan {
+                algorithm,
+                chunk: 256,
+                chains: 2,
+            },
+            stage1,
+            kernel,
+            racks: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn spmd_runs_give_the_single_process_centroids_bit_for_bit() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let parts = dataset(tmp.path());
+        let set = PartitionSet::open(&parts).expect("open");
+        let manifest = read_manifest(&parts).expect("manifest");
+        for (w, algorithm, stage1, k, kernel) in [
+            (1, Algorithm::Chain, true, 20, Kernel::F32),
+            (2, Algorithm::Chain, true, 20, Kernel::F32),
+            (3, Algorithm::MultiChain, false, 20, Kernel::F32),
+            (4, Algorithm::Mst, true, 20, Kernel::F32),
+            // Fewer centroids than members: some reduce an empty range.
+            (4, Algorithm::Simple, true, 3, Kernel::F32),
+            (3, Algorithm::Chain, true, 20, Kernel::Int8),
+        ] {
+            let params = params(k, kernel);
+            let local = kmeans::fit::<KMeansError>(&set.matrices(), &params, None, &mut |_| Ok(()))
+                .expect("local");
+            let hosts: Vec<&str> = ["a", "b", "a", "b"][..w].to_vec();
+            let (state, reports, members) = run(
+                &hosts,
+                &parts,
+                options(&parts, algorithm, stage1, kernel),
+                manifest.clone(),
+                &params,
+            )
+            .expect("spmd");
+            let what = format!("{w} members, {algorithm:?}, k = {k}, {kernel:?}");
+            assert_eq!(state.centroids, local.centroids, "{what}");
+            let bits = |s: &State| {
+                s.history
+                    .iter()
+                    .map(|h| h.inertia.to_bits())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(bits(&state), bits(&local), "{what}");
+            // Hosts a, b, a, b: the chain keeps host a's ranks together.
+            let want = ["0@a", "2@a", "1@b", "3@b"];
+            let want: Vec<&str> = want
+                .into_iter()
+                .filter(|m| m[..1].parse::<usize>().is_ok_and(|r| r < w))
+                .collect();
+            assert_eq!(members, want, "{what}");
+            let r = &reports[0];
+            assert_eq!(r.workers, w);
+            assert_eq!(r.broadcast_bytes, (k * 24 * 4 * (w - 1)) as u64);
+            if w == 1 {
+                assert_eq!(r.stage2_bytes, 0);
+            } else {
+                // Every member ships (w - 1) / w of its partial(s): k x (dims + 1) x 8 bytes.
+                assert!(
+                    r.stage2_bytes as f64 >= ((k * 25 * 8) * (w - 1)) as f64 * 0.9,
+                    "{what}: {r:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn members_with_other_partitions_are_refused_by_rank_and_host() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let parts = dataset(tmp.path());
+        let mut manifest = read_manifest(&parts).expect("manifest");
+        manifest.partitions[0].checksum ^= 1;
+        let err = run(
+            &["h0", "h1"],
+            &parts,
+            options(&parts, Algorithm::Chain, true, Kernel::F32),
+            manifest,
+            &params(5, Kernel::F32),
+        )
+        .expect_err("refused");
+        let text = err.to_string();
+        assert!(
+            text.contains("on h") && text.contains("manifest digest"),
+            "{text}"
+        );
+        let err = run(
+            &["h0", "h1", "h2"],
+            &parts,
+            options(
+                std::path::Path::new("/nonexistent/parts"),
+                Algorithm::Chain,
+                true,
+                Kernel::F32,
+            ),
+            read_manifest(&parts).expect("manifest"),
+            &params(5, Kernel::F32),
+        );
+        // The root's own read fails first here, naming the folder.
+        let text = err.expect_err("refused").to_string();
+        assert!(text.contains("/nonexistent/parts"), "{text}");
+    }
+
+    #[test]
+    fn the_chain_keeps_racks_together_in_order_of_first_appearance() {
+        let hosts: Vec<String> = ["n1", "n2", "n3", "n4", "n5"]
+            .iter()
+            .map(|h| h.to_string())
+            .collect();
+        assert_eq!(chain_order(&hosts, &BTreeMap::new()), vec![0, 1, 2, 3, 4]);
+        let racks: BTreeMap<String, String> =
+            [("n1", "r2"), ("n2", "r1"), ("n3", "r2"), ("n4", "r1")]
+                .iter()
+                .map(|(h, r)| (h.to_string(), r.to_string()))
+                .collect();
+        // r2 (n1, n3), then r1 (n2, n4), then n5 on its own.
+        assert_eq!(chain_order(&hosts, &racks), vec![0, 2, 1, 3, 4]);
+        let same: Vec<String> = ["x", "y", "x", "y"].iter().map(|h| h.to_string()).collect();
+        assert_eq!(chain_order(&same, &BTreeMap::new()), vec![0, 2, 1, 3]);
+    }
+}
