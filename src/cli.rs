@@ -545,6 +545,21 @@ pub struct KmeansArgs {
     /// Fault injection for tests: exit right after checkpointing iteration N (a crash).
     #[arg(long, value_name = "N", hide = true)]
     pub exit_after_iteration: Option<u64>,
+    /// The distributed engine: `tcp` (vocab's worker daemons: --cluster or --local-nodes) or
+    /// `mpi` (under mpirun or srun: rank 0 drives and maps, every rank maps its share; needs a
+    /// build with `--features mpi`).
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineArg>,
+    /// Rack map for `--engine mpi`: a TOML file of `"host" = "rack"` lines (default: each host
+    /// is a rack). The chain keeps a rack's ranks together.
+    #[arg(long, value_name = "FILE")]
+    pub racks: Option<PathBuf>,
+    /// Chunk size of the pipelined broadcasts and of stage 2 under `--engine mpi`.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "1M")]
+    pub chunk_size: u64,
+    /// Fault injection for tests: rank R exits in iteration N after its map tasks ("R:N").
+    #[arg(long, value_name = "R:N", hide = true)]
+    pub exit_rank_at: Option<String>,
     /// Vocabulary format [default: text for .txt/.text files, bin otherwise].
     #[arg(long, value_enum)]
     pub format: Option<FileFormat>,
@@ -592,6 +607,22 @@ pub struct RunArgs {
     /// Fault injection for tests: exit right after k-means checkpoints iteration N (a crash).
     #[arg(long, value_name = "N", hide = true)]
     pub exit_after_iteration: Option<u64>,
+    /// Run k-means on `mpi` (under mpirun or srun; rank 0 runs every other stage) or on `tcp`
+    /// workers (the default when k-means is distributed).
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineArg>,
+    /// Rack map for `--engine mpi` (TOML: `"host" = "rack"`).
+    #[arg(long, value_name = "FILE")]
+    pub racks: Option<PathBuf>,
+}
+
+/// Distributed engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    /// vocab's authenticated TCP worker daemons.
+    Tcp,
+    /// MPI ranks (mpirun, srun).
+    Mpi,
 }
 
 /// `vocab config ...`

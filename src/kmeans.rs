@@ -1,12 +1,15 @@
 //! `vocab partition`, `vocab kmeans` and `vocab datasets synth`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
 use vocab_cluster::broadcast::Algorithm;
+use vocab_cluster::collective::BroadcastPlan;
 use vocab_cluster::driver::{Driver, Options, StepReport};
+use vocab_cluster::spmd::{Options as SpmdOptions, Root};
 use vocab_pipeline::kmeans::files::{
     RunMeta, checkpoint_dir, load_checkpoint, read_vocabulary, save_checkpoint, write_toml,
     write_vocabulary,
@@ -16,8 +19,9 @@ use vocab_pipeline::partition::{self, Matrix, PartitionSet, Verify};
 use vocab_pipeline::store::{FeatureReader, Format, Record};
 use vocab_pipeline::synth;
 
-use crate::cli::{InitMethod, KernelArg, KmeansArgs, PartitionArgs, SynthArgs};
+use crate::cli::{EngineArg, InitMethod, KernelArg, KmeansArgs, PartitionArgs, SynthArgs};
 use crate::cluster_cmd::LocalCluster;
+use crate::engine::Mpi;
 use crate::progress::Ui;
 use crate::stages::format_for;
 
@@ -138,11 +142,24 @@ impl Input {
 }
 
 /// `vocab kmeans`.
-pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
+pub fn run(args: &KmeansArgs, ui: &Ui, mpi: Option<&Mpi<'_>>) -> anyhow::Result<()> {
     let format = args
         .format
         .map_or_else(|| format_for(&args.out), Format::from);
-    let distributed = args.cluster.is_some() || args.local_nodes.is_some();
+    let on_mpi = args.engine == Some(EngineArg::Mpi);
+    ensure!(
+        !(on_mpi && (args.cluster.is_some() || args.local_nodes.is_some())),
+        "--engine mpi runs on the ranks of the MPI job; --cluster and --local-nodes are for \
+         --engine tcp"
+    );
+    ensure!(
+        on_mpi == mpi.is_some(),
+        "--engine mpi: this process is not rank 0 of an MPI job"
+    );
+    let distributed = on_mpi
+        || args.cluster.is_some()
+        || args.local_nodes.is_some()
+        || args.engine == Some(EngineArg::Tcp);
     if distributed {
         ensure!(
             args.features.is_dir(),
@@ -284,8 +301,11 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
         }
         Ok(())
     };
-    let fitted = match &input {
-        Input::Partitions(set) if distributed => {
+    let fitted = match (&input, mpi) {
+        (Input::Partitions(set), Some(mpi)) => {
+            run_mpi(args, set, &params, start, mpi, &mut on_state)
+        }
+        (Input::Partitions(set), None) if distributed => {
             run_cluster(args, set, &params, start, &mut on_state)
         }
         _ => {
@@ -327,6 +347,73 @@ pub fn run(args: &KmeansArgs, ui: &Ui) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The initial state of a distributed run: the checkpoint's, or the initial centroids sampled
+/// from the (header-verified) partitions here.
+fn first_state(set: &PartitionSet, params: &Params, start: Option<State>) -> anyhow::Result<State> {
+    let matrices = set.matrices();
+    let n: usize = matrices.iter().map(Matrix::rows).sum();
+    if params.k > n {
+        return Err(KMeansError::TooFewVectors { k: params.k, n }.into());
+    }
+    Ok(match start {
+        Some(state) => state,
+        None => State {
+            iteration: 0,
+            centroids: kmeans::initial_centroids(&matrices, params.k, &params.init, params.seed)?,
+            history: Vec::new(),
+            converged: false,
+        },
+    })
+}
+
+/// The MPI path of `vocab kmeans`: this process is rank 0; it drives and maps its share, the
+/// other ranks map theirs.
+fn run_mpi(
+    args: &KmeansArgs,
+    set: &PartitionSet,
+    params: &Params,
+    start: Option<State>,
+    mpi: &Mpi<'_>,
+    on_state: &mut dyn FnMut(&State, Option<&StepReport>) -> anyhow::Result<()>,
+) -> anyhow::Result<State> {
+    let dir = std::fs::canonicalize(&args.features)
+        .with_context(|| format!("cannot resolve {}", args.features.display()))?;
+    let state = first_state(set, params, start)?;
+    let racks = match &args.racks {
+        Some(path) => crate::engine::read_racks(path)?,
+        None => BTreeMap::new(),
+    };
+    let chunk = usize::try_from(args.chunk_size)
+        .ok()
+        .filter(|&c| c >= 8)
+        .context("--chunk-size must be at least 8 bytes")?;
+    let options = SpmdOptions {
+        dir: dir.display().to_string(),
+        plan: BroadcastPlan {
+            algorithm: Algorithm::from(args.broadcast),
+            chunk,
+            chains: 2,
+        },
+        stage1: !args.no_local_aggregation,
+        kernel: args.kernel.into(),
+        racks,
+    };
+    let mut root = Root::start(mpi.transport, &mpi.members, options, set.manifest.clone())
+        .context("starting k-means on the MPI ranks")?;
+    println!(
+        "kmeans: on {} MPI ranks (chain {}), broadcast {}, local aggregation {}",
+        mpi.transport.size(),
+        root.members().join(", "),
+        Algorithm::from(args.broadcast).name(),
+        if args.no_local_aggregation {
+            "off"
+        } else {
+            "on"
+        },
+    );
+    root.fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)))
+}
+
 /// The cluster path of `vocab kmeans`: the driver on this process, the map and reduce on the
 /// workers of `--cluster` or of `--local-nodes` loopback workers started for the run.
 fn run_cluster(
@@ -353,20 +440,7 @@ fn run_cluster(
     let (cluster, secret) = crate::cluster_cmd::load(&cluster_path)?;
     let dir = std::fs::canonicalize(&args.features)
         .with_context(|| format!("cannot resolve {}", args.features.display()))?;
-    let matrices = set.matrices();
-    let n: usize = matrices.iter().map(Matrix::rows).sum();
-    if params.k > n {
-        return Err(KMeansError::TooFewVectors { k: params.k, n }.into());
-    }
-    let state = match start {
-        Some(state) => state,
-        None => State {
-            iteration: 0,
-            centroids: kmeans::initial_centroids(&matrices, params.k, &params.init, params.seed)?,
-            history: Vec::new(),
-            converged: false,
-        },
-    };
+    let state = first_state(set, params, start)?;
     let options = Options {
         dir: dir.display().to_string(),
         algorithm: Algorithm::from(args.broadcast),

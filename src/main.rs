@@ -5,6 +5,7 @@ mod classify_cmd;
 mod cli;
 mod cluster_cmd;
 mod config;
+mod engine;
 mod kmeans;
 mod orchestrator;
 mod plan;
@@ -51,7 +52,20 @@ fn run() -> anyhow::Result<()> {
             .context("cannot start the thread pool")?;
     }
     let ui = progress::Ui { quiet: cli.quiet };
-    match cli.command {
+    if engine::wants_mpi(&cli.command) {
+        return engine::main(cli.command, &ui);
+    }
+    dispatch(cli.command, &ui, None)
+}
+
+/// Runs one command (`mpi`: rank 0's handle when running under MPI).
+fn dispatch(
+    command: Command,
+    ui: &progress::Ui,
+    mpi: Option<&engine::Mpi<'_>>,
+) -> anyhow::Result<()> {
+    let ui = *ui;
+    match command {
         Command::Features(args) => {
             let settings = stages::FeatureSettings::from_args(&args)?;
             stages::features(&settings, &ui).map(|_| ())
@@ -64,8 +78,8 @@ fn run() -> anyhow::Result<()> {
         Command::Datasets(DatasetsCommand::Photos(args)) => stages::photos(&args),
         Command::Datasets(DatasetsCommand::Synth(args)) => kmeans::synth(&args),
         Command::Partition(args) => kmeans::partition(&args),
-        Command::Kmeans(args) => kmeans::run(&args, &ui),
-        Command::Run(args) => orchestrator::run(&args, &ui),
+        Command::Kmeans(args) => kmeans::run(&args, &ui, mpi),
+        Command::Run(args) => orchestrator::run(&args, &ui, mpi),
         Command::Config(ConfigCommand::Check(args)) => config::check(&args.config),
         Command::Config(ConfigCommand::Show(args)) => config::show(&args.config),
         Command::Bench(BenchCommand::Hog(args)) => bench::hog(&args),

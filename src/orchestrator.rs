@@ -25,8 +25,8 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::cli::{
-    EncodeArgs, EvaluateArgs, FileFormat, KernelArg, KmeansArgs, Mode, PartitionArgs, PhotosArgs,
-    RunArgs, TrainArgs,
+    EncodeArgs, EngineArg, EvaluateArgs, FileFormat, KernelArg, KmeansArgs, Mode, PartitionArgs,
+    PhotosArgs, RunArgs, TrainArgs,
 };
 use crate::config;
 use crate::progress::Ui;
@@ -252,7 +252,7 @@ struct Dataset {
 }
 
 /// `vocab run`.
-pub fn run(args: &RunArgs, ui: &Ui) -> anyhow::Result<()> {
+pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> anyhow::Result<()> {
     let started = Instant::now();
     let config = config::load(&args.config)?;
     let base = args.config.parent().unwrap_or(Path::new("."));
@@ -412,6 +412,16 @@ pub fn run(args: &RunArgs, ui: &Ui) -> anyhow::Result<()> {
         !(km.prune && cluster.is_some()),
         "[kmeans] prune runs on the single-process engine only; --cluster asks for a cluster"
     );
+    let on_mpi = args.engine == Some(EngineArg::Mpi);
+    ensure!(
+        !(on_mpi && cluster.is_some()),
+        "--engine mpi runs k-means on the MPI ranks; --cluster (or [kmeans] cluster) names TCP \
+         workers"
+    );
+    ensure!(
+        !(km.prune && on_mpi),
+        "[kmeans] prune runs on the single-process engine only; --engine mpi asks for MPI ranks"
+    );
     let e = &config.encode;
     let mut outcomes = Vec::new();
     let mut vocabularies = Vec::new();
@@ -449,14 +459,20 @@ pub fn run(args: &RunArgs, ui: &Ui) -> anyhow::Result<()> {
                     kernel: km.kernel,
                     resume,
                     cluster: cluster.clone(),
-                    local_nodes: (cluster.is_none() && km.nodes > 0).then_some(km.nodes),
+                    // Under MPI the ranks are the nodes.
+                    local_nodes: (cluster.is_none() && km.nodes > 0 && !on_mpi).then_some(km.nodes),
                     broadcast: km.broadcast,
                     no_local_aggregation: !km.local_aggregation,
                     exit_after_iteration: args.exit_after_iteration,
+                    engine: args.engine,
+                    racks: args.racks.clone(),
+                    chunk_size: 1 << 20,
+                    exit_rank_at: None,
                     format: Some(FileFormat::Bin),
                     out,
                 },
                 ui,
+                mpi,
             )
         })?;
         let vocabulary = kmeans_dir.join("vocabulary.bin");

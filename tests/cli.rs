@@ -1386,3 +1386,24 @@ fn distributed_kmeans_equals_local_and_survives_a_killed_worker() {
         "recovered run differs:\n{all}"
     );
 }
+
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn the_mpi_engine_in_a_build_without_mpi_says_how_to_get_one() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let err = fails(&[
+        "kmeans",
+        "--engine",
+        "mpi",
+        "--features",
+        s(tmp.path()),
+        "--k",
+        "2",
+        "--out",
+        s(&tmp.path().join("v.bin")),
+    ]);
+    assert!(
+        err.contains("--features mpi") && err.contains("README"),
+        "{err}"
+    );
+}

@@ -30,10 +30,6 @@ use crate::transport::{Recv, Send, Tag, Transport, TransportError};
 pub mod tags {
     use crate::transport::Tag;
 
-    /// Length prefix of a control message.
-    pub const CONTROL_LEN: Tag = 1;
-    /// Control message body.
-    pub const CONTROL: Tag = 2;
     /// Gathered lengths.
     pub const GATHER_LEN: Tag = 3;
     /// Gathered bodies.
@@ -355,6 +351,12 @@ pub fn broadcast_message(
     team: &Team<'_>,
     message: Option<&[u8]>,
 ) -> Result<Vec<u8>, CollectiveError> {
+    if message.is_none() {
+        if let (Some(parent), _) = tree_links(team.size(), team.me()) {
+            team.transport
+                .wait_idle(team.order[parent], tags::BROADCAST);
+        }
+    }
     let mut len = message.map_or(0, |m| m.len() as u64).to_le_bytes();
     let tree = BroadcastPlan {
         algorithm: Algorithm::Mst,

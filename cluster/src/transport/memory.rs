@@ -111,6 +111,15 @@ impl Transport for MemoryTransport {
         self.host.clone()
     }
 
+    fn wait_idle(&self, from: usize, tag: Tag) {
+        // Like MPI's probe: the message stays queued for the receive that follows. A timeout
+        // or a departed peer is left for that receive to report.
+        if let Ok(data) = self.take(from, tag) {
+            let mut early = self.early.lock().unwrap_or_else(|e| e.into_inner());
+            early.insert(0, (from, tag, data));
+        }
+    }
+
     fn exchange(&self, sends: &[Send<'_>], recvs: &mut [Recv<'_>]) -> Result<(), TransportError> {
         check_peers(self.size(), sends, recvs)?;
         for s in sends.iter().filter(|s| !s.data.is_empty()) {

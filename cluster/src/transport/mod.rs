@@ -107,6 +107,14 @@ pub trait Transport {
     /// appear in several sends or receives (they match in order per peer and tag).
     fn exchange(&self, sends: &[Send<'_>], recvs: &mut [Recv<'_>]) -> Result<(), TransportError>;
 
+    /// Waits, without spinning, until a message from `from` with `tag` is there to receive.
+    /// Members that idle between jobs call this before a receive: MPI's blocking receive
+    /// busy-polls and would take a core from the work rank 0 does meanwhile. The default
+    /// returns at once (the receive itself blocks).
+    fn wait_idle(&self, from: usize, tag: Tag) {
+        let _ = (from, tag);
+    }
+
     /// Sends `data` to `to` (completes when the transport took the bytes).
     fn send(&self, to: usize, tag: Tag, data: &[u8]) -> Result<(), TransportError> {
         self.exchange(&[Send { to, tag, data }], &mut [])

@@ -7,6 +7,8 @@
 //! delivers in order. A rank that dies ends the job (MPI's default error handler), which is the
 //! failure model `--resume` is built for.
 
+use std::time::Duration;
+
 use mpi::Threading;
 use mpi::datatype::Equivalence;
 use mpi::environment::Universe;
@@ -73,6 +75,15 @@ impl Transport for MpiTransport {
 
     fn host(&self) -> String {
         self.host.clone()
+    }
+
+    fn wait_idle(&self, from: usize, tag: Tag) {
+        let process = self.world.process_at_rank(from as i32);
+        let mut pause = Duration::from_micros(50);
+        while process.immediate_probe_with_tag(i32::from(tag)).is_none() {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(2));
+        }
     }
 
     fn exchange(&self, sends: &[Send<'_>], recvs: &mut [Recv<'_>]) -> Result<(), TransportError> {

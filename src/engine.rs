@@ -1,0 +1,118 @@
+//! The MPI engine's process model: under `mpirun` or `srun` every rank starts the same
+//! `vocab` command line; rank 0 runs the command (driving k-means and mapping its share), every
+//! other rank serves rank 0's k-means steps until it is told to leave.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+use vocab_cluster::spmd::Members;
+use vocab_cluster::transport::Transport;
+
+use crate::cli::Command;
+use crate::progress::Ui;
+
+/// Rank 0's handle on the MPI job: the transport and every rank's host.
+pub struct Mpi<'a> {
+    /// The ranks.
+    pub transport: &'a dyn Transport,
+    /// Hosts, by rank.
+    pub members: Members,
+}
+
+/// Reads a rack map: a TOML file of `"host" = "rack"` lines.
+pub fn read_racks(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the rack map {}", path.display()))?;
+    toml::from_str(&text).with_context(|| {
+        format!(
+            "rack map {}: expected lines of \"host\" = \"rack\"",
+            path.display()
+        )
+    })
+}
+
+/// Whether `command` runs under MPI.
+pub fn wants_mpi(command: &Command) -> bool {
+    use crate::cli::EngineArg::Mpi;
+    match command {
+        Command::Kmeans(args) => args.engine == Some(Mpi),
+        Command::Run(args) => args.engine == Some(Mpi),
+        _ => false,
+    }
+}
+
+/// Runs `command` as one rank of an MPI job.
+#[cfg(feature = "mpi")]
+pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
+    use vocab_cluster::spmd::{self, Faults};
+    use vocab_cluster::transport::mpi::MpiTransport;
+
+    let transport = MpiTransport::init().context("starting MPI")?;
+    let rank = transport.rank();
+    if rank != 0 {
+        let faults = match &command {
+            Command::Kmeans(args) => match parse_fault(args.exit_rank_at.as_deref())? {
+                Some((r, step)) if r == rank => Faults {
+                    exit_at_step: Some(step),
+                },
+                _ => Faults::default(),
+            },
+            _ => Faults::default(),
+        };
+        if let Err(e) = spmd::serve(&transport, faults) {
+            // The root waits for this rank: end the whole job rather than leave it hanging.
+            eprintln!("error: rank {rank} on {}: {e}", transport.host());
+            transport.abort(1);
+        }
+        return Ok(());
+    }
+    let members = match spmd::hello(&transport) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: starting the MPI job: {e}");
+            transport.abort(1);
+        }
+    };
+    let mpi = Mpi {
+        transport: &transport,
+        members,
+    };
+    let result = match &command {
+        Command::Kmeans(args) => parse_fault(args.exit_rank_at.as_deref()),
+        _ => Ok(None),
+    }
+    .and_then(|fault| match fault {
+        Some((0, _)) => Err(anyhow::anyhow!(
+            "--exit-rank-at: rank 0 drives; name another rank"
+        )),
+        _ => crate::dispatch(command, ui, Some(&mpi)),
+    });
+    // The other ranks wait for rank 0's next command, whatever happened here: let them go.
+    if let Err(e) = spmd::exit(&transport) {
+        eprintln!("error: releasing the other ranks: {e}");
+        transport.abort(1);
+    }
+    result
+}
+
+/// Without the `mpi` feature there is no MPI engine: say how to get one.
+#[cfg(not(feature = "mpi"))]
+pub fn main(_command: Command, _ui: &Ui) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "--engine mpi: this vocab was built without MPI; install an MPI library and build with \
+         `cargo build --release --features mpi` (README: Running with MPI)"
+    )
+}
+
+/// Parses the hidden `--exit-rank-at R:N`.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+fn parse_fault(text: Option<&str>) -> anyhow::Result<Option<(usize, u64)>> {
+    let Some(text) = text else { return Ok(None) };
+    let parsed = text
+        .split_once(':')
+        .and_then(|(r, n)| Some((r.parse().ok()?, n.parse().ok()?)));
+    parsed
+        .map(Some)
+        .with_context(|| format!("--exit-rank-at {text}: expected RANK:ITERATION"))
+}

@@ -1,0 +1,256 @@
+//! The MPI engine, run for real under `mpirun` (Open MPI, `--oversubscribe`): built and run only
+//! with `--features mpi` (`.ci/run` installs Open MPI and runs these on every submission).
+#![cfg(feature = "mpi")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const VOCAB: &str = env!("CARGO_BIN_EXE_vocab");
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+fn vocab(args: &[&str]) -> String {
+    let out = Command::new(VOCAB)
+        .args(args)
+        .arg("--quiet")
+        .output()
+        .expect("vocab runs");
+    assert!(out.status.success(), "vocab {args:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `mpirun -n ranks vocab ARGS` (as root too: Open MPI asks for explicit consent).
+fn mpirun(ranks: usize, args: &[&str]) -> Output {
+    let out = Command::new("mpirun")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--oversubscribe", "-n", &ranks.to_string(), VOCAB])
+        .args(args)
+        .arg("--quiet")
+        .output();
+    match out {
+        Ok(out) => out,
+        Err(e) => panic!(
+            "cannot start mpirun ({e}): install Open MPI (apt-get install openmpi-bin \
+             libopenmpi-dev) or build without --features mpi"
+        ),
+    }
+}
+
+fn mpi_ok(ranks: usize, args: &[&str]) -> String {
+    let out = mpirun(ranks, args);
+    assert!(
+        out.status.success(),
+        "mpirun -n {ranks} vocab {args:?}: {}",
+        text(&out)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Blob features split into 7 partitions, and the single-process vocabulary of `kmeans_args`.
+fn setup(dir: &Path, kmeans_args: &[&str]) -> (PathBuf, Vec<u8>) {
+    let features = dir.join("f.bin");
+    let parts = dir.join("parts");
+    vocab(&[
+        "datasets",
+        "synth",
+        "--n",
+        "3000",
+        "--dims",
+        "24",
+        "--clusters",
+        "9",
+        "--seed",
+        "5",
+        "--out",
+        s(&features),
+    ]);
+    vocab(&[
+        "partition",
+        "--features",
+        s(&features),
+        "--parts",
+        "7",
+        "--out",
+        s(&parts),
+    ]);
+    let local = dir.join("local.bin");
+    let mut args = vec!["kmeans", "--features", s(&parts), "--out", s(&local)];
+    args.extend_from_slice(kmeans_args);
+    vocab(&args);
+    (parts, std::fs::read(&local).expect("local vocabulary"))
+}
+
+const KMEANS: [&str; 8] = [
+    "--k",
+    "20",
+    "--iterations",
+    "5",
+    "--tol",
+    "0",
+    "--seed",
+    "3",
+];
+
+/// `vocab kmeans --engine mpi` on `parts` into `out` with [`KMEANS`].
+fn mpi_kmeans<'a>(parts: &'a Path, out: &'a Path) -> Vec<&'a str> {
+    let mut args = vec![
+        "kmeans",
+        "--engine",
+        "mpi",
+        "--features",
+        s(parts),
+        "--out",
+        s(out),
+    ];
+    args.extend_from_slice(&KMEANS);
+    args
+}
+
+#[test]
+fn mpi_ranks_give_the_single_process_vocabulary_bit_for_bit() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (parts, local) = setup(tmp.path(), &KMEANS);
+    let int8: Vec<&str> = KMEANS.iter().copied().chain(["--kernel", "int8"]).collect();
+    let int8_local = {
+        let out = tmp.path().join("local-int8.bin");
+        let mut args = vec!["kmeans", "--features", s(&parts), "--out", s(&out)];
+        args.extend_from_slice(&int8);
+        vocab(&args);
+        std::fs::read(&out).expect("int8 vocabulary")
+    };
+    for (ranks, extra, want) in [
+        (1, vec![], &local),
+        (2, vec![], &local),
+        (
+            3,
+            vec!["--broadcast", "multichain", "--chunk-size", "512"],
+            &local,
+        ),
+        (
+            4,
+            vec!["--broadcast", "mst", "--no-local-aggregation"],
+            &local,
+        ),
+        (
+            3,
+            vec!["--kernel", "int8", "--broadcast", "simple"],
+            &int8_local,
+        ),
+    ] {
+        let out = tmp.path().join(format!("mpi-{ranks}-{}.bin", extra.len()));
+        let mut args = mpi_kmeans(&parts, &out);
+        args.extend_from_slice(&extra);
+        let stdout = mpi_ok(ranks, &args);
+        assert!(
+            stdout.contains(&format!("on {ranks} MPI ranks")),
+            "{stdout}"
+        );
+        assert_eq!(
+            &std::fs::read(&out).expect("vocabulary"),
+            want,
+            "{ranks} ranks {extra:?}"
+        );
+        // Stage traffic is recorded per iteration, as on the TCP engine.
+        let stages = std::fs::read_to_string(
+            tmp.path()
+                .join(format!("mpi-{ranks}-{}.bin.stages.csv", extra.len())),
+        )
+        .expect("stages");
+        assert_eq!(stages.lines().count(), 6, "{stages}");
+    }
+}
+
+#[test]
+fn a_killed_rank_ends_the_job_and_resume_on_another_rank_count_gives_the_same_vocabulary() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (parts, local) = setup(tmp.path(), &KMEANS);
+    let out = tmp.path().join("v.bin");
+    let mut args = mpi_kmeans(&parts, &out);
+    let mut killed = args.clone();
+    killed.extend_from_slice(&["--exit-rank-at", "2:3"]);
+    let died = mpirun(3, &killed);
+    assert!(
+        !died.status.success(),
+        "the job should end: {}",
+        text(&died)
+    );
+    assert!(!out.exists(), "no vocabulary from a dead job");
+    let state =
+        std::fs::read_to_string(tmp.path().join("v.bin.ckpt/state.toml")).expect("checkpoint");
+    assert!(state.contains("iteration = 2"), "{state}");
+    args.push("--resume");
+    let stdout = mpi_ok(2, &args);
+    assert!(stdout.contains("resuming after iteration 2"), "{stdout}");
+    assert_eq!(std::fs::read(&out).expect("vocabulary"), local);
+}
+
+#[test]
+fn vocab_run_under_mpi_builds_the_single_process_vocabularies() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
+    let (mpi, single) = (tmp.path().join("mpi"), tmp.path().join("single"));
+    let racks = tmp.path().join("racks.toml");
+    std::fs::write(&racks, "\"some-host\" = \"r1\"\n").expect("racks");
+    mpi_ok(
+        2,
+        &[
+            "run",
+            s(&config),
+            "--work",
+            s(&mpi),
+            "--engine",
+            "mpi",
+            "--racks",
+            s(&racks),
+        ],
+    );
+    vocab(&["run", s(&config), "--work", s(&single)]);
+    let vocabularies = |work: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut all: Vec<(String, Vec<u8>)> = std::fs::read_dir(work.join("kmeans"))
+            .expect("kmeans folder")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.join("vocabulary.bin").is_file())
+            .map(|p| {
+                let name = p.file_name().expect("name").to_string_lossy().into_owned();
+                (name, std::fs::read(p.join("vocabulary.bin")).expect("read"))
+            })
+            .collect();
+        all.sort();
+        all
+    };
+    let (a, b) = (vocabularies(&mpi), vocabularies(&single));
+    assert_eq!(a.len(), 3);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn bad_mpi_settings_are_refused_naming_them() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (parts, _) = setup(tmp.path(), &KMEANS);
+    let out = tmp.path().join("v.bin");
+    let racks = tmp.path().join("racks.toml");
+    std::fs::write(&racks, "not a rack map").expect("racks");
+    let mut args = mpi_kmeans(&parts, &out);
+    for (extra, want) in [
+        (vec!["--racks", s(&racks)], "racks.toml"),
+        (vec!["--local-nodes", "2"], "--engine tcp"),
+        (vec!["--exit-rank-at", "0:1"], "rank 0 drives"),
+    ] {
+        let mut all = args.clone();
+        all.extend_from_slice(&extra);
+        let out = mpirun(2, &all);
+        assert!(!out.status.success(), "{extra:?} should fail");
+        assert!(text(&out).contains(want), "{extra:?}: {}", text(&out));
+    }
+}
