@@ -241,7 +241,7 @@ fn bad_mpi_settings_are_refused_naming_them() {
     let out = tmp.path().join("v.bin");
     let racks = tmp.path().join("racks.toml");
     std::fs::write(&racks, "not a rack map").expect("racks");
-    let mut args = mpi_kmeans(&parts, &out);
+    let args = mpi_kmeans(&parts, &out);
     for (extra, want) in [
         (vec!["--racks", s(&racks)], "racks.toml"),
         (vec!["--local-nodes", "2"], "--engine tcp"),
