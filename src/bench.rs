@@ -119,3 +119,133 @@ pub fn hog(args: &BenchHogArgs) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// `vocab bench collectives`, on every rank of an MPI job: vocab's chain broadcast and stage 2
+/// against `MPI_Bcast`, `MPI_Reduce_scatter_block` and `MPI_Allreduce` on the same ranks and
+/// bytes, alternating. Each timing runs from a barrier to a barrier (the slowest rank's time).
+#[cfg(feature = "mpi")]
+pub fn collectives(
+    transport: &vocab_cluster::transport::mpi::MpiTransport,
+    args: &crate::cli::BenchCollectivesArgs,
+) -> anyhow::Result<()> {
+    use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
+    use mpi::topology::Communicator;
+    use vocab_cluster::broadcast::Algorithm;
+    use vocab_cluster::collective::{BroadcastPlan, Team, broadcast, reduce_ranges};
+    use vocab_cluster::transport::Transport;
+    use vocab_pipeline::kmeans::Partial;
+
+    let world = transport.world();
+    let (rank, w) = (transport.rank(), transport.size());
+    let team = Team::ranks(transport);
+    let chunk = usize::try_from(args.chunk_size)?.max(8);
+    let plan = BroadcastPlan {
+        algorithm: Algorithm::Chain,
+        chunk,
+        chains: 1,
+    };
+    let timed = |f: &mut dyn FnMut() -> anyhow::Result<()>| -> anyhow::Result<f64> {
+        world.barrier();
+        let started = Instant::now();
+        f()?;
+        world.barrier();
+        Ok(started.elapsed().as_secs_f64())
+    };
+    let mut rows = String::new();
+    for &bytes in &args.bytes {
+        let bytes = usize::try_from(bytes)?;
+        ensure!(
+            bytes >= 8 * 64 * w && bytes < i32::MAX as usize,
+            "--bytes {bytes}: between {} and 2 GiB for {w} ranks",
+            8 * 64 * w
+        );
+        let message: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
+        let mut buf = vec![0u8; bytes];
+        // Stage 2: k centroids of 63 dims (64 words each) of sums per rank.
+        let dims = 63;
+        let k = bytes / 8 / (dims + 1);
+        let mut partial = Partial::new(k, dims, 0);
+        for (i, s) in partial.sums.iter_mut().enumerate() {
+            *s = (i * (rank + 1)) as i64;
+        }
+        let words = k * (dims + 1) / w * w;
+        let send: Vec<i64> = (0..words).map(|i| (i * (rank + 1)) as i64).collect();
+        let mut scattered = vec![0i64; words / w];
+        let mut reduced = vec![0i64; words];
+        for round in 0..=args.repeat {
+            let mut cases: Vec<(&str, &str, f64)> = Vec::new();
+            let seconds = timed(&mut || {
+                if rank == 0 {
+                    buf.copy_from_slice(&message);
+                }
+                broadcast(&team, plan, &mut buf)?;
+                ensure!(
+                    buf == message,
+                    "rank {rank}: the chain broadcast delivered other bytes"
+                );
+                Ok(())
+            })?;
+            cases.push(("broadcast", "vocab-chain", seconds));
+            let seconds = timed(&mut || {
+                if rank == 0 {
+                    buf.copy_from_slice(&message);
+                }
+                world.process_at_rank(0).broadcast_into(&mut buf[..]);
+                ensure!(
+                    buf == message,
+                    "rank {rank}: MPI_Bcast delivered other bytes"
+                );
+                Ok(())
+            })?;
+            cases.push(("broadcast", "MPI_Bcast", seconds));
+            let seconds = timed(&mut || {
+                reduce_ranges(&team, std::slice::from_ref(&partial), k, dims, chunk)?;
+                Ok(())
+            })?;
+            cases.push(("stage2", "vocab-ranges", seconds));
+            let seconds = timed(&mut || {
+                world.reduce_scatter_block_into(
+                    &send[..],
+                    &mut scattered[..],
+                    SystemOperation::sum(),
+                );
+                Ok(())
+            })?;
+            cases.push(("stage2", "MPI_Reduce_scatter_block", seconds));
+            let seconds = timed(&mut || {
+                world.all_reduce_into(&send[..], &mut reduced[..], SystemOperation::sum());
+                Ok(())
+            })?;
+            cases.push(("stage2", "MPI_Allreduce", seconds));
+            if round == 0 || rank != 0 {
+                continue; // warm-up
+            }
+            for (collective, implementation, seconds) in cases {
+                let row = format!(
+                    "{},{w},{bytes},{collective},{implementation},{round},{seconds:.6}",
+                    args.label
+                );
+                println!("{row}");
+                rows.push_str(&row);
+                rows.push('\n');
+            }
+        }
+    }
+    if let (0, Some(path)) = (rank, &args.csv) {
+        use std::io::Write as _;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        if file.metadata().map(|m| m.len() == 0).unwrap_or(false) {
+            writeln!(
+                file,
+                "label,ranks,bytes,collective,implementation,run,seconds"
+            )?;
+        }
+        file.write_all(rows.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}

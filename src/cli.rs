@@ -168,6 +168,30 @@ pub enum BenchCommand {
     Broadcast(BenchBroadcastArgs),
     /// Time the HOG kernels on decoded photos: dense (Mpix/s) and random patches (patches/s).
     Hog(BenchHogArgs),
+    /// Under mpirun (build with --features mpi): vocab's collectives against MPI's own on the
+    /// same ranks and bytes (chain broadcast vs MPI_Bcast; stage 2 vs MPI_Reduce_scatter_block
+    /// and MPI_Allreduce). Rank 0 prints one CSV row per run.
+    Collectives(BenchCollectivesArgs),
+}
+
+/// Arguments of `vocab bench collectives`.
+#[derive(Debug, Args)]
+pub struct BenchCollectivesArgs {
+    /// Message sizes (a broadcast's bytes; stage 2 reduces as many bytes of sums per rank).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, value_delimiter = ',', default_value = "16M")]
+    pub bytes: Vec<u64>,
+    /// Chunk size of vocab's pipelined chain and stage 2.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "1M")]
+    pub chunk_size: u64,
+    /// Timed runs of each collective (alternating, after one untimed warm-up round).
+    #[arg(long, value_name = "R", default_value_t = 5)]
+    pub repeat: usize,
+    /// Append the CSV rows to this file too.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// A label for the rows (e.g. the network).
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub label: String,
 }
 
 /// Arguments of `vocab bench hog`.

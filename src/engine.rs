@@ -38,6 +38,7 @@ pub fn wants_mpi(command: &Command) -> bool {
     match command {
         Command::Kmeans(args) => args.engine == Some(Mpi),
         Command::Run(args) => args.engine == Some(Mpi),
+        Command::Bench(crate::cli::BenchCommand::Collectives(_)) => true,
         _ => false,
     }
 }
@@ -50,6 +51,10 @@ pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
 
     let transport = MpiTransport::init().context("starting MPI")?;
     let rank = transport.rank();
+    if let Command::Bench(crate::cli::BenchCommand::Collectives(args)) = &command {
+        // Every rank runs the benchmark's collectives itself.
+        return crate::bench::collectives(&transport, args);
+    }
     if rank != 0 {
         let faults = match &command {
             Command::Kmeans(args) => match parse_fault(args.exit_rank_at.as_deref())? {

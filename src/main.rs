@@ -83,6 +83,10 @@ fn dispatch(
         Command::Config(ConfigCommand::Check(args)) => config::check(&args.config),
         Command::Config(ConfigCommand::Show(args)) => config::show(&args.config),
         Command::Bench(BenchCommand::Hog(args)) => bench::hog(&args),
+        // `run` hands it to engine::main, which runs it on every rank.
+        Command::Bench(BenchCommand::Collectives(_)) => {
+            anyhow::bail!("bench collectives runs only as an MPI job")
+        }
         Command::Bench(BenchCommand::Broadcast(args)) => cluster_cmd::bench(&args),
         Command::Worker(args) => cluster_cmd::worker(&args),
         Command::Cluster(ClusterCommand::Local(args)) => cluster_cmd::local(&args),

@@ -58,6 +58,11 @@ impl MpiTransport {
         self.world.abort(code)
     }
 
+    /// `MPI_COMM_WORLD`, for MPI's own collectives (benchmarks).
+    pub fn world(&self) -> &SimpleCommunicator {
+        &self.world
+    }
+
     /// MPI's library version string.
     pub fn library_version() -> String {
         mpi::environment::library_version().unwrap_or_else(|_| "unknown".into())
