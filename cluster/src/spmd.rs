@@ -143,6 +143,10 @@ struct StepStats {
     units: Vec<(u64, u64)>,
 }
 
+/// Largest centroid set or stage-3 piece a member accepts (bytes): far above any real job (the
+/// paper's 1M x 512 centroids are 2 GiB), it only stops a corrupt size from allocating.
+const MAX_STEP_BYTES: u64 = 1 << 38;
+
 /// How the root runs a job.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -228,7 +232,7 @@ fn member_step(
     let (k, dims) = (k as usize, dims as usize);
     let values = k
         .checked_mul(dims)
-        .filter(|&v| v > 0 && v <= (MAX_CONTROL / 4) as usize);
+        .filter(|&v| v > 0 && v as u64 <= MAX_STEP_BYTES / 4);
     let Some(values) = values else {
         return Err(EngineError::Shape {
             got: 0,
@@ -358,7 +362,7 @@ pub fn serve(transport: &dyn Transport, faults: Faults) -> Result<(), EngineErro
                 let s = share.as_ref().ok_or(EngineError::NotLoaded(me))?;
                 let team = Team::ordered(transport, order.clone())?;
                 let piece = member_step(&team, s, &command, None, received, faults)?;
-                gather(&team, &piece, MAX_CONTROL)?;
+                gather(&team, &piece, MAX_STEP_BYTES)?;
             }
             Command::Exit => return Ok(()),
         }
@@ -558,7 +562,7 @@ impl<'t> Root<'t> {
             Faults::default(),
         )?;
         let gathering = Instant::now();
-        let pieces = gather(&team, &piece, MAX_CONTROL)?.unwrap_or_default();
+        let pieces = gather(&team, &piece, MAX_STEP_BYTES)?.unwrap_or_default();
         let gather_seconds = gathering.elapsed().as_secs_f64();
         let w = team.size();
         let (mut counts, mut means) = (vec![0u64; k], vec![0f32; k * dims]);
