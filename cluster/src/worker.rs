@@ -81,10 +81,6 @@ impl Worker {
         &self.cluster
     }
 
-    pub(crate) fn secret(&self) -> &Secret {
-        &self.secret
-    }
-
     /// The stored message `id`, if complete slices of it arrived.
     pub async fn message(&self, id: u64) -> Option<Vec<u8>> {
         self.store.lock().await.0.get(&id).cloned()
@@ -145,7 +141,7 @@ impl Worker {
                 Frame::Control(body) => {
                     let message =
                         crate::messages::decode(&body).map_err(|e| format!("{peer}: {e}"))?;
-                    self.control(&mut conn, message)
+                    crate::job::control(self, &mut conn, message)
                         .await
                         .map_err(|e| format!("{peer}: {e}"))?;
                 }
@@ -342,7 +338,7 @@ impl Worker {
     }
 
     /// Fault injection: exits if told to die in iteration `iteration`.
-    pub(crate) fn maybe_exit_at_step(&self, iteration: u64) {
+    fn exit_at_step(&self, iteration: u64) {
         if self.faults.exit_at_step == Some(iteration) {
             eprintln!(
                 "worker {}: exiting in iteration {iteration} (fault injection)",
@@ -370,6 +366,32 @@ impl Worker {
 
 /// Starts `n` in-process workers on loopback, spread over `racks`, with the cluster file's
 /// `[settings]` lines `settings` and the shared secret `secret` (tests only).
+impl crate::job::Host for Worker {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    fn secret(&self) -> &Secret {
+        &self.secret
+    }
+
+    fn jobs(&self) -> &crate::job::Jobs {
+        &self.jobs
+    }
+
+    fn message(&self, id: u64) -> impl std::future::Future<Output = Option<Vec<u8>>> + Send {
+        Worker::message(self, id)
+    }
+
+    fn maybe_exit_at_step(&self, iteration: u64) {
+        self.exit_at_step(iteration);
+    }
+}
+
 #[cfg(test)]
 pub(crate) async fn start_workers(
     n: usize,
