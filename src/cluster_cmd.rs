@@ -138,7 +138,7 @@ impl LocalCluster {
         rand::rng().fill_bytes(&mut secret);
         let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
         let secret_path = dir.join("secret");
-        std::fs::write(&secret_path, hex + "\n")
+        write_private(&secret_path, (hex + "\n").as_bytes())
             .with_context(|| format!("cannot write {}", secret_path.display()))?;
         // Ports: ask the kernel for free ones (a small race with other programs, reported clearly).
         let mut text = String::from("[settings]\nsecret_file = \"secret\"\n");
@@ -303,4 +303,25 @@ pub fn bench(args: &BenchBroadcastArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
+}
+
+/// Writes a file only its owner may read (mode 0600 on Unix), as secrets must be.
+pub fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    #[cfg(unix)]
+    {
+        // An existing file keeps its mode on open: narrow it too.
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    file.write_all(bytes)?;
+    file.sync_all()
 }

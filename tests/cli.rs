@@ -879,7 +879,12 @@ impl Drop for Workers {
 
 /// Writes a cluster file for `n` loopback workers; returns its path and the ports.
 fn cluster_file(dir: &Path, name: &str, n: usize, retries: u32) -> (PathBuf, Vec<u16>) {
-    std::fs::write(dir.join("secret"), "0123456789abcdef0123456789abcdef\n").expect("secret");
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef\n").expect("secret");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("mode");
+    }
     let mut text = format!(
         "[settings]\nsecret_file = \"secret\"\nretries = {retries}\nchunk_size = 65536\nio_timeout_ms = 5000\n"
     );
@@ -1404,6 +1409,22 @@ fn the_mpi_engine_in_a_build_without_mpi_says_how_to_get_one() {
     ]);
     assert!(
         err.contains("--features mpi") && err.contains("README"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_secret_file_others_can_read_is_refused_naming_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cluster, _) = cluster_file(dir.path(), "c.toml", 1, 0);
+    let secret = dir.path().join("secret");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).expect("mode");
+    let err = fails(&["cluster", "status", "--cluster", s(&cluster)]);
+    assert!(
+        err.contains("readable by other users")
+            && err.contains("chmod 600")
+            && err.contains(s(&secret)),
         "{err}"
     );
 }

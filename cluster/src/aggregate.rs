@@ -35,9 +35,13 @@ pub fn encode_range(partials: &[Partial], r: Range<usize>) -> Vec<u8> {
     out
 }
 
-/// Length of [`encode_range`]'s output.
+/// Length of [`encode_range`]'s output; saturates at `u64::MAX` (sizes announced by a peer
+/// are compared with it, so a hostile header cannot make it overflow).
 pub fn range_len(tasks: usize, centroids: usize, dims: usize) -> u64 {
-    (tasks * centroids * (dims + 1) * 8) as u64
+    (tasks as u64)
+        .saturating_mul(centroids as u64)
+        .saturating_mul((dims as u64).saturating_add(1))
+        .saturating_mul(8)
 }
 
 /// Stage-2 accumulator of one range.
@@ -188,6 +192,13 @@ mod tests {
         let mut p = Partial::new(k, dims, 30);
         p.accumulate(u64::from(seed), Matrix::dense(&x, dims), &labels, &[1.0; 7]);
         p
+    }
+
+    #[test]
+    fn announced_sizes_saturate_instead_of_overflowing() {
+        assert_eq!(range_len(2, 3, 4), 2 * 3 * 5 * 8);
+        assert_eq!(range_len(usize::MAX, 2, 3), u64::MAX);
+        assert_eq!(range_len(1, 1, usize::MAX), u64::MAX);
     }
 
     #[test]

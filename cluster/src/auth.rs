@@ -31,7 +31,7 @@ pub const MIN_SECRET_LEN: usize = 16;
 #[derive(Debug, Error)]
 pub enum AuthError {
     /// The secret file could not be read.
-    #[error("cannot read secret file {path}: {source}")]
+    #[error("cannot read secret file {}: {source}", path.display())]
     SecretFile {
         /// Secret file.
         path: PathBuf,
@@ -41,6 +41,14 @@ pub enum AuthError {
     /// The secret is too short.
     #[error("secret file {0} holds fewer than {MIN_SECRET_LEN} bytes")]
     WeakSecret(PathBuf),
+    /// The secret file can be read by other users (as ssh refuses such keys).
+    #[error("secret file {} is readable by other users (mode {mode:o}); run: chmod 600 {}", path.display(), path.display())]
+    OpenSecret {
+        /// Secret file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// The peer could not prove it knows the secret.
     #[error("peer {0} failed authentication")]
     Failed(String),
@@ -71,8 +79,24 @@ impl Secret {
         Self(bytes.into())
     }
 
-    /// Reads a secret file (surrounding whitespace is ignored).
+    /// Reads a secret file (surrounding whitespace is ignored). On Unix a file that group or
+    /// others may read is refused.
     pub fn load(path: &Path) -> Result<Self, AuthError> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let meta = std::fs::metadata(path).map_err(|source| AuthError::SecretFile {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                return Err(AuthError::OpenSecret {
+                    path: path.to_path_buf(),
+                    mode,
+                });
+            }
+        }
         let bytes = std::fs::read(path).map_err(|source| AuthError::SecretFile {
             path: path.to_path_buf(),
             source,
@@ -142,7 +166,7 @@ pub async fn client_handshake(
         Frame::Error { message } => {
             return Err(AuthError::Failed(format!("server said: {message}")));
         }
-        other => return Err(AuthError::Unexpected(format!("{other:?}"))),
+        other => return Err(AuthError::Unexpected(other.describe())),
     };
     if !secret.verify(b"vocab-server", &mine, &theirs, name, &proof) {
         return Err(AuthError::Failed(
@@ -156,7 +180,7 @@ pub async fn client_handshake(
     match next(conn, deadline).await? {
         Frame::Welcome => Ok(()),
         Frame::Error { message } => Err(AuthError::Failed(format!("server said: {message}"))),
-        other => Err(AuthError::Unexpected(format!("{other:?}"))),
+        other => Err(AuthError::Unexpected(other.describe())),
     }
 }
 
@@ -169,7 +193,7 @@ pub async fn server_handshake(
 ) -> Result<String, AuthError> {
     let (name, theirs) = match next(conn, deadline).await? {
         Frame::Hello { name, nonce } => (name, nonce),
-        other => return Err(AuthError::Unexpected(format!("{other:?}"))),
+        other => return Err(AuthError::Unexpected(other.describe())),
     };
     let mine = nonce();
     let proof = secret.proof(b"vocab-server", &theirs, &mine, &name);
@@ -257,11 +281,26 @@ mod tests {
     fn secret_files_are_checked() {
         let dir = std::env::temp_dir().join(format!("vocab-secret-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
-        let weak = dir.join("weak");
-        std::fs::write(&weak, "short\n").expect("write");
+        let write = |name: &str, text: &str, mode: u32| {
+            use std::os::unix::fs::PermissionsExt;
+            let path = dir.join(name);
+            std::fs::write(&path, text).expect("write");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("mode");
+            path
+        };
+        let weak = write("weak", "short\n", 0o600);
         assert!(matches!(Secret::load(&weak), Err(AuthError::WeakSecret(_))));
-        let good = dir.join("good");
-        std::fs::write(&good, "  0123456789abcdef0123\n").expect("write");
+        // Readable by the group or by everyone: refused, naming the file and the fix.
+        for mode in [0o644, 0o640, 0o604] {
+            let open = write("open", "0123456789abcdef0123\n", mode);
+            let err = Secret::load(&open).expect_err("open secret");
+            assert!(matches!(err, AuthError::OpenSecret { .. }), "{err}");
+            assert!(
+                err.to_string().contains("chmod 600") && err.to_string().contains("open"),
+                "{err}"
+            );
+        }
+        let good = write("good", "  0123456789abcdef0123\n", 0o600);
         assert_eq!(
             Secret::load(&good).expect("load").0,
             b"0123456789abcdef0123"

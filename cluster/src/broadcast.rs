@@ -184,7 +184,7 @@ pub(crate) async fn await_ack(
             Err(fail("acknowledged another message or checksum".into()))
         }
         Ok(Ok(Some(Frame::Failed { node, reason, .. }))) => Err(Failure { node, reason }),
-        Ok(Ok(Some(other))) => Err(fail(format!("answered {other:?}"))),
+        Ok(Ok(Some(other))) => Err(fail(format!("answered {}", other.describe()))),
     }
 }
 

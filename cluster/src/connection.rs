@@ -41,6 +41,12 @@ impl Connection {
         Self::with_limit(socket, DEFAULT_MAX_PAYLOAD)
     }
 
+    /// Changes the payload limit for the frames read from now on (a small one during the
+    /// handshake, the full one once the peer authenticated).
+    pub fn set_limit(&mut self, max_payload: usize) {
+        self.max_payload = max_payload;
+    }
+
     /// Wraps a connected socket, refusing frames whose payload exceeds `max_payload`.
     pub fn with_limit(socket: TcpStream, max_payload: usize) -> Self {
         Self {

@@ -185,6 +185,30 @@ pub struct Header {
 }
 
 impl Frame {
+    /// A short description for logs and errors: the kind and the payload size, never the
+    /// payload (a peer's frame may be megabytes, and its bytes do not belong in a log).
+    pub fn describe(&self) -> String {
+        let (name, bytes) = match self {
+            Self::Hello { name, .. } => ("hello", name.len()),
+            Self::Challenge { .. } => ("challenge", 0),
+            Self::Response { .. } => ("response", 0),
+            Self::Welcome => ("welcome", 0),
+            Self::Ping { .. } => ("ping", 0),
+            Self::Pong { .. } => ("pong", 0),
+            Self::Chunk { data, .. } => ("chunk", data.len()),
+            Self::Ack { .. } => ("ack", 0),
+            Self::Error { message } => ("error", message.len()),
+            Self::Begin(b) => ("begin", b.hops.len()),
+            Self::Control(body) => ("control", body.len()),
+            Self::Failed { reason, .. } => ("failed", reason.len()),
+        };
+        if bytes == 0 {
+            format!("a {name} frame")
+        } else {
+            format!("a {name} frame ({bytes} bytes)")
+        }
+    }
+
     fn kind(&self) -> u8 {
         match self {
             Self::Hello { .. } => HELLO,

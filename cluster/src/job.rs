@@ -191,7 +191,9 @@ async fn run_step<H: Host>(
             step.centroids
         ))
     })?;
-    if bytes.len() as u64 != step.k * step.dims * 4 || k == 0 || dims == 0 {
+    // Checked: k and dims come from the wire.
+    let want = step.k.checked_mul(step.dims).and_then(|v| v.checked_mul(4));
+    if want != Some(bytes.len() as u64) || k == 0 || dims == 0 {
         return Err(StepError::Refuse(format!(
             "broadcast {} holds {} bytes, not {k} x {dims} f32",
             step.centroids,
@@ -382,7 +384,7 @@ async fn receive_range<H: Host>(
 ) -> Result<(), MessageError> {
     let io_timeout = Duration::from_millis(host.cluster().settings.io_timeout_ms);
     let centroids = range.end.saturating_sub(range.start);
-    let values = centroids.saturating_mul(range.dims + 1);
+    let values = centroids.saturating_mul(range.dims.saturating_add(1));
     if centroids == 0
         || range.dims == 0
         || values > MAX_RANGE_VALUES

@@ -230,7 +230,7 @@ pub async fn recv(conn: &mut Connection, deadline: Duration) -> Result<Message, 
             message => Ok(message),
         },
         Ok(Ok(Some(Frame::Error { message }))) => Err(MessageError::Remote(message)),
-        Ok(Ok(Some(other))) => Err(MessageError::Unexpected(format!("{other:?}"))),
+        Ok(Ok(Some(other))) => Err(MessageError::Unexpected(other.describe())),
     }
 }
 
@@ -297,7 +297,8 @@ pub async fn recv_blob(
             }
             other => {
                 return Err(MessageError::Malformed(format!(
-                    "expected chunk at offset {received} of transfer {id}, got {other:?}"
+                    "expected chunk at offset {received} of transfer {id}, got {}",
+                    other.describe()
                 )));
             }
         }

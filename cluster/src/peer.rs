@@ -117,7 +117,8 @@ pub async fn ping(
     match tokio::time::timeout(deadline, conn.read_frame()).await {
         Err(_) => Err("no answer before the timeout".into()),
         Ok(Ok(Some(crate::frame::Frame::Pong { seq: 1 }))) => Ok(started.elapsed()),
-        Ok(Ok(other)) => Err(format!("answered {other:?}")),
+        Ok(Ok(Some(other))) => Err(format!("answered {}", other.describe())),
+        Ok(Ok(None)) => Err("closed the connection".into()),
         Ok(Err(e)) => Err(e.to_string()),
     }
 }

@@ -29,8 +29,17 @@ pub const MAX_MESSAGE: u64 = 8 << 30;
 const KEEP: usize = 2;
 /// Chunks queued between receiving and forwarding.
 const FORWARD_QUEUE: usize = 16;
-/// Connections a worker serves at once; further ones wait in the accept queue.
+/// Authenticated connections a worker serves at once; further ones wait for a slot.
 const MAX_CONNECTIONS: usize = 256;
+/// Connections still in the handshake; a connection that finds none free is closed at once,
+/// so idle or hostile peers cannot crowd out authenticated ones.
+const MAX_HANDSHAKES: usize = 32;
+/// Longest handshake (a Hello and a Response: two small frames).
+const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(3);
+/// Payload limit before authentication: a Hello is a name and a nonce.
+pub const HANDSHAKE_MAX_PAYLOAD: usize = 1024;
+/// Closed connections a worker reports per second (the rest are counted, then summarised).
+const LOG_PER_SECOND: u64 = 10;
 
 /// Broadcast messages by id, and the ids in arrival order.
 type Store = (BTreeMap<u64, Vec<u8>>, VecDeque<u64>);
@@ -44,6 +53,9 @@ pub struct Worker {
     /// Broadcast messages by id, and the ids in arrival order (the oldest is evicted first).
     store: Mutex<Store>,
     received: AtomicU64,
+    log_window: AtomicU64,
+    log_count: AtomicU64,
+    log_skipped: AtomicU64,
     pub(crate) jobs: crate::job::Jobs,
     faults: Faults,
 }
@@ -66,6 +78,9 @@ impl Worker {
             secret,
             store: Mutex::new((BTreeMap::new(), VecDeque::new())),
             received: AtomicU64::new(0),
+            log_window: AtomicU64::new(0),
+            log_count: AtomicU64::new(0),
+            log_skipped: AtomicU64::new(0),
             jobs: crate::job::Jobs::default(),
             faults,
         })
@@ -90,20 +105,21 @@ impl Worker {
     pub async fn serve(self: Arc<Self>, listener: TcpListener) -> std::io::Result<()> {
         let mut backoff = Duration::from_millis(10);
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
         loop {
-            // Bounded concurrency: wait for a free slot before accepting the next connection.
-            let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
-                return Ok(());
-            };
             match listener.accept().await {
                 Ok((socket, _)) => {
                     backoff = Duration::from_millis(10);
-                    let worker = Arc::clone(&self);
+                    // No handshake slot: close at once rather than queue behind idle peers.
+                    let Ok(handshake) = Arc::clone(&handshakes).try_acquire_owned() else {
+                        self.log_closed("handshake slots full; connection refused");
+                        continue;
+                    };
+                    let (worker, slots) = (Arc::clone(&self), Arc::clone(&slots));
                     tokio::spawn(async move {
-                        if let Err(e) = worker.handle(socket).await {
-                            eprintln!("worker {}: connection closed: {e}", worker.name);
+                        if let Err(e) = worker.handle(socket, handshake, slots).await {
+                            worker.log_closed(&e);
                         }
-                        drop(permit);
                     });
                 }
                 // Too many open files and the like: back off instead of spinning.
@@ -116,13 +132,50 @@ impl Worker {
         }
     }
 
-    async fn handle(self: &Arc<Self>, socket: TcpStream) -> Result<(), String> {
+    /// Reports a closed connection on stderr, at most [`LOG_PER_SECOND`] lines a second; the
+    /// lines left out are counted in the next one that is written.
+    fn log_closed(&self, reason: &str) {
+        let second = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let window = self.log_window.load(Ordering::Relaxed);
+        if window != second {
+            self.log_window.store(second, Ordering::Relaxed);
+            self.log_count.store(0, Ordering::Relaxed);
+        }
+        if self.log_count.fetch_add(1, Ordering::Relaxed) < LOG_PER_SECOND {
+            let skipped = self.log_skipped.swap(0, Ordering::Relaxed);
+            let skipped = if skipped > 0 {
+                format!(" ({skipped} more not shown)")
+            } else {
+                String::new()
+            };
+            eprintln!("worker {}: connection closed: {reason}{skipped}", self.name);
+        } else {
+            self.log_skipped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    async fn handle(
+        self: &Arc<Self>,
+        socket: TcpStream,
+        handshake: tokio::sync::OwnedSemaphorePermit,
+        slots: Arc<tokio::sync::Semaphore>,
+    ) -> Result<(), String> {
         let _ = socket.set_nodelay(true);
-        let mut conn = Connection::new(socket);
-        let deadline = Duration::from_millis(self.cluster.settings.io_timeout_ms);
+        let mut conn = Connection::with_limit(socket, HANDSHAKE_MAX_PAYLOAD);
+        let deadline = HANDSHAKE_DEADLINE.min(Duration::from_millis(
+            self.cluster.settings.io_timeout_ms.max(1),
+        ));
         let peer = server_handshake(&mut conn, &self.secret, deadline)
             .await
             .map_err(|e| e.to_string())?;
+        drop(handshake);
+        conn.set_limit(crate::frame::DEFAULT_MAX_PAYLOAD);
+        let _slot = slots
+            .acquire_owned()
+            .await
+            .map_err(|_| "the worker is stopping".to_string())?;
         while let Some(frame) = conn
             .read_frame()
             .await
@@ -146,7 +199,7 @@ impl Worker {
                         .map_err(|e| format!("{peer}: {e}"))?;
                 }
                 other => {
-                    let message = format!("unexpected {other:?}");
+                    let message = format!("unexpected {}", other.describe());
                     let _ = conn
                         .write_frame(&Frame::Error {
                             message: message.clone(),
@@ -567,5 +620,63 @@ mod tests {
         .expect_err("refused");
         assert!(err.to_string().contains("w0"), "{err}");
         assert!(workers[0].message(1).await.is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn idle_and_oversized_unauthenticated_peers_do_not_lock_out_the_cluster() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (cluster, _workers) = start(1, 1, 1).await;
+        let address = cluster.nodes[0].address;
+        let secret = Secret::from_bytes(SECRET.to_vec());
+        // More idle connections than the worker serves at all: before handshakes had their own
+        // pool and deadline, these held every slot for the 30 s I/O timeout.
+        let mut idle = Vec::new();
+        for _ in 0..MAX_CONNECTIONS + 44 {
+            idle.push(TcpStream::connect(address).await.expect("connect"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // An authenticated peer still gets through, well before the idle ones time out.
+        let started = std::time::Instant::now();
+        let pinged = crate::peer::ping(&cluster, &cluster.nodes[0], &secret, "driver").await;
+        drop(idle);
+        let mut waited = started.elapsed();
+        if pinged.is_err() {
+            // The slots free up at the handshake deadline at the latest.
+            tokio::time::sleep(HANDSHAKE_DEADLINE).await;
+            crate::peer::ping(&cluster, &cluster.nodes[0], &secret, "driver")
+                .await
+                .expect("ping after the deadline");
+            waited = started.elapsed();
+        }
+        assert!(
+            waited <= HANDSHAKE_DEADLINE + Duration::from_secs(2),
+            "{waited:?}"
+        );
+        // A frame header announcing 16 MiB before authentication: the worker closes the
+        // connection without reading (or allocating) the payload.
+        let mut raw = TcpStream::connect(address).await.expect("connect");
+        let mut header = crate::frame::MAGIC.to_vec();
+        header.extend_from_slice(&[crate::frame::PROTOCOL_VERSION, 1]);
+        header.extend_from_slice(&(16u32 << 20).to_le_bytes());
+        header.extend_from_slice(&[0; 4]);
+        raw.write_all(&header).await.expect("write");
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(Duration::from_secs(2), raw.read(&mut buf))
+            .await
+            .expect("closed promptly");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
+
+    #[test]
+    fn frames_describe_themselves_without_their_payload() {
+        let chunk = Frame::Chunk {
+            id: 1,
+            offset: 0,
+            total: 1 << 20,
+            data: Bytes::from(vec![7u8; 1 << 20]),
+        };
+        let text = chunk.describe();
+        assert_eq!(text, "a chunk frame (1048576 bytes)");
+        assert_eq!(Frame::Welcome.describe(), "a welcome frame");
     }
 }

@@ -75,7 +75,7 @@ netsim_topology() {
 }
 
 netsim_cluster_file() {
-  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/secret"
+  (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/secret")
   {
     if [ "$order" = random ]; then
       # In a TOML file `order` must come before the first table.
