@@ -318,6 +318,13 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
     if config.features.per_image == 0 {
         return Err(fail("features", "per_image", "must be at least 1"));
     }
+    if config.features.per_image > vocab_pipeline::patch::MAX_PER_IMAGE {
+        return Err(fail(
+            "features",
+            "per_image",
+            &format!("must be at most {}", vocab_pipeline::patch::MAX_PER_IMAGE),
+        ));
+    }
     if config.partition.parts == 0 {
         return Err(fail("partition", "parts", "must be at least 1"));
     }

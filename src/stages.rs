@@ -61,6 +61,11 @@ impl FeatureSettings {
         let sampling = match mode {
             Mode::Random => {
                 ensure!(per_image > 0, "--per-image must be at least 1");
+                ensure!(
+                    per_image <= vocab_pipeline::patch::MAX_PER_IMAGE,
+                    "--per-image {per_image}: at most {} patches per photo",
+                    vocab_pipeline::patch::MAX_PER_IMAGE
+                );
                 Sampling::Random { per_image, seed }
             }
             Mode::Dense => {

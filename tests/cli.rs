@@ -554,6 +554,29 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
         "{err}"
     );
     assert!(fails(&["config", "check", s(&bad)]).contains("per_imag"));
+    // Absurd patch counts are refused where settings are checked, before anything allocates.
+    let text = std::fs::read_to_string(&config).expect("config");
+    assert!(text.contains("per_image = 20"), "{text}");
+    std::fs::write(
+        &bad,
+        text.replace("per_image = 20", "per_image = 9223372036854775807"),
+    )
+    .expect("write");
+    let err = fails(&["config", "check", s(&bad)]);
+    assert!(
+        err.contains("per_image") && err.contains("at most"),
+        "{err}"
+    );
+    let err = fails(&[
+        "features",
+        "--input",
+        s(dir.path()),
+        "--out",
+        s(&dir.path().join("f.bin")),
+        "--per-image",
+        "100000000",
+    ]);
+    assert!(err.contains("--per-image 100000000"), "{err}");
     assert!(ok(&["config", "check", s(&config)]).contains(": ok"));
     let shown = ok(&["config", "show", s(&config)]);
     assert!(

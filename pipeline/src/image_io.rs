@@ -301,6 +301,10 @@ fn area_weights(src: usize, dst: usize) -> Vec<Vec<(usize, f32)>> {
         .collect()
 }
 
+/// Most pixels a photo may declare (100 Mpix: a 12,000 x 8,000 frame; its RGBA pixels and
+/// luminance take 0.8 GB while it is decoded).
+pub const MAX_PIXELS: u64 = 100_000_000;
+
 /// Why a photo was not used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Skip {
@@ -318,6 +322,14 @@ pub enum Skip {
         height: usize,
         /// Side of the patch it had to hold.
         patch: usize,
+    },
+    /// The header declares more pixels than a photo may have ([`MAX_PIXELS`]); refused before
+    /// any pixel is decoded, so a small file cannot make the run allocate gigabytes.
+    TooManyPixels {
+        /// Declared width.
+        width: u32,
+        /// Declared height.
+        height: u32,
     },
     /// A pixel position would not fit the feature format's 16-bit row/column fields.
     TooLarge {
@@ -344,6 +356,12 @@ impl fmt::Display for Skip {
                     "too small: {width}x{height} cannot hold a {patch}x{patch} patch"
                 )
             }
+            Self::TooManyPixels { width, height } => write!(
+                f,
+                "too many pixels: the header declares {width}x{height} ({:.0} Mpix), the limit is {} Mpix",
+                f64::from(*width) * f64::from(*height) / 1e6,
+                MAX_PIXELS / 1_000_000
+            ),
             Self::TooLarge { width, height } => write!(
                 f,
                 "too large: {width}x{height} exceeds 65,536 pixels per side (use --max-side)"
@@ -383,6 +401,10 @@ fn decode_oriented(path: &Path) -> Result<DynamicImage, Skip> {
         ));
     }
     let mut decoder = reader.into_decoder().map_err(image_reason)?;
+    let (width, height) = decoder.dimensions();
+    if u64::from(width) * u64::from(height) > MAX_PIXELS {
+        return Err(Skip::TooManyPixels { width, height });
+    }
     // A broken EXIF block is not a reason to lose the photo: fall back to no rotation.
     let orientation = decoder
         .orientation()
@@ -433,6 +455,54 @@ mod tests {
         whole.extend_from_slice(&[0xFF, 0xD9]);
         assert!(!jpeg_is_truncated(&whole));
         assert!(jpeg_is_truncated(&[0xFF, 0xD8]));
+    }
+
+    /// A PNG whose header declares `width` x `height` 8-bit gray pixels, followed by a few
+    /// bytes of image data (a decompression bomb's shape: tiny file, huge canvas).
+    fn png_declaring(width: u32, height: u32) -> Vec<u8> {
+        fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+            out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+            let mut crc = crc32fast::Hasher::new();
+            crc.update(kind);
+            crc.update(data);
+            out.extend_from_slice(kind);
+            out.extend_from_slice(data);
+            out.extend_from_slice(&crc.finalize().to_be_bytes());
+        }
+        let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+        let mut ihdr = Vec::new();
+        ihdr.extend_from_slice(&width.to_be_bytes());
+        ihdr.extend_from_slice(&height.to_be_bytes());
+        ihdr.extend_from_slice(&[8, 0, 0, 0, 0]); // 8-bit gray, deflate, no interlace
+        chunk(&mut png, b"IHDR", &ihdr);
+        chunk(
+            &mut png,
+            b"IDAT",
+            &[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01],
+        );
+        chunk(&mut png, b"IEND", &[]);
+        png
+    }
+
+    #[test]
+    fn a_header_declaring_too_many_pixels_is_skipped_before_decoding() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let bomb = dir.path().join("bomb.png");
+        std::fs::write(&bomb, png_declaring(60_000, 60_000)).expect("write");
+        let skip = load_luminance(&bomb, Some(1000)).expect_err("skipped");
+        assert_eq!(
+            skip,
+            Skip::TooManyPixels {
+                width: 60_000,
+                height: 60_000
+            }
+        );
+        assert!(skip.to_string().contains("3600 Mpix"), "{skip}");
+        // At the limit the header passes and decoding decides (here: too little data).
+        let edge = dir.path().join("edge.png");
+        std::fs::write(&edge, png_declaring(10_000, 10_000)).expect("write");
+        let skip = load_luminance(&edge, None).expect_err("corrupt");
+        assert!(matches!(skip, Skip::Corrupt(_)), "{skip}");
     }
 
     #[test]

@@ -9,6 +9,11 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::hog::{CELL_SIDE, PATCH_SIDE};
 
+/// Most random patches per photo a run may ask for: far above any use (the paper takes 5; a
+/// dense 8-px grid on a 12-Mpix photo has about 190,000), and it keeps a mistyped count from
+/// asking for terabytes.
+pub const MAX_PER_IMAGE: usize = 100_000;
+
 /// How patches are placed in an image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sampling {

@@ -178,7 +178,7 @@ pub struct State {
     pub centroids: Centroids,
     /// Every iteration so far.
     pub history: Vec<IterationStats>,
-    /// Whether the inertia change fell below the tolerance.
+    /// Whether the inertia change fell below the tolerance, or the centroids stopped moving.
     pub converged: bool,
 }
 
@@ -208,6 +208,11 @@ impl State {
         if let Some(prev) = self.history.last() {
             let change = (prev.inertia - inertia).abs() / prev.inertia.max(f64::MIN_POSITIVE);
             self.converged = change < params.tol;
+        }
+        // Centroids that did not move are a fixed point: the next assignment, and so every later
+        // iteration, would repeat this one exactly. Stop even at `tol = 0`.
+        if splits == 0 && means == self.centroids.as_slice() {
+            self.converged = true;
         }
         self.iteration = iteration;
         self.centroids = Centroids::new(means, dims);
@@ -689,6 +694,35 @@ mod tests {
     }
 
     #[test]
+    fn a_fixed_point_ends_the_run_even_at_zero_tolerance() {
+        let data = blobs(4, 30, 8, 2);
+        let params = Params {
+            k: 4,
+            max_iter: 10_000,
+            tol: 0.0,
+            seed: 1,
+            init: Init::PlusPlus { sample: None },
+            threads: 2,
+            prune: false,
+            kernel: Kernel::F32,
+        };
+        let state = run(&data, 8, &params);
+        assert!(state.converged, "{:?}", state.history);
+        assert!(state.iteration < 50, "ran {} iterations", state.iteration);
+        // The last iteration moved nothing: one more would repeat it exactly.
+        let again = run(
+            &data,
+            8,
+            &Params {
+                max_iter: state.iteration + 1,
+                ..params.clone()
+            },
+        );
+        assert_eq!(again.centroids, state.centroids);
+        assert_eq!(again.iteration, state.iteration);
+    }
+
+    #[test]
     fn same_seed_same_centroids_other_seed_other_centroids() {
         let data = blobs(5, 40, 8, 1);
         let params = Params {
@@ -883,7 +917,8 @@ mod tests {
                     );
                 }
             }
-            let kept: usize = pruned.history.iter().skip(2).map(|h| h.kept).sum();
+            // Bounds exist from iteration 2 on (k = 1 reaches its fixed point there).
+            let kept: usize = pruned.history.iter().skip(1).map(|h| h.kept).sum();
             assert!(kept > 0, "k = {k}: pruning never kept a label");
             assert!(full.history.iter().all(|h| h.kept == 0));
         }
