@@ -113,6 +113,17 @@ impl Runner {
                 .with_context(|| format!("cannot remove {} for --force", done.display()))?;
         }
         let tmp = dir.join(format!(".tmp-{label}-{key}"));
+        if tmp.is_dir() {
+            // A run was interrupted here. k-means resumes from the checkpoint it left; every
+            // other stage starts over, so no half-written file of the killed run survives into
+            // the finished step.
+            if stage == "kmeans" {
+                remove_partial_files(&tmp)?;
+            } else {
+                std::fs::remove_dir_all(&tmp)
+                    .with_context(|| format!("cannot clear {}", tmp.display()))?;
+            }
+        }
         std::fs::create_dir_all(&tmp)
             .with_context(|| format!("cannot create {}", tmp.display()))?;
         println!("== {stage} {label}");
@@ -134,6 +145,72 @@ impl Runner {
             cached: false,
         });
         Ok(done)
+    }
+}
+
+/// Removes the temporary files of interrupted atomic writes under `dir`.
+fn remove_partial_files(dir: &Path) -> anyhow::Result<()> {
+    for entry in walkdir::WalkDir::new(dir) {
+        let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy();
+        if entry.file_type().is_file() && name.starts_with(vocab_pipeline::atomic::TEMP_PREFIX) {
+            std::fs::remove_file(entry.path())
+                .with_context(|| format!("cannot remove {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// An exclusive lock on a work directory for one `vocab run` (`WORK/.lock`, `flock`): a second
+/// run on the same directory is refused, naming the holder. The kernel releases the lock when
+/// the holder exits, however it exits.
+struct WorkLock {
+    _file: std::fs::File,
+}
+
+impl WorkLock {
+    fn acquire(work: &Path) -> anyhow::Result<Self> {
+        let path = work.join(".lock");
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        #[cfg(unix)]
+        {
+            use std::io::{Read as _, Seek as _, Write as _};
+            use std::os::unix::io::AsRawFd;
+            // SAFETY: flock on a descriptor this function owns; no memory is shared.
+            let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if locked != 0 {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                bail!(
+                    "work directory {} is in use by another vocab run ({}); wait for it to end \
+                     or pass another --work",
+                    work.display(),
+                    holder.trim()
+                );
+            }
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            let since = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            file.set_len(0)
+                .and_then(|()| file.rewind())
+                .and_then(|()| {
+                    write!(
+                        file,
+                        "pid {} on {} since unix time {since}",
+                        std::process::id(),
+                        host.trim()
+                    )
+                })
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Ok(Self { _file: file })
     }
 }
 
@@ -268,6 +345,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
     });
     std::fs::create_dir_all(&work)
         .with_context(|| format!("cannot create work directory {}", work.display()))?;
+    let _lock = WorkLock::acquire(&work)?;
     let force_from = match &args.force {
         Some(name) => Some(STAGES.iter().position(|s| s == name).with_context(|| {
             format!(

@@ -1451,3 +1451,54 @@ fn a_secret_file_others_can_read_is_refused_naming_it() {
         "{err}"
     );
 }
+
+#[test]
+fn a_second_run_on_a_locked_work_directory_is_refused_naming_the_holder() {
+    use std::io::Write as _;
+    use std::os::unix::io::AsRawFd;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).expect("work");
+    let mut lock = std::fs::File::create(work.join(".lock")).expect("lock file");
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(
+        unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+        0
+    );
+    write!(lock, "pid 4242 on testhost").expect("write");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
+    let err = fails(&["run", s(&config), "--work", s(&work)]);
+    assert!(
+        err.contains("in use by another vocab run") && err.contains("pid 4242 on testhost"),
+        "{err}"
+    );
+    assert!(!work.join("dataset").exists(), "nothing ran");
+}
+
+#[test]
+fn a_step_interrupted_earlier_starts_from_an_empty_folder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path().join("work");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
+    ok(&["run", s(&config), "--work", s(&work)]);
+    // Leave behind what a killed run would: an encode step's temporary folder with
+    // half-written files in it, then redo that step.
+    let encode = std::fs::read_dir(work.join("encode"))
+        .expect("encode")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.is_dir())
+        .expect("an encode step");
+    let name = encode
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
+    let tmp = work.join("encode").join(format!(".tmp-{name}"));
+    std::fs::create_dir_all(&tmp).expect("tmp");
+    std::fs::write(tmp.join(".vocab-partial-killed"), "half").expect("junk");
+    std::fs::write(tmp.join("histograms.bin"), "half a file").expect("junk");
+    ok(&["run", s(&config), "--work", s(&work), "--force", "encode"]);
+    assert!(!encode.join(".vocab-partial-killed").exists());
+    let histograms = std::fs::read(encode.join("histograms.bin")).expect("histograms");
+    assert_ne!(histograms, b"half a file");
+}

@@ -5,6 +5,10 @@ use std::path::Path;
 
 use tempfile::NamedTempFile;
 
+/// Name prefix of the temporary files [`temp_beside`] makes (left behind only by a killed
+/// process).
+pub const TEMP_PREFIX: &str = ".vocab-partial-";
+
 /// A temporary file in the destination's folder, to be `persist`ed onto `dest` when complete.
 ///
 /// Dropping it unpersisted removes it. It is created with ordinary permissions (0644 before the
@@ -15,7 +19,7 @@ pub fn temp_beside(dest: &Path) -> io::Result<NamedTempFile> {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let mut builder = tempfile::Builder::new();
-    builder.prefix(".vocab-partial-");
+    builder.prefix(TEMP_PREFIX);
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

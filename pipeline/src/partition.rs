@@ -204,11 +204,80 @@ pub fn partition_sizes(count: u64, parts: usize) -> Vec<u64> {
         .collect()
 }
 
-/// Splits a feature file into `parts` partitions in `out_dir` (created if needed), streaming.
+/// Splits a feature file into `parts` partitions in `out_dir`, streaming.
 ///
-/// The manifest is written last, so a directory without one is not a partition set; a failure
-/// leaves no manifest behind.
+/// The set is built in a folder beside `out_dir` and moved into place only when complete, so a
+/// failure (damage late in the input, a full disk) leaves an existing set at `out_dir` as it
+/// was. An existing `out_dir` is replaced only if it is empty or holds nothing but a partition
+/// set (`manifest.toml`, `part-NNNN.bin`); anything else in it is refused, naming the file.
 pub fn split(
+    input: &Path,
+    parts: usize,
+    out_dir: &Path,
+    element: Element,
+) -> Result<Manifest, StoreError> {
+    if out_dir.exists() {
+        let entries = std::fs::read_dir(out_dir).map_err(|e| io_err(out_dir, e))?;
+        for entry in entries {
+            let name = entry.map_err(|e| io_err(out_dir, e))?.file_name();
+            let name = name.to_string_lossy();
+            let ours = name == MANIFEST
+                || (name.starts_with("part-") && name.ends_with(".bin"))
+                || name.starts_with(crate::atomic::TEMP_PREFIX);
+            if !ours {
+                return Err(format_err(
+                    out_dir,
+                    format!(
+                        "holds {name}, which is not part of a partition set; choose a new or \
+                         empty folder"
+                    ),
+                ));
+            }
+        }
+    }
+    let parent = match out_dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let name = out_dir
+        .file_name()
+        .map_or_else(|| "parts".into(), |n| n.to_string_lossy().into_owned());
+    let building = parent.join(format!(".{name}.building-{}", std::process::id()));
+    let retired = parent.join(format!(".{name}.replaced-{}", std::process::id()));
+    for leftover in [&building, &retired] {
+        if leftover.exists() {
+            std::fs::remove_dir_all(leftover).map_err(|e| io_err(leftover, e))?;
+        }
+    }
+    std::fs::create_dir_all(&parent).map_err(|e| io_err(&parent, e))?;
+    let manifest = match split_into(input, parts, &building, element) {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&building);
+            return Err(e);
+        }
+    };
+    // Swap: the old set steps aside, the new one takes its name, then the old one goes.
+    let had_old = out_dir.exists();
+    if had_old {
+        std::fs::rename(out_dir, &retired).map_err(|e| io_err(out_dir, e))?;
+    }
+    if let Err(e) = std::fs::rename(&building, out_dir) {
+        if had_old {
+            let _ = std::fs::rename(&retired, out_dir);
+        }
+        let _ = std::fs::remove_dir_all(&building);
+        return Err(io_err(out_dir, e));
+    }
+    if had_old {
+        // Mapped files of the old set stay readable until unmapped.
+        let _ = std::fs::remove_dir_all(&retired);
+    }
+    Ok(manifest)
+}
+
+/// [`split`] into a new folder `out_dir`.
+fn split_into(
     input: &Path,
     parts: usize,
     out_dir: &Path,
@@ -239,9 +308,6 @@ pub fn split(
     }
     std::fs::create_dir_all(out_dir).map_err(|e| io_err(out_dir, e))?;
     let manifest_path = out_dir.join(MANIFEST);
-    if manifest_path.exists() {
-        std::fs::remove_file(&manifest_path).map_err(|e| io_err(&manifest_path, e))?;
-    }
     let mut source_crc = crc32fast::Hasher::new();
     let mut entries = Vec::with_capacity(parts);
     let mut dims = None;
@@ -563,6 +629,50 @@ mod tests {
             let sizes: Vec<u64> = manifest.partitions.iter().map(|p| p.count).collect();
             prop_assert!(sizes.iter().max().expect("max") - sizes.iter().min().expect("min") <= 1);
         }
+    }
+
+    #[test]
+    fn a_failed_split_leaves_the_existing_set_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (good, parts) = (dir.path().join("good.bin"), dir.path().join("parts"));
+        write_features(&good, Format::Bin, 20, 3);
+        let before = split(&good, 4, &parts, Element::F32).expect("split");
+        let files = |d: &Path| -> Vec<(String, Vec<u8>)> {
+            let mut all: Vec<(String, Vec<u8>)> = std::fs::read_dir(d)
+                .expect("dir")
+                .map(|e| {
+                    let p = e.expect("entry").path();
+                    let name = p.file_name().expect("name").to_string_lossy().into_owned();
+                    (name, std::fs::read(&p).expect("read"))
+                })
+                .collect();
+            all.sort();
+            all
+        };
+        let kept = files(&parts);
+        // Damage late in the input: a bad payload checksum is only seen at the end.
+        let bad = dir.path().join("bad.bin");
+        let mut bytes = std::fs::read(&good).expect("read");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x40;
+        std::fs::write(&bad, &bytes).expect("write");
+        let err = split(&bad, 2, &parts, Element::F32).expect_err("damaged input");
+        assert!(err.to_string().contains("bad.bin"), "{err}");
+        assert_eq!(files(&parts), kept, "the old set is untouched");
+        assert_eq!(read_manifest(&parts).expect("manifest"), before);
+        // Nothing is left beside it.
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
+        // A good split replaces the set whole (fewer partitions: no stale part files).
+        split(&good, 2, &parts, Element::F32).expect("replace");
+        assert_eq!(files(&parts).len(), 3);
+        // A folder that holds something else is refused, naming the stranger.
+        std::fs::write(parts.join("notes.txt"), "mine").expect("write");
+        let err = split(&good, 2, &parts, Element::F32).expect_err("refused");
+        assert!(err.to_string().contains("notes.txt"), "{err}");
     }
 
     #[test]
