@@ -273,7 +273,7 @@ pub fn classify(args: &ClassifyArgs, ui: &Ui) -> anyhow::Result<()> {
             args.model.display()
         )
     })?;
-    let vocabulary = vocab_pipeline::kmeans::files::read_vocabulary(Path::new(&enc.vocabulary))
+    let vocabulary = crate::stages::read_word_vocabulary(Path::new(&enc.vocabulary))
         .with_context(|| format!("the model's vocabulary {}", enc.vocabulary))?;
     let collection = Collection::open(&args.input, None)?;
     let params = EncodeParams {

@@ -185,7 +185,7 @@ pub fn encode(args: &EncodeArgs, ui: &Ui) -> anyhow::Result<()> {
         );
     }
     let started = Instant::now();
-    let vocabulary = vocab_pipeline::kmeans::files::read_vocabulary(&args.vocabulary)
+    let vocabulary = read_word_vocabulary(&args.vocabulary)
         .with_context(|| format!("--vocabulary {}", args.vocabulary.display()))?;
     let collection = Collection::open(&args.input, args.labels.as_deref())?;
     if collection.photos().is_empty() {
@@ -288,4 +288,18 @@ pub fn photos(args: &PhotosArgs) -> anyhow::Result<()> {
         summary.labels.display()
     );
     Ok(())
+}
+
+/// Reads a vocabulary for encoding HOG patches: its words must have the descriptor's dims (the
+/// error names the vocabulary, not the histograms being written).
+pub fn read_word_vocabulary(path: &Path) -> anyhow::Result<vocab_pipeline::kmeans::Centroids> {
+    let vocabulary = vocab_pipeline::kmeans::files::read_vocabulary(path)?;
+    ensure!(
+        vocabulary.dims() == vocab_pipeline::hog::DIMS,
+        "{}: words of {} dims, the HOG descriptor has {}",
+        path.display(),
+        vocabulary.dims(),
+        vocab_pipeline::hog::DIMS
+    );
+    Ok(vocabulary)
 }

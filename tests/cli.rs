@@ -1502,3 +1502,26 @@ fn a_step_interrupted_earlier_starts_from_an_empty_folder() {
     let histograms = std::fs::read(encode.join("histograms.bin")).expect("histograms");
     assert_ne!(histograms, b"half a file");
 }
+
+#[test]
+fn a_vocabulary_of_other_dims_is_named_in_the_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set(dir.path());
+    let vocabulary = dir.path().join("words.txt");
+    std::fs::write(&vocabulary, "0.1 0.2 0.3\n0.4 0.5 0.6\n").expect("write");
+    let out = dir.path().join("hist.bin");
+    let err = fails(&[
+        "encode",
+        "--vocabulary",
+        s(&vocabulary),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&out),
+    ]);
+    assert!(
+        err.contains("words.txt: words of 3 dims, the HOG descriptor has 512"),
+        "{err}"
+    );
+    assert!(!err.contains("hist.bin"), "{err}");
+}

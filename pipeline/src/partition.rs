@@ -459,7 +459,14 @@ impl Partition {
                 "checksum differs from the manifest's (file replaced?)",
             ));
         }
-        if (map.len() as u64) != header.file_len() {
+        if (map.len() as u64) > header.file_len() {
+            return Err(crate::store::trailing(
+                path,
+                header.file_len(),
+                map.len() as u64,
+            ));
+        }
+        if (map.len() as u64) < header.file_len() {
             return Err(StoreError::Truncated {
                 path: path.to_path_buf(),
                 expected: header.file_len(),
@@ -707,6 +714,15 @@ mod tests {
             std::fs::write(&p1, &b[..b.len() - 4]).expect("write");
         });
         assert!(msg.contains("truncated"), "{msg}");
+        let msg = expect_err("appended", &|| {
+            let mut b = std::fs::read(&p1).expect("read");
+            b.extend_from_slice(&[0; 6]);
+            std::fs::write(&p1, &b).expect("write");
+        });
+        assert!(
+            msg.contains("6 trailing bytes") && !msg.contains("truncated"),
+            "{msg}"
+        );
         let msg = expect_err("flipped bit", &|| {
             let mut b = std::fs::read(&p1).expect("read");
             let last = b.len() - 1;

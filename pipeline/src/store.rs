@@ -180,6 +180,17 @@ impl Format {
     }
 }
 
+/// A file longer than its header describes: bytes appended after the last record.
+pub(crate) fn trailing(path: &Path, expected: u64, actual: u64) -> StoreError {
+    StoreError::Format {
+        path: path.to_path_buf(),
+        message: format!(
+            "{} trailing bytes after the last record (the header describes {expected} bytes)",
+            actual - expected
+        ),
+    }
+}
+
 fn io_err(path: &Path, source: io::Error) -> StoreError {
     StoreError::Io {
         path: path.to_path_buf(),
@@ -513,10 +524,7 @@ impl FeatureReader {
                     });
                 }
                 if actual > expected {
-                    return Err(StoreError::Format {
-                        path: path.to_path_buf(),
-                        message: format!("{} bytes after the last record", actual - expected),
-                    });
+                    return Err(trailing(path, expected, actual));
                 }
                 let buf = vec![0u8; header.record_len()];
                 Inner::Bin {

@@ -88,7 +88,16 @@ pub fn read_vocabulary(path: &Path) -> Result<Centroids, StoreError> {
             reader.dims().unwrap_or(0)
         }
         Format::Text => {
-            let text = std::fs::read_to_string(path).map_err(|e| io_err(path, e))?;
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::InvalidData {
+                    StoreError::Format {
+                        path: path.to_path_buf(),
+                        message: "not UTF-8 text, and not a vocab binary file (bad magic)".into(),
+                    }
+                } else {
+                    io_err(path, e)
+                }
+            })?;
             let mut dims = None;
             for (idx, line) in text
                 .lines()
@@ -318,6 +327,13 @@ mod tests {
         }
         let text = std::fs::read_to_string(dir.path().join("v.txt")).expect("text");
         assert_eq!(text, "0.1 0.2 0.3\n1e-7 5.0 0.0\n");
+        // A binary vocabulary whose magic was damaged says so.
+        let bin = dir.path().join("v.bin");
+        let mut bytes = std::fs::read(&bin).expect("read");
+        bytes[0] = b'X';
+        std::fs::write(&bin, &bytes).expect("write");
+        let err = read_vocabulary(&bin).expect_err("bad magic").to_string();
+        assert!(err.contains("bad magic") && err.contains("v.bin"), "{err}");
     }
 
     #[test]
