@@ -432,6 +432,12 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
         "{} has no attribute columns",
         dataset.labels.display()
     );
+    // Checked before any heavy stage: duplicate paths or an attribute with a single class would
+    // otherwise surface only at the svm stage, after k-means and encoding ran.
+    for a in &attributes {
+        vocab_pipeline::classify::read_labels(&dataset.labels, a)
+            .context("checking the labels before the first stage")?;
+    }
     let split_by = config
         .classify
         .split_by

@@ -1525,3 +1525,43 @@ fn a_vocabulary_of_other_dims_is_named_in_the_error() {
     );
     assert!(!err.contains("hist.bin"), "{err}");
 }
+
+#[test]
+fn bad_labels_are_refused_before_the_first_heavy_stage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set(dir.path());
+    let labels = std::fs::read_to_string(photos.join("labels.csv")).expect("labels");
+    let mut lines = labels.lines();
+    let header = lines.next().expect("header");
+    let first = lines.next().expect("a row");
+    let config = dir.path().join("c.toml");
+    let work = dir.path().join("work");
+    for (name, text, want) in [
+        // The first photo listed twice.
+        ("dup.csv", format!("{labels}{first}\n"), "listed twice"),
+        // One attribute whose every photo has the same class.
+        (
+            "one.csv",
+            std::iter::once(format!("{header},constant"))
+                .chain(labels.lines().skip(1).map(|l| format!("{l},same")))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            "need two or more",
+        ),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("labels");
+        std::fs::write(
+            &config,
+            format!(
+                "[dataset]\npath = {:?}\nlabels = {:?}\n\n[kmeans]\nk = [4]\n",
+                s(&photos),
+                s(&path)
+            ),
+        )
+        .expect("config");
+        let err = fails(&["run", s(&config), "--work", s(&work)]);
+        assert!(err.contains(want) && err.contains(name), "{name}: {err}");
+        assert!(!work.join("features").exists(), "{name}: no stage ran");
+    }
+}
