@@ -1565,3 +1565,35 @@ fn bad_labels_are_refused_before_the_first_heavy_stage() {
         assert!(!work.join("features").exists(), "{name}: no stage ran");
     }
 }
+
+#[test]
+fn link_loops_dangling_links_and_non_utf8_names_are_listed_as_skipped() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set(dir.path());
+    std::os::unix::fs::symlink(".", photos.join("loop")).expect("loop");
+    std::os::unix::fs::symlink("nowhere.jpg", photos.join("gone.jpg")).expect("dangling");
+    let first = photos.join("city/city_001.png");
+    // Two names that differ only in bytes that are not UTF-8.
+    for byte in [0xff_u8, 0xfe] {
+        let bytes = [b'x', byte, b'.', b'p', b'n', b'g'];
+        std::fs::copy(&first, photos.join(std::ffi::OsStr::from_bytes(&bytes))).expect("copy");
+    }
+    let out = dir.path().join("f.bin");
+    ok(&["features", "--input", s(&photos), "--out", s(&out)]);
+    let skipped = csv_rows(&dir.path().join("f.bin.skipped.csv"));
+    let reason = |path: &str| -> String {
+        skipped
+            .iter()
+            .find(|r| r[1] == path)
+            .map(|r| r[2].clone())
+            .unwrap_or_else(|| panic!("{path} not listed: {skipped:?}"))
+    };
+    assert!(reason("loop").contains("symbolic link loop"));
+    assert_eq!(reason("gone.jpg"), "dangling symbolic link");
+    assert_eq!(reason("x\\xff.png"), "file name is not UTF-8");
+    assert_eq!(reason("x\\xfe.png"), "file name is not UTF-8");
+    // Every photo found is accounted for: the 8 photos described, the 4 entries skipped.
+    let images = csv_rows(&dir.path().join("f.bin.images.csv"));
+    assert_eq!((images.len(), skipped.len()), (8, 4), "{skipped:?}");
+}

@@ -228,6 +228,9 @@ pub(crate) fn run_stage<T: Send, O: StageOutput<T>>(
         let results: Vec<Result<Computed<T>, Skip>> = chunk
             .par_iter()
             .map_init(Describers::default, |describers, photo: &Photo| {
+                if let Some(reason) = &photo.unusable {
+                    return Err(Skip::Unusable(reason.clone()));
+                }
                 let lum = load_luminance(&collection.path_of(photo), params.max_side)?;
                 let described = describe(&lum, photo.picture_id, &params.sampling, describers)?;
                 let (width, height) = (described.width, described.height);

@@ -31,14 +31,6 @@ pub enum CollectionError {
     /// The input folder does not exist or is not a folder.
     #[error("input folder {0} does not exist or is not a folder")]
     MissingFolder(PathBuf),
-    /// The folder could not be walked.
-    #[error("cannot read input folder {path}: {source}")]
-    Walk {
-        /// Folder or entry at fault.
-        path: PathBuf,
-        /// Underlying error.
-        source: walkdir::Error,
-    },
     /// The labels file could not be read.
     #[error("cannot read labels file {path}: {source}")]
     Labels {
@@ -67,8 +59,12 @@ pub enum CollectionError {
 pub struct Photo {
     /// Index in sorted path order.
     pub picture_id: u32,
-    /// Path relative to the collection root, `/`-separated.
+    /// Path relative to the collection root, `/`-separated (bytes of a name that is not UTF-8
+    /// written as `\xNN`).
     pub rel_path: String,
+    /// Why the folder walk could not use this entry (a link loop, a dangling link, an
+    /// unreadable folder, a name that is not UTF-8): it is listed as skipped, never dropped.
+    pub unusable: Option<String>,
 }
 
 /// A folder of photos in a stable order.
@@ -88,20 +84,24 @@ impl Collection {
             return Err(CollectionError::MissingFolder(root.to_path_buf()));
         }
         let mut paths = match labels {
-            Some(labels) => read_label_paths(labels)?,
-            None => walk_photos(root)?,
+            Some(labels) => read_label_paths(labels)?
+                .into_iter()
+                .map(|p| (p, None))
+                .collect(),
+            None => walk_photos(root),
         };
         paths.sort_unstable();
-        paths.dedup();
+        paths.dedup_by(|a, b| a.0 == b.0);
         if paths.len() > u32::MAX as usize {
             return Err(CollectionError::TooMany(root.to_path_buf()));
         }
         let photos = paths
             .into_iter()
             .enumerate()
-            .map(|(idx, rel_path)| Photo {
+            .map(|(idx, (rel_path, unusable))| Photo {
                 picture_id: idx as u32,
                 rel_path,
+                unusable,
             })
             .collect();
         Ok(Self {
@@ -132,26 +132,90 @@ fn is_photo(path: &Path) -> bool {
         .is_some_and(|ext| PHOTO_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()))
 }
 
-fn walk_photos(root: &Path) -> Result<Vec<String>, CollectionError> {
+/// Every photo below `root` (links followed), with the entries the walk could not use: each
+/// error of the walk (a link loop, a dangling link, an unreadable folder) and each photo whose
+/// name is not UTF-8 is kept with its reason, so that the stage lists it as skipped.
+fn walk_photos(root: &Path) -> Vec<(String, Option<String>)> {
     let mut paths = Vec::new();
     for entry in walkdir::WalkDir::new(root).follow_links(true) {
-        let entry = entry.map_err(|source| CollectionError::Walk {
-            path: source.path().unwrap_or(root).to_path_buf(),
-            source,
-        })?;
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                let path = e.path().unwrap_or(root);
+                let reason = if let Some(ancestor) = e.loop_ancestor() {
+                    format!(
+                        "symbolic link loop (back to {})",
+                        rel_name(ancestor.strip_prefix(root).unwrap_or(ancestor)).0
+                    )
+                } else if path.is_symlink() && !path.exists() {
+                    "dangling symbolic link".to_string()
+                } else if path.is_dir() {
+                    format!(
+                        "unreadable folder: {}",
+                        e.io_error()
+                            .map_or_else(|| e.to_string(), ToString::to_string)
+                    )
+                } else {
+                    format!(
+                        "unreadable: {}",
+                        e.io_error()
+                            .map_or_else(|| e.to_string(), ToString::to_string)
+                    )
+                };
+                let rel = path.strip_prefix(root).unwrap_or(path);
+                paths.push((rel_name(rel).0, Some(reason)));
+                continue;
+            }
+        };
         if !entry.file_type().is_file() || !is_photo(entry.path()) {
             continue;
         }
         let Ok(rel) = entry.path().strip_prefix(root) else {
             continue;
         };
-        let rel: Vec<_> = rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy())
-            .collect();
-        paths.push(rel.join("/"));
+        let (name, utf8) = rel_name(rel);
+        let unusable = (!utf8).then(|| "file name is not UTF-8".to_string());
+        paths.push((name, unusable));
     }
-    Ok(paths)
+    paths
+}
+
+/// A relative path as `/`-separated text, and whether it was valid UTF-8 (other bytes are
+/// written as `\xNN`, so distinct names stay distinct).
+fn rel_name(rel: &Path) -> (String, bool) {
+    let mut utf8 = true;
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| {
+            let os = c.as_os_str();
+            match os.to_str() {
+                Some(text) => text.to_string(),
+                None => {
+                    utf8 = false;
+                    escape_bytes(os)
+                }
+            }
+        })
+        .collect();
+    (parts.join("/"), utf8)
+}
+
+#[cfg(unix)]
+fn escape_bytes(os: &std::ffi::OsStr) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for chunk in os.as_bytes().utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+#[cfg(not(unix))]
+fn escape_bytes(os: &std::ffi::OsStr) -> String {
+    os.to_string_lossy().into_owned()
 }
 
 fn read_label_paths(labels: &Path) -> Result<Vec<String>, CollectionError> {
@@ -310,6 +374,8 @@ pub const MAX_PIXELS: u64 = 100_000_000;
 pub enum Skip {
     /// The file could not be opened or read.
     Unreadable(String),
+    /// The folder walk could not use the entry (see [`Photo::unusable`]).
+    Unusable(String),
     /// The file is empty.
     Empty,
     /// The decoder rejected the file (corrupt, truncated or unsupported).
@@ -344,6 +410,7 @@ impl fmt::Display for Skip {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Unreadable(msg) => write!(f, "unreadable: {msg}"),
+            Self::Unusable(msg) => write!(f, "{msg}"),
             Self::Empty => write!(f, "empty file"),
             Self::Corrupt(msg) => write!(f, "cannot decode: {msg}"),
             Self::TooSmall {
