@@ -170,6 +170,18 @@ pub enum DriverError {
         /// What happened.
         reason: String,
     },
+    /// The data's values span too wide a range for exact fixed-point sums.
+    #[error(
+        "the partitions span too wide a range for exact sums: the largest magnitude is \
+         {max_abs:e} while the median magnitude is about {median:e}; remove the outlier or \
+         rescale the features"
+    )]
+    Range {
+        /// Largest absolute value.
+        max_abs: f32,
+        /// Median magnitude (a power of two).
+        median: f32,
+    },
     /// Every member was dropped.
     #[error("no workers left (dropped: {})", .0.join(", "))]
     NoWorkers(Vec<String>),
@@ -360,7 +372,7 @@ impl Driver {
         if let Some(f) = failure {
             return Err(Attempt::Retry(f));
         }
-        let (mut rows, mut peak) = (0u64, 0f32);
+        let (mut rows, mut peak, mut bins) = (0u64, 0f32, Vec::new());
         for (m, l) in self.members.iter().zip(&loaded) {
             let Some(l) = l else { continue };
             if l.build != BUILD {
@@ -388,6 +400,7 @@ impl Driver {
             }
             rows += l.rows;
             peak = peak.max(f32::from_bits(l.max_abs_bits));
+            bins = vocab_pipeline::kmeans::partial::add_bins(bins, &l.magnitudes);
         }
         if rows != self.manifest.count {
             return Err(DriverError::Count {
@@ -397,6 +410,13 @@ impl Driver {
             .into());
         }
         self.scale = fixed_scale(peak, rows);
+        if let Err(median) = vocab_pipeline::kmeans::partial::check_range(self.scale, &bins) {
+            return Err(DriverError::Range {
+                max_abs: peak,
+                median,
+            }
+            .into());
+        }
         self.stale = false;
         Ok(())
     }

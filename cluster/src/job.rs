@@ -131,6 +131,7 @@ async fn load_share<H: Host>(host: &H, load: Load) -> Result<Loaded, String> {
         let mut loaded = Loaded {
             rows: 0,
             max_abs_bits: 0,
+            magnitudes: Vec::new(),
             build: BUILD.into(),
             manifest: digest,
         };
@@ -148,6 +149,7 @@ async fn load_share<H: Host>(host: &H, load: Load) -> Result<Loaded, String> {
         .map_err(|e| format!("worker {name}: {e}"))?;
         loaded.rows = share.rows();
         loaded.max_abs_bits = share.max_abs().to_bits();
+        loaded.magnitudes = share.magnitudes();
         Ok((loaded, Some(share)))
     })
     .await

@@ -73,6 +73,9 @@ pub struct Loaded {
     pub rows: u64,
     /// Bits of the largest absolute value in them (f32).
     pub max_abs_bits: u32,
+    /// Nonzero values per binary exponent (`vocab_pipeline::kmeans::partial::magnitudes`).
+    #[serde(default)]
+    pub magnitudes: Vec<u64>,
     /// The worker's build.
     pub build: String,
     /// Digest of the worker's copy of the manifest.

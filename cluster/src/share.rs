@@ -112,6 +112,16 @@ impl Share {
             .fold(0f32, f32::max)
     }
 
+    /// Nonzero values per binary exponent (for the fixed-point range check).
+    pub fn magnitudes(&self) -> Vec<u64> {
+        self.parts.values().fold(Vec::new(), |acc, p| {
+            vocab_pipeline::kmeans::partial::add_bins(
+                acc,
+                &vocab_pipeline::kmeans::partial::magnitudes(p.matrix()),
+            )
+        })
+    }
+
     /// The map step from `centroids` (full pass, f32 or int8), then stage 1 if asked.
     pub fn map(&self, centroids: &Centroids, scale: i32, int8: bool, stage1: bool) -> Mapped {
         let shards: Vec<Shard<'_>> = self

@@ -68,6 +68,18 @@ pub enum EngineError {
         /// Vectors listed.
         want: u64,
     },
+    /// The data's values span too wide a range for exact fixed-point sums.
+    #[error(
+        "the partitions span too wide a range for exact sums: the largest magnitude is \
+         {max_abs:e} while the median magnitude is about {median:e}; remove the outlier or \
+         rescale the features"
+    )]
+    Range {
+        /// Largest absolute value.
+        max_abs: f32,
+        /// Median magnitude (a power of two).
+        median: f32,
+    },
     /// A step before any load.
     #[error("rank {0} was asked to step with no partitions loaded")]
     NotLoaded(usize),
@@ -124,6 +136,7 @@ struct Hello {
 struct LoadReply {
     rows: u64,
     max_abs_bits: u32,
+    magnitudes: Vec<u64>,
     error: Option<String>,
 }
 
@@ -341,6 +354,7 @@ pub fn serve(transport: &dyn Transport, faults: Faults) -> Result<(), EngineErro
                         let reply = LoadReply {
                             rows: s.rows(),
                             max_abs_bits: s.max_abs().to_bits(),
+                            magnitudes: s.magnitudes(),
                             error: None,
                         };
                         share = Some(s);
@@ -352,6 +366,7 @@ pub fn serve(transport: &dyn Transport, faults: Faults) -> Result<(), EngineErro
                         LoadReply {
                             rows: 0,
                             max_abs_bits: 0,
+                            magnitudes: Vec::new(),
                             error: Some(e),
                         }
                     }
@@ -475,16 +490,18 @@ impl<'t> Root<'t> {
             Ok(s) => LoadReply {
                 rows: s.rows(),
                 max_abs_bits: s.max_abs().to_bits(),
+                magnitudes: s.magnitudes(),
                 error: None,
             },
             Err(e) => LoadReply {
                 rows: 0,
                 max_abs_bits: 0,
+                magnitudes: Vec::new(),
                 error: Some(e.clone()),
             },
         };
         let replies = gather(&control, &encode(&reply), MAX_CONTROL)?.unwrap_or_default();
-        let (mut rows, mut peak) = (0u64, 0f32);
+        let (mut rows, mut peak, mut bins) = (0u64, 0f32, Vec::new());
         for (rank, bytes) in replies.iter().enumerate() {
             let reply: LoadReply = decode(rank, bytes)?;
             if let Some(reason) = reply.error {
@@ -496,11 +513,19 @@ impl<'t> Root<'t> {
             }
             rows += reply.rows;
             peak = peak.max(f32::from_bits(reply.max_abs_bits));
+            bins = vocab_pipeline::kmeans::partial::add_bins(bins, &reply.magnitudes);
         }
         if rows != manifest.count {
             return Err(EngineError::Count {
                 got: rows,
                 want: manifest.count,
+            });
+        }
+        let scale = fixed_scale(peak, rows);
+        if let Err(median) = vocab_pipeline::kmeans::partial::check_range(scale, &bins) {
+            return Err(EngineError::Range {
+                max_abs: peak,
+                median,
             });
         }
         let share = own.map_err(|reason| EngineError::Refused {
@@ -515,7 +540,7 @@ impl<'t> Root<'t> {
             options,
             manifest,
             share,
-            scale: fixed_scale(peak, rows),
+            scale,
         })
     }
 
@@ -838,6 +863,34 @@ mod tests {
         // The root's own read fails first here, naming the folder.
         let text = err.expect_err("refused").to_string();
         assert!(text.contains("/nonexistent/parts"), "{text}");
+    }
+
+    #[test]
+    fn data_with_a_huge_outlier_is_refused_before_the_first_step() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let features = tmp.path().join("f.bin");
+        let mut w = vocab_pipeline::store::FeatureWriter::create(&features, Format::Bin, 4)
+            .expect("create");
+        for i in 0..200u32 {
+            let v = if i == 150 {
+                1e30
+            } else {
+                (i % 7) as f32 / 10.0
+            };
+            w.write(i, 0, 0, &[v, 0.5, 0.25, 0.125]).expect("write");
+        }
+        w.finish().expect("finish");
+        let parts = tmp.path().join("parts");
+        split(&features, 4, &parts, Element::F32).expect("split");
+        let err = run(
+            &["h0", "h1"],
+            &parts,
+            options(&parts, Algorithm::Chain, true, Kernel::F32),
+            read_manifest(&parts).expect("manifest"),
+            &params(3, Kernel::F32),
+        )
+        .expect_err("refused");
+        assert!(matches!(err, EngineError::Range { .. }), "{err}");
     }
 
     #[test]

@@ -66,6 +66,20 @@ pub enum KMeansError {
     /// A vector holds NaN or infinity.
     #[error("the vectors hold a non-finite value (NaN or infinity); k-means needs finite data")]
     NonFinite,
+    /// Values spanning a range the exact fixed-point sums cannot hold at f32 precision.
+    #[error(
+        "the vectors span too wide a range for exact sums: the largest magnitude is {max_abs:e} \
+         ({location}) while the median magnitude is about {median:e}; remove the outlier or \
+         rescale the features"
+    )]
+    Range {
+        /// Largest absolute value.
+        max_abs: f32,
+        /// Median magnitude (a power of two).
+        median: f32,
+        /// Where the largest value is.
+        location: String,
+    },
     /// A file error.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -382,7 +396,31 @@ pub fn data_scale(shards: &[Shard<'_>]) -> Result<i32, KMeansError> {
         return Err(KMeansError::NonFinite);
     }
     let n: usize = shards.iter().map(|s| s.rows.rows()).sum();
-    Ok(fixed_scale(peak, n as u64))
+    let scale = fixed_scale(peak, n as u64);
+    let bins = shards
+        .par_iter()
+        .map(|s| partial::magnitudes(s.rows))
+        .reduce(Vec::new, |a, b| partial::add_bins(a, &b));
+    if let Err(median) = partial::check_range(scale, &bins) {
+        // Name the first record (0-based, in input order) that holds the largest value.
+        let mut offset = 0;
+        let mut location = String::new();
+        for s in shards {
+            if let Some(r) =
+                (0..s.rows.rows()).find(|&r| s.rows.row(r).iter().any(|v| v.abs() == peak))
+            {
+                location = format!("record {}", offset + r);
+                break;
+            }
+            offset += s.rows.rows();
+        }
+        return Err(KMeansError::Range {
+            max_abs: peak,
+            median,
+            location,
+        });
+    }
+    Ok(scale)
 }
 
 /// A unit of map work: at most [`UNIT_ROWS`] rows of one shard.
@@ -691,6 +729,47 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn one_huge_outlier_is_refused_naming_its_record_instead_of_zeroing_the_sums() {
+        let mut data = blobs(4, 30, 8, 2);
+        let params = Params {
+            k: 4,
+            max_iter: 3,
+            tol: 0.0,
+            seed: 1,
+            init: Init::Random,
+            threads: 2,
+            prune: false,
+            kernel: Kernel::F32,
+        };
+        // Large but ordinary data passes: the scale follows the magnitude.
+        let big: Vec<f32> = data.iter().map(|v| v * 1e6).collect();
+        let state = run(&big, 8, &params);
+        assert!(
+            state
+                .history
+                .iter()
+                .all(|h| h.inertia.is_finite() && h.inertia > 0.0)
+        );
+        data[8 * 57 + 3] = 1e30;
+        for kernel in [Kernel::F32, Kernel::Int8] {
+            let parts = [Matrix::dense(&data, 8)];
+            let err = fit::<KMeansError>(
+                &parts,
+                &Params {
+                    kernel,
+                    ..params.clone()
+                },
+                None,
+                &mut |_| Ok(()),
+            )
+            .expect_err("refused");
+            assert!(matches!(err, KMeansError::Range { .. }), "{err}");
+            assert!(err.to_string().contains("record 57"), "{err}");
+        }
+        assert!(partial::check_range(39, &[]).is_ok());
     }
 
     #[test]

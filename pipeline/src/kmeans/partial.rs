@@ -40,6 +40,58 @@ pub fn fixed_scale(max_abs: f32, n: u64) -> i32 {
     (MAX_SUM_BITS - count_bits).min(MAX_VALUE_BITS) - exponent
 }
 
+/// Bins of [`magnitudes`]: one per f32 exponent.
+pub const MAGNITUDE_BINS: usize = 256;
+
+/// How many nonzero values of `x` fall at each binary exponent (bin = the f32's biased exponent
+/// field). Histograms of several partitions add up; [`check_range`] reads the median from them.
+pub fn magnitudes(x: Matrix<'_>) -> Vec<u64> {
+    let mut bins = vec![0u64; MAGNITUDE_BINS];
+    for r in 0..x.rows() {
+        for &v in x.row(r) {
+            if v != 0.0 {
+                bins[((v.to_bits() >> 23) & 0xff) as usize] += 1;
+            }
+        }
+    }
+    bins
+}
+
+/// Adds histogram `b` into `a` (an empty `a` takes `b`).
+pub fn add_bins(mut a: Vec<u64>, b: &[u64]) -> Vec<u64> {
+    if a.len() < b.len() {
+        a.resize(b.len(), 0);
+    }
+    add_sums(&mut a, b);
+    a
+}
+
+/// Whether fixed-point sums at `scale` keep the data's median magnitude exact to f32 precision
+/// (`magnitudes` summed over all the data): a typical value `v` must have `2^-scale <= ulp(v)`.
+/// One outlier many orders of magnitude above the rest (a 1e30 among HOG values) forces a scale
+/// at which the ordinary values would round to nothing; such data is refused (`Err` with the
+/// median magnitude, a power of two) rather than clustered wrongly.
+pub fn check_range(scale: i32, magnitudes: &[u64]) -> Result<(), f32> {
+    let nonzero: u64 = magnitudes.iter().sum();
+    if nonzero == 0 {
+        return Ok(());
+    }
+    let mut seen = 0;
+    let median = magnitudes
+        .iter()
+        .position(|&c| {
+            seen += c;
+            seen * 2 >= nonzero
+        })
+        .unwrap_or(0) as i32;
+    // Values in bin b lie in [2^(b-127), 2^(b-126)); their ulp is at least 2^(b-150).
+    if median - 150 < -scale {
+        Err(2f32.powi(median - 127))
+    } else {
+        Ok(())
+    }
+}
+
 /// Largest absolute value of `x` (NaN if any value is NaN, infinity if any is infinite).
 pub fn max_abs(x: Matrix<'_>) -> f32 {
     let mut m = 0f32;
