@@ -246,6 +246,62 @@ mod tests {
         (server.await.expect("server task"), client)
     }
 
+    /// Feeds `input` (raw bytes, then close) to a server handshake on loopback.
+    fn handshake_with(input: Vec<u8>) -> Result<String, AuthError> {
+        use tokio::io::AsyncWriteExt;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            let client = tokio::spawn(async move {
+                let mut socket = TcpStream::connect(addr).await.expect("connect");
+                let _ = socket.write_all(&input).await;
+                let _ = socket.shutdown().await;
+                // Keep reading until the server closes, so its writes do not fail early.
+                let mut sink = Vec::new();
+                let _ = tokio::io::AsyncReadExt::read_to_end(&mut socket, &mut sink).await;
+            });
+            let (socket, _) = listener.accept().await.expect("accept");
+            let mut conn = Connection::with_limit(socket, 1024);
+            let secret = Secret::from_bytes(b"fuzzing-secret-0123456789".to_vec());
+            let result = server_handshake(&mut conn, &secret, Duration::from_millis(500)).await;
+            drop(conn);
+            let _ = client.await;
+            result
+        })
+    }
+
+    proptest::proptest! {
+        // A short, bounded run on every test; a longer one:
+        // PROPTEST_CASES=20000 cargo test -p vocab-cluster handshake_fuzz (about 10 s).
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(48)
+        ))]
+        /// Random bytes, and random bytes behind a valid Hello, never authenticate, never panic,
+        /// and end within the deadline.
+        #[test]
+        fn handshake_fuzz(
+            raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2048),
+            behind_hello in proptest::prelude::any::<bool>(),
+        ) {
+            let mut input = Vec::new();
+            if behind_hello {
+                let hello = Frame::Hello { name: "intruder".into(), nonce: [7; 32] };
+                let mut buf = bytes::BytesMut::new();
+                hello.encode(&mut buf);
+                input.extend_from_slice(&buf);
+            }
+            input.extend_from_slice(&raw);
+            let started = std::time::Instant::now();
+            let result = handshake_with(input);
+            proptest::prop_assert!(result.is_err(), "authenticated: {:?}", result);
+            proptest::prop_assert!(started.elapsed() < Duration::from_secs(3));
+        }
+    }
+
     #[tokio::test]
     async fn peers_with_the_same_secret_authenticate() {
         let (server, client) =
