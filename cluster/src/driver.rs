@@ -171,17 +171,8 @@ pub enum DriverError {
         reason: String,
     },
     /// The data's values span too wide a range for exact fixed-point sums.
-    #[error(
-        "the partitions span too wide a range for exact sums: the largest magnitude is \
-         {max_abs:e} while the median magnitude is about {median:e}; remove the outlier or \
-         rescale the features"
-    )]
-    Range {
-        /// Largest absolute value.
-        max_abs: f32,
-        /// Median magnitude (a power of two).
-        median: f32,
-    },
+    #[error(transparent)]
+    Range(#[from] vocab_pipeline::kmeans::partial::RangeError),
     /// Every member was dropped.
     #[error("no workers left (dropped: {})", .0.join(", "))]
     NoWorkers(Vec<String>),
@@ -410,13 +401,8 @@ impl Driver {
             .into());
         }
         self.scale = fixed_scale(peak, rows);
-        if let Err(median) = vocab_pipeline::kmeans::partial::check_range(self.scale, &bins) {
-            return Err(DriverError::Range {
-                max_abs: peak,
-                median,
-            }
-            .into());
-        }
+        vocab_pipeline::kmeans::partial::check_range(self.scale, &bins, peak)
+            .map_err(DriverError::from)?;
         self.stale = false;
         Ok(())
     }

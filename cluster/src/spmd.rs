@@ -69,17 +69,8 @@ pub enum EngineError {
         want: u64,
     },
     /// The data's values span too wide a range for exact fixed-point sums.
-    #[error(
-        "the partitions span too wide a range for exact sums: the largest magnitude is \
-         {max_abs:e} while the median magnitude is about {median:e}; remove the outlier or \
-         rescale the features"
-    )]
-    Range {
-        /// Largest absolute value.
-        max_abs: f32,
-        /// Median magnitude (a power of two).
-        median: f32,
-    },
+    #[error(transparent)]
+    Range(#[from] vocab_pipeline::kmeans::partial::RangeError),
     /// A step before any load.
     #[error("rank {0} was asked to step with no partitions loaded")]
     NotLoaded(usize),
@@ -522,12 +513,7 @@ impl<'t> Root<'t> {
             });
         }
         let scale = fixed_scale(peak, rows);
-        if let Err(median) = vocab_pipeline::kmeans::partial::check_range(scale, &bins) {
-            return Err(EngineError::Range {
-                max_abs: peak,
-                median,
-            });
-        }
+        vocab_pipeline::kmeans::partial::check_range(scale, &bins, peak)?;
         let share = own.map_err(|reason| EngineError::Refused {
             rank: 0,
             host: transport.host(),

@@ -67,16 +67,10 @@ pub enum KMeansError {
     #[error("the vectors hold a non-finite value (NaN or infinity); k-means needs finite data")]
     NonFinite,
     /// Values spanning a range the exact fixed-point sums cannot hold at f32 precision.
-    #[error(
-        "the vectors span too wide a range for exact sums: the largest magnitude is {max_abs:e} \
-         ({location}) while the median magnitude is about {median:e}; remove the outlier or \
-         rescale the features"
-    )]
+    #[error("{range} (the largest is {location})")]
     Range {
-        /// Largest absolute value.
-        max_abs: f32,
-        /// Median magnitude (a power of two).
-        median: f32,
+        /// The range (not a `source`: its text is this error's text).
+        range: partial::RangeError,
         /// Where the largest value is.
         location: String,
     },
@@ -401,7 +395,7 @@ pub fn data_scale(shards: &[Shard<'_>]) -> Result<i32, KMeansError> {
         .par_iter()
         .map(|s| partial::magnitudes(s.rows))
         .reduce(Vec::new, |a, b| partial::add_bins(a, &b));
-    if let Err(median) = partial::check_range(scale, &bins) {
+    if let Err(range) = partial::check_range(scale, &bins, peak) {
         // Name the first record (0-based, in input order) that holds the largest value.
         let mut offset = 0;
         let mut location = String::new();
@@ -414,11 +408,7 @@ pub fn data_scale(shards: &[Shard<'_>]) -> Result<i32, KMeansError> {
             }
             offset += s.rows.rows();
         }
-        return Err(KMeansError::Range {
-            max_abs: peak,
-            median,
-            location,
-        });
+        return Err(KMeansError::Range { range, location });
     }
     Ok(scale)
 }
@@ -769,7 +759,7 @@ mod tests {
             assert!(matches!(err, KMeansError::Range { .. }), "{err}");
             assert!(err.to_string().contains("record 57"), "{err}");
         }
-        assert!(partial::check_range(39, &[]).is_ok());
+        assert!(partial::check_range(39, &[], 1.0).is_ok());
     }
 
     #[test]

@@ -66,12 +66,25 @@ pub fn add_bins(mut a: Vec<u64>, b: &[u64]) -> Vec<u64> {
     a
 }
 
+/// Data whose values span a range the exact fixed-point sums cannot hold at f32 precision.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error(
+    "the vectors span too wide a range for exact sums: the largest magnitude is {max_abs:e} while \
+     the median magnitude is about {median:e}; remove the outlier or rescale the features"
+)]
+pub struct RangeError {
+    /// Largest absolute value.
+    pub max_abs: f32,
+    /// Median magnitude (a power of two).
+    pub median: f32,
+}
+
 /// Whether fixed-point sums at `scale` keep the data's median magnitude exact to f32 precision
 /// (`magnitudes` summed over all the data): a typical value `v` must have `2^-scale <= ulp(v)`.
 /// One outlier many orders of magnitude above the rest (a 1e30 among HOG values) forces a scale
-/// at which the ordinary values would round to nothing; such data is refused (`Err` with the
-/// median magnitude, a power of two) rather than clustered wrongly.
-pub fn check_range(scale: i32, magnitudes: &[u64]) -> Result<(), f32> {
+/// at which the ordinary values would round to nothing; such data is refused rather than
+/// clustered wrongly. `max_abs` is the data's largest magnitude (for the error).
+pub fn check_range(scale: i32, magnitudes: &[u64], max_abs: f32) -> Result<(), RangeError> {
     let nonzero: u64 = magnitudes.iter().sum();
     if nonzero == 0 {
         return Ok(());
@@ -86,7 +99,10 @@ pub fn check_range(scale: i32, magnitudes: &[u64]) -> Result<(), f32> {
         .unwrap_or(0) as i32;
     // Values in bin b lie in [2^(b-127), 2^(b-126)); their ulp is at least 2^(b-150).
     if median - 150 < -scale {
-        Err(2f32.powi(median - 127))
+        Err(RangeError {
+            max_abs,
+            median: 2f32.powi(median - 127),
+        })
     } else {
         Ok(())
     }
