@@ -30,9 +30,13 @@ pub fn hog(args: &BenchHogArgs) -> anyhow::Result<()> {
         .photos()
         .par_iter()
         .filter_map(|p| {
-            load_luminance(&collection.path_of(p), None)
-                .ok()
-                .map(|lum| (p.picture_id, p.rel_path.clone(), lum))
+            load_luminance(
+                &collection.path_of(p),
+                None,
+                vocab_pipeline::image_io::MAX_PIXELS,
+            )
+            .ok()
+            .map(|lum| (p.picture_id, p.rel_path.clone(), lum))
         })
         .collect();
     ensure!(

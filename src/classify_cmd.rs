@@ -280,6 +280,7 @@ pub fn classify(args: &ClassifyArgs, ui: &Ui) -> anyhow::Result<()> {
         features: FeatureParams {
             sampling: Sampling::Dense { stride: enc.stride },
             max_side: enc.max_side,
+            max_pixels: vocab_pipeline::image_io::MAX_PIXELS,
         },
         norm: if enc.norm == "hellinger" {
             Norm::Hellinger

@@ -276,6 +276,9 @@ pub struct FeaturesArgs {
     /// Downscale photos whose longer side exceeds PX (area averaging).
     #[arg(long, value_name = "PX")]
     pub max_side: Option<usize>,
+    /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
+    #[arg(long, value_name = "MPIX", default_value_t = crate::config::DEFAULT_MAX_MPIX)]
+    pub max_pixels: u64,
 }
 
 /// Histogram normalisation.
@@ -315,6 +318,9 @@ pub struct EncodeArgs {
     /// Downscale photos whose longer side exceeds PX (area averaging).
     #[arg(long, value_name = "PX")]
     pub max_side: Option<usize>,
+    /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
+    #[arg(long, value_name = "MPIX", default_value_t = crate::config::DEFAULT_MAX_MPIX)]
+    pub max_pixels: u64,
 }
 
 /// SVM solvers.

@@ -87,6 +87,9 @@ pub struct FeaturesConfig {
     /// Downscale photos whose longer side exceeds this.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_side: Option<usize>,
+    /// Skip photos declaring more megapixels than this (not in the cache key at its default).
+    #[serde(skip_serializing_if = "is_default_mpix")]
+    pub max_pixels: u64,
 }
 
 impl Default for FeaturesConfig {
@@ -96,6 +99,7 @@ impl Default for FeaturesConfig {
             seed: 0,
             format: FileFormat::Bin,
             max_side: None,
+            max_pixels: DEFAULT_MAX_MPIX,
         }
     }
 }
@@ -159,6 +163,13 @@ pub struct KmeansConfig {
     pub kernel: KernelArg,
 }
 
+/// Default pixel limit of the photo stages, in megapixels.
+pub const DEFAULT_MAX_MPIX: u64 = vocab_pipeline::image_io::MAX_PIXELS / 1_000_000;
+
+fn is_default_mpix(v: &u64) -> bool {
+    *v == DEFAULT_MAX_MPIX
+}
+
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
 }
@@ -200,6 +211,9 @@ pub struct EncodeConfig {
     /// Downscale photos whose longer side exceeds this.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_side: Option<usize>,
+    /// Skip photos declaring more megapixels than this (not in the cache key at its default).
+    #[serde(skip_serializing_if = "is_default_mpix")]
+    pub max_pixels: u64,
 }
 
 impl Default for EncodeConfig {
@@ -209,6 +223,7 @@ impl Default for EncodeConfig {
             norm: NormArg::L1,
             pyramid: 1,
             max_side: None,
+            max_pixels: DEFAULT_MAX_MPIX,
         }
     }
 }
@@ -314,6 +329,20 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
     }
     if d.synthetic.as_ref().is_some_and(|s| s.per_kind == 0) {
         return Err(fail("dataset", "synthetic", "per_kind must be at least 1"));
+    }
+    if config.features.max_pixels == 0 {
+        return Err(fail(
+            "features",
+            "max_pixels",
+            "must be at least 1 (megapixels)",
+        ));
+    }
+    if config.encode.max_pixels == 0 {
+        return Err(fail(
+            "encode",
+            "max_pixels",
+            "must be at least 1 (megapixels)",
+        ));
     }
     if config.features.per_image == 0 {
         return Err(fail("features", "per_image", "must be at least 1"));

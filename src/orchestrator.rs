@@ -467,6 +467,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
             8,
             f.seed,
             f.max_side,
+            f.max_pixels,
         )?;
         stages::features(&settings, ui).map(|_| ())
     })?;
@@ -573,6 +574,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
                     norm: e.norm,
                     pyramid: e.pyramid,
                     max_side: e.max_side,
+                    max_pixels: e.max_pixels,
                 },
                 ui,
             )

@@ -42,6 +42,7 @@ impl FeatureSettings {
             args.stride,
             args.seed,
             args.max_side,
+            args.max_pixels,
         )
     }
 
@@ -57,7 +58,12 @@ impl FeatureSettings {
         stride: usize,
         seed: u64,
         max_side: Option<usize>,
+        max_mpix: u64,
     ) -> anyhow::Result<Self> {
+        let max_pixels = max_mpix
+            .checked_mul(1_000_000)
+            .filter(|&p| p > 0)
+            .with_context(|| format!("--max-pixels {max_mpix}: 1 or more megapixels"))?;
         let sampling = match mode {
             Mode::Random => {
                 ensure!(per_image > 0, "--per-image must be at least 1");
@@ -84,7 +90,11 @@ impl FeatureSettings {
             labels: labels.map(Path::to_path_buf),
             out: out.to_path_buf(),
             format: format.map_or_else(|| format_for(out), Format::from),
-            params: FeatureParams { sampling, max_side },
+            params: FeatureParams {
+                sampling,
+                max_side,
+                max_pixels,
+            },
         })
     }
 }
@@ -197,6 +207,13 @@ pub fn encode(args: &EncodeArgs, ui: &Ui) -> anyhow::Result<()> {
                 stride: args.stride,
             },
             max_side: args.max_side,
+            max_pixels: args
+                .max_pixels
+                .checked_mul(1_000_000)
+                .filter(|&p| p > 0)
+                .with_context(|| {
+                    format!("--max-pixels {}: 1 or more megapixels", args.max_pixels)
+                })?,
         },
         norm: match args.norm {
             NormArg::L1 => Norm::L1,

@@ -1597,3 +1597,45 @@ fn link_loops_dangling_links_and_non_utf8_names_are_listed_as_skipped() {
     let images = csv_rows(&dir.path().join("f.bin.images.csv"));
     assert_eq!((images.len(), skipped.len()), (8, 4), "{skipped:?}");
 }
+
+#[test]
+fn the_pixel_limit_is_a_setting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = dir.path().join("photos");
+    std::fs::create_dir_all(&photos).expect("photos");
+    // 1.1 Mpix of gray noise-free gradient.
+    let img = ImageBuffer::from_fn(1100, 1000, |x, y| Luma([((x + y) % 256) as u8]));
+    DynamicImage::ImageLuma8(img)
+        .save(photos.join("big.png"))
+        .expect("save");
+    let out = dir.path().join("f.bin");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["features", "--input", s(&photos), "--out", s(&out)];
+        args.extend_from_slice(extra);
+        ok(&args);
+        (
+            csv_rows(&dir.path().join("f.bin.images.csv")).len(),
+            csv_rows(&dir.path().join("f.bin.skipped.csv")),
+        )
+    };
+    let (described, skipped) = run(&[]);
+    assert_eq!((described, skipped.len()), (1, 0));
+    let (described, skipped) = run(&["--max-pixels", "1"]);
+    assert_eq!(described, 0);
+    assert!(
+        skipped[0][2].contains("too many pixels") && skipped[0][2].contains("limit is 1 Mpix"),
+        "{skipped:?}"
+    );
+    assert!(
+        fails(&[
+            "features",
+            "--input",
+            s(&photos),
+            "--out",
+            s(&out),
+            "--max-pixels",
+            "0"
+        ])
+        .contains("--max-pixels 0")
+    );
+}

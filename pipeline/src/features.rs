@@ -50,6 +50,9 @@ pub struct FeatureParams {
     pub sampling: Sampling,
     /// Downscale photos whose longer side exceeds this many pixels.
     pub max_side: Option<usize>,
+    /// Skip photos whose header declares more pixels than this, before decoding them
+    /// (default [`crate::image_io::MAX_PIXELS`]).
+    pub max_pixels: u64,
 }
 
 /// Counts reported when the stage ends.
@@ -231,7 +234,11 @@ pub(crate) fn run_stage<T: Send, O: StageOutput<T>>(
                 if let Some(reason) = &photo.unusable {
                     return Err(Skip::Unusable(reason.clone()));
                 }
-                let lum = load_luminance(&collection.path_of(photo), params.max_side)?;
+                let lum = load_luminance(
+                    &collection.path_of(photo),
+                    params.max_side,
+                    params.max_pixels,
+                )?;
                 let described = describe(&lum, photo.picture_id, &params.sampling, describers)?;
                 let (width, height) = (described.width, described.height);
                 let patches = described.positions.len();

@@ -396,6 +396,8 @@ pub enum Skip {
         width: u32,
         /// Declared height.
         height: u32,
+        /// The limit it exceeds.
+        limit: u64,
     },
     /// A pixel position would not fit the feature format's 16-bit row/column fields.
     TooLarge {
@@ -423,11 +425,16 @@ impl fmt::Display for Skip {
                     "too small: {width}x{height} cannot hold a {patch}x{patch} patch"
                 )
             }
-            Self::TooManyPixels { width, height } => write!(
+            Self::TooManyPixels {
+                width,
+                height,
+                limit,
+            } => write!(
                 f,
-                "too many pixels: the header declares {width}x{height} ({:.0} Mpix), the limit is {} Mpix",
+                "too many pixels: the header declares {width}x{height} ({:.0} Mpix), the limit is \
+                 {} Mpix (--max-pixels)",
                 f64::from(*width) * f64::from(*height) / 1e6,
-                MAX_PIXELS / 1_000_000
+                *limit as f64 / 1e6
             ),
             Self::TooLarge { width, height } => write!(
                 f,
@@ -437,14 +444,19 @@ impl fmt::Display for Skip {
     }
 }
 
-/// Decodes a photo to luminance, applying EXIF orientation and the optional downscale.
-pub fn load_luminance(path: &Path, max_side: Option<usize>) -> Result<Luminance, Skip> {
+/// Decodes a photo to luminance, applying EXIF orientation and the optional downscale; a photo
+/// whose header declares more than `max_pixels` pixels is skipped before decoding.
+pub fn load_luminance(
+    path: &Path,
+    max_side: Option<usize>,
+    max_pixels: u64,
+) -> Result<Luminance, Skip> {
     let meta = fs::metadata(path).map_err(|e| Skip::Unreadable(io_reason(&e)))?;
     if meta.len() == 0 {
         return Err(Skip::Empty);
     }
     // A decoder bug must not take the whole run down: treat a panic as an undecodable file.
-    let decoded = std::panic::catch_unwind(|| decode_oriented(path))
+    let decoded = std::panic::catch_unwind(|| decode_oriented(path, max_pixels))
         .map_err(|_| Skip::Corrupt("decoder panicked".into()))??;
     let lum = Luminance::from_image(&decoded);
     Ok(match max_side {
@@ -453,7 +465,7 @@ pub fn load_luminance(path: &Path, max_side: Option<usize>) -> Result<Luminance,
     })
 }
 
-fn decode_oriented(path: &Path) -> Result<DynamicImage, Skip> {
+fn decode_oriented(path: &Path, max_pixels: u64) -> Result<DynamicImage, Skip> {
     // Photos are read whole: they are small next to their decoded pixels, and the bytes are needed
     // for the truncation check below anyway.
     let bytes = fs::read(path).map_err(|e| Skip::Unreadable(io_reason(&e)))?;
@@ -469,8 +481,12 @@ fn decode_oriented(path: &Path) -> Result<DynamicImage, Skip> {
     }
     let mut decoder = reader.into_decoder().map_err(image_reason)?;
     let (width, height) = decoder.dimensions();
-    if u64::from(width) * u64::from(height) > MAX_PIXELS {
-        return Err(Skip::TooManyPixels { width, height });
+    if u64::from(width) * u64::from(height) > max_pixels {
+        return Err(Skip::TooManyPixels {
+            width,
+            height,
+            limit: max_pixels,
+        });
     }
     // A broken EXIF block is not a reason to lose the photo: fall back to no rotation.
     let orientation = decoder
@@ -556,20 +572,24 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let bomb = dir.path().join("bomb.png");
         std::fs::write(&bomb, png_declaring(60_000, 60_000)).expect("write");
-        let skip = load_luminance(&bomb, Some(1000)).expect_err("skipped");
+        let skip = load_luminance(&bomb, Some(1000), MAX_PIXELS).expect_err("skipped");
         assert_eq!(
             skip,
             Skip::TooManyPixels {
                 width: 60_000,
-                height: 60_000
+                height: 60_000,
+                limit: MAX_PIXELS
             }
         );
         assert!(skip.to_string().contains("3600 Mpix"), "{skip}");
         // At the limit the header passes and decoding decides (here: too little data).
         let edge = dir.path().join("edge.png");
         std::fs::write(&edge, png_declaring(10_000, 10_000)).expect("write");
-        let skip = load_luminance(&edge, None).expect_err("corrupt");
+        let skip = load_luminance(&edge, None, MAX_PIXELS).expect_err("corrupt");
         assert!(matches!(skip, Skip::Corrupt(_)), "{skip}");
+        // A lower limit is the caller's to set.
+        let skip = load_luminance(&edge, None, 50_000_000).expect_err("over the limit");
+        assert!(skip.to_string().contains("the limit is 50 Mpix"), "{skip}");
     }
 
     #[test]

@@ -188,7 +188,12 @@ fn decoded_photos_give_the_reference_luminance_and_grid() {
         let want_lum = cur.f32s(h * w);
         let (br, bc) = (cur.u32(), cur.u32());
         let expected = cur.f64s(br * bc * BLOCK_LEN);
-        let lum = load_luminance(&fixtures().join(name), None).expect("decodes");
+        let lum = load_luminance(
+            &fixtures().join(name),
+            None,
+            vocab_pipeline::image_io::MAX_PIXELS,
+        )
+        .expect("decodes");
         assert_eq!((lum.width, lum.height), (w, h), "{name}: size");
         assert_eq!(
             lum.data, want_lum,
