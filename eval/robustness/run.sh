@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Reruns the hostile cases of issue #18 against a release build and writes a table of attempts
+# and outcomes: results/robustness.csv and results/README.md. Root is needed for the tmpfs case.
+# Every loop is bounded; everything runs on loopback and in a temporary folder removed on exit.
+#
+# usage: eval/robustness/run.sh [--vocab PATH]
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+vocab="$root/target/release/vocab"
+[ "${1:-}" = --vocab ] && vocab=$2
+[ -x "$vocab" ] || (cd "$root" && cargo build --release --quiet)
+work=$(mktemp -d /tmp/vocab-robust.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
+  mountpoint -q "$work/small" && umount "$work/small"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$here/results"
+csv="$here/results/robustness.csv"
+echo "case,attempt,expected,outcome,detail" > "$csv"
+row() { # case attempt expected ok(0/1) detail
+  local verdict=held; [ "$4" = 0 ] || verdict=FAILED
+  printf '%s,"%s","%s",%s,"%s"\n' "$1" "$2" "$3" "$verdict" "${5//\"/\'}" >> "$csv"
+  echo "$verdict: $1 - $5"
+}
+rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+
+"$vocab" datasets photos --out "$work/photos" --per-kind 2 --seed 3 >/dev/null
+
+# 1. A decompression bomb: a 3.5 KB PNG declaring 60000 x 60000 pixels.
+python3 - "$work/photos/bomb.png" <<'PY'
+import struct, sys, zlib
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 60000, 60000, 8, 0, 0, 0, 0))
+png += chunk(b"IDAT", zlib.compress(b"\0" * 3000)) + chunk(b"IEND", b"")
+open(sys.argv[1], "wb").write(png)
+PY
+/usr/bin/time -f "%M" -o "$work/peak" "$vocab" features --input "$work/photos" --out "$work/f.bin" --quiet >/dev/null 2>"$work/err"
+rc=$?; peak=$(tail -1 "$work/peak")
+grep -q -E 'bomb.png,"?too many pixels' "$work/f.bin.skipped.csv"; listed=$?
+row bomb "features over a folder with a PNG declaring 60000x60000" "skipped with its reason; memory bounded" \
+  $(( rc != 0 || listed != 0 || peak > 1000000 )) "exit $rc; listed as too many pixels: $([ $listed = 0 ] && echo yes || echo no); peak RSS $((peak / 1024)) MB"
+rm -f "$work/photos/bomb.png"
+
+# 2. Link loops and dangling links in the photo folder.
+ln -s . "$work/photos/loop"; ln -s nowhere.jpg "$work/photos/gone.jpg"
+"$vocab" features --input "$work/photos" --out "$work/g.bin" --quiet >/dev/null 2>"$work/err"; rc=$?
+n=$(grep -c -E "loop,symbolic link loop|gone.jpg,dangling" "$work/g.bin.skipped.csv")
+row links "features over a folder with a link loop and a dangling link" "both listed as skipped; the run goes on" \
+  $(( rc != 0 || n != 2 )) "exit $rc; $n of 2 listed"
+rm -f "$work/photos/loop" "$work/photos/gone.jpg"
+
+# 3. Absurd patch counts.
+timeout 20 "$vocab" features --input "$work/photos" --out "$work/h.bin" --per-image 100000000 --quiet >/dev/null 2>"$work/err"; rc=$?
+row per_image "features --per-image 100000000" "refused before allocating" $(( rc != 1 )) "exit $rc: $(head -c 120 "$work/err")"
+
+# 4-6. A worker daemon under pre-authentication abuse.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+(umask 077; echo "0123456789abcdef0123456789abcdef" > "$work/secret")
+printf '[settings]\nsecret_file = "secret"\n\n[[nodes]]\nname = "w0"\naddress = "127.0.0.1:%s"\n' "$port" > "$work/cluster.toml"
+"$vocab" worker --listen "127.0.0.1:$port" --cluster "$work/cluster.toml" --name w0 2>"$work/worker.log" &
+wpid=$!; pids+=("$wpid")
+for _ in $(seq 50); do "$vocab" cluster status --cluster "$work/cluster.toml" >/dev/null 2>&1 && break; sleep 0.1; done
+before=$(rss_kb "$wpid")
+python3 - "$port" <<'PY'
+import socket, struct, sys, time
+port = int(sys.argv[1])
+conns = []
+for _ in range(64):
+    s = socket.create_connection(("127.0.0.1", port))
+    # A frame header announcing 16 MiB, then 1 MiB of its payload.
+    s.sendall(b"VC" + bytes([1, 1]) + struct.pack("<I", 16 << 20) + b"\0" * 4)
+    try:
+        s.sendall(b"\0" * (1 << 20))
+    except OSError:
+        pass
+    conns.append(s)
+time.sleep(1)
+PY
+after=$(rss_kb "$wpid"); log=$(stat -c %s "$work/worker.log")
+row preauth_frames "64 connections announcing 16 MiB frames before authenticating" "worker memory and log stay small" \
+  $(( after - before > 65536 || log > 65536 )) "RSS $((before / 1024)) -> $((after / 1024)) MB; log $log bytes"
+python3 - "$port" <<'PY' &
+import socket, sys, time
+conns = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(300)]
+time.sleep(6)
+PY
+flood=$!; sleep 0.5
+start=$(date +%s.%N)
+"$vocab" cluster status --cluster "$work/cluster.toml" >/dev/null 2>&1; rc=$?
+took=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+wait "$flood" 2>/dev/null
+row idle_flood "300 idle connections, then vocab cluster status" "status answers at once (the oldest idle handshake is evicted)" \
+  $(( rc != 0 || $(python3 -c "print(int($took > 2))") )) "exit $rc after $took s"
+chmod 644 "$work/secret"
+timeout 10 "$vocab" worker --listen 127.0.0.1:0 --cluster "$work/cluster.toml" --name w0 >/dev/null 2>"$work/err"; rc=$?
+grep -q "chmod 600" "$work/err"; named=$?
+row open_secret "a worker started with a world-readable secret" "refused, naming the file" $(( rc == 0 || named != 0 )) "exit $rc: $(head -c 100 "$work/err")"
+chmod 600 "$work/secret"
+
+# 7. One huge outlier in the features.
+python3 - "$work/out.txt" <<'PY'
+import sys
+rows = [f"{i} 0 0 " + " ".join(str((i * 7 + d) % 10 / 10) for d in range(8)) for i in range(300)]
+rows[137] = "137 0 0 1e30 " + " ".join("0.5" for _ in range(7))
+open(sys.argv[1], "w").write("\n".join(rows) + "\n")
+PY
+for kernel in f32 int8; do
+  "$vocab" kmeans --features "$work/out.txt" --k 4 --out "$work/o-$kernel.bin" --kernel "$kernel" --quiet >/dev/null 2>"$work/err"; rc=$?
+  grep -q "record 137" "$work/err"; named=$?
+  row "outlier_$kernel" "k-means ($kernel) on data with one 1e30 value" "refused naming the record; no vocabulary" \
+    $(( rc == 0 || named != 0 || $([ -e "$work/o-$kernel.bin" ] && echo 1 || echo 0) )) "exit $rc: $(head -c 140 "$work/err")"
+done
+
+# 8. A partition set rebuilt onto a full disk.
+if [ "$(id -u)" = 0 ]; then
+  mkdir -p "$work/small"; mount -t tmpfs -o size=3m tmpfs "$work/small"
+  "$vocab" datasets synth --n 200 --dims 64 --clusters 4 --out "$work/s.bin" >/dev/null
+  "$vocab" partition --features "$work/s.bin" --parts 2 --out "$work/small/parts" >/dev/null
+  sum_before=$(cat "$work/small/parts"/* | md5sum)
+  "$vocab" datasets synth --n 20000 --dims 64 --clusters 4 --out "$work/big.bin" >/dev/null
+  "$vocab" partition --features "$work/big.bin" --parts 4 --out "$work/small/parts" >/dev/null 2>"$work/err"; rc=$?
+  sum_after=$(cat "$work/small/parts"/* | md5sum)
+  row disk_full "vocab partition over an existing set onto a full 3 MB tmpfs" "fails; the old set is untouched" \
+    $(( rc == 0 || ${#sum_before} == 0 )) "exit $rc; old set $([ "$sum_before" = "$sum_after" ] && echo identical || echo CHANGED): $(head -c 100 "$work/err")"
+  [ "$sum_before" = "$sum_after" ] || sed -i '$ s/,held,/,FAILED,/' "$csv"
+fi
+
+# 9. Two runs on one work directory.
+"$vocab" run "$root/configs/quickstart.toml" --work "$work/run" --quiet >/dev/null 2>&1 &
+first=$!; sleep 0.3
+"$vocab" run "$root/configs/quickstart.toml" --work "$work/run" --quiet >/dev/null 2>"$work/err"; rc=$?
+wait "$first"; first_rc=$?
+grep -q "in use by another vocab run" "$work/err"; refused=$?
+row two_runs "a second vocab run on a work directory in use" "refused naming the holder; the first finishes" \
+  $(( rc == 0 || refused != 0 || first_rc != 0 )) "second exit $rc ($(head -c 90 "$work/err")); first exit $first_rc"
+
+python3 - "$csv" > "$here/results/README.md" <<'PY'
+import csv, subprocess, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+model = next((l.split(":", 1)[1].strip() for l in cpu.splitlines() if l.startswith("Model name")), "?")
+print("# Hostile inputs and peers: what holds\n")
+print(f"Command: `eval/robustness/run.sh` (root, release build). Machine: {model}, 2 cores.")
+print("Rows: `robustness.csv`. Killed and stalled workers, killed runs and fuzzed frames are covered by")
+print("the test suite (cluster driver and CLI tests, `frame` and `auth` proptests).\n")
+print("| case | attempt | expected | outcome | detail |")
+print("|---|---|---|---|---|")
+for r in rows:
+    print(f"| {r['case']} | {r['attempt']} | {r['expected']} | {r['outcome']} | {r['detail']} |")
+held = sum(r["outcome"] == "held" for r in rows)
+print(f"\n{held} of {len(rows)} held.")
+PY
+cat "$here/results/README.md"
