@@ -145,6 +145,22 @@ pub struct StepResult {
     pub report: StepReport,
 }
 
+impl StepResult {
+    /// Ends the iteration on `state` (`State::advance`, shared by every engine) and returns
+    /// the report.
+    pub fn apply(self, state: &mut State, params: &Params, started: Instant) -> StepReport {
+        state.advance(
+            params,
+            self.means,
+            &self.counts,
+            self.inertia,
+            started,
+            self.kept,
+        );
+        self.report
+    }
+}
+
 /// Errors of the driver.
 #[derive(Debug, Error)]
 pub enum DriverError {
@@ -455,15 +471,8 @@ impl Driver {
         while state.iteration < params.max_iter && !state.converged {
             let started = Instant::now();
             let result = self.step(state.iteration + 1, &state.centroids).await?;
-            state.advance(
-                params,
-                result.means,
-                &result.counts,
-                result.inertia,
-                started,
-                result.kept,
-            );
-            on_iteration(&state, &result.report)?;
+            let report = result.apply(&mut state, params, started);
+            on_iteration(&state, &report)?;
         }
         Ok(state)
     }

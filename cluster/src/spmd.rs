@@ -653,15 +653,8 @@ impl<'t> Root<'t> {
         while state.iteration < params.max_iter && !state.converged {
             let started = Instant::now();
             let result = self.step(state.iteration + 1, &state.centroids)?;
-            state.advance(
-                params,
-                result.means,
-                &result.counts,
-                result.inertia,
-                started,
-                result.kept,
-            );
-            on_iteration(&state, &result.report)?;
+            let report = result.apply(&mut state, params, started);
+            on_iteration(&state, &report)?;
         }
         Ok(state)
     }
