@@ -57,13 +57,7 @@ if [ "$algorithm" = mpi ]; then
     hosts="$hosts,10.77.0.$((i + 10))"
     echo "10.77.0.$((i + 10)) vs-n$i" >> "$work/hosts"
   done
-  cat > "$work/agent" <<AGENT
-#!/bin/bash
-h=\$1; shift
-ns=\$(awk -v h="\$h" '\$1 == h {print \$2}' "$work/hosts")
-exec ip netns exec "\$ns" unshare --uts /bin/sh -c "hostname \$ns; \$*"
-AGENT
-  chmod +x "$work/agent"
+  netsim_mpi_agent
   ip netns exec vs-drv "$mpirun" --allow-run-as-root --host "$hosts" -np $((nodes + 1)) \
     --mca plm_rsh_agent "$work/agent" --mca btl tcp,self --mca pml ob1 --mca mpi_yield_when_idle 1 \
     --mca btl_tcp_if_include 10.77.0.0/16 --mca oob_tcp_if_include 10.77.0.0/16 \

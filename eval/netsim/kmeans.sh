@@ -58,17 +58,7 @@ if [ "$engine" = mpi ]; then
       awk -v c="$cpu" 'BEGIN { printf "%d", c * 100000 }' > "$cg/cpu.cfs_quota_us"
     fi
   done
-  # Enters the node's namespace (and its CPU quota) with a hostname of its own.
-  cat > "$work/agent" <<AGENT
-#!/bin/bash
-h=\$1; shift
-ns=\$(awk -v h="\$h" '\$1 == h {print \$2}' "$work/hosts")
-# mpirun runs in a namespace whose /sys hides the cgroup tree: reach it through the mounts of
-# this script's process (/proc/PID/root), which sees the host's.
-[ -n "$cpu" ] && echo \$\$ > "/proc/$$/root/sys/fs/cgroup/cpu/\$ns/cgroup.procs"
-exec ip netns exec "\$ns" unshare --uts /bin/sh -c "hostname \$ns; \$*"
-AGENT
-  chmod +x "$work/agent"
+  netsim_mpi_agent ${cpu:+cgroup}
   hosts=$(awk '{print $1}' "$work/hosts" | paste -sd,)
   env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ${threads:+RAYON_NUM_THREADS=$threads} \
   ip netns exec vs-drv mpirun --host "$hosts" -np "$nodes" --mca plm_rsh_agent "$work/agent" \

@@ -116,3 +116,22 @@ netsim_start_workers() { # [cpu cores per worker, e.g. 0.25; empty = no limit] [
   done
   ip netns exec vs-drv "$vocab" cluster status --cluster "$work/cluster.toml" >/dev/null
 }
+
+# Writes $work/agent, Open MPI's launch agent (--mca plm_rsh_agent) for ranks in namespaces:
+# `agent ADDRESS CMD...` enters the namespace that $work/hosts ("address namespace" lines) names
+# for ADDRESS, with a hostname of its own (shared/notes/mpi-in-netns.md). With `cgroup`, the
+# rank also joins its namespace's CPU cgroup (/sys/fs/cgroup/cpu/<namespace>, made by the caller).
+netsim_mpi_agent() { # [cgroup]
+  local join=
+  # mpirun runs in a namespace whose /sys hides the cgroup tree: the agent reaches it through
+  # the mounts of this script's process (/proc/PID/root), which sees the host's.
+  [ "${1:-}" = cgroup ] && join="echo \$\$ > \"/proc/$$/root/sys/fs/cgroup/cpu/\$ns/cgroup.procs\""
+  cat > "$work/agent" <<AGENT
+#!/bin/bash
+h=\$1; shift
+ns=\$(awk -v h="\$h" '\$1 == h {print \$2}' "$work/hosts")
+$join
+exec ip netns exec "\$ns" unshare --uts /bin/sh -c "hostname \$ns; \$*"
+AGENT
+  chmod +x "$work/agent"
+}

@@ -58,13 +58,7 @@ netsim_init
 netsim_topology
 : > "$work/hosts"
 for i in $(seq 0 $((nodes - 1))); do echo "10.77.0.$((i + 10)) vs-n$i" >> "$work/hosts"; done
-cat > "$work/agent" <<AGENT
-#!/bin/bash
-h=\$1; shift
-ns=\$(awk -v h="\$h" '\$1 == h {print \$2}' "$work/hosts")
-exec ip netns exec "\$ns" unshare --uts /bin/sh -c "hostname \$ns; \$*"
-AGENT
-chmod +x "$work/agent"
+netsim_mpi_agent
 for n in $ranks_list; do
   hosts=$(head -n "$n" "$work/hosts" | awk '{print $1}' | paste -sd,)
   for variant in default ompi-pipeline; do

@@ -62,11 +62,6 @@ impl MpiTransport {
     pub fn world(&self) -> &SimpleCommunicator {
         &self.world
     }
-
-    /// MPI's library version string.
-    pub fn library_version() -> String {
-        mpi::environment::library_version().unwrap_or_else(|_| "unknown".into())
-    }
 }
 
 impl Transport for MpiTransport {
