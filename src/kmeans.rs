@@ -397,9 +397,18 @@ fn run_mpi(
         stage1: !args.no_local_aggregation,
         kernel: args.kernel.into(),
         racks,
+        // Rank 0 is a compute rank like the others.
+        root_maps: true,
     };
-    let mut root = Root::start(mpi.transport, &mpi.members, options, set.manifest.clone())
-        .context("starting k-means on the MPI ranks")?;
+    let job = rand::random::<u64>() >> 1;
+    let mut root = Root::start(
+        Box::new(mpi.transport),
+        &mpi.members,
+        options,
+        set.manifest.clone(),
+        job,
+    )
+    .context("starting k-means on the MPI ranks")?;
     println!(
         "kmeans: on {} MPI ranks (chain {}), broadcast {}, local aggregation {}",
         mpi.transport.size(),
@@ -447,34 +456,29 @@ fn run_cluster(
         stage1: !args.no_local_aggregation,
         kernel: args.kernel.into(),
     };
-    crate::cluster_cmd::runtime()?.block_on(async {
-        let mut driver = Driver::connect(cluster, secret, options, set.manifest.clone())
-            .await
-            .with_context(|| {
-                format!(
-                    "starting k-means on the cluster of {}",
-                    cluster_path.display()
-                )
-            })?;
-        let dropped = driver.dropped();
-        println!(
-            "kmeans: on {} workers ({}){}, broadcast {}, local aggregation {}",
-            driver.members().len(),
-            driver.members().join(", "),
-            if dropped.is_empty() {
-                String::new()
-            } else {
-                format!(", dropped {}", dropped.join(", "))
-            },
-            Algorithm::from(args.broadcast).name(),
-            if args.no_local_aggregation {
-                "off"
-            } else {
-                "on"
-            },
-        );
-        driver
-            .fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)))
-            .await
-    })
+    let mut driver =
+        Driver::connect(cluster, secret, options, set.manifest.clone()).with_context(|| {
+            format!(
+                "starting k-means on the cluster of {}",
+                cluster_path.display()
+            )
+        })?;
+    let dropped = driver.dropped();
+    println!(
+        "kmeans: on {} workers ({}){}, broadcast {}, local aggregation {}",
+        driver.members().len(),
+        driver.members().join(", "),
+        if dropped.is_empty() {
+            String::new()
+        } else {
+            format!(", dropped {}", dropped.join(", "))
+        },
+        Algorithm::from(args.broadcast).name(),
+        if args.no_local_aggregation {
+            "off"
+        } else {
+            "on"
+        },
+    );
+    driver.fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)))
 }

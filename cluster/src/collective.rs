@@ -51,7 +51,8 @@ pub enum CollectiveError {
     /// The transport failed.
     #[error(transparent)]
     Transport(#[from] TransportError),
-    /// A chain order that is not a permutation of the members with the root first.
+    /// A chain order that is not a permutation of the members with the root first (or, for a
+    /// subset, that repeats a member or leaves this one out).
     #[error("chain order {order:?} is not a permutation of 0..{size} starting at 0")]
     Order {
         /// The order given.
@@ -117,6 +118,27 @@ impl<'t> Team<'t> {
                 .all(|&r| r < size && !std::mem::replace(&mut seen[r], true));
         let me = order.iter().position(|&r| r == transport.rank());
         match me {
+            Some(me) if valid => Ok(Self {
+                transport,
+                order,
+                me,
+            }),
+            _ => Err(CollectiveError::Order { order, size }),
+        }
+    }
+
+    /// Some of the transport's members, in `order`, for collectives without a root (stage 2
+    /// among the members that map); this process must be one of them.
+    pub fn subset(
+        transport: &'t dyn Transport,
+        order: Vec<usize>,
+    ) -> Result<Self, CollectiveError> {
+        let size = transport.size();
+        let mut seen = vec![false; size];
+        let valid = order
+            .iter()
+            .all(|&r| r < size && !std::mem::replace(&mut seen[r], true));
+        match order.iter().position(|&r| r == transport.rank()) {
             Some(me) if valid => Ok(Self {
                 transport,
                 order,

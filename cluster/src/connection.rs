@@ -7,6 +7,7 @@ use bytes::{Buf, BytesMut};
 use thiserror::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::frame::{DEFAULT_MAX_PAYLOAD, Frame, FrameError, HEADER_LEN};
 
@@ -24,15 +25,29 @@ pub enum ConnectionError {
     Reset,
 }
 
-/// A framed TCP connection.
+/// A framed TCP connection: a [`FrameReader`] and a [`FrameWriter`] over the halves of one
+/// socket, which [`Connection::into_split`] hands out to run on their own.
 #[derive(Debug)]
 pub struct Connection {
-    stream: BufWriter<TcpStream>,
+    reader: FrameReader,
+    writer: FrameWriter,
+}
+
+/// The reading half of a [`Connection`].
+#[derive(Debug)]
+pub struct FrameReader {
+    stream: OwnedReadHalf,
     buffer: BytesMut,
-    encoded: BytesMut,
     max_payload: usize,
-    written: u64,
     read: u64,
+}
+
+/// The writing half of a [`Connection`].
+#[derive(Debug)]
+pub struct FrameWriter {
+    stream: BufWriter<OwnedWriteHalf>,
+    encoded: BytesMut,
+    written: u64,
 }
 
 impl Connection {
@@ -44,26 +59,59 @@ impl Connection {
     /// Changes the payload limit for the frames read from now on (a small one during the
     /// handshake, the full one once the peer authenticated).
     pub fn set_limit(&mut self, max_payload: usize) {
-        self.max_payload = max_payload;
+        self.reader.max_payload = max_payload;
     }
 
     /// Wraps a connected socket, refusing frames whose payload exceeds `max_payload`.
     pub fn with_limit(socket: TcpStream, max_payload: usize) -> Self {
+        let (read, write) = socket.into_split();
         Self {
-            stream: BufWriter::with_capacity(256 << 10, socket),
-            buffer: BytesMut::with_capacity(64 << 10),
-            encoded: BytesMut::new(),
-            max_payload,
-            written: 0,
-            read: 0,
+            reader: FrameReader {
+                stream: read,
+                buffer: BytesMut::with_capacity(64 << 10),
+                max_payload,
+                read: 0,
+            },
+            writer: FrameWriter {
+                stream: BufWriter::with_capacity(256 << 10, write),
+                encoded: BytesMut::new(),
+                written: 0,
+            },
         }
     }
 
     /// The peer's address, if the socket knows it.
     pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
-        self.stream.get_ref().peer_addr().ok()
+        self.reader.stream.peer_addr().ok()
     }
 
+    /// Reads the next frame; `Ok(None)` when the peer closed cleanly between frames.
+    pub async fn read_frame(&mut self) -> Result<Option<Frame>, ConnectionError> {
+        self.reader.read_frame().await
+    }
+
+    /// Writes one frame and flushes it.
+    pub async fn write_frame(&mut self, frame: &Frame) -> Result<(), ConnectionError> {
+        self.writer.write_frame(frame).await
+    }
+
+    /// Bytes of whole frames written so far (headers included).
+    pub fn bytes_written(&self) -> u64 {
+        self.writer.written
+    }
+
+    /// Bytes of whole frames read so far (headers included).
+    pub fn bytes_read(&self) -> u64 {
+        self.reader.read
+    }
+
+    /// The two halves, to read and write from different tasks.
+    pub fn into_split(self) -> (FrameReader, FrameWriter) {
+        (self.reader, self.writer)
+    }
+}
+
+impl FrameReader {
     /// Reads the next frame; `Ok(None)` when the peer closed cleanly between frames.
     pub async fn read_frame(&mut self) -> Result<Option<Frame>, ConnectionError> {
         loop {
@@ -86,7 +134,9 @@ impl Connection {
             }
         }
     }
+}
 
+impl FrameWriter {
     /// Writes one frame and flushes it.
     pub async fn write_frame(&mut self, frame: &Frame) -> Result<(), ConnectionError> {
         self.encoded.clear();
@@ -95,16 +145,6 @@ impl Connection {
         self.stream.flush().await?;
         self.written += self.encoded.len() as u64;
         Ok(())
-    }
-
-    /// Bytes of whole frames written so far (headers included).
-    pub fn bytes_written(&self) -> u64 {
-        self.written
-    }
-
-    /// Bytes of whole frames read so far (headers included).
-    pub fn bytes_read(&self) -> u64 {
-        self.read
     }
 }
 

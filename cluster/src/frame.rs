@@ -20,7 +20,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
 /// Protocol version spoken by this build.
-pub const PROTOCOL_VERSION: u8 = 1;
+pub const PROTOCOL_VERSION: u8 = 2;
 /// Magic bytes opening every frame.
 pub const MAGIC: [u8; 2] = *b"VC";
 /// Header length in bytes.
@@ -125,6 +125,14 @@ pub enum Frame {
     /// A control message of distributed jobs (JSON; see `crate::messages`). Bulk data that
     /// belongs to it follows as [`Frame::Chunk`]s.
     Control(Bytes),
+    /// A message of a team's transport (`crate::transport::tcp`): a piece of the bytes one
+    /// member sends another with `tag`.
+    Data {
+        /// The transport tag.
+        tag: u16,
+        /// The bytes.
+        data: Bytes,
+    },
     /// A forwarding node could not deliver to `node`; the broadcast failed there.
     Failed {
         /// Broadcast id.
@@ -172,6 +180,7 @@ const ERROR: u8 = 9;
 const BEGIN: u8 = 10;
 const FAILED: u8 = 11;
 const CONTROL: u8 = 12;
+const DATA: u8 = 13;
 
 /// A validated frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,6 +209,7 @@ impl Frame {
             Self::Error { message } => ("error", message.len()),
             Self::Begin(b) => ("begin", b.hops.len()),
             Self::Control(body) => ("control", body.len()),
+            Self::Data { data, .. } => ("data", data.len()),
             Self::Failed { reason, .. } => ("failed", reason.len()),
         };
         if bytes == 0 {
@@ -223,6 +233,7 @@ impl Frame {
             Self::Begin(_) => BEGIN,
             Self::Failed { .. } => FAILED,
             Self::Control(_) => CONTROL,
+            Self::Data { .. } => DATA,
         }
     }
 
@@ -239,7 +250,7 @@ impl Frame {
             return Err(FrameError::Version(buf[2]));
         }
         let kind = buf[3];
-        if !(HELLO..=CONTROL).contains(&kind) {
+        if !(HELLO..=DATA).contains(&kind) {
             return Err(FrameError::UnknownKind(kind));
         }
         let len = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]) as usize;
@@ -332,6 +343,10 @@ impl Frame {
                 put_str(out, reason);
             }
             Self::Control(payload) => out.put_slice(payload),
+            Self::Data { tag, data } => {
+                out.put_u16_le(*tag);
+                out.put_slice(data);
+            }
         }
         let len = (out.len() - start - HEADER_LEN) as u32;
         out[start + 4..start + 8].copy_from_slice(&len.to_le_bytes());
@@ -372,6 +387,7 @@ fn decode_payload(kind: u8, mut p: &[u8]) -> Result<Frame, FrameError> {
         BEGIN => "begin",
         FAILED => "failed",
         CONTROL => "control",
+        DATA => "data",
         _ => "error",
     };
     let short = |message| FrameError::Malformed {
@@ -488,6 +504,13 @@ fn decode_payload(kind: u8, mut p: &[u8]) -> Result<Frame, FrameError> {
             p = &[];
             Frame::Control(payload)
         }
+        DATA => {
+            need(p, 2)?;
+            let tag = p.get_u16_le();
+            let data = Bytes::copy_from_slice(p);
+            p = &[];
+            Frame::Data { tag, data }
+        }
         FAILED => {
             need(p, 8)?;
             let id = p.get_u64_le();
@@ -571,6 +594,12 @@ mod tests {
             }),
             proptest::collection::vec(any::<u8>(), 0..100)
                 .prop_map(|p| Frame::Control(Bytes::from(p))),
+            (any::<u16>(), proptest::collection::vec(any::<u8>(), 0..100)).prop_map(|(tag, p)| {
+                Frame::Data {
+                    tag,
+                    data: Bytes::from(p),
+                }
+            }),
         ]
     }
 
@@ -593,7 +622,7 @@ mod tests {
         }
 
         #[test]
-        fn random_payloads_behind_a_valid_header_never_panic(kind in 1u8..=12, payload in proptest::collection::vec(any::<u8>(), 0..80)) {
+        fn random_payloads_behind_a_valid_header_never_panic(kind in 1u8..=13, payload in proptest::collection::vec(any::<u8>(), 0..80)) {
             let mut buf = BytesMut::new();
             buf.put_slice(&MAGIC);
             buf.put_u8(PROTOCOL_VERSION);
@@ -633,8 +662,11 @@ mod tests {
                 max: 1 << 20
             })
         );
-        header[2] = 2;
-        assert_eq!(Frame::check(&header, 1 << 20), Err(FrameError::Version(2)));
+        header[2] = PROTOCOL_VERSION + 1;
+        assert_eq!(
+            Frame::check(&header, 1 << 20),
+            Err(FrameError::Version(PROTOCOL_VERSION + 1))
+        );
         header[2] = PROTOCOL_VERSION;
         header[3] = 77;
         assert_eq!(

@@ -14,7 +14,6 @@ pub mod config;
 pub mod connection;
 pub mod driver;
 pub mod frame;
-pub mod job;
 pub mod messages;
 pub mod peer;
 pub mod share;

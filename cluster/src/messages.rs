@@ -1,15 +1,13 @@
-//! The messages of distributed k-means, on top of frames.
+//! The control messages of the daemons, on top of frames: how a driver forms a team of workers
+//! for a job (`crate::transport::tcp::team`). Once formed, the team's traffic is
+//! [`Frame::Data`] of the TCP transport.
 //!
-//! Control messages travel as [`Frame::Control`] with a JSON body (small: names, ids, timings);
-//! bulk data (partial sums, centroid ranges) follows a message that announces its length, as
-//! [`Frame::Chunk`]s whose offsets must arrive in sequence. Every frame carries its own CRC, so a
-//! blob needs no checksum of its own. Floats whose exact bits matter travel as their bit patterns.
+//! Control messages travel as [`Frame::Control`] with a JSON body (small: names, ids).
 //!
 //! | from → to | message | then |
 //! |---|---|---|
-//! | driver → worker | [`Message::Load`] | worker answers [`Message::Loaded`] or [`Message::Refused`] |
-//! | driver → worker | [`Message::Step`] | worker sends [`Message::Working`] beats, then [`Message::StepDone`] + blob |
-//! | worker → worker | [`Message::Range`] + blob | receiver answers [`Message::Received`] |
+//! | driver → worker | [`Message::Join`] | worker links up with the other members, answers [`Message::Joined`], [`Message::Unlinked`] or [`Message::Refused`] |
+//! | worker → worker | [`Message::Link`] | the connection becomes the pair's link of the team |
 
 use std::time::Duration;
 
@@ -20,7 +18,7 @@ use thiserror::Error;
 use crate::connection::{Connection, ConnectionError};
 use crate::frame::Frame;
 
-/// Build identity exchanged at load: workers of another build are refused.
+/// Build identity exchanged when a team forms: members of another build are refused.
 pub const BUILD: &str = concat!("vocab ", env!("CARGO_PKG_VERSION"));
 
 /// Errors of message exchange.
@@ -35,9 +33,6 @@ pub enum MessageError {
     /// The peer closed the connection.
     #[error("the peer closed the connection")]
     Closed,
-    /// The peer could not be dialled.
-    #[error("{0}")]
-    Unreachable(String),
     /// The body is not a message of this build.
     #[error("malformed message: {0}")]
     Malformed(String),
@@ -49,143 +44,56 @@ pub enum MessageError {
     Unexpected(String),
 }
 
-/// Driver to worker: cache these partitions (the static data) for a job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Driver to worker: become member `rank` of the team `members` of a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Load {
+pub struct Join {
     /// Job id.
     pub job: u64,
-    /// Partition folder, as the worker sees it.
-    pub dir: String,
-    /// Digest of the driver's partition manifest.
-    pub manifest: u32,
-    /// Partition indices this worker maps.
-    pub partitions: Vec<u32>,
+    /// Formation of the team within the job (a new one after every failure).
+    pub epoch: u64,
+    /// The members' names by rank; rank 0 is the driver.
+    pub members: Vec<String>,
+    /// The receiver's rank.
+    pub rank: u64,
     /// The driver's build.
     pub build: String,
 }
 
-/// Worker to driver: partitions cached.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Worker to worker: this connection is the link of `rank` (the dialer) in a team.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Loaded {
-    /// Vectors in the worker's partitions.
-    pub rows: u64,
-    /// Bits of the largest absolute value in them (f32).
-    pub max_abs_bits: u32,
-    /// Nonzero values per binary exponent (`vocab_pipeline::kmeans::partial::magnitudes`).
-    #[serde(default)]
-    pub magnitudes: Vec<u64>,
-    /// The worker's build.
-    pub build: String,
-    /// Digest of the worker's copy of the manifest.
-    pub manifest: u32,
-}
-
-/// Driver to worker: run one iteration on the broadcast centroids.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Step {
+pub struct Link {
     /// Job id.
     pub job: u64,
-    /// Membership epoch: bumped whenever partitions are reassigned.
+    /// Formation.
     pub epoch: u64,
-    /// 1-based iteration.
-    pub iteration: u64,
-    /// Broadcast id of the centroids.
-    pub centroids: u64,
-    /// Centroids.
-    pub k: u64,
-    /// Values per centroid.
-    pub dims: u64,
-    /// Fixed-point scale of the partial sums.
-    pub scale: i32,
-    /// Workers in range order: worker `j` reduces centroid range `j`.
-    pub workers: Vec<String>,
-    /// Stage-1 (local) aggregation: ship one merged partial per node, or one per map task.
-    pub stage1: bool,
-    /// The map tasks' full-pass kernel is the int8 one (the f32 GEMM otherwise).
-    #[serde(default)]
-    pub int8: bool,
-}
-
-/// Worker to driver: the iteration's reduced range follows as a blob.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StepDone {
-    /// Seconds in the map tasks.
-    pub map_seconds: f64,
-    /// Seconds merging the map tasks' partials (stage 1).
-    pub stage1_seconds: f64,
-    /// Seconds from receiving the step to the end of stage 1.
-    pub mapped_at: f64,
-    /// Seconds from receiving the step until the worker's range was reduced (end of stage 2).
-    pub reduced_at: f64,
-    /// Bytes this worker sent to other workers in stage 2.
-    pub stage2_bytes: u64,
-    /// Map tasks that ran.
-    pub tasks: u64,
-    /// Vectors whose label pruning kept without a search.
-    pub kept: u64,
-    /// Inertia per map unit: `(unit key, f64 bits)`.
-    pub units: Vec<(u64, u64)>,
-    /// First centroid of the worker's range.
-    pub start: u64,
-    /// One past its last centroid.
-    pub end: u64,
-    /// Length of the blob that follows.
-    pub len: u64,
-}
-
-/// Worker to worker: a slice of partial sums for the receiver's range follows as a blob.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Range {
-    /// Job id.
-    pub job: u64,
-    /// Membership epoch.
-    pub epoch: u64,
-    /// Iteration.
-    pub iteration: u64,
-    /// Sender's position in [`Step::workers`].
-    pub from: u32,
-    /// Number of workers (senders the receiver waits for).
-    pub workers: u32,
-    /// First centroid of the range.
-    pub start: u64,
-    /// One past the last.
-    pub end: u64,
-    /// Values per centroid.
-    pub dims: u64,
-    /// Partials in the blob (1 with stage-1 aggregation, else one per map task).
-    pub tasks: u64,
-    /// Length of the blob that follows.
-    pub len: u64,
+    /// The dialer's rank.
+    pub rank: u64,
 }
 
 /// The messages.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Message {
-    /// See [`Load`].
-    Load(Load),
-    /// See [`Loaded`].
-    Loaded(Loaded),
+    /// See [`Join`].
+    Join(Join),
+    /// See [`Link`].
+    Link(Link),
+    /// The worker has a link to every member.
+    Joined,
+    /// The worker could not link with member `node` (so the driver knows whom to suspect).
+    Unlinked {
+        /// The member.
+        node: String,
+        /// What happened.
+        reason: String,
+    },
     /// A worker refuses a request; the text says why.
     Refused {
         /// Why.
         message: String,
     },
-    /// See [`Step`].
-    Step(Step),
-    /// Heartbeat of a worker busy with a step.
-    Working,
-    /// See [`StepDone`].
-    StepDone(StepDone),
-    /// See [`Range`].
-    Range(Range),
-    /// A range blob was received and added.
-    Received,
 }
 
 impl Message {
@@ -199,14 +107,11 @@ impl Message {
     /// Short name for errors.
     pub fn name(&self) -> &'static str {
         match self {
-            Self::Load(_) => "load",
-            Self::Loaded(_) => "loaded",
+            Self::Join(_) => "join",
+            Self::Link(_) => "link",
+            Self::Joined => "joined",
+            Self::Unlinked { .. } => "unlinked",
             Self::Refused { .. } => "refused",
-            Self::Step(_) => "step",
-            Self::Working => "working",
-            Self::StepDone(_) => "step_done",
-            Self::Range(_) => "range",
-            Self::Received => "received",
         }
     }
 }
@@ -237,78 +142,6 @@ pub async fn recv(conn: &mut Connection, deadline: Duration) -> Result<Message, 
     }
 }
 
-/// Sends `data` as chunks of at most `chunk` bytes (rounded down to a multiple of 8, so 8-byte
-/// values never straddle chunks) under transfer `id`.
-pub async fn send_blob(
-    conn: &mut Connection,
-    id: u64,
-    data: &[u8],
-    chunk: usize,
-) -> Result<(), MessageError> {
-    let chunk = (chunk / 8 * 8).max(8);
-    let total = data.len() as u64;
-    let data = Bytes::copy_from_slice(data);
-    let mut at = 0;
-    while at < data.len() {
-        let end = (at + chunk).min(data.len());
-        conn.write_frame(&Frame::Chunk {
-            id,
-            offset: at as u64,
-            total,
-            data: data.slice(at..end),
-        })
-        .await?;
-        at = end;
-    }
-    Ok(())
-}
-
-/// Receives a blob of `len` bytes under transfer `id`, handing each chunk to `sink` with its
-/// offset; each chunk must arrive within `deadline`.
-pub async fn recv_blob(
-    conn: &mut Connection,
-    id: u64,
-    len: u64,
-    deadline: Duration,
-    mut sink: impl FnMut(u64, &[u8]) -> Result<(), String>,
-) -> Result<(), MessageError> {
-    let mut received = 0u64;
-    while received < len {
-        let frame = match tokio::time::timeout(deadline, conn.read_frame()).await {
-            Err(_) => return Err(MessageError::Timeout(deadline)),
-            Ok(result) => result?.ok_or(MessageError::Closed)?,
-        };
-        match frame {
-            Frame::Chunk {
-                id: got,
-                offset,
-                total,
-                data,
-            } if got == id && total == len && offset == received => {
-                if data.is_empty() {
-                    return Err(MessageError::Malformed("empty chunk".into()));
-                }
-                sink(offset, &data).map_err(MessageError::Malformed)?;
-                received += data.len() as u64;
-            }
-            Frame::Error { message } => return Err(MessageError::Remote(message)),
-            Frame::Control(body) => {
-                return Err(match decode(&body)? {
-                    Message::Refused { message } => MessageError::Remote(message),
-                    other => MessageError::Unexpected(other.name().into()),
-                });
-            }
-            other => {
-                return Err(MessageError::Malformed(format!(
-                    "expected chunk at offset {received} of transfer {id}, got {}",
-                    other.describe()
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,27 +149,26 @@ mod tests {
     #[test]
     fn messages_round_trip_and_garbage_is_an_error() {
         let messages = [
-            Message::Load(Load {
+            Message::Join(Join {
                 job: 1,
-                dir: "/data/parts".into(),
-                manifest: 7,
-                partitions: vec![0, 3],
+                epoch: 2,
+                members: vec!["driver".into(), "a".into(), "b".into()],
+                rank: 2,
                 build: BUILD.into(),
             }),
-            Message::StepDone(StepDone {
-                map_seconds: 0.1,
-                stage1_seconds: 0.2,
-                mapped_at: 0.3,
-                reduced_at: 0.4,
-                stage2_bytes: 4,
-                tasks: 2,
-                kept: 0,
-                units: vec![(1 << 32, 1.5f64.to_bits())],
-                start: 0,
-                end: 5,
-                len: 40,
+            Message::Link(Link {
+                job: 1,
+                epoch: 2,
+                rank: 1,
             }),
-            Message::Working,
+            Message::Joined,
+            Message::Unlinked {
+                node: "b".into(),
+                reason: "timed out".into(),
+            },
+            Message::Refused {
+                message: "no".into(),
+            },
         ];
         for m in messages {
             let Frame::Control(body) = m.to_frame() else {
@@ -349,7 +181,7 @@ mod tests {
             Err(MessageError::Malformed(_))
         ));
         assert!(matches!(
-            decode(b"{\"working\":null,\"x\":1}"),
+            decode(b"{\"joined\":null,\"x\":1}"),
             Err(MessageError::Malformed(_))
         ));
     }

@@ -95,6 +95,8 @@ enum Command {
         manifest: u32,
         /// Ranks in chain order.
         order: Vec<usize>,
+        /// Whether the root maps a share (else partitions and ranges go to the others).
+        root_maps: bool,
         build: String,
     },
     /// Run one iteration; the centroids follow as a broadcast.
@@ -164,6 +166,9 @@ pub struct Options {
     pub kernel: Kernel,
     /// Host name -> rack; hosts not listed are racks of their own.
     pub racks: BTreeMap<String, String>,
+    /// The root maps a share of the partitions and reduces a centroid range like every member
+    /// (an MPI rank 0); else it only drives (the TCP driver) and needs no partitions.
+    pub root_maps: bool,
 }
 
 /// Fault injection for tests: exit the process in the middle of an iteration.
@@ -201,16 +206,42 @@ pub fn chain_order(hosts: &[String], racks: &BTreeMap<String, String>) -> Vec<us
     order
 }
 
-/// Partitions of member `j` of `w` out of `p`: a contiguous, even block.
-fn share_of(p: usize, j: usize, w: usize) -> Vec<u32> {
+/// Partitions of the member at chain position `j` of `w` out of `p`: a contiguous, even block
+/// of the mapping members (all, or all but the root).
+fn share_of(p: usize, j: usize, w: usize, root_maps: bool) -> Vec<u32> {
+    let Some((j, w)) = mapper(j, w, root_maps) else {
+        return Vec::new();
+    };
     (p * j / w..p * (j + 1) / w).map(|i| i as u32).collect()
+}
+
+/// Centroid range the member at chain position `j` of `w` reduces.
+fn range_at(k: usize, j: usize, w: usize, root_maps: bool) -> std::ops::Range<usize> {
+    mapper(j, w, root_maps).map_or(0..0, |(j, w)| range_of(k, w, j))
+}
+
+/// Position among the mapping members, and their number.
+fn mapper(j: usize, w: usize, root_maps: bool) -> Option<(usize, usize)> {
+    match (root_maps, j) {
+        (true, _) => Some((j, w)),
+        (false, 0) => None,
+        (false, _) => Some((j - 1, w - 1)),
+    }
+}
+
+/// What a member knows of a loaded job.
+#[derive(Debug, Clone)]
+struct Loaded {
+    order: Vec<usize>,
+    root_maps: bool,
 }
 
 /// A member's part of one iteration: the centroid broadcast, map, stage 1 and stage 2; returns
 /// the stage-3 piece (statistics, then the reduced range's counts and means).
 fn member_step(
     team: &Team<'_>,
-    share: &Share,
+    share: Option<&Share>,
+    root_maps: bool,
     command: &Command,
     centroids: Option<&Centroids>,
     received: Instant,
@@ -272,6 +303,17 @@ fn member_step(
         }
     };
     drop(bytes);
+    let (w, me) = (team.size(), team.me());
+    let Some(share) = share.filter(|_| mapper(me, w, root_maps).is_some()) else {
+        // A root that only drives: no map, no range; its piece is empty statistics.
+        let stats = encode(&StepStats {
+            broadcast_seconds,
+            ..StepStats::default()
+        });
+        let mut piece = (stats.len() as u64).to_le_bytes().to_vec();
+        piece.extend_from_slice(&stats);
+        return Ok(piece);
+    };
     let Mapped {
         partials,
         kept,
@@ -287,7 +329,12 @@ fn member_step(
         std::process::exit(3);
     }
     let mapped_at = received.elapsed().as_secs_f64();
-    let (sum, stage2_bytes) = reduce_ranges(team, &partials, k, dims, plan.chunk)?;
+    let mappers = if root_maps {
+        Team::subset(team.transport(), team.order().to_vec())?
+    } else {
+        Team::subset(team.transport(), team.order()[1..].to_vec())?
+    };
+    let (sum, stage2_bytes) = reduce_ranges(&mappers, &partials, k, dims, plan.chunk)?;
     let reduced_at = received.elapsed().as_secs_f64();
     let stats = StepStats {
         broadcast_seconds,
@@ -312,6 +359,16 @@ fn member_step(
 
 /// Serves the root's commands until it says [`Command::Exit`] (every rank but 0 calls this).
 pub fn serve(transport: &dyn Transport, faults: Faults) -> Result<(), EngineError> {
+    serve_cached(transport, faults, &mut None)
+}
+
+/// [`serve`] with the share of an earlier team of the same job in `cache` (its partitions are
+/// not reopened); the share in use stays there when the team ends, even by an error.
+pub fn serve_cached(
+    transport: &dyn Transport,
+    faults: Faults,
+    cache: &mut Option<Share>,
+) -> Result<(), EngineError> {
     let control = Team::ranks(transport);
     let me = transport.rank();
     let hello = Hello {
@@ -319,8 +376,8 @@ pub fn serve(transport: &dyn Transport, faults: Faults) -> Result<(), EngineErro
         build: BUILD.into(),
     };
     gather(&control, &encode(&hello), MAX_CONTROL)?;
-    let mut share: Option<Share> = None;
-    let mut order: Vec<usize> = (0..transport.size()).collect();
+    let share = cache;
+    let mut loaded: Option<Loaded> = None;
     loop {
         let bytes = broadcast_message(&control, None)?;
         let received = Instant::now();
@@ -331,6 +388,7 @@ pub fn serve(transport: &dyn Transport, faults: Faults) -> Result<(), EngineErro
                 ref dir,
                 manifest,
                 order: ref chain,
+                root_maps,
                 ref build,
             } => {
                 let opened = if *build != BUILD {
@@ -338,7 +396,9 @@ pub fn serve(transport: &dyn Transport, faults: Faults) -> Result<(), EngineErro
                 } else {
                     Team::ordered(transport, chain.clone())
                         .map_err(|e| e.to_string())
-                        .and_then(|team| open_share(&team, job, dir, manifest, share.as_ref()))
+                        .and_then(|team| {
+                            open_share(&team, job, dir, manifest, root_maps, share.as_ref())
+                        })
                 };
                 let reply = match opened {
                     Ok(s) => {
@@ -348,12 +408,16 @@ pub fn serve(transport: &dyn Transport, faults: Faults) -> Result<(), EngineErro
                             magnitudes: s.magnitudes(),
                             error: None,
                         };
-                        share = Some(s);
-                        order = chain.clone();
+                        *share = Some(s);
+                        loaded = Some(Loaded {
+                            order: chain.clone(),
+                            root_maps,
+                        });
                         reply
                     }
                     Err(e) => {
-                        share = None;
+                        *share = None;
+                        loaded = None;
                         LoadReply {
                             rows: 0,
                             max_abs_bits: 0,
@@ -365,9 +429,19 @@ pub fn serve(transport: &dyn Transport, faults: Faults) -> Result<(), EngineErro
                 gather(&control, &encode(&reply), MAX_CONTROL)?;
             }
             Command::Step { .. } => {
-                let s = share.as_ref().ok_or(EngineError::NotLoaded(me))?;
-                let team = Team::ordered(transport, order.clone())?;
-                let piece = member_step(&team, s, &command, None, received, faults)?;
+                let (Some(s), Some(job)) = (share.as_ref(), loaded.as_ref()) else {
+                    return Err(EngineError::NotLoaded(me));
+                };
+                let team = Team::ordered(transport, job.order.clone())?;
+                let piece = member_step(
+                    &team,
+                    Some(s),
+                    job.root_maps,
+                    &command,
+                    None,
+                    received,
+                    faults,
+                )?;
                 gather(&team, &piece, MAX_STEP_BYTES)?;
             }
             Command::Exit => return Ok(()),
@@ -381,6 +455,7 @@ fn open_share(
     job: u64,
     dir: &str,
     digest: u32,
+    root_maps: bool,
     previous: Option<&Share>,
 ) -> Result<Share, String> {
     let manifest = read_manifest(std::path::Path::new(dir))
@@ -392,18 +467,19 @@ fn open_share(
             manifest.digest()
         ));
     }
-    let indices = share_of(manifest.partitions.len(), team.me(), team.size());
+    let indices = share_of(manifest.partitions.len(), team.me(), team.size(), root_maps);
     Share::open(job, dir, &manifest, &indices, previous).map_err(|e| e.to_string())
 }
 
 /// The driving member (rank 0) of an SPMD job.
 pub struct Root<'t> {
-    transport: &'t dyn Transport,
+    transport: Box<dyn Transport + 't>,
     hosts: Vec<String>,
     order: Vec<usize>,
     options: Options,
     manifest: Manifest,
-    share: Share,
+    /// `None` when the root does not map.
+    share: Option<Share>,
     scale: i32,
 }
 
@@ -458,27 +534,40 @@ pub fn exit(transport: &dyn Transport) -> Result<(), EngineError> {
 impl<'t> Root<'t> {
     /// Has every member cache its share of the partitions of `manifest` (the root's copy; every
     /// rank must read the same at `options.dir`).
+    /// `job` names the job's partitions at the members: a later start with the same job (a
+    /// new team after a failure) reuses what they cached.
     pub fn start(
-        transport: &'t dyn Transport,
+        transport: Box<dyn Transport + 't>,
         members: &Members,
         options: Options,
         manifest: Manifest,
+        job: u64,
     ) -> Result<Self, EngineError> {
         let order = chain_order(&members.hosts, &options.racks);
-        let job = rand::random::<u64>() >> 1;
-        let control = Team::ranks(transport);
+        let control = Team::ranks(&*transport);
         let load = Command::Load {
             job,
             dir: options.dir.clone(),
             manifest: manifest.digest(),
             order: order.clone(),
+            root_maps: options.root_maps,
             build: BUILD.into(),
         };
         broadcast_message(&control, Some(&encode(&load)))?;
-        let team = Team::ordered(transport, order.clone())?;
-        let own = open_share(&team, job, &options.dir, manifest.digest(), None);
+        let team = Team::ordered(&*transport, order.clone())?;
+        let own = if options.root_maps {
+            open_share(&team, job, &options.dir, manifest.digest(), true, None).map(Some)
+        } else {
+            Ok(None)
+        };
         let reply = match &own {
-            Ok(s) => LoadReply {
+            Ok(None) => LoadReply {
+                rows: 0,
+                max_abs_bits: 0,
+                magnitudes: Vec::new(),
+                error: None,
+            },
+            Ok(Some(s)) => LoadReply {
                 rows: s.rows(),
                 max_abs_bits: s.max_abs().to_bits(),
                 magnitudes: s.magnitudes(),
@@ -530,6 +619,11 @@ impl<'t> Root<'t> {
         })
     }
 
+    /// The transport the job runs on.
+    pub fn transport(&self) -> &dyn Transport {
+        &*self.transport
+    }
+
     /// The members in chain order, as `rank@host`.
     pub fn members(&self) -> Vec<String> {
         self.order
@@ -562,11 +656,12 @@ impl<'t> Root<'t> {
             chunk: self.options.plan.chunk as u64,
             chains: self.options.plan.chains as u64,
         };
-        broadcast_message(&Team::ranks(self.transport), Some(&encode(&command)))?;
-        let team = Team::ordered(self.transport, self.order.clone())?;
+        broadcast_message(&Team::ranks(&*self.transport), Some(&encode(&command)))?;
+        let team = Team::ordered(&*self.transport, self.order.clone())?;
         let piece = member_step(
             &team,
-            &self.share,
+            self.share.as_ref(),
+            self.options.root_maps,
             &command,
             Some(centroids),
             received,
@@ -598,7 +693,7 @@ impl<'t> Root<'t> {
                 .ok_or_else(|| malformed("stage-3 header longer than the piece".into()))?;
             let stats: StepStats = decode(rank, &piece[8..8 + stats_len])?;
             let blob = &piece[8 + stats_len..];
-            let r = range_of(k, w, j);
+            let r = range_at(k, j, w, self.options.root_maps);
             if blob.len() as u64 != result_len(r.len(), dims) {
                 return Err(malformed(format!(
                     "stage-3 range of {} bytes, {} expected",
@@ -717,7 +812,7 @@ mod tests {
             }
             let driven = (|| {
                 let members = hello(root)?;
-                let mut engine = Root::start(root, &members, options, manifest)?;
+                let mut engine = Root::start(Box::new(root), &members, options, manifest, 7)?;
                 let mut reports = Vec::new();
                 let state = engine.fit::<EngineError>(params, start, &mut |_, r| {
                     reports.push(r.clone());
@@ -747,6 +842,7 @@ mod tests {
             stage1,
             kernel,
             racks: BTreeMap::new(),
+            root_maps: true,
         }
     }
 
@@ -756,14 +852,17 @@ mod tests {
         let parts = dataset(tmp.path());
         let set = PartitionSet::open(&parts).expect("open");
         let manifest = read_manifest(&parts).expect("manifest");
-        for (w, algorithm, stage1, k, kernel) in [
-            (1, Algorithm::Chain, true, 20, Kernel::F32),
-            (2, Algorithm::Chain, true, 20, Kernel::F32),
-            (3, Algorithm::MultiChain, false, 20, Kernel::F32),
-            (4, Algorithm::Mst, true, 20, Kernel::F32),
+        for (w, algorithm, stage1, k, kernel, root_maps) in [
+            (1, Algorithm::Chain, true, 20, Kernel::F32, true),
+            (2, Algorithm::Chain, true, 20, Kernel::F32, true),
+            (3, Algorithm::MultiChain, false, 20, Kernel::F32, true),
+            (4, Algorithm::Mst, true, 20, Kernel::F32, true),
             // Fewer centroids than members: some reduce an empty range.
-            (4, Algorithm::Simple, true, 3, Kernel::F32),
-            (3, Algorithm::Chain, true, 20, Kernel::Int8),
+            (4, Algorithm::Simple, true, 3, Kernel::F32, true),
+            (3, Algorithm::Chain, true, 20, Kernel::Int8, true),
+            // A root that only drives (the TCP driver): the others map and reduce.
+            (2, Algorithm::Chain, true, 20, Kernel::F32, false),
+            (4, Algorithm::MultiChain, false, 20, Kernel::Int8, false),
         ] {
             let params = params(k, kernel);
             let local = kmeans::fit::<KMeansError>(&set.matrices(), &params, None, &mut |_| Ok(()))
@@ -772,12 +871,15 @@ mod tests {
             let (state, reports, members) = run(
                 &hosts,
                 &parts,
-                options(&parts, algorithm, stage1, kernel),
+                Options {
+                    root_maps,
+                    ..options(&parts, algorithm, stage1, kernel)
+                },
                 manifest.clone(),
                 &params,
             )
             .expect("spmd");
-            let what = format!("{w} members, {algorithm:?}, k = {k}, {kernel:?}");
+            let what = format!("{w} members, {algorithm:?}, k = {k}, {kernel:?}, {root_maps}");
             assert_eq!(state.centroids, local.centroids, "{what}");
             let bits = |s: &State| {
                 s.history
@@ -796,12 +898,13 @@ mod tests {
             let r = &reports[0];
             assert_eq!(r.workers, w);
             assert_eq!(r.broadcast_bytes, (k * 24 * 4 * (w - 1)) as u64);
-            if w == 1 {
+            let mappers = if root_maps { w } else { w - 1 };
+            if mappers == 1 {
                 assert_eq!(r.stage2_bytes, 0);
             } else {
-                // Every member ships (w - 1) / w of its partial(s): k x (dims + 1) x 8 bytes.
+                // Every mapper ships (m - 1) / m of its partial(s): k x (dims + 1) x 8 bytes.
                 assert!(
-                    r.stage2_bytes as f64 >= ((k * 25 * 8) * (w - 1)) as f64 * 0.9,
+                    r.stage2_bytes as f64 >= ((k * 25 * 8) * (mappers - 1)) as f64 * 0.9,
                     "{what}: {r:?}"
                 );
             }

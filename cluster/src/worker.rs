@@ -1,5 +1,8 @@
 //! The worker daemon: accepts authenticated connections, answers pings, receives, stores and
-//! forwards broadcasts, and runs the steps of distributed jobs (`crate::job`).
+//! forwards broadcasts, and serves the jobs of drivers: a [`Message::Join`] makes it a member of
+//! a team (`crate::transport::tcp::team`), which it then serves with the SPMD engine
+//! (`crate::spmd::serve_cached`) on a thread of its own until the driver ends the job or the
+//! team breaks. The partitions of the last job stay cached for the next team of that job.
 //!
 //! Each connection is one task; a broadcast stream on it (`Begin` then chunks) is received into a
 //! preallocated buffer while a second task forwards the chunks to the successor (chain route), or
@@ -21,7 +24,10 @@ use crate::broadcast::{Slice, await_ack, deliver, tree_children};
 use crate::config::Cluster;
 use crate::connection::{Connection, ConnectionError};
 use crate::frame::{Begin, Frame, ROUTE_CHAIN, ROUTE_TREE};
+use crate::messages::Message;
 use crate::peer::dial_name;
+use crate::share::Share;
+use crate::transport::tcp::team::{self, Forming, Host};
 
 /// Largest broadcast a worker accepts (bounds what an authenticated peer can make it allocate).
 pub const MAX_MESSAGE: u64 = 8 << 30;
@@ -64,7 +70,10 @@ pub struct Worker {
     log_window: AtomicU64,
     log_count: AtomicU64,
     log_skipped: AtomicU64,
-    pub(crate) jobs: crate::job::Jobs,
+    /// Links of teams still forming.
+    forming: Forming,
+    /// The share of the last job served, for the next team of the same job.
+    cached: std::sync::Mutex<Option<Share>>,
     faults: Faults,
 }
 
@@ -89,7 +98,8 @@ impl Worker {
             log_window: AtomicU64::new(0),
             log_count: AtomicU64::new(0),
             log_skipped: AtomicU64::new(0),
-            jobs: crate::job::Jobs::default(),
+            forming: Forming::default(),
+            cached: std::sync::Mutex::new(None),
             faults,
         })
     }
@@ -222,9 +232,16 @@ impl Worker {
                 Frame::Control(body) => {
                     let message =
                         crate::messages::decode(&body).map_err(|e| format!("{peer}: {e}"))?;
-                    crate::job::control(self, &mut conn, message)
-                        .await
-                        .map_err(|e| format!("{peer}: {e}"))?;
+                    return match message {
+                        Message::Join(join) => self.join(&peer, conn, join).await,
+                        Message::Link(link) => {
+                            let stale = Duration::from_millis(
+                                self.cluster.settings.io_timeout_ms.saturating_mul(4),
+                            );
+                            self.forming.link(peer.clone(), conn, &link, stale)
+                        }
+                        other => Err(format!("{peer}: unexpected {}", other.name())),
+                    };
                 }
                 other => {
                     let message = format!("unexpected {}", other.describe());
@@ -418,15 +435,46 @@ impl Worker {
         }
     }
 
-    /// Fault injection: exits if told to die in iteration `iteration`.
-    fn exit_at_step(&self, iteration: u64) {
-        if self.faults.exit_at_step == Some(iteration) {
-            eprintln!(
-                "worker {}: exiting in iteration {iteration} (fault injection)",
-                self.name
-            );
-            std::process::exit(3);
-        }
+    /// Joins the team of a driver's job and serves it on a thread of its own.
+    async fn join(
+        self: &Arc<Self>,
+        peer: &str,
+        conn: Connection,
+        join: crate::messages::Join,
+    ) -> Result<(), String> {
+        let (job, epoch) = (join.job, join.epoch);
+        let counter = Arc::clone(self);
+        let on_received: crate::transport::tcp::OnReceived =
+            Arc::new(move |n| counter.count_and_maybe_exit(n));
+        let host = Host {
+            cluster: &self.cluster,
+            secret: &self.secret,
+            name: &self.name,
+            forming: &self.forming,
+        };
+        let transport = team::join(host, peer, conn, join, Some(on_received))
+            .await
+            .map_err(|e| format!("job {job:x} epoch {epoch}: {e}"))?;
+        let worker = Arc::clone(self);
+        let faults = crate::spmd::Faults {
+            exit_at_step: self.faults.exit_at_step,
+        };
+        std::thread::Builder::new()
+            .name(format!("{}-job", self.name))
+            .spawn(move || {
+                let mut cached = worker
+                    .cached
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take();
+                let served = crate::spmd::serve_cached(&transport, faults, &mut cached);
+                *worker.cached.lock().unwrap_or_else(|e| e.into_inner()) = cached;
+                if let Err(e) = served {
+                    worker.log_closed(&format!("job {job:x} epoch {epoch} ended: {e}"));
+                }
+            })
+            .map(|_| ())
+            .map_err(|e| format!("cannot start a thread for job {job:x}: {e}"))
     }
 
     fn count_and_maybe_exit(&self, n: u64) {
@@ -447,32 +495,6 @@ impl Worker {
 
 /// Starts `n` in-process workers on loopback, spread over `racks`, with the cluster file's
 /// `[settings]` lines `settings` and the shared secret `secret` (tests only).
-impl crate::job::Host for Worker {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn cluster(&self) -> &Cluster {
-        &self.cluster
-    }
-
-    fn secret(&self) -> &Secret {
-        &self.secret
-    }
-
-    fn jobs(&self) -> &crate::job::Jobs {
-        &self.jobs
-    }
-
-    fn message(&self, id: u64) -> impl std::future::Future<Output = Option<Vec<u8>>> + Send {
-        Worker::message(self, id)
-    }
-
-    fn maybe_exit_at_step(&self, iteration: u64) {
-        self.exit_at_step(iteration);
-    }
-}
-
 #[cfg(test)]
 pub(crate) async fn start_workers(
     n: usize,

@@ -8,6 +8,8 @@
 //!
 //! * [`memory::MemoryTransport`]: members are threads of one process (tests of the collectives).
 //! * `mpi::MpiTransport` (cargo feature `mpi`): MPI ranks, `MPI_Isend`/`MPI_Irecv` through rsmpi.
+//! * [`tcp::TcpTransport`]: the driver and the worker daemons, over the cluster's
+//!   authenticated connections.
 //!
 //! Messages between two members with the same tag arrive in the order they were sent (MPI's
 //! non-overtaking rule); a receive names the exact length it expects, and a message of another
@@ -21,6 +23,7 @@ use thiserror::Error;
 pub mod memory;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod tcp;
 
 /// Message tag. MPI guarantees tags up to 32,767 on every implementation.
 pub type Tag = u16;
@@ -77,6 +80,14 @@ pub enum TransportError {
         /// The member.
         member: usize,
     },
+    /// The link to a member broke or fell silent.
+    #[error("link to member {member} is down: {reason}")]
+    Link {
+        /// The member.
+        member: usize,
+        /// What happened.
+        reason: String,
+    },
     /// Nothing arrived in time.
     #[error("no message from member {from} (tag {tag}) within {seconds} s")]
     Timeout {
@@ -123,6 +134,40 @@ pub trait Transport {
     /// Receives exactly `buf.len()` bytes from `from`.
     fn recv(&self, from: usize, tag: Tag, buf: &mut [u8]) -> Result<(), TransportError> {
         self.exchange(&[], &mut [Recv { from, tag, buf }])
+    }
+}
+
+impl<T: Transport + ?Sized> Transport for &T {
+    fn rank(&self) -> usize {
+        (**self).rank()
+    }
+
+    fn size(&self) -> usize {
+        (**self).size()
+    }
+
+    fn host(&self) -> String {
+        (**self).host()
+    }
+
+    fn exchange(&self, sends: &[Send<'_>], recvs: &mut [Recv<'_>]) -> Result<(), TransportError> {
+        (**self).exchange(sends, recvs)
+    }
+
+    fn wait_idle(&self, from: usize, tag: Tag) {
+        (**self).wait_idle(from, tag);
+    }
+}
+
+impl TransportError {
+    /// The member a failure points at, when it is about one (a link down, a member gone or
+    /// silent).
+    pub fn suspect(&self) -> Option<usize> {
+        match self {
+            Self::Gone { member } | Self::Link { member, .. } => Some(*member),
+            Self::Timeout { from, .. } => Some(*from),
+            _ => None,
+        }
     }
 }
 
