@@ -134,7 +134,7 @@ pub fn collectives(
 ) -> anyhow::Result<()> {
     use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
     use mpi::topology::Communicator;
-    use vocab_cluster::broadcast::Algorithm;
+    use vocab_cluster::collective::Algorithm;
     use vocab_cluster::collective::{BroadcastPlan, Team, broadcast, reduce_ranges};
     use vocab_cluster::transport::Transport;
     use vocab_pipeline::kmeans::Partial;

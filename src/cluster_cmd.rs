@@ -6,17 +6,16 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
-use bytes::Bytes;
 use rand::RngCore;
 use vocab_cluster::auth::Secret;
-use vocab_cluster::broadcast::{Algorithm, broadcast};
+use vocab_cluster::collective::Algorithm;
 use vocab_cluster::config::Cluster;
 use vocab_cluster::peer::ping;
 use vocab_cluster::worker::{Faults, Worker};
 
 use crate::cli::{BenchBroadcastArgs, BroadcastAlgorithm, LocalArgs, StatusArgs, WorkerArgs};
 
-use vocab_cluster::driver::DRIVER;
+use vocab_cluster::driver::{Broadcaster, DRIVER};
 
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
@@ -241,29 +240,30 @@ pub fn local(args: &LocalArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `vocab bench broadcast`.
+/// `vocab bench broadcast`: forms a team of the driver and the workers, then times
+/// broadcasts of `--bytes` with the k-means collectives, every copy checked by its CRC.
 pub fn bench(args: &BenchBroadcastArgs) -> anyhow::Result<()> {
     let (cluster, secret) = load(&args.cluster)?;
     let algorithm = Algorithm::from(args.algorithm);
-    let data = Bytes::from(
-        (0..args.bytes)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-            .collect::<Vec<_>>(),
-    );
-    let rt = runtime()?;
+    let data: Vec<u8> = (0..args.bytes)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let chunk_size = cluster.settings.chunk_size;
+    let mut broadcaster = Broadcaster::connect(cluster, secret).with_context(|| {
+        format!(
+            "forming a team of the workers of {}",
+            args.cluster.display()
+        )
+    })?;
+    let mut dropped = broadcaster.dropped().to_vec();
     let mut csv = String::new();
-    for run in 0..args.repeat.max(1) {
-        let id = (std::process::id() as u64) << 32 | run as u64;
-        let report = rt
-            .block_on(broadcast(
-                &cluster,
-                &secret,
-                DRIVER,
-                id,
-                data.clone(),
-                algorithm,
-            ))
+    for _ in 0..args.repeat.max(1) {
+        let mut report = broadcaster
+            .broadcast(&data, algorithm)
             .with_context(|| format!("broadcast of {} bytes ({})", args.bytes, algorithm.name()))?;
+        // Nodes dropped while the team formed count against the first broadcast.
+        dropped.append(&mut report.dropped);
+        let dropped = std::mem::take(&mut dropped);
         println!(
             "nodes={} bytes={} algorithm={} seconds={:.6} gbytes_per_s={:.3}{}",
             report.nodes,
@@ -271,10 +271,10 @@ pub fn bench(args: &BenchBroadcastArgs) -> anyhow::Result<()> {
             algorithm.name(),
             report.seconds,
             args.bytes as f64 / report.seconds / 1e9,
-            if report.dropped.is_empty() {
+            if dropped.is_empty() {
                 String::new()
             } else {
-                format!(" dropped={}", report.dropped.join(","))
+                format!(" dropped={}", dropped.join(","))
             }
         );
         let _ = writeln!(
@@ -283,10 +283,10 @@ pub fn bench(args: &BenchBroadcastArgs) -> anyhow::Result<()> {
             report.nodes,
             args.bytes,
             algorithm.name(),
-            cluster.settings.chunk_size,
+            chunk_size,
             report.seconds,
             report.attempts,
-            report.dropped.join(";")
+            dropped.join(";")
         );
     }
     if let Some(path) = &args.csv {

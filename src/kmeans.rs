@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
-use vocab_cluster::broadcast::Algorithm;
+use vocab_cluster::collective::Algorithm;
 use vocab_cluster::collective::BroadcastPlan;
 use vocab_cluster::driver::{Driver, Options, StepReport};
 use vocab_cluster::spmd::{Options as SpmdOptions, Root};

@@ -23,7 +23,6 @@ use thiserror::Error;
 use vocab_pipeline::kmeans::Partial;
 
 use crate::aggregate::{RangeSum, encode_range, range_len, range_of};
-use crate::broadcast::Algorithm;
 use crate::transport::{Recv, Send, Tag, Transport, TransportError};
 
 /// Tags of the collectives (each phase its own, so phases never match each other's messages).
@@ -109,22 +108,13 @@ impl<'t> Team<'t> {
         transport: &'t dyn Transport,
         order: Vec<usize>,
     ) -> Result<Self, CollectiveError> {
-        let size = transport.size();
-        let mut seen = vec![false; size];
-        let valid = order.len() == size
-            && order.first() == Some(&0)
-            && order
-                .iter()
-                .all(|&r| r < size && !std::mem::replace(&mut seen[r], true));
-        let me = order.iter().position(|&r| r == transport.rank());
-        match me {
-            Some(me) if valid => Ok(Self {
-                transport,
+        if order.len() != transport.size() || order.first() != Some(&0) {
+            return Err(CollectiveError::Order {
                 order,
-                me,
-            }),
-            _ => Err(CollectiveError::Order { order, size }),
+                size: transport.size(),
+            });
         }
+        Self::subset(transport, order)
     }
 
     /// Some of the transport's members, in `order`, for collectives without a root (stage 2
@@ -195,6 +185,42 @@ impl<'t> Team<'t> {
 
     fn recv(&self, from: usize, tag: Tag, buf: &mut [u8]) -> Result<(), TransportError> {
         self.exchange(&[], &mut [Recv { from, tag, buf }])
+    }
+}
+
+/// Broadcast algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    /// Pipelined chain.
+    Chain,
+    /// Root sends to each node in turn.
+    Simple,
+    /// Binomial tree.
+    Mst,
+    /// Several chains in parallel, each with a slice of the message.
+    MultiChain,
+}
+
+impl Algorithm {
+    /// Parses `chain`, `simple`, `mst` or `multichain`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "chain" => Some(Self::Chain),
+            "simple" => Some(Self::Simple),
+            "mst" => Some(Self::Mst),
+            "multichain" => Some(Self::MultiChain),
+            _ => None,
+        }
+    }
+
+    /// The name [`Algorithm::from_name`] parses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Chain => "chain",
+            Self::Simple => "simple",
+            Self::Mst => "mst",
+            Self::MultiChain => "multichain",
+        }
     }
 }
 

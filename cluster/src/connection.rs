@@ -166,10 +166,8 @@ mod tests {
     async fn frames_cross_the_wire_and_clean_eof_is_none() {
         let (mut server, client) = pair().await;
         let mut client = Connection::new(client);
-        let chunk = Frame::Chunk {
-            id: 1,
-            offset: 0,
-            total: 300_000,
+        let chunk = Frame::Data {
+            tag: 1,
             data: Bytes::from(vec![7u8; 300_000]),
         };
         client
@@ -217,10 +215,8 @@ mod tests {
         let mut client = Connection::new(TcpStream::connect(addr).await.expect("connect"));
         let (server, _) = listener.accept().await.expect("accept");
         let mut server = Connection::with_limit(server, 1024);
-        let big = Frame::Chunk {
-            id: 1,
-            offset: 0,
-            total: 5000,
+        let big = Frame::Data {
+            tag: 1,
             data: Bytes::from(vec![0u8; 5000]),
         };
         client.write_frame(&big).await.expect("write");

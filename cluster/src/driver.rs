@@ -23,11 +23,12 @@ use vocab_pipeline::kmeans::{Centroids, Kernel, Params, State};
 use vocab_pipeline::partition::Manifest;
 
 use crate::auth::Secret;
-use crate::broadcast::Algorithm;
+use crate::collective::Algorithm;
 use crate::collective::{BroadcastPlan, CollectiveError};
 use crate::config::Cluster;
 use crate::peer::ping;
 use crate::spmd::{self, EngineError, Root};
+use crate::transport::tcp::TcpTransport;
 use crate::transport::tcp::team::{FormError, form};
 
 /// The name the driver authenticates with.
@@ -155,12 +156,10 @@ pub enum DriverError {
         reason: String,
     },
     /// Attempts exhausted.
-    #[error(
-        "iteration {iteration} failed after {attempts} attempts; last failure at {node}: {reason}"
-    )]
+    #[error("{what} failed at node {node} after {attempts} attempts: {reason}")]
     Failed {
-        /// Iteration.
-        iteration: u64,
+        /// What failed: `starting the job`, `iteration 3`, `broadcast`.
+        what: String,
         /// Attempts made.
         attempts: u32,
         /// The node blamed last.
@@ -206,46 +205,30 @@ enum Attempt {
     Retry(Failure),
 }
 
-/// A connected driver with its members' partitions loaded.
-pub struct Driver {
+/// What a run with recovery returns beside its value.
+#[derive(Debug)]
+struct Recovered<T> {
+    value: T,
+    attempts: u32,
+    dropped: Vec<String>,
+    failures: Vec<String>,
+}
+
+/// Membership of the daemons' teams, and recovery from lost members: shared by k-means
+/// ([`Driver`]) and the broadcast benchmark ([`Broadcaster`]).
+struct Crew {
     runtime: tokio::runtime::Runtime,
     cluster: Cluster,
     secret: Secret,
-    options: spmd::Options,
-    manifest: Manifest,
+    /// Live workers, in chain order.
     members: Vec<String>,
     dropped: Vec<String>,
     job: u64,
     epoch: u64,
-    /// The SPMD root on the current team; `None` after a failure until a new team forms.
-    root: Option<Root<'static>>,
-    scale: i32,
 }
 
-impl std::fmt::Debug for Driver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Driver")
-            .field("members", &self.members)
-            .field("dropped", &self.dropped)
-            .field("job", &self.job)
-            .field("epoch", &self.epoch)
-            .finish()
-    }
-}
-
-impl Driver {
-    /// Forms a team of every node of `cluster` and has each worker load its share of the
-    /// partitions of `manifest` (the driver's copy; workers must hold the same). Unreachable
-    /// nodes are dropped; a node of another build or with other partitions is an error.
-    ///
-    /// The driver runs its links on a runtime of its own: call it from a plain thread, not
-    /// from inside a tokio runtime.
-    pub fn connect(
-        cluster: Cluster,
-        secret: Secret,
-        options: Options,
-        manifest: Manifest,
-    ) -> Result<Self, DriverError> {
+impl Crew {
+    fn new(cluster: Cluster, secret: Secret) -> Result<Self, DriverError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("vocab-driver")
@@ -253,72 +236,19 @@ impl Driver {
             .build()
             .map_err(DriverError::Runtime)?;
         let members = cluster.chain_nodes().map(|n| n.name.clone()).collect();
-        let plan = BroadcastPlan {
-            algorithm: options.algorithm,
-            chunk: cluster.settings.chunk_size,
-            chains: cluster.settings.chains,
-        };
-        let options = spmd::Options {
-            dir: options.dir,
-            plan,
-            stage1: options.stage1,
-            kernel: options.kernel,
-            // Ranks follow the cluster file's chain order already.
-            racks: BTreeMap::new(),
-            root_maps: false,
-        };
-        let mut driver = Self {
+        Ok(Self {
             runtime,
             cluster,
             secret,
-            options,
-            manifest,
             members,
             dropped: Vec::new(),
             job: rand::random::<u64>() >> 1,
             epoch: 0,
-            root: None,
-            scale: 0,
-        };
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            match driver.start() {
-                Ok(()) => return Ok(driver),
-                Err(Attempt::Fatal(e)) => return Err(e),
-                Err(Attempt::Retry(f)) => {
-                    if attempts > driver.cluster.settings.retries {
-                        return Err(DriverError::Failed {
-                            iteration: 0,
-                            attempts,
-                            node: f.node,
-                            reason: f.reason,
-                        });
-                    }
-                    driver.drop_dead()?;
-                }
-            }
-        }
+        })
     }
 
-    /// The fixed-point scale of the partial sums (from the workers' data).
-    pub fn scale(&self) -> i32 {
-        self.scale
-    }
-
-    /// Current members, in chain (and range) order.
-    pub fn members(&self) -> Vec<String> {
-        self.members.clone()
-    }
-
-    /// Members dropped so far.
-    pub fn dropped(&self) -> &[String] {
-        &self.dropped
-    }
-
-    /// Forms a team of the current members and loads the job on it.
-    fn start(&mut self) -> Result<(), Attempt> {
-        self.root = None;
+    /// Forms a team of the driver and the live workers under a new epoch.
+    fn form(&mut self) -> Result<TcpTransport, Attempt> {
         self.epoch += 1;
         let formed = self.runtime.block_on(form(
             &self.cluster,
@@ -328,33 +258,12 @@ impl Driver {
             self.job,
             self.epoch,
         ));
-        let transport = match formed {
-            Ok(t) => t,
-            Err(FormError::Refused { node, reason }) => {
-                return Err(Attempt::Fatal(DriverError::Refused { node, reason }));
+        formed.map_err(|e| match e {
+            FormError::Refused { node, reason } => {
+                Attempt::Fatal(DriverError::Refused { node, reason })
             }
-            Err(FormError::Unreachable { node, reason }) => {
-                return Err(Attempt::Retry(Failure { node, reason }));
-            }
-        };
-        let names = transport.names().to_vec();
-        let started = spmd::hello(&transport).and_then(|members| {
-            Root::start(
-                Box::new(transport),
-                &members,
-                self.options.clone(),
-                self.manifest.clone(),
-                self.job,
-            )
-        });
-        match started {
-            Ok(root) => {
-                self.scale = root.scale();
-                self.root = Some(root);
-                Ok(())
-            }
-            Err(e) => Err(classify(e, &names)),
-        }
+            FormError::Unreachable { node, reason } => Attempt::Retry(Failure { node, reason }),
+        })
     }
 
     /// Pings every member and drops the ones that do not answer.
@@ -390,6 +299,191 @@ impl Driver {
         Ok(())
     }
 
+    /// Runs `work` on the session in `session`, started by `start` on a new team when there
+    /// is none, until it succeeds, fails for good, or the cluster's retries run out. After a
+    /// failure the session is dropped (its links close, so every worker leaves the team), the
+    /// silent members are dropped, and the next attempt starts on a new team. `what` names the
+    /// work in errors.
+    fn recover<S, T>(
+        &mut self,
+        what: &str,
+        session: &mut Option<S>,
+        mut start: impl FnMut(TcpTransport) -> Result<S, Attempt>,
+        mut work: impl FnMut(&mut S) -> Result<T, EngineError>,
+    ) -> Result<Recovered<T>, DriverError> {
+        let dropped_before = self.dropped.len();
+        let mut failures = Vec::new();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let names: Vec<String> = std::iter::once(DRIVER.to_string())
+                .chain(self.members.iter().cloned())
+                .collect();
+            if session.is_none() {
+                *session = match self.form().and_then(&mut start) {
+                    Ok(s) => Some(s),
+                    Err(Attempt::Fatal(e)) => return Err(e),
+                    Err(Attempt::Retry(f)) => {
+                        self.failed(what, attempts, f, &mut failures)?;
+                        continue;
+                    }
+                };
+            }
+            let Some(s) = session.as_mut() else { continue };
+            match work(s).map_err(|e| classify(e, &names)) {
+                Ok(value) => {
+                    return Ok(Recovered {
+                        value,
+                        attempts,
+                        dropped: self.dropped[dropped_before..].to_vec(),
+                        failures,
+                    });
+                }
+                Err(Attempt::Fatal(e)) => return Err(e),
+                Err(Attempt::Retry(f)) => {
+                    *session = None;
+                    self.failed(what, attempts, f, &mut failures)?;
+                }
+            }
+        }
+    }
+
+    /// Books a failed attempt: backs off, drops the members that do not answer a ping, and
+    /// gives up when the retries are spent. The driver sees only its own links, so the member
+    /// that reported a failure may be the neighbour of the one that died: a member that does
+    /// not answer is named instead.
+    fn failed(
+        &mut self,
+        what: &str,
+        attempts: u32,
+        f: Failure,
+        failures: &mut Vec<String>,
+    ) -> Result<(), DriverError> {
+        failures.push(format!("{}: {}", f.node, f.reason));
+        std::thread::sleep(Duration::from_millis(50 << (attempts - 1).min(6)));
+        let before = self.dropped.len();
+        let alive = self.drop_dead();
+        if attempts > self.cluster.settings.retries {
+            let (node, reason) = match self.dropped.get(before) {
+                Some(dead) if *dead != f.node => (
+                    dead.clone(),
+                    format!("it does not answer; {} reported: {}", f.node, f.reason),
+                ),
+                _ => (f.node, f.reason),
+            };
+            return Err(DriverError::Failed {
+                what: what.to_string(),
+                attempts,
+                node,
+                reason,
+            });
+        }
+        alive
+    }
+}
+
+/// A connected driver with its members' partitions loaded.
+pub struct Driver {
+    crew: Crew,
+    options: spmd::Options,
+    manifest: Manifest,
+    /// The SPMD root on the current team; `None` after a failure until a new team forms.
+    root: Option<Root<'static>>,
+    scale: i32,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("members", &self.crew.members)
+            .field("dropped", &self.crew.dropped)
+            .field("job", &self.crew.job)
+            .field("epoch", &self.crew.epoch)
+            .finish()
+    }
+}
+
+/// Starts the k-means job on a new team: every member's hello, then the load.
+fn start_job(
+    transport: TcpTransport,
+    options: &spmd::Options,
+    manifest: &Manifest,
+    job: u64,
+) -> Result<Root<'static>, Attempt> {
+    let names = transport.names().to_vec();
+    spmd::hello(&transport)
+        .and_then(|members| {
+            Root::start(
+                Box::new(transport),
+                &members,
+                options.clone(),
+                manifest.clone(),
+                job,
+            )
+        })
+        .map_err(|e| classify(e, &names))
+}
+
+impl Driver {
+    /// Forms a team of every node of `cluster` and has each worker load its share of the
+    /// partitions of `manifest` (the driver's copy; workers must hold the same). Unreachable
+    /// nodes are dropped; a node of another build or with other partitions is an error.
+    ///
+    /// The driver runs its links on a runtime of its own: call it from a plain thread, not
+    /// from inside a tokio runtime.
+    pub fn connect(
+        cluster: Cluster,
+        secret: Secret,
+        options: Options,
+        manifest: Manifest,
+    ) -> Result<Self, DriverError> {
+        let plan = BroadcastPlan {
+            algorithm: options.algorithm,
+            chunk: cluster.settings.chunk_size,
+            chains: cluster.settings.chains,
+        };
+        let options = spmd::Options {
+            dir: options.dir,
+            plan,
+            stage1: options.stage1,
+            kernel: options.kernel,
+            // Ranks follow the cluster file's chain order already.
+            racks: BTreeMap::new(),
+            root_maps: false,
+        };
+        let mut driver = Self {
+            crew: Crew::new(cluster, secret)?,
+            options,
+            manifest,
+            root: None,
+            scale: 0,
+        };
+        let (options, manifest, job) = (&driver.options, &driver.manifest, driver.crew.job);
+        driver.crew.recover(
+            "starting the job",
+            &mut driver.root,
+            |t| start_job(t, options, manifest, job),
+            |_| Ok(()),
+        )?;
+        driver.scale = driver.root.as_ref().map_or(0, Root::scale);
+        Ok(driver)
+    }
+
+    /// The fixed-point scale of the partial sums (from the workers' data).
+    pub fn scale(&self) -> i32 {
+        self.scale
+    }
+
+    /// Current members, in chain (and range) order.
+    pub fn members(&self) -> Vec<String> {
+        self.crew.members.clone()
+    }
+
+    /// Members dropped so far.
+    pub fn dropped(&self) -> &[String] {
+        &self.crew.dropped
+    }
+
     /// Runs iterations from `state` until `params.max_iter` or convergence, as
     /// `vocab_pipeline::kmeans::fit` does on one node (same update, same stopping rule).
     /// `on_iteration` sees every new state with its report; an error from it stops the run.
@@ -414,60 +508,20 @@ impl Driver {
         iteration: u64,
         centroids: &Centroids,
     ) -> Result<StepResult, DriverError> {
-        let dropped_before = self.dropped.len();
-        let mut failures = Vec::new();
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let outcome = match self.root.as_mut() {
-                Some(root) => {
-                    let names: Vec<String> = std::iter::once(DRIVER.to_string())
-                        .chain(self.members.iter().cloned())
-                        .collect();
-                    root.step(iteration, centroids)
-                        .map_err(|e| classify(e, &names))
-                }
-                None => self.start().and_then(|()| match self.root.as_mut() {
-                    Some(root) => {
-                        let names: Vec<String> = std::iter::once(DRIVER.to_string())
-                            .chain(self.members.iter().cloned())
-                            .collect();
-                        root.step(iteration, centroids)
-                            .map_err(|e| classify(e, &names))
-                    }
-                    None => Err(Attempt::Retry(Failure {
-                        node: DRIVER.into(),
-                        reason: "no team".into(),
-                    })),
-                }),
-            };
-            match outcome {
-                Ok(mut result) => {
-                    // Members that mapped: the workers (the team counts the driver too).
-                    result.report.workers = self.members.len();
-                    result.report.attempts = attempts;
-                    result.report.dropped = self.dropped[dropped_before..].to_vec();
-                    result.report.failures = failures;
-                    return Ok(result);
-                }
-                Err(Attempt::Fatal(e)) => return Err(e),
-                Err(Attempt::Retry(f)) => {
-                    // The team is lost: dropping it closes its links, so every worker leaves it.
-                    self.root = None;
-                    failures.push(format!("{}: {}", f.node, f.reason));
-                    if attempts > self.cluster.settings.retries {
-                        return Err(DriverError::Failed {
-                            iteration,
-                            attempts,
-                            node: f.node,
-                            reason: f.reason,
-                        });
-                    }
-                    std::thread::sleep(Duration::from_millis(50 << (attempts - 1).min(6)));
-                    self.drop_dead()?;
-                }
-            }
-        }
+        let (options, manifest, job) = (&self.options, &self.manifest, self.crew.job);
+        let done = self.crew.recover(
+            &format!("iteration {iteration}"),
+            &mut self.root,
+            |t| start_job(t, options, manifest, job),
+            |root| root.step(iteration, centroids),
+        )?;
+        let mut result = done.value;
+        // Members that mapped: the workers (the team counts the driver too).
+        result.report.workers = self.crew.members.len();
+        result.report.attempts = done.attempts;
+        result.report.dropped = done.dropped;
+        result.report.failures = done.failures;
+        Ok(result)
     }
 }
 
@@ -476,6 +530,99 @@ impl Drop for Driver {
         // Let the workers leave the team at once instead of noticing the closed links.
         if let Some(root) = self.root.take() {
             let _ = spmd::exit(root.transport());
+        }
+    }
+}
+
+/// What a broadcast of [`Broadcaster`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BroadcastReport {
+    /// Seconds of the attempt that succeeded, from the command to the last checked copy.
+    pub seconds: f64,
+    /// Nodes dropped because they were dead.
+    pub dropped: Vec<String>,
+    /// Attempts made (1 when nothing failed).
+    pub attempts: u32,
+    /// Workers that hold the message.
+    pub nodes: usize,
+}
+
+/// The daemons' broadcast benchmark: a team of the driver and the workers on which the
+/// driver broadcasts messages with the collectives of k-means, every copy checked by its
+/// CRC-32, with the same recovery as [`Driver`].
+pub struct Broadcaster {
+    crew: Crew,
+    transport: Option<TcpTransport>,
+}
+
+impl std::fmt::Debug for Broadcaster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broadcaster")
+            .field("members", &self.crew.members)
+            .finish()
+    }
+}
+
+/// Starts a team for broadcasts: every member's hello.
+fn start_plain(transport: TcpTransport) -> Result<TcpTransport, Attempt> {
+    let names = transport.names().to_vec();
+    match spmd::hello(&transport) {
+        Ok(_) => Ok(transport),
+        Err(e) => Err(classify(e, &names)),
+    }
+}
+
+impl Broadcaster {
+    /// Forms a team of every node of `cluster` (unreachable nodes are dropped).
+    pub fn connect(cluster: Cluster, secret: Secret) -> Result<Self, DriverError> {
+        let mut b = Self {
+            crew: Crew::new(cluster, secret)?,
+            transport: None,
+        };
+        b.crew.recover(
+            "forming the team",
+            &mut b.transport,
+            start_plain,
+            |_| Ok(()),
+        )?;
+        Ok(b)
+    }
+
+    /// Members dropped so far.
+    pub fn dropped(&self) -> &[String] {
+        &self.crew.dropped
+    }
+
+    /// Broadcasts `data` to every worker by `algorithm` (chunks and chains from the cluster
+    /// file); a member lost on the way is dropped and the broadcast redone.
+    pub fn broadcast(
+        &mut self,
+        data: &[u8],
+        algorithm: Algorithm,
+    ) -> Result<BroadcastReport, DriverError> {
+        let plan = BroadcastPlan {
+            algorithm,
+            chunk: self.crew.cluster.settings.chunk_size,
+            chains: self.crew.cluster.settings.chains,
+        };
+        let done = self
+            .crew
+            .recover("broadcast", &mut self.transport, start_plain, |t| {
+                spmd::broadcast_checked(t, plan, data)
+            })?;
+        Ok(BroadcastReport {
+            seconds: done.value,
+            dropped: done.dropped,
+            attempts: done.attempts,
+            nodes: self.crew.members.len(),
+        })
+    }
+}
+
+impl Drop for Broadcaster {
+    fn drop(&mut self) {
+        if let Some(t) = self.transport.take() {
+            let _ = spmd::exit(&t);
         }
     }
 }
@@ -712,5 +859,74 @@ mod tests {
             text.contains(&manifest.partitions[1].file) && text.contains("checksum"),
             "{text}"
         );
+    }
+
+    fn message(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 31 % 251) as u8).collect()
+    }
+
+    #[test]
+    fn every_algorithm_delivers_the_whole_message_to_every_worker() {
+        let rt = runtime();
+        let settings = "chunk_size = 65536\nchains = 3\nretries = 2\n";
+        let (cluster, _workers) = rt.block_on(crate::worker::start_workers(5, 2, settings, SECRET));
+        let mut b = Broadcaster::connect(cluster, Secret::from_bytes(SECRET)).expect("connect");
+        for (i, algorithm) in [
+            Algorithm::Chain,
+            Algorithm::Simple,
+            Algorithm::Mst,
+            Algorithm::MultiChain,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            // Every copy is checked by its CRC at the root: a report means all arrived whole.
+            let report = b
+                .broadcast(&message(1_000_003 + i), algorithm)
+                .expect("broadcast");
+            assert_eq!(
+                (report.nodes, report.attempts, report.dropped.len()),
+                (5, 1, 0),
+                "{algorithm:?}"
+            );
+        }
+        // An empty message is a message too.
+        b.broadcast(&[], Algorithm::Chain).expect("empty");
+    }
+
+    #[test]
+    fn a_dead_worker_is_dropped_or_without_retries_named() {
+        let rt = runtime();
+        let dead = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr");
+        let settings = format!(
+            "chunk_size = 65536\nretries = 2\nconnect_timeout_ms = 500\n\
+             [[nodes]]\nname = \"ghost\"\naddress = \"{dead}\"\nrack = \"r0\"\n"
+        );
+        let (cluster, _workers) =
+            rt.block_on(crate::worker::start_workers(3, 1, &settings, SECRET));
+        let mut b =
+            Broadcaster::connect(cluster.clone(), Secret::from_bytes(SECRET)).expect("connect");
+        assert_eq!(b.dropped(), ["ghost".to_string()]);
+        let report = b
+            .broadcast(&message(300_000), Algorithm::Chain)
+            .expect("broadcast");
+        assert_eq!(report.nodes, 3);
+        // Without retries the same fault is an error naming the node.
+        let mut strict = cluster.clone();
+        strict.settings.retries = 0;
+        let err = Broadcaster::connect(strict, Secret::from_bytes(SECRET)).expect_err("strict");
+        assert!(err.to_string().contains("ghost"), "{err}");
+    }
+
+    #[test]
+    fn a_driver_with_the_wrong_secret_cannot_form_a_team() {
+        let rt = runtime();
+        let (cluster, _workers) = workers(&rt, 2);
+        let outsider = Secret::from_bytes(b"not-the-cluster-secret!!".to_vec());
+        let err = Broadcaster::connect(cluster, outsider).expect_err("refused");
+        assert!(err.to_string().contains("w0"), "{err}");
     }
 }

@@ -97,33 +97,12 @@ pub enum Frame {
         /// The ping's sequence number.
         seq: u64,
     },
-    /// A piece of a broadcast message.
-    Chunk {
-        /// Broadcast id.
-        id: u64,
-        /// Offset of `data` in the message.
-        offset: u64,
-        /// Length of the whole message.
-        total: u64,
-        /// The bytes.
-        data: Bytes,
-    },
-    /// A node holds a whole broadcast with this checksum.
-    Ack {
-        /// Broadcast id.
-        id: u64,
-        /// CRC-32 of the whole message.
-        checksum: u32,
-    },
     /// The peer reports an error and will close.
     Error {
         /// Message.
         message: String,
     },
-    /// Opens a broadcast stream: the slice that follows in chunks, and where it goes next.
-    Begin(Begin),
-    /// A control message of distributed jobs (JSON; see `crate::messages`). Bulk data that
-    /// belongs to it follows as [`Frame::Chunk`]s.
+    /// A control message of the daemons (JSON; see `crate::messages`).
     Control(Bytes),
     /// A message of a team's transport (`crate::transport::tcp`): a piece of the bytes one
     /// member sends another with `tag`.
@@ -133,40 +112,7 @@ pub enum Frame {
         /// The bytes.
         data: Bytes,
     },
-    /// A forwarding node could not deliver to `node`; the broadcast failed there.
-    Failed {
-        /// Broadcast id.
-        id: u64,
-        /// The node that is unreachable or broke off.
-        node: String,
-        /// What happened.
-        reason: String,
-    },
 }
-
-/// The header of a broadcast stream ([`Frame::Begin`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Begin {
-    /// Broadcast id.
-    pub id: u64,
-    /// How the receiver forwards: [`ROUTE_CHAIN`] or [`ROUTE_TREE`].
-    pub route: u8,
-    /// Offset of the slice in the whole message.
-    pub offset: u64,
-    /// Length of the slice.
-    pub len: u64,
-    /// Length of the whole message.
-    pub total: u64,
-    /// CRC-32 of the slice.
-    pub checksum: u32,
-    /// Nodes (by name) the receiver is responsible for forwarding to.
-    pub hops: Vec<String>,
-}
-
-/// [`Frame::Begin`] route: forward each chunk to `hops[0]` at once, which forwards to the rest.
-pub const ROUTE_CHAIN: u8 = 1;
-/// [`Frame::Begin`] route: receive the whole slice, then send it to binomial-tree children.
-pub const ROUTE_TREE: u8 = 2;
 
 const HELLO: u8 = 1;
 const CHALLENGE: u8 = 2;
@@ -174,13 +120,9 @@ const RESPONSE: u8 = 3;
 const WELCOME: u8 = 4;
 const PING: u8 = 5;
 const PONG: u8 = 6;
-const CHUNK: u8 = 7;
-const ACK: u8 = 8;
-const ERROR: u8 = 9;
-const BEGIN: u8 = 10;
-const FAILED: u8 = 11;
-const CONTROL: u8 = 12;
-const DATA: u8 = 13;
+const ERROR: u8 = 7;
+const CONTROL: u8 = 8;
+const DATA: u8 = 9;
 
 /// A validated frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,13 +146,9 @@ impl Frame {
             Self::Welcome => ("welcome", 0),
             Self::Ping { .. } => ("ping", 0),
             Self::Pong { .. } => ("pong", 0),
-            Self::Chunk { data, .. } => ("chunk", data.len()),
-            Self::Ack { .. } => ("ack", 0),
             Self::Error { message } => ("error", message.len()),
-            Self::Begin(b) => ("begin", b.hops.len()),
             Self::Control(body) => ("control", body.len()),
             Self::Data { data, .. } => ("data", data.len()),
-            Self::Failed { reason, .. } => ("failed", reason.len()),
         };
         if bytes == 0 {
             format!("a {name} frame")
@@ -227,11 +165,7 @@ impl Frame {
             Self::Welcome => WELCOME,
             Self::Ping { .. } => PING,
             Self::Pong { .. } => PONG,
-            Self::Chunk { .. } => CHUNK,
-            Self::Ack { .. } => ACK,
             Self::Error { .. } => ERROR,
-            Self::Begin(_) => BEGIN,
-            Self::Failed { .. } => FAILED,
             Self::Control(_) => CONTROL,
             Self::Data { .. } => DATA,
         }
@@ -301,47 +235,7 @@ impl Frame {
             Self::Response { proof } => out.put_slice(proof),
             Self::Welcome => {}
             Self::Ping { seq } | Self::Pong { seq } => out.put_u64_le(*seq),
-            Self::Chunk {
-                id,
-                offset,
-                total,
-                data,
-            } => {
-                out.put_u64_le(*id);
-                out.put_u64_le(*offset);
-                out.put_u64_le(*total);
-                out.put_slice(data);
-            }
-            Self::Ack { id, checksum } => {
-                out.put_u64_le(*id);
-                out.put_u32_le(*checksum);
-            }
             Self::Error { message } => put_str(out, message),
-            Self::Begin(Begin {
-                id,
-                route,
-                offset,
-                len,
-                total,
-                checksum,
-                hops,
-            }) => {
-                out.put_u64_le(*id);
-                out.put_u8(*route);
-                out.put_u64_le(*offset);
-                out.put_u64_le(*len);
-                out.put_u64_le(*total);
-                out.put_u32_le(*checksum);
-                out.put_u32_le(hops.len() as u32);
-                for hop in hops {
-                    put_str(out, hop);
-                }
-            }
-            Self::Failed { id, node, reason } => {
-                out.put_u64_le(*id);
-                put_str(out, node);
-                put_str(out, reason);
-            }
             Self::Control(payload) => out.put_slice(payload),
             Self::Data { tag, data } => {
                 out.put_u16_le(*tag);
@@ -382,10 +276,6 @@ fn decode_payload(kind: u8, mut p: &[u8]) -> Result<Frame, FrameError> {
         WELCOME => "welcome",
         PING => "ping",
         PONG => "pong",
-        CHUNK => "chunk",
-        ACK => "ack",
-        BEGIN => "begin",
-        FAILED => "failed",
         CONTROL => "control",
         DATA => "data",
         _ => "error",
@@ -445,60 +335,6 @@ fn decode_payload(kind: u8, mut p: &[u8]) -> Result<Frame, FrameError> {
                 Frame::Pong { seq }
             }
         }
-        CHUNK => {
-            need(p, 24)?;
-            let (id, offset, total) = (p.get_u64_le(), p.get_u64_le(), p.get_u64_le());
-            let data = Bytes::copy_from_slice(p);
-            p = &[];
-            if offset
-                .checked_add(data.len() as u64)
-                .is_none_or(|end| end > total)
-            {
-                return Err(short("chunk extends past the message"));
-            }
-            Frame::Chunk {
-                id,
-                offset,
-                total,
-                data,
-            }
-        }
-        ACK => {
-            need(p, 12)?;
-            Frame::Ack {
-                id: p.get_u64_le(),
-                checksum: p.get_u32_le(),
-            }
-        }
-        BEGIN => {
-            need(p, 8 + 1 + 24 + 4 + 4)?;
-            let (id, route) = (p.get_u64_le(), p.get_u8());
-            let (offset, len, total) = (p.get_u64_le(), p.get_u64_le(), p.get_u64_le());
-            let (checksum, n) = (p.get_u32_le(), p.get_u32_le() as usize);
-            if route != ROUTE_CHAIN && route != ROUTE_TREE {
-                return Err(short("unknown route"));
-            }
-            if offset.checked_add(len).is_none_or(|end| end > total) {
-                return Err(short("slice extends past the message"));
-            }
-            // Each hop takes at least its 2-byte length: bounds the allocation by the payload.
-            if n > p.remaining() / 2 {
-                return Err(short("more hops than the payload holds"));
-            }
-            let mut hops = Vec::with_capacity(n);
-            for _ in 0..n {
-                hops.push(take_str(&mut p)?);
-            }
-            Frame::Begin(Begin {
-                id,
-                route,
-                offset,
-                len,
-                total,
-                checksum,
-                hops,
-            })
-        }
         CONTROL => {
             let payload = Bytes::copy_from_slice(p);
             p = &[];
@@ -510,16 +346,6 @@ fn decode_payload(kind: u8, mut p: &[u8]) -> Result<Frame, FrameError> {
             let data = Bytes::copy_from_slice(p);
             p = &[];
             Frame::Data { tag, data }
-        }
-        FAILED => {
-            need(p, 8)?;
-            let id = p.get_u64_le();
-            let node = take_str(&mut p)?;
-            Frame::Failed {
-                id,
-                node,
-                reason: take_str(&mut p)?,
-            }
         }
         _ => Frame::Error {
             message: take_str(&mut p)?,
@@ -551,47 +377,7 @@ mod tests {
             Just(Frame::Welcome),
             any::<u64>().prop_map(|seq| Frame::Ping { seq }),
             any::<u64>().prop_map(|seq| Frame::Pong { seq }),
-            (
-                any::<u64>(),
-                0u64..1000,
-                proptest::collection::vec(any::<u8>(), 0..300)
-            )
-                .prop_map(|(id, offset, data)| {
-                    let total = offset + data.len() as u64 + 5;
-                    Frame::Chunk {
-                        id,
-                        offset,
-                        total,
-                        data: Bytes::from(data),
-                    }
-                }),
-            (any::<u64>(), any::<u32>()).prop_map(|(id, checksum)| Frame::Ack { id, checksum }),
             ".{0,60}".prop_map(|message| Frame::Error { message }),
-            (
-                any::<u64>(),
-                1u8..=2,
-                0u64..100,
-                0u64..100,
-                0u64..100,
-                any::<u32>(),
-                proptest::collection::vec("[a-z0-9]{1,8}", 0..6)
-            )
-                .prop_map(|(id, route, offset, len, extra, checksum, hops)| {
-                    Frame::Begin(Begin {
-                        id,
-                        route,
-                        offset,
-                        len,
-                        total: offset + len + extra,
-                        checksum,
-                        hops,
-                    })
-                }),
-            (any::<u64>(), ".{0,10}", ".{0,30}").prop_map(|(id, node, reason)| Frame::Failed {
-                id,
-                node,
-                reason
-            }),
             proptest::collection::vec(any::<u8>(), 0..100)
                 .prop_map(|p| Frame::Control(Bytes::from(p))),
             (any::<u16>(), proptest::collection::vec(any::<u8>(), 0..100)).prop_map(|(tag, p)| {
@@ -622,7 +408,7 @@ mod tests {
         }
 
         #[test]
-        fn random_payloads_behind_a_valid_header_never_panic(kind in 1u8..=13, payload in proptest::collection::vec(any::<u8>(), 0..80)) {
+        fn random_payloads_behind_a_valid_header_never_panic(kind in 1u8..=DATA, payload in proptest::collection::vec(any::<u8>(), 0..80)) {
             let mut buf = BytesMut::new();
             buf.put_slice(&MAGIC);
             buf.put_u8(PROTOCOL_VERSION);
@@ -652,7 +438,7 @@ mod tests {
         let mut header = BytesMut::new();
         header.put_slice(&MAGIC);
         header.put_u8(PROTOCOL_VERSION);
-        header.put_u8(CHUNK);
+        header.put_u8(DATA);
         header.put_u32_le(u32::MAX);
         header.put_u32_le(0);
         assert_eq!(

@@ -8,7 +8,6 @@
 
 pub mod aggregate;
 pub mod auth;
-pub mod broadcast;
 pub mod collective;
 pub mod config;
 pub mod connection;

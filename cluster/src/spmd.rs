@@ -26,7 +26,7 @@ use vocab_pipeline::kmeans::{Centroids, Kernel, Params, State, fixed_scale};
 use vocab_pipeline::partition::{Manifest, read_manifest};
 
 use crate::aggregate::{place_result, range_of, result_len};
-use crate::broadcast::Algorithm;
+use crate::collective::Algorithm;
 use crate::collective::{
     BroadcastPlan, CollectiveError, MAX_CONTROL, Team, broadcast, broadcast_message, gather,
     reduce_ranges,
@@ -107,6 +107,14 @@ enum Command {
         scale: i32,
         stage1: bool,
         int8: bool,
+        algorithm: String,
+        chunk: u64,
+        chains: u64,
+    },
+    /// Receive a broadcast of `bytes` from the root (in rank order) and answer its CRC-32:
+    /// the broadcast benchmark of the daemons ([`broadcast_checked`]).
+    Broadcast {
+        bytes: u64,
         algorithm: String,
         chunk: u64,
         chains: u64,
@@ -236,6 +244,18 @@ struct Loaded {
     root_maps: bool,
 }
 
+/// The broadcast plan a command names.
+fn plan_of(algorithm: &str, chunk: u64, chains: u64) -> Result<BroadcastPlan, EngineError> {
+    Ok(BroadcastPlan {
+        algorithm: Algorithm::from_name(algorithm).ok_or_else(|| EngineError::Malformed {
+            rank: 0,
+            reason: format!("unknown broadcast algorithm {algorithm}"),
+        })?,
+        chunk: usize::try_from(chunk).unwrap_or(usize::MAX),
+        chains: usize::try_from(chains).unwrap_or(usize::MAX),
+    })
+}
+
 /// A member's part of one iteration: the centroid broadcast, map, stage 1 and stage 2; returns
 /// the stage-3 piece (statistics, then the reduced range's counts and means).
 fn member_step(
@@ -274,14 +294,7 @@ fn member_step(
             want: k.saturating_mul(dims),
         });
     };
-    let plan = BroadcastPlan {
-        algorithm: Algorithm::from_name(algorithm).ok_or_else(|| EngineError::Malformed {
-            rank: 0,
-            reason: format!("unknown broadcast algorithm {algorithm}"),
-        })?,
-        chunk: chunk as usize,
-        chains: chains as usize,
-    };
+    let plan = plan_of(algorithm, chunk, chains)?;
     let mut bytes = match centroids {
         Some(c) => c.as_slice().iter().flat_map(|v| v.to_le_bytes()).collect(),
         None => vec![0u8; values * 4],
@@ -444,6 +457,24 @@ pub fn serve_cached(
                 )?;
                 gather(&team, &piece, MAX_STEP_BYTES)?;
             }
+            Command::Broadcast {
+                bytes,
+                ref algorithm,
+                chunk,
+                chains,
+            } => {
+                let plan = plan_of(algorithm, chunk, chains)?;
+                if bytes > MAX_STEP_BYTES {
+                    return Err(EngineError::Shape {
+                        got: usize::try_from(bytes).unwrap_or(usize::MAX),
+                        want: MAX_STEP_BYTES as usize,
+                    });
+                }
+                let mut data = vec![0u8; bytes as usize];
+                broadcast(&control, plan, &mut data)?;
+                let crc = crc32fast::hash(&data);
+                gather(&control, &crc.to_le_bytes(), 4)?;
+            }
             Command::Exit => return Ok(()),
         }
     }
@@ -522,6 +553,38 @@ pub fn hello(transport: &dyn Transport) -> Result<Members, EngineError> {
         hosts.push(hello.host);
     }
     Ok(Members { hosts })
+}
+
+/// Broadcasts `data` from the root to every member (in rank order) with `plan`, and checks
+/// every member's copy by its CRC-32; returns the seconds from the command to the last check.
+/// Members must be in [`serve`].
+pub fn broadcast_checked(
+    transport: &dyn Transport,
+    plan: BroadcastPlan,
+    data: &[u8],
+) -> Result<f64, EngineError> {
+    let started = Instant::now();
+    let control = Team::ranks(transport);
+    let command = Command::Broadcast {
+        bytes: data.len() as u64,
+        algorithm: plan.algorithm.name().into(),
+        chunk: plan.chunk as u64,
+        chains: plan.chains as u64,
+    };
+    broadcast_message(&control, Some(&encode(&command)))?;
+    let mut copy = data.to_vec();
+    broadcast(&control, plan, &mut copy)?;
+    let want = crc32fast::hash(data);
+    let crcs = gather(&control, &want.to_le_bytes(), 4)?.unwrap_or_default();
+    for (rank, crc) in crcs.iter().enumerate() {
+        if crc.as_slice() != want.to_le_bytes() {
+            return Err(EngineError::Malformed {
+                rank,
+                reason: format!("its copy of the broadcast has CRC {crc:02x?}, not {want:08x}"),
+            });
+        }
+    }
+    Ok(started.elapsed().as_secs_f64())
 }
 
 /// Tells every member to leave [`serve`].

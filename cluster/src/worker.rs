@@ -1,40 +1,28 @@
-//! The worker daemon: accepts authenticated connections, answers pings, receives, stores and
-//! forwards broadcasts, and serves the jobs of drivers: a [`Message::Join`] makes it a member of
-//! a team (`crate::transport::tcp::team`), which it then serves with the SPMD engine
-//! (`crate::spmd::serve_cached`) on a thread of its own until the driver ends the job or the
-//! team breaks. The partitions of the last job stay cached for the next team of that job.
+//! The worker daemon: accepts authenticated connections, answers pings, and serves the jobs of
+//! drivers. A [`Message::Join`] makes it a member of a team (`crate::transport::tcp::team`),
+//! which it then serves with the SPMD engine (`crate::spmd::serve_cached`: k-means steps,
+//! broadcasts) on a thread of its own until the driver ends the job or the team breaks; a
+//! [`Message::Link`] from another worker is filed for the team it belongs to. The partitions
+//! of the last job stay cached for the next team of that job.
 //!
-//! Each connection is one task; a broadcast stream on it (`Begin` then chunks) is received into a
-//! preallocated buffer while a second task forwards the chunks to the successor (chain route), or
-//! is sent on to binomial-tree children once complete (tree route). The node answers upstream
-//! with `Ack` once its copy's checksum matches and everything downstream acknowledged, or with
-//! `Failed` naming the node where delivery broke.
+//! Each connection is one task until it is handed to a team. Before authentication a
+//! connection has a small frame limit, a deadline, and a slot in a bounded pool of handshakes.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Mutex, mpsc};
 
 use crate::auth::{Secret, server_handshake};
-use crate::broadcast::{Slice, await_ack, deliver, tree_children};
 use crate::config::Cluster;
-use crate::connection::{Connection, ConnectionError};
-use crate::frame::{Begin, Frame, ROUTE_CHAIN, ROUTE_TREE};
+use crate::connection::Connection;
+use crate::frame::Frame;
 use crate::messages::Message;
-use crate::peer::dial_name;
 use crate::share::Share;
 use crate::transport::tcp::team::{self, Forming, Host};
 
-/// Largest broadcast a worker accepts (bounds what an authenticated peer can make it allocate).
-pub const MAX_MESSAGE: u64 = 8 << 30;
-/// Broadcasts a worker keeps (the newest ids).
-const KEEP: usize = 2;
-/// Chunks queued between receiving and forwarding.
-const FORWARD_QUEUE: usize = 16;
 /// Authenticated connections a worker serves at once; further ones wait for a slot.
 const MAX_CONNECTIONS: usize = 256;
 /// Connections in the handshake at once; a new connection that finds them all taken evicts the
@@ -55,17 +43,12 @@ pub const HANDSHAKE_MAX_PAYLOAD: usize = 1024;
 /// Closed connections a worker reports per second (the rest are counted, then summarised).
 const LOG_PER_SECOND: u64 = 10;
 
-/// Broadcast messages by id, and the ids in arrival order.
-type Store = (BTreeMap<u64, Vec<u8>>, VecDeque<u64>);
-
 /// A running worker's identity and state.
 #[derive(Debug)]
 pub struct Worker {
     name: String,
     cluster: Cluster,
     secret: Secret,
-    /// Broadcast messages by id, and the ids in arrival order (the oldest is evicted first).
-    store: Mutex<Store>,
     received: AtomicU64,
     log_window: AtomicU64,
     log_count: AtomicU64,
@@ -80,7 +63,7 @@ pub struct Worker {
 /// Fault injection for tests: ways to make a worker process die on cue.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Faults {
-    /// Exit after receiving this many broadcast bytes.
+    /// Exit after receiving this many bytes of team messages (broadcasts, stage-2 ranges).
     pub exit_after_bytes: Option<u64>,
     /// Exit in the middle of k-means iteration `n`: after the map tasks, before stage 2.
     pub exit_at_step: Option<u64>,
@@ -93,7 +76,6 @@ impl Worker {
             name: name.to_string(),
             cluster,
             secret,
-            store: Mutex::new((BTreeMap::new(), VecDeque::new())),
             received: AtomicU64::new(0),
             log_window: AtomicU64::new(0),
             log_count: AtomicU64::new(0),
@@ -112,11 +94,6 @@ impl Worker {
     /// The cluster the node belongs to.
     pub fn cluster(&self) -> &Cluster {
         &self.cluster
-    }
-
-    /// The stored message `id`, if complete slices of it arrived.
-    pub async fn message(&self, id: u64) -> Option<Vec<u8>> {
-        self.store.lock().await.0.get(&id).cloned()
     }
 
     /// Accepts connections until the listener fails.
@@ -224,11 +201,6 @@ impl Worker {
                     .write_frame(&Frame::Pong { seq })
                     .await
                     .map_err(|e| e.to_string())?,
-                Frame::Begin(begin) => {
-                    self.receive(&mut conn, begin)
-                        .await
-                        .map_err(|e| format!("{peer}: {e}"))?;
-                }
                 Frame::Control(body) => {
                     let message =
                         crate::messages::decode(&body).map_err(|e| format!("{peer}: {e}"))?;
@@ -255,184 +227,6 @@ impl Worker {
             }
         }
         Ok(())
-    }
-
-    async fn receive(
-        &self,
-        upstream: &mut Connection,
-        begin: Begin,
-    ) -> Result<(), ConnectionError> {
-        let Begin {
-            id,
-            route,
-            offset,
-            len,
-            total,
-            checksum,
-            ..
-        } = begin;
-        let hops = &begin.hops;
-        if total > MAX_MESSAGE {
-            let reason = format!("message of {total} bytes exceeds {MAX_MESSAGE}");
-            return upstream
-                .write_frame(&Frame::Failed {
-                    id,
-                    node: self.name.clone(),
-                    reason,
-                })
-                .await;
-        }
-        let deadline = Duration::from_millis(self.cluster.settings.io_timeout_ms);
-        let mut failure: Option<(String, String)> = None;
-        // Chain: connect to the successor first, so chunks can flow on as they arrive.
-        let mut forward = None;
-        if route == ROUTE_CHAIN && !hops.is_empty() {
-            match dial_name(&self.cluster, &hops[0], &self.secret, &self.name).await {
-                Ok(mut down) => {
-                    let next = Frame::Begin(Begin {
-                        hops: hops[1..].to_vec(),
-                        ..begin
-                    });
-                    match down.write_frame(&next).await {
-                        Ok(()) => {
-                            let (tx, mut rx) = mpsc::channel::<Frame>(FORWARD_QUEUE);
-                            let task = tokio::spawn(async move {
-                                while let Some(frame) = rx.recv().await {
-                                    down.write_frame(&frame).await?;
-                                }
-                                Ok::<_, ConnectionError>(down)
-                            });
-                            forward = Some((tx, task));
-                        }
-                        Err(e) => failure = Some((hops[0].clone(), e.to_string())),
-                    }
-                }
-                Err(e) => failure = Some((hops[0].clone(), e.to_string())),
-            }
-        }
-        let mut buf = vec![0u8; len as usize];
-        let mut received = 0u64;
-        while received < len {
-            let frame = match tokio::time::timeout(deadline, upstream.read_frame()).await {
-                Err(_) => return Err(ConnectionError::Io(std::io::ErrorKind::TimedOut.into())),
-                Ok(result) => result?.ok_or(ConnectionError::Reset)?,
-            };
-            let Frame::Chunk {
-                id: cid,
-                offset: at,
-                total: t,
-                data,
-            } = frame
-            else {
-                return Err(ConnectionError::Frame(
-                    crate::frame::FrameError::Malformed {
-                        kind: "chunk",
-                        message: "expected the next chunk of the broadcast",
-                    },
-                ));
-            };
-            if cid != id
-                || t != total
-                || at != offset + received
-                || received + data.len() as u64 > len
-            {
-                return Err(ConnectionError::Frame(
-                    crate::frame::FrameError::Malformed {
-                        kind: "chunk",
-                        message: "chunk out of sequence",
-                    },
-                ));
-            }
-            buf[received as usize..][..data.len()].copy_from_slice(&data);
-            received += data.len() as u64;
-            self.count_and_maybe_exit(data.len() as u64);
-            if let Some((tx, _)) = &forward {
-                if tx
-                    .send(Frame::Chunk {
-                        id,
-                        offset: at,
-                        total,
-                        data,
-                    })
-                    .await
-                    .is_err()
-                    && failure.is_none()
-                {
-                    failure = Some((hops[0].clone(), "connection to it broke".into()));
-                }
-            }
-        }
-        let good = crc32fast::hash(&buf) == checksum;
-        let slice = Slice {
-            id,
-            offset,
-            total,
-            checksum,
-            data: Bytes::from(buf),
-        };
-        if let Some((tx, task)) = forward {
-            drop(tx);
-            match task.await {
-                Ok(Ok(mut down)) => {
-                    let hop_deadline = deadline * (hops.len() as u32);
-                    if let Err(f) = await_ack(&mut down, &hops[0], &slice, hop_deadline).await {
-                        failure.get_or_insert((f.node, f.reason));
-                    }
-                }
-                Ok(Err(e)) => {
-                    failure.get_or_insert((hops[0].clone(), e.to_string()));
-                }
-                Err(e) => {
-                    failure.get_or_insert((hops[0].clone(), e.to_string()));
-                }
-            }
-        }
-        if good && route == ROUTE_TREE && failure.is_none() {
-            for (child, sub) in tree_children(hops) {
-                if let Err(f) = deliver(
-                    &self.cluster,
-                    &self.secret,
-                    &self.name,
-                    &child,
-                    ROUTE_TREE,
-                    &sub,
-                    &slice,
-                )
-                .await
-                {
-                    failure = Some((f.node, f.reason));
-                    break;
-                }
-            }
-        }
-        if good {
-            self.keep(&slice).await;
-        }
-        let reply = match (good, failure) {
-            (false, _) => Frame::Failed {
-                id,
-                node: self.name.clone(),
-                reason: "checksum mismatch".into(),
-            },
-            (true, Some((node, reason))) => Frame::Failed { id, node, reason },
-            (true, None) => Frame::Ack { id, checksum },
-        };
-        upstream.write_frame(&reply).await
-    }
-
-    async fn keep(&self, slice: &Slice) {
-        let mut guard = self.store.lock().await;
-        let (store, order) = &mut *guard;
-        let message = store.entry(slice.id).or_insert_with(|| {
-            order.push_back(slice.id);
-            vec![0u8; slice.total as usize]
-        });
-        message[slice.offset as usize..][..slice.data.len()].copy_from_slice(&slice.data);
-        while order.len() > KEEP {
-            if let Some(old) = order.pop_front() {
-                store.remove(&old);
-            }
-        }
     }
 
     /// Joins the team of a driver's job and serves it on a thread of its own.
@@ -535,7 +329,6 @@ pub(crate) async fn start_workers(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broadcast::{Algorithm, broadcast};
 
     const SECRET: &[u8] = b"test-secret-0123456789";
 
@@ -543,133 +336,6 @@ mod tests {
     async fn start(n: usize, racks: usize, chains: usize) -> (Cluster, Vec<Arc<Worker>>) {
         let settings = format!("chunk_size = 65536\nchains = {chains}\nretries = 2\n");
         start_workers(n, racks, &settings, SECRET).await
-    }
-
-    fn message(len: usize) -> Bytes {
-        Bytes::from((0..len).map(|i| (i * 31 % 251) as u8).collect::<Vec<_>>())
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn every_algorithm_delivers_the_whole_message_to_every_node() {
-        let (cluster, workers) = start(5, 2, 3).await;
-        let secret = Secret::from_bytes(SECRET);
-        for (id, algorithm) in [
-            Algorithm::Chain,
-            Algorithm::Simple,
-            Algorithm::Mst,
-            Algorithm::MultiChain,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let data = message(1_000_003 + id);
-            let report = broadcast(
-                &cluster,
-                &secret,
-                "driver",
-                id as u64,
-                data.clone(),
-                algorithm,
-            )
-            .await
-            .expect("broadcast");
-            assert_eq!(
-                (report.nodes, report.attempts, report.dropped.len()),
-                (5, 1, 0),
-                "{algorithm:?}"
-            );
-            for w in &workers {
-                assert_eq!(
-                    w.message(id as u64).await.as_deref(),
-                    Some(&data[..]),
-                    "{algorithm:?} at {}",
-                    w.name
-                );
-            }
-        }
-        // An empty message is a message too.
-        broadcast(
-            &cluster,
-            &secret,
-            "driver",
-            9,
-            Bytes::new(),
-            Algorithm::Chain,
-        )
-        .await
-        .expect("empty");
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_dead_node_is_dropped_and_the_chain_relinked_or_the_call_fails_naming_it() {
-        let (cluster, workers) = start(3, 1, 1).await;
-        // Add a node nobody listens on, in the middle of the chain.
-        let dead = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind")
-            .local_addr()
-            .expect("addr");
-        let mut text =
-            String::from("[settings]\nchunk_size = 65536\nretries = 2\nconnect_timeout_ms = 500\n");
-        for (i, node) in cluster.nodes.iter().enumerate() {
-            text.push_str(&format!(
-                "[[nodes]]\nname = \"{}\"\naddress = \"{}\"\n",
-                node.name, node.address
-            ));
-            if i == 0 {
-                text.push_str(&format!(
-                    "[[nodes]]\nname = \"ghost\"\naddress = \"{dead}\"\n"
-                ));
-            }
-        }
-        let with_ghost =
-            Cluster::parse(&text, std::path::Path::new("ghost.toml")).expect("cluster");
-        let secret = Secret::from_bytes(SECRET);
-        let data = message(300_000);
-        // Workers resolve hops with their own cluster file, which lacks the ghost: they report it.
-        let report = broadcast(
-            &with_ghost,
-            &secret,
-            "driver",
-            1,
-            data.clone(),
-            Algorithm::Chain,
-        )
-        .await
-        .expect("relinked");
-        assert_eq!(report.dropped, vec!["ghost".to_string()]);
-        assert_eq!(report.nodes, 3);
-        for w in &workers {
-            assert_eq!(w.message(1).await.as_deref(), Some(&data[..]));
-        }
-        // Without retries the same fault is an error naming the node.
-        let strict = Cluster::parse(
-            &text.replace("retries = 2", "retries = 0"),
-            std::path::Path::new("g.toml"),
-        )
-        .expect("c");
-        let err = broadcast(&strict, &secret, "driver", 2, data, Algorithm::Chain)
-            .await
-            .expect_err("no retries");
-        assert!(err.to_string().contains("ghost"), "{err}");
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_root_with_the_wrong_secret_cannot_broadcast() {
-        let (cluster, workers) = start(2, 1, 1).await;
-        let outsider = Secret::from_bytes(b"not-the-cluster-secret!!".to_vec());
-        let err = broadcast(
-            &cluster,
-            &outsider,
-            "intruder",
-            1,
-            message(1000),
-            Algorithm::Chain,
-        )
-        .await
-        .expect_err("refused");
-        assert!(err.to_string().contains("w0"), "{err}");
-        assert!(workers[0].message(1).await.is_none());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -713,14 +379,12 @@ mod tests {
 
     #[test]
     fn frames_describe_themselves_without_their_payload() {
-        let chunk = Frame::Chunk {
-            id: 1,
-            offset: 0,
-            total: 1 << 20,
-            data: Bytes::from(vec![7u8; 1 << 20]),
+        let chunk = Frame::Data {
+            tag: 1,
+            data: bytes::Bytes::from(vec![7u8; 1 << 20]),
         };
         let text = chunk.describe();
-        assert_eq!(text, "a chunk frame (1048576 bytes)");
+        assert_eq!(text, "a data frame (1048576 bytes)");
         assert_eq!(Frame::Welcome.describe(), "a welcome frame");
     }
 }

@@ -326,7 +326,7 @@ impl Transport for TcpTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broadcast::Algorithm;
+    use crate::collective::Algorithm;
     use crate::collective::{BroadcastPlan, Team, broadcast, gather};
     use tokio::net::{TcpListener, TcpStream};
 

@@ -55,6 +55,21 @@ pub enum FormError {
     },
 }
 
+/// Dials `name` as `me` and sends `first` on the new connection.
+async fn open(
+    cluster: &Cluster,
+    secret: &Secret,
+    me: &str,
+    name: &str,
+    first: &Message,
+) -> Result<Connection, String> {
+    let mut conn = dial_name(cluster, name, secret, me)
+        .await
+        .map_err(|e| e.to_string())?;
+    send(&mut conn, first).await.map_err(|e| e.to_string())?;
+    Ok(conn)
+}
+
 /// How long forming may take: dialing, then each member's handshake and answer.
 fn deadline(cluster: &Cluster) -> Duration {
     let s = &cluster.settings;
@@ -94,19 +109,14 @@ pub async fn form(
         );
         set.spawn(async move {
             let result = async {
-                let mut conn = dial_name(&cluster, &name, &secret, &me)
-                    .await
-                    .map_err(|e| FormError::Unreachable {
-                        node: name.clone(),
-                        reason: e.to_string(),
-                    })?;
-                let unreachable = |e: MessageError| FormError::Unreachable {
+                let unreachable = |reason: String| FormError::Unreachable {
                     node: name.clone(),
-                    reason: e.to_string(),
+                    reason,
                 };
-                send(&mut conn, &Message::Join(join))
+                let mut conn = open(&cluster, &secret, &me, &name, &Message::Join(join))
                     .await
                     .map_err(unreachable)?;
+                let unreachable = |e: MessageError| unreachable(e.to_string());
                 match recv(&mut conn, limit).await {
                     Ok(Message::Joined) => Ok(conn),
                     Ok(Message::Unlinked { node, reason }) => {
@@ -347,16 +357,7 @@ pub async fn join(
             name.clone(),
         );
         dials.spawn(async move {
-            let result = async {
-                let mut c = dial_name(&cluster, &name, &secret, &me)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                send(&mut c, &Message::Link(link))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                Ok::<_, String>(c)
-            }
-            .await;
+            let result = open(&cluster, &secret, &me, &name, &Message::Link(link)).await;
             (r, name, result)
         });
     }
