@@ -5,6 +5,7 @@
 //! generator, ...) are checked here and name the key and its line too. `vocab config show`
 //! prints the resolved file with every default filled in.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -161,6 +162,11 @@ pub struct KmeansConfig {
     /// Kernel of the full assignment pass (`vocab kmeans --kernel`); `int8` not with `prune`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub kernel: KernelArg,
+    /// Rack of each host for `--engine mpi` (`[kmeans.racks]`, `"host" = "rack"` lines; the
+    /// `--racks` file overrides it): the chain keeps a rack's ranks together. Hosts not
+    /// listed are racks of their own.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub racks: BTreeMap<String, String>,
 }
 
 /// Default pixel limit of the photo stages, in megapixels.

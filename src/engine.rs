@@ -12,15 +12,19 @@ use vocab_cluster::transport::Transport;
 use crate::cli::Command;
 use crate::progress::Ui;
 
-/// Rank 0's handle on the MPI job: the transport and every rank's host.
+/// Rank 0's handle on the MPI job: the transport, every rank's host, and their racks.
+#[derive(Clone)]
 pub struct Mpi<'a> {
     /// The ranks.
     pub transport: &'a dyn Transport,
     /// Hosts, by rank.
     pub members: Members,
+    /// Host -> rack (`--racks`); empty: every host is a rack of its own.
+    pub racks: BTreeMap<String, String>,
 }
 
 /// Reads a rack map: a TOML file of `"host" = "rack"` lines.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn read_racks(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the rack map {}", path.display()))?;
@@ -72,6 +76,21 @@ pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    let racks = match &command {
+        Command::Kmeans(args) => args.racks.as_deref(),
+        Command::Run(args) => args.racks.as_deref(),
+        _ => None,
+    }
+    .map(read_racks)
+    .transpose();
+    let racks = match racks {
+        Ok(r) => r.unwrap_or_default(),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            let _ = spmd::exit(&transport);
+            return Err(e);
+        }
+    };
     let members = match spmd::hello(&transport) {
         Ok(m) => m,
         Err(e) => {
@@ -82,6 +101,7 @@ pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
     let mpi = Mpi {
         transport: &transport,
         members,
+        racks,
     };
     let result = match &command {
         Command::Kmeans(args) => parse_fault(args.exit_rank_at.as_deref()),

@@ -1,6 +1,5 @@
 //! `vocab partition`, `vocab kmeans` and `vocab datasets synth`.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
@@ -379,9 +378,13 @@ fn run_mpi(
     let dir = std::fs::canonicalize(&args.features)
         .with_context(|| format!("cannot resolve {}", args.features.display()))?;
     let state = first_state(set, params, start)?;
-    let racks = match &args.racks {
-        Some(path) => crate::engine::read_racks(path)?,
-        None => BTreeMap::new(),
+    let racks = mpi.racks.clone();
+    // The chain as `rank@host`, with the host's rack where the map names one.
+    let rack_of = |member: &str| {
+        let host = member.split_once('@').map_or(member, |(_, h)| h);
+        mpi.racks
+            .get(host)
+            .map_or_else(|| member.to_string(), |r| format!("{member} ({r})"))
     };
     let chunk = usize::try_from(args.chunk_size)
         .ok()
@@ -409,10 +412,11 @@ fn run_mpi(
         job,
     )
     .context("starting k-means on the MPI ranks")?;
+    let chain: Vec<String> = root.members().iter().map(|m| rack_of(m)).collect();
     println!(
         "kmeans: on {} MPI ranks (chain {}), broadcast {}, local aggregation {}",
         mpi.transport.size(),
-        root.members().join(", "),
+        chain.join(", "),
         Algorithm::from(args.broadcast).name(),
         if args.no_local_aggregation {
             "off"

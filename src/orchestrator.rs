@@ -507,6 +507,15 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
         !(km.prune && on_mpi),
         "[kmeans] prune runs on the single-process engine only; --engine mpi asks for MPI ranks"
     );
+    // The rack map: `--racks` (read when the MPI job started), else `[kmeans.racks]`.
+    let mpi = mpi.map(|m| match (&args.racks, km.racks.is_empty()) {
+        (None, false) => crate::engine::Mpi {
+            racks: km.racks.clone(),
+            ..m.clone()
+        },
+        _ => m.clone(),
+    });
+    let mpi = mpi.as_ref();
     let e = &config.encode;
     let mut outcomes = Vec::new();
     let mut vocabularies = Vec::new();

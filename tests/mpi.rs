@@ -198,24 +198,23 @@ fn a_killed_rank_ends_the_job_and_resume_on_another_rank_count_gives_the_same_vo
 #[test]
 fn vocab_run_under_mpi_builds_the_single_process_vocabularies() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
+    let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
+    // The rack map as a config key: this host's ranks are in rack r7.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    let config = tmp.path().join("quickstart-racks.toml");
+    let text = std::fs::read_to_string(&quickstart).expect("config");
+    std::fs::write(
+        &config,
+        format!("{text}\n[kmeans.racks]\n\"{}\" = \"r7\"\n", host.trim()),
+    )
+    .expect("write config");
     let (mpi, single) = (tmp.path().join("mpi"), tmp.path().join("single"));
-    let racks = tmp.path().join("racks.toml");
-    std::fs::write(&racks, "\"some-host\" = \"r1\"\n").expect("racks");
-    mpi_ok(
+    let stdout = mpi_ok(
         2,
-        &[
-            "run",
-            s(&config),
-            "--work",
-            s(&mpi),
-            "--engine",
-            "mpi",
-            "--racks",
-            s(&racks),
-        ],
+        &["run", s(&config), "--work", s(&mpi), "--engine", "mpi"],
     );
-    vocab(&["run", s(&config), "--work", s(&single)]);
+    assert!(stdout.contains("(r7)"), "{stdout}");
+    vocab(&["run", s(&quickstart), "--work", s(&single)]);
     let vocabularies = |work: &Path| -> Vec<(String, Vec<u8>)> {
         let mut all: Vec<(String, Vec<u8>)> = std::fs::read_dir(work.join("kmeans"))
             .expect("kmeans folder")

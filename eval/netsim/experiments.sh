@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The paper's broadcast experiments on the emulated cluster (root needed); writes results/*.csv.
 # usage: eval/netsim/experiments.sh [table7|figure8|table8|mpi|chain50|all]
+#        OLD_VOCAB=/path/to/old/vocab eval/netsim/experiments.sh seam
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 (cd "$here/../.." && cargo build --release --quiet)
@@ -53,5 +54,24 @@ if [ "$what" = chain50 ] || [ "$what" = all ]; then
   for n in 1 2 4 8; do
     run --nodes "$n" --link-mbit 50 --core-mbit 2000 --bytes 16M --algorithm chain --repeat 2 \
       | while read -r l; do csv_line "$l" >> "$out"; done
+  done
+fi
+if [ "$what" = seam ]; then
+  # The daemons' broadcast before and after they moved onto the transport seam, side by side:
+  # OLD_VOCAB is a release build of commit 21b6607 (a broadcast of its own, per connection, with
+  # acknowledgements up the chain); target/release/vocab runs the collectives of k-means over
+  # the TCP transport (every copy's CRC gathered at the root). Alternating, same links, same host.
+  old=${OLD_VOCAB:?set OLD_VOCAB to a release build of commit 21b6607}
+  new="$here/../../target/release/vocab"
+  out="$here/results/seam.csv"; echo "nodes,bytes,algorithm,seconds,link_mbit,build" > "$out"
+  for cfg in "1 200 chain" "2 200 chain" "4 200 chain" "4 200 mst" "8 50 chain"; do
+    read -r n mbit alg <<< "$cfg"
+    for round in 1 2; do
+      for build in old new; do
+        bin=$new; [ "$build" = old ] && bin=$old
+        run --vocab "$bin" --nodes "$n" --link-mbit "$mbit" --core-mbit 2000 --bytes 16M \
+          --algorithm "$alg" --repeat 2 | while read -r l; do csv_line "$l" "$mbit" "$build" >> "$out"; done
+      done
+    done
   done
 fi
