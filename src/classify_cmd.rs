@@ -73,11 +73,19 @@ pub fn train_to(args: &TrainArgs, out: &mut dyn std::io::Write) -> anyhow::Resul
         args.attribute,
         args.labels.display()
     );
-    let split = match &args.split {
-        Some(path) => SplitSpec::from_file(path)?,
-        None => SplitSpec::Random {
-            seed: args.split_seed,
-        },
+    let split = match (&args.split, args.holdout) {
+        (Some(path), _) => SplitSpec::from_file(path)?,
+        (None, Some(holdout)) => {
+            ensure!(
+                holdout > 0.0 && holdout < 1.0,
+                "--holdout {holdout}: a fraction between 0 and 1 (0.5 holds out half)"
+            );
+            SplitSpec::Random {
+                seed: args.split_seed,
+                holdout,
+            }
+        }
+        (None, None) => SplitSpec::All,
     };
     let (train, test) = split_rows(&table, &pairs, &split);
     ensure!(!train.is_empty(), "the split leaves no training photos");
@@ -127,7 +135,7 @@ pub fn train_to(args: &TrainArgs, out: &mut dyn std::io::Write) -> anyhow::Resul
     model.save(&args.out)?;
     writeln!(
         out,
-        "train: {:?} over classes {:?}: {} labelled photos, {} for training, {} held out; C = {c}{} ({:.1} s)",
+        "train: {:?} over classes {:?}: {} labelled photos, {} trained on, {} held out; C = {c}{} ({:.1} s)",
         args.attribute,
         labels.classes,
         pairs.len(),
@@ -163,11 +171,23 @@ pub fn evaluate_to(args: &EvaluateArgs, out: &mut dyn std::io::Write) -> anyhow:
         );
     }
     let pairs = labelled(&table, &labels);
-    let (_, test) = split_rows(&table, &pairs, &model.split);
+    let (test, scope) = if args.held_out {
+        ensure!(
+            model.split.holds_out(),
+            "--held-out: model {} was trained on {}; score other photos without --held-out, \
+             or train with --holdout or --split",
+            args.model.display(),
+            model.split.describe()
+        );
+        (split_rows(&table, &pairs, &model.split).1, "held-out")
+    } else {
+        (pairs, "labelled")
+    };
     ensure!(
         !test.is_empty(),
-        "no held-out photos with a {:?} label to evaluate on",
-        model.attribute
+        "no {scope} photos with a {:?} label in {} to evaluate on",
+        model.attribute,
+        args.histograms.display()
     );
     let truth: Vec<usize> = test.iter().map(|&(_, c)| c).collect();
     let predicted: Vec<usize> = test
@@ -194,29 +214,33 @@ pub fn evaluate_to(args: &EvaluateArgs, out: &mut dyn std::io::Write) -> anyhow:
             row.iter().map(|n| format!("{n:>10}")).collect::<String>()
         );
     }
+    writeln!(out, "model trained on {}", model.split.describe())?;
     writeln!(out, "accuracy {:.4}", m.accuracy)?;
     writeln!(out, "balanced_accuracy {:.4}", m.balanced_accuracy)?;
     write!(out, "{matrix}")?;
     writeln!(
         out,
-        "({} held-out photos, attribute {:?}, C = {})",
+        "({} {scope} photos scored, attribute {:?}, C = {})",
         test.len(),
         model.attribute,
         model.classifier.c
     )?;
     let mut csv = format!(
-        "metric,value\naccuracy,{}\nbalanced_accuracy,{}\nheld_out,{}\n",
+        "metric,value\naccuracy,{}\nbalanced_accuracy,{}\nscored,{}\n",
         m.accuracy,
         m.balanced_accuracy,
         test.len()
     );
+    if args.held_out {
+        let _ = writeln!(csv, "held_out,{}", test.len());
+    }
     for (k, row) in m.confusion.iter().enumerate() {
         for (j, n) in row.iter().enumerate() {
             let _ = writeln!(csv, "confusion {} -> {},{n}", classes[k], classes[j]);
         }
     }
     let mut md = format!(
-        "# {}\n\n| metric | value |\n|---|---|\n| accuracy | {:.4} |\n| balanced accuracy | {:.4} |\n| held-out photos | {} |\n| C | {} |\n\n| true \\ predicted | {} |\n|---|{}\n",
+        "# {}\n\n| metric | value |\n|---|---|\n| accuracy | {:.4} |\n| balanced accuracy | {:.4} |\n| {scope} photos scored | {} |\n| C | {} |\n\n| true \\ predicted | {} |\n|---|{}\n",
         model.attribute,
         m.accuracy,
         m.balanced_accuracy,
@@ -244,7 +268,7 @@ pub fn evaluate_to(args: &EvaluateArgs, out: &mut dyn std::io::Write) -> anyhow:
         .with_context(|| format!("cannot write {}", csv_path.display()))?;
     vocab_pipeline::atomic::write(&md_path, md.as_bytes())
         .with_context(|| format!("cannot write {}", md_path.display()))?;
-    // Every held-out photo with its true and predicted class (for error analysis and figures).
+    // Every scored photo with its true and predicted class (for error analysis and figures).
     let mut rows = csv::Writer::from_writer(Vec::new());
     rows.write_record(["path", "truth", "predicted"])?;
     for (&(i, t), &p) in test.iter().zip(&predicted) {

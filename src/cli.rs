@@ -364,10 +364,15 @@ pub struct TrainArgs {
     /// an n x n kernel matrix, for small sets and cross-checks).
     #[arg(long, value_enum, default_value_t = SolverArg::Dcd)]
     pub solver: SolverArg,
-    /// Split CSV (path,split with train/test) [default: seeded stratified 50/50].
-    #[arg(long, value_name = "CSV")]
+    /// Split CSV (path,split with train/test): train on its train part only [default: train on
+    /// every labelled photo].
+    #[arg(long, value_name = "CSV", conflicts_with = "holdout")]
     pub split: Option<PathBuf>,
-    /// Seed of the 50/50 split and of cross-validation.
+    /// Hold out this fraction of each class (seeded, stratified) for `vocab evaluate
+    /// --held-out`; 0.5 is the split of `vocab run` [default: nothing held out].
+    #[arg(long, value_name = "FRACTION")]
+    pub holdout: Option<f64>,
+    /// Seed of the held-out split and of cross-validation.
     #[arg(long, value_name = "S", default_value_t = 0)]
     pub split_seed: u64,
     /// Model file (JSON).
@@ -387,6 +392,10 @@ pub struct EvaluateArgs {
     /// Labels CSV.
     #[arg(long, value_name = "CSV")]
     pub labels: PathBuf,
+    /// Score only the photos the model held out (`vocab train --holdout` or `--split`) instead
+    /// of every labelled photo of the histograms.
+    #[arg(long)]
+    pub held_out: bool,
 }
 
 /// Arguments of `vocab classify`.

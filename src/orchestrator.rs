@@ -610,6 +610,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
                         cv: config.classify.cv,
                         solver: config.classify.solver,
                         split: Some(split_csv.clone()),
+                        holdout: None,
                         split_seed: config.classify.split_seed,
                         out: model.clone(),
                     },
@@ -620,6 +621,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
                         model,
                         histograms: histograms.clone(),
                         labels: dataset.labels.clone(),
+                        held_out: true,
                     },
                     &mut std::io::sink(),
                 )

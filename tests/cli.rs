@@ -1212,11 +1212,13 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
         "urbanicity",
         "--cv",
         "3",
+        "--holdout",
+        "0.5",
         "--out",
         s(&model),
     ]);
     assert!(
-        out.contains("24 labelled photos, 12 for training, 12 held out"),
+        out.contains("24 labelled photos, 12 trained on, 12 held out"),
         "{out}"
     );
     let out = ok(&[
@@ -1227,8 +1229,15 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
         s(&hist),
         "--labels",
         s(&labels),
+        "--held-out",
     ]);
-    let mut lines = out.lines();
+    assert!(
+        out.contains(
+            "model trained on a seeded stratified split (seed 0, 50% of each class held out)"
+        ) && out.contains("12 held-out photos scored"),
+        "{out}"
+    );
+    let mut lines = out.lines().skip(1);
     let accuracy: f64 = lines
         .next()
         .and_then(|l| l.strip_prefix("accuracy "))
@@ -1246,6 +1255,62 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
         "synthetic urban/rural scenes should be easy: {out}"
     );
     assert!(dir.path().join("urban.json.metrics.md").is_file());
+
+    // By default train fits on every labelled photo and evaluate scores every labelled photo
+    // it is given (as scikit-learn's fit and score do); --held-out then has nothing to score.
+    let all = dir.path().join("urban-all.json");
+    let out = ok(&[
+        "train",
+        "--histograms",
+        s(&hist),
+        "--labels",
+        s(&labels),
+        "--attribute",
+        "urbanicity",
+        "--c",
+        "1",
+        "--out",
+        s(&all),
+    ]);
+    assert!(
+        out.contains("24 labelled photos, 24 trained on, 0 held out"),
+        "{out}"
+    );
+    let args = [
+        "evaluate",
+        "--model",
+        s(&all),
+        "--histograms",
+        s(&hist),
+        "--labels",
+        s(&labels),
+    ];
+    let out = ok(&args);
+    assert!(
+        out.contains("model trained on every labelled photo")
+            && out.contains("24 labelled photos scored"),
+        "{out}"
+    );
+    let held_out: Vec<&str> = args.iter().copied().chain(["--held-out"]).collect();
+    let err = fails(&held_out);
+    assert!(
+        err.contains("--held-out") && err.contains("nothing held out"),
+        "{err}"
+    );
+    let err = fails(&[
+        "train",
+        "--histograms",
+        s(&hist),
+        "--labels",
+        s(&labels),
+        "--attribute",
+        "urbanicity",
+        "--holdout",
+        "1.5",
+        "--out",
+        s(&all),
+    ]);
+    assert!(err.contains("--holdout 1.5"), "{err}");
 
     let labelled = dir.path().join("labelled.csv");
     ok(&[

@@ -61,7 +61,7 @@ for f in $(seq 0 $((folds - 1))); do
       model="$work/model-$f-$k-$attr.json"
       "$vocab" train --histograms "$work/hist-$f-$k.bin" --labels "$photos/labels.csv" --attribute $attr \
         --split "$work/split-$f.csv" --cv 5 --out "$model" > /dev/null
-      out=$("$vocab" evaluate --model "$model" --histograms "$work/hist-$f-$k.bin" --labels "$photos/labels.csv")
+      out=$("$vocab" evaluate --model "$model" --histograms "$work/hist-$f-$k.bin" --labels "$photos/labels.csv" --held-out)
       acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
       n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
       echo "$f,$k,$attr,$acc,$bal,$n,$c" >> "$here/cv$tag.csv"
@@ -74,7 +74,7 @@ for f in $(seq 0 $((folds - 1))); do
       model="$work/model-$f-$k-class-p2.json"
       "$vocab" train --histograms "$work/hist-$f-$k-p2.bin" --labels "$photos/labels.csv" --attribute class \
         --split "$work/split-$f.csv" --cv 5 --out "$model" > /dev/null
-      out=$("$vocab" evaluate --model "$model" --histograms "$work/hist-$f-$k-p2.bin" --labels "$photos/labels.csv")
+      out=$("$vocab" evaluate --model "$model" --histograms "$work/hist-$f-$k-p2.bin" --labels "$photos/labels.csv" --held-out)
       acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
       n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
       echo "$f,$k,class+pyramid2,$acc,$bal,$n,$c" >> "$here/cv$tag.csv"

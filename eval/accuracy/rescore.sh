@@ -17,7 +17,7 @@ echo "fold,k,attribute,accuracy,accuracy_in_cv_csv" > "$out.tmp"
 tail -n +2 "$here/cv.csv" | grep -v pyramid | while IFS=, read -r f k attr old _; do
   "$vocab" train --histograms "$work/hist-$f-$k.bin" --labels "$photos/labels.csv" --attribute "$attr" \
     --split "$work/split-$f.csv" --cv 5 --out "$model" > /dev/null
-  acc=$("$vocab" evaluate --model "$model" --histograms "$work/hist-$f-$k.bin" --labels "$photos/labels.csv" |
+  acc=$("$vocab" evaluate --model "$model" --histograms "$work/hist-$f-$k.bin" --labels "$photos/labels.csv" --held-out |
     awk '/^accuracy / {print $2}')
   echo "$f,$k,$attr,$acc,$old" >> "$out.tmp"
 done

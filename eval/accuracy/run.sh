@@ -46,7 +46,7 @@ for k in $ks; do
   for attr in urbanicity elevation class; do
     "$vocab" train --histograms "$work/hist-$k.bin" --labels "$photos/labels.csv" --attribute $attr \
       --split "$work/split.csv" --cv 5 --out "$work/model-$k-$attr.json" > /dev/null
-    out=$("$vocab" evaluate --model "$work/model-$k-$attr.json" --histograms "$work/hist-$k.bin" --labels "$photos/labels.csv")
+    out=$("$vocab" evaluate --model "$work/model-$k-$attr.json" --histograms "$work/hist-$k.bin" --labels "$photos/labels.csv" --held-out)
     acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
     n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p')
     echo "$k,$attr,$acc,$bal,$n" >> "$here/results.csv"

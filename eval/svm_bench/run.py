@@ -113,7 +113,7 @@ def vocab_fit(hist, attr, model, how):
     """Trains and evaluates with vocab's commands; returns (held-out accuracy, C used)."""
     subprocess.run([VOCAB, "train", "--histograms", hist, "--labels", LABELS, "--attribute", attr,
                     "--split", WORK / "split.csv", *how, "--out", model], check=True, capture_output=True)
-    out = subprocess.run([VOCAB, "evaluate", "--model", model, "--histograms", hist, "--labels", LABELS],
+    out = subprocess.run([VOCAB, "evaluate", "--model", model, "--histograms", hist, "--labels", LABELS, "--held-out"],
                          check=True, capture_output=True, text=True).stdout
     c = json.loads(pathlib.Path(model).read_text())["classifier"]["c"]
     return float(out.split()[1]), c

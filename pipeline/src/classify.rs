@@ -205,10 +205,16 @@ pub fn read_labels(path: &Path, attribute: &str) -> Result<Labels, ClassifyError
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum SplitSpec {
-    /// Seeded stratified 50/50.
+    /// Every labelled photo is in the training part (nothing held out).
+    All,
+    /// Seeded and stratified: of each class, `holdout` (rounded down) is held out. Models
+    /// written before the fraction existed held out half.
     Random {
         /// Seed.
         seed: u64,
+        /// Fraction of each class held out.
+        #[serde(default = "half")]
+        holdout: f64,
     },
     /// Given by a CSV (`path,split`), recorded with its training paths.
     File {
@@ -219,7 +225,30 @@ pub enum SplitSpec {
     },
 }
 
+fn half() -> f64 {
+    0.5
+}
+
 impl SplitSpec {
+    /// What the split is, for people: `every labelled photo`, `a seeded stratified split ...`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::All => "every labelled photo (nothing held out)".into(),
+            Self::Random { seed, holdout } => format!(
+                "a seeded stratified split (seed {seed}, {:.0}% of each class held out)",
+                holdout * 100.0
+            ),
+            Self::File { path, train } => {
+                format!("the split file {path} ({} training paths)", train.len())
+            }
+        }
+    }
+
+    /// Whether the split holds photos out at all.
+    pub fn holds_out(&self) -> bool {
+        !matches!(self, Self::All)
+    }
+
     /// Reads a split CSV (`path,split`, split = `train` or `test`).
     pub fn from_file(path: &Path) -> Result<Self, ClassifyError> {
         let csv_err = |source| ClassifyError::Csv {
@@ -250,11 +279,12 @@ impl SplitSpec {
     /// Whether each of `paths` (labelled with `classes`) is in the training part.
     pub fn is_train(&self, paths: &[&str], classes: &[usize]) -> Vec<bool> {
         match self {
+            Self::All => vec![true; paths.len()],
             Self::File { train, .. } => {
                 let set: BTreeSet<&str> = train.iter().map(String::as_str).collect();
                 paths.iter().map(|p| set.contains(p)).collect()
             }
-            Self::Random { seed } => {
+            Self::Random { seed, holdout } => {
                 let mut out = vec![false; paths.len()];
                 let mut rng = ChaCha8Rng::seed_from_u64(*seed);
                 let n_classes = classes.iter().copied().max().map_or(0, |m| m + 1);
@@ -263,7 +293,9 @@ impl SplitSpec {
                         (0..paths.len()).filter(|&i| classes[i] == class).collect();
                     members.sort_by_key(|&i| paths[i]);
                     members.shuffle(&mut rng);
-                    for &i in &members[..members.len().div_ceil(2)] {
+                    // Held out: the fraction, rounded down (so 0.5 of 5 trains 3, as always).
+                    let held = (members.len() as f64 * holdout.clamp(0.0, 1.0)).floor() as usize;
+                    for &i in &members[..members.len() - held] {
                         out[i] = true;
                     }
                 }
@@ -344,15 +376,54 @@ mod tests {
         let paths: Vec<String> = (0..40).map(|i| format!("p{i:02}")).collect();
         let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
         let classes: Vec<usize> = (0..40).map(|i| usize::from(i >= 30)).collect();
-        let split = SplitSpec::Random { seed: 3 };
+        let split = SplitSpec::Random {
+            seed: 3,
+            holdout: 0.5,
+        };
         let train = split.is_train(&refs, &classes);
         assert_eq!(train.iter().filter(|&&t| t).count(), 15 + 5);
         assert_eq!((30..40).filter(|&i| train[i]).count(), 5);
         assert_eq!(train, split.is_train(&refs, &classes));
         assert_ne!(
             train,
-            SplitSpec::Random { seed: 4 }.is_train(&refs, &classes)
+            SplitSpec::Random {
+                seed: 4,
+                holdout: 0.5
+            }
+            .is_train(&refs, &classes)
         );
+    }
+
+    #[test]
+    fn holdout_fractions_all_and_models_of_the_old_format() {
+        let paths: Vec<String> = (0..40).map(|i| format!("p{i:02}")).collect();
+        let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let classes: Vec<usize> = (0..40).map(|i| usize::from(i >= 30)).collect();
+        // 20% of 30 and of 10 held out.
+        let fifth = SplitSpec::Random {
+            seed: 3,
+            holdout: 0.2,
+        }
+        .is_train(&refs, &classes);
+        assert_eq!(fifth.iter().filter(|&&t| !t).count(), 6 + 2);
+        assert!(SplitSpec::All.is_train(&refs, &classes).iter().all(|&t| t));
+        assert!(!SplitSpec::All.holds_out());
+        // A model file of the old format (no fraction) reads as the 50/50 split it was.
+        let old: SplitSpec = serde_json::from_str(r#"{"kind":"random","seed":7}"#).expect("old");
+        assert_eq!(
+            old,
+            SplitSpec::Random {
+                seed: 7,
+                holdout: 0.5
+            }
+        );
+        assert!(
+            old.describe().contains("50% of each class held out"),
+            "{}",
+            old.describe()
+        );
+        let all: SplitSpec = serde_json::from_str(r#"{"kind":"all"}"#).expect("all");
+        assert_eq!(all, SplitSpec::All);
     }
 
     #[test]
