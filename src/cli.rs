@@ -82,6 +82,23 @@ pub enum ClusterCommand {
     Local(LocalArgs),
     /// Report which nodes of a cluster file answer.
     Status(StatusArgs),
+    /// Measure every link between the driver and the workers, print the matrices, the groups
+    /// and the chain built from them, and save them beside the cluster file.
+    Calibrate(CalibrateArgs),
+}
+
+/// Arguments of `vocab cluster calibrate`.
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// The cluster file; the measurements go to <cluster>.links.json.
+    #[arg(long, value_name = "FILE")]
+    pub cluster: PathBuf,
+    /// Bytes of the bandwidth probe of each link (each way).
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "1M")]
+    pub probe: u64,
+    /// Bytes of the broadcast the chain is chosen for.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "64M")]
+    pub bytes: u64,
 }
 
 /// Arguments of `vocab cluster local`.
@@ -124,6 +141,20 @@ pub struct BenchBroadcastArgs {
     /// Append one CSV row per run to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+}
+
+/// Where the chain order of a distributed run comes from.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum OrderArg {
+    /// Racks: the cluster file's racks or `order`, or the MPI rack map.
+    #[default]
+    Racks,
+    /// Measured: every link probed when the job starts, the chain built from the
+    /// measurements (groups kept together, slow links at the end).
+    Auto,
 }
 
 /// Broadcast algorithms.
@@ -593,6 +624,10 @@ pub struct KmeansArgs {
     /// is a rack). The chain keeps a rack's ranks together.
     #[arg(long, value_name = "FILE")]
     pub racks: Option<PathBuf>,
+    /// Chain order on a distributed engine: `racks` (rack labels, or the cluster file's order)
+    /// or `auto` (measure every link at the start, build the chain from the measurements).
+    #[arg(long, value_enum, default_value_t = OrderArg::Racks)]
+    pub order: OrderArg,
     /// Chunk size of the pipelined broadcasts and of stage 2 under `--engine mpi`.
     #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "1M")]
     pub chunk_size: u64,

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
@@ -13,7 +13,9 @@ use vocab_cluster::config::Cluster;
 use vocab_cluster::peer::ping;
 use vocab_cluster::worker::{Faults, Worker};
 
-use crate::cli::{BenchBroadcastArgs, BroadcastAlgorithm, LocalArgs, StatusArgs, WorkerArgs};
+use crate::cli::{
+    BenchBroadcastArgs, BroadcastAlgorithm, CalibrateArgs, LocalArgs, StatusArgs, WorkerArgs,
+};
 
 use vocab_cluster::driver::{Broadcaster, DRIVER};
 
@@ -77,6 +79,58 @@ async fn ping_all(cluster: &Cluster, secret: &Secret) -> Vec<(String, Result<Dur
         out.push((node.name.clone(), ping(cluster, node, secret, DRIVER).await));
     }
     out
+}
+
+/// `vocab cluster calibrate`: forms a team of the driver and the workers, measures every link
+/// (rounds of disjoint pairs, both directions), prints the matrices, the groups and the chain,
+/// and saves them to `<cluster>.links.json` (written beside, then renamed).
+pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
+    let (cluster, secret) = load(&args.cluster)?;
+    let mut team = Broadcaster::connect(cluster, secret).with_context(|| {
+        format!(
+            "forming a team of the workers of {}",
+            args.cluster.display()
+        )
+    })?;
+    let auto = vocab_cluster::spmd::Auto {
+        probe: vocab_cluster::collective::Probe {
+            large: usize::try_from(args.probe)
+                .ok()
+                .filter(|&b| b >= 1024)
+                .context("--probe must be at least 1K")?,
+            ..Default::default()
+        },
+        bytes: args.bytes as f64,
+    };
+    let (calibration, names) = team.calibrate(auto).context("measuring the links")?;
+    if !team.dropped().is_empty() {
+        println!("dropped (no answer): {}", team.dropped().join(", "));
+    }
+    println!("{}", calibration.describe(&names));
+    let saved = serde_json::json!({
+        "members": names,
+        "latency_seconds": calibration.links.latency,
+        "bandwidth_bytes_per_second": calibration.links.bandwidth,
+        "groups": calibration.groups.leaves().iter()
+            .map(|g| g.iter().map(|&r| names[r].clone()).collect::<Vec<_>>())
+            .collect::<Vec<_>>(),
+        "chain": calibration.order.iter().map(|&r| names[r].clone()).collect::<Vec<_>>(),
+        "probe_bytes": args.probe,
+        "seconds": calibration.seconds,
+    });
+    let path = links_path(&args.cluster);
+    let text = serde_json::to_string_pretty(&saved).context("formatting the links")?;
+    vocab_pipeline::atomic::write(&path, text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    println!("  wrote {}", path.display());
+    Ok(())
+}
+
+/// Where the measured links of a cluster file go.
+pub fn links_path(cluster: &Path) -> PathBuf {
+    let mut name = cluster.as_os_str().to_owned();
+    name.push(".links.json");
+    PathBuf::from(name)
 }
 
 /// `vocab cluster status`.

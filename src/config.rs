@@ -167,6 +167,10 @@ pub struct KmeansConfig {
     /// listed are racks of their own.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub racks: BTreeMap<String, String>,
+    /// Chain order on a distributed engine (`vocab kmeans --order`): `racks` or `auto`
+    /// (measured links).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub order: crate::cli::OrderArg,
 }
 
 /// Default pixel limit of the photo stages, in megapixels.

@@ -175,6 +175,11 @@ pub fn run(args: &KmeansArgs, ui: &Ui, mpi: Option<&Mpi<'_>>) -> anyhow::Result<
         );
     }
     ensure!(
+        distributed || args.order == crate::cli::OrderArg::Racks,
+        "--order auto orders the chain of a distributed run; add --local-nodes, --cluster or \
+         --engine mpi"
+    );
+    ensure!(
         !(args.prune && args.kernel == KernelArg::Int8),
         "--kernel int8 is a full-pass kernel; it does not combine with --prune"
     );
@@ -402,6 +407,7 @@ fn run_mpi(
         racks,
         // Rank 0 is a compute rank like the others.
         root_maps: true,
+        auto: auto_order(args, set),
     };
     let job = rand::random::<u64>() >> 1;
     let mut root = Root::start(
@@ -412,6 +418,12 @@ fn run_mpi(
         job,
     )
     .context("starting k-means on the MPI ranks")?;
+    if let Some(c) = root.calibration() {
+        let names: Vec<String> = (mpi.members.hosts.iter().enumerate())
+            .map(|(r, h)| format!("{r}@{h}"))
+            .collect();
+        println!("{}", c.describe(&names));
+    }
     let chain: Vec<String> = root.members().iter().map(|m| rack_of(m)).collect();
     println!(
         "kmeans: on {} MPI ranks (chain {}), broadcast {}, local aggregation {}",
@@ -425,6 +437,15 @@ fn run_mpi(
         },
     );
     root.fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)))
+}
+
+/// `--order auto`: measure the links with the default probes and choose the chain for the
+/// centroids' bytes.
+fn auto_order(args: &KmeansArgs, set: &PartitionSet) -> Option<vocab_cluster::spmd::Auto> {
+    (args.order == crate::cli::OrderArg::Auto).then(|| vocab_cluster::spmd::Auto {
+        probe: vocab_cluster::collective::Probe::default(),
+        bytes: (args.k * set.manifest.dims * 4) as f64,
+    })
 }
 
 /// The cluster path of `vocab kmeans`: the driver on this process, the map and reduce on the
@@ -459,6 +480,7 @@ fn run_cluster(
         algorithm: Algorithm::from(args.broadcast),
         stage1: !args.no_local_aggregation,
         kernel: args.kernel.into(),
+        auto: auto_order(args, set),
     };
     let mut driver =
         Driver::connect(cluster, secret, options, set.manifest.clone()).with_context(|| {
@@ -467,6 +489,9 @@ fn run_cluster(
                 cluster_path.display()
             )
         })?;
+    if let Some((c, names)) = driver.calibration() {
+        println!("{}", c.describe(&names));
+    }
     let dropped = driver.dropped();
     println!(
         "kmeans: on {} workers ({}){}, broadcast {}, local aggregation {}",

@@ -91,5 +91,6 @@ fn dispatch(
         Command::Worker(args) => cluster_cmd::worker(&args),
         Command::Cluster(ClusterCommand::Local(args)) => cluster_cmd::local(&args),
         Command::Cluster(ClusterCommand::Status(args)) => cluster_cmd::status(&args),
+        Command::Cluster(ClusterCommand::Calibrate(args)) => cluster_cmd::calibrate(&args),
     }
 }

@@ -560,6 +560,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
                     exit_after_iteration: args.exit_after_iteration,
                     engine: args.engine,
                     racks: args.racks.clone(),
+                    order: km.order,
                     chunk_size: 1 << 20,
                     exit_rank_at: None,
                     format: Some(FileFormat::Bin),

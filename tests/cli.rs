@@ -988,6 +988,34 @@ fn a_worker_killed_mid_broadcast_is_dropped_or_named() {
     }
     let status = ok(&["cluster", "status", "--cluster", s(&relink)]);
     assert!(status.contains("3 of 3 nodes alive"), "{status}");
+    // Every link measured (64 KiB probes: w1's fault is 1 MiB away), the chain built from it.
+    let out = ok(&[
+        "cluster",
+        "calibrate",
+        "--cluster",
+        s(&relink),
+        "--probe",
+        "64K",
+    ]);
+    assert!(
+        out.contains("calibration: 4 members") && out.contains("chain: driver -> w"),
+        "{out}"
+    );
+    let links: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("cluster.toml.links.json")).expect("links"),
+    )
+    .expect("json");
+    assert_eq!(
+        links["members"].as_array().map(Vec::len),
+        Some(4),
+        "{links}"
+    );
+    assert_eq!(
+        links["bandwidth_bytes_per_second"][1]
+            .as_array()
+            .map(Vec::len),
+        Some(4)
+    );
     let out = ok(&[
         "bench",
         "broadcast",

@@ -147,6 +147,8 @@ fn mpi_ranks_give_the_single_process_vocabulary_bit_for_bit() {
             vec!["--kernel", "int8", "--broadcast", "simple"],
             &int8_local,
         ),
+        // The chain from measured links: same vocabulary, the calibration printed.
+        (4, vec!["--order", "auto"], &local),
     ] {
         let out = tmp.path().join(format!("mpi-{ranks}-{}.bin", extra.len()));
         let mut args = mpi_kmeans(&parts, &out);
@@ -156,6 +158,12 @@ fn mpi_ranks_give_the_single_process_vocabulary_bit_for_bit() {
             stdout.contains(&format!("on {ranks} MPI ranks")),
             "{stdout}"
         );
+        if extra.contains(&"auto") {
+            assert!(
+                stdout.contains("calibration: 4 members") && stdout.contains("chain: 0@"),
+                "{stdout}"
+            );
+        }
         assert_eq!(
             &std::fs::read(&out).expect("vocabulary"),
             want,

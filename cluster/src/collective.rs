@@ -23,6 +23,7 @@ use thiserror::Error;
 use vocab_pipeline::kmeans::Partial;
 
 use crate::aggregate::{RangeSum, encode_range, range_len, range_of};
+use crate::topology::Links;
 use crate::transport::{Recv, Send, Tag, Transport, TransportError};
 
 /// Tags of the collectives (each phase its own, so phases never match each other's messages).
@@ -37,6 +38,8 @@ pub mod tags {
     pub const STAGE2_LEN: Tag = 5;
     /// Stage-2 chunks.
     pub const STAGE2: Tag = 6;
+    /// Calibration probes.
+    pub const CALIBRATE: Tag = 7;
     /// Broadcast data; chain `c` of a multi-chain broadcast uses `BROADCAST + c`.
     pub const BROADCAST: Tag = 100;
 }
@@ -179,11 +182,11 @@ impl<'t> Team<'t> {
         self.transport.exchange(&sends, &mut recvs)
     }
 
-    fn send(&self, to: usize, tag: Tag, data: &[u8]) -> Result<(), TransportError> {
+    pub(crate) fn send(&self, to: usize, tag: Tag, data: &[u8]) -> Result<(), TransportError> {
         self.exchange(&[Send { to, tag, data }], &mut [])
     }
 
-    fn recv(&self, from: usize, tag: Tag, buf: &mut [u8]) -> Result<(), TransportError> {
+    pub(crate) fn recv(&self, from: usize, tag: Tag, buf: &mut [u8]) -> Result<(), TransportError> {
         self.exchange(&[], &mut [Recv { from, tag, buf }])
     }
 }
@@ -481,6 +484,129 @@ pub fn gather(
     Ok(Some(all))
 }
 
+/// How [`calibrate`] probes a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probe {
+    /// Bytes of the latency probe (a ping-pong).
+    pub small: usize,
+    /// Round trips timed for the latency; the fastest counts.
+    pub pings: usize,
+    /// Bytes of the bandwidth probe (sent one way, answered by a small ack).
+    pub large: usize,
+}
+
+impl Default for Probe {
+    fn default() -> Self {
+        Self {
+            small: 64,
+            pings: 5,
+            large: 1 << 20,
+        }
+    }
+}
+
+/// The rounds of disjoint pairs in which every pair of `w` members meets once (the circle
+/// method: `w - 1` rounds of `w / 2` pairs, one member sitting out each round when `w` is odd).
+pub fn pair_rounds(w: usize) -> Vec<Vec<(usize, usize)>> {
+    let n = w + w % 2;
+    (0..n.saturating_sub(1))
+        .map(|r| {
+            (0..n / 2)
+                .filter_map(|i| {
+                    // Member n - 1 stays put, the others rotate.
+                    let at = |k: usize| if k == n - 1 { n - 1 } else { (k + r) % (n - 1) };
+                    let (a, b) = (at(i), at(n - 1 - i));
+                    (a < w && b < w).then_some((a.min(b), a.max(b)))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Measures every pair of the team, both directions, as in Gong, He and Zhong: `w - 1` rounds of
+/// disjoint pairs ([`pair_rounds`]) probing at once. Within a pair the lower member first times
+/// `pings` round trips of `small` bytes (latency: half the fastest), then each side sends
+/// `large` bytes to the other in turn, answered by a one-byte ack (bandwidth: `large` over the
+/// time less one round trip). The root gets the links by member in team order; the others get
+/// `None`.
+pub fn calibrate(team: &Team<'_>, probe: Probe) -> Result<Option<Links>, CollectiveError> {
+    let (w, me) = (team.size(), team.me());
+    let mut latency = vec![0.0f64; w];
+    let mut bandwidth = vec![0.0f64; w];
+    let small = vec![0x5au8; probe.small.max(1)];
+    let large = vec![0xa5u8; probe.large.max(1)];
+    let (mut small_in, mut large_in, mut ack) = (small.clone(), large.clone(), [0u8; 1]);
+    let tag = tags::CALIBRATE;
+    for round in pair_rounds(w) {
+        let Some(&(a, b)) = round.iter().find(|(a, b)| *a == me || *b == me) else {
+            continue;
+        };
+        let (peer, first) = if a == me { (b, true) } else { (a, false) };
+        // Latency: the lower member pings, the other echoes.
+        let mut fastest = f64::INFINITY;
+        for _ in 0..probe.pings.max(1) {
+            if first {
+                let t = std::time::Instant::now();
+                team.send(peer, tag, &small)?;
+                team.recv(peer, tag, &mut small_in)?;
+                fastest = fastest.min(t.elapsed().as_secs_f64());
+            } else {
+                team.recv(peer, tag, &mut small_in)?;
+                team.send(peer, tag, &small)?;
+            }
+        }
+        let mut rtt = [0u8; 8];
+        if first {
+            rtt = fastest.to_le_bytes();
+            team.send(peer, tag, &rtt)?;
+        } else {
+            team.recv(peer, tag, &mut rtt)?;
+        }
+        let rtt = f64::from_le_bytes(rtt);
+        latency[peer] = rtt / 2.0;
+        // Bandwidth, each way in turn: the sender times until the ack.
+        for sending in [first, !first] {
+            if sending {
+                let t = std::time::Instant::now();
+                team.send(peer, tag, &large)?;
+                team.recv(peer, tag, &mut ack)?;
+                let seconds = (t.elapsed().as_secs_f64() - rtt).max(1e-9);
+                bandwidth[peer] = large.len() as f64 / seconds;
+            } else {
+                team.recv(peer, tag, &mut large_in)?;
+                team.send(peer, tag, &[1])?;
+            }
+        }
+    }
+    let mut row = Vec::with_capacity(w * 16);
+    for (l, b) in latency.iter().zip(&bandwidth) {
+        row.extend_from_slice(&l.to_le_bytes());
+        row.extend_from_slice(&b.to_le_bytes());
+    }
+    let Some(rows) = gather(team, &row, (w * 16) as u64)? else {
+        return Ok(None);
+    };
+    let (mut lat, mut bw) = (vec![vec![0.0; w]; w], vec![vec![0.0; w]; w]);
+    for (i, r) in rows.iter().enumerate() {
+        if r.len() != w * 16 {
+            return Err(CollectiveError::TooLarge {
+                member: i,
+                bytes: r.len() as u64,
+                limit: (w * 16) as u64,
+            });
+        }
+        for (j, pair) in r.chunks_exact(16).enumerate() {
+            let value = |b: &[u8]| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+            lat[i][j] = value(&pair[..8]);
+            bw[i][j] = value(&pair[8..]);
+        }
+    }
+    Ok(Some(Links {
+        latency: lat,
+        bandwidth: bw,
+    }))
+}
+
 /// Stage 2: reduces centroid range `me` of every member's `partials` (all of `k` centroids of
 /// `dims`) at this member, in `w - 1` pairwise rounds of `chunk`-byte pieces. Returns the
 /// accumulator and the bytes this member sent.
@@ -563,6 +689,48 @@ pub fn reduce_ranges(
 mod tests {
     use super::*;
     use crate::transport::memory::MemoryTransport;
+
+    #[test]
+    fn pair_rounds_meet_every_pair_once_in_disjoint_rounds() {
+        for w in 1..=9 {
+            let rounds = pair_rounds(w);
+            let mut met = std::collections::BTreeSet::new();
+            for round in &rounds {
+                let mut busy = std::collections::BTreeSet::new();
+                for &(a, b) in round {
+                    assert!(a < b && b < w);
+                    assert!(busy.insert(a) && busy.insert(b), "w {w}: {round:?}");
+                    assert!(met.insert((a, b)), "w {w}: ({a}, {b}) twice");
+                }
+            }
+            assert_eq!(met.len(), w * w.saturating_sub(1) / 2, "w {w}");
+            assert!(rounds.len() <= w, "w {w}");
+        }
+    }
+
+    #[test]
+    fn calibration_measures_every_link_both_ways() {
+        let probe = Probe {
+            small: 16,
+            pings: 2,
+            large: 4096,
+        };
+        let results = on_team(
+            5,
+            |w| (0..w).collect(),
+            move |team| calibrate(team, probe).expect("calibrate"),
+        );
+        let links = results[0].clone().expect("the root gets the matrices");
+        let (lat, bw) = (links.latency, links.bandwidth);
+        assert!(results[1..].iter().all(Option::is_none));
+        for i in 0..5 {
+            for j in (0..5).filter(|&j| j != i) {
+                assert!(lat[i][j] > 0.0 && lat[i][j].is_finite(), "{i} -> {j}");
+                assert!(bw[i][j] > 0.0 && bw[i][j].is_finite(), "{i} -> {j}");
+                assert_eq!(lat[i][j], lat[j][i], "one round trip serves both ways");
+            }
+        }
+    }
 
     /// Runs `f` on every member of an in-memory team of `w`, in chain order `order(w)`.
     fn on_team<T: std::marker::Send>(

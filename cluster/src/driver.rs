@@ -191,6 +191,9 @@ pub struct Options {
     /// Kernel of the workers' full pass. The int8 kernel's labels do not depend on the partition
     /// layout, so its distributed runs match its single-process runs bit for bit as well.
     pub kernel: Kernel,
+    /// Build the chain from measured links (`--order auto`) instead of the cluster file's
+    /// order; measured again whenever a new team forms.
+    pub auto: Option<spmd::Auto>,
 }
 
 /// A failed attempt that a new team may mend.
@@ -450,6 +453,7 @@ impl Driver {
             // Ranks follow the cluster file's chain order already.
             racks: BTreeMap::new(),
             root_maps: false,
+            auto: options.auto,
         };
         let mut driver = Self {
             crew: Crew::new(cluster, secret)?,
@@ -482,6 +486,17 @@ impl Driver {
     /// Members dropped so far.
     pub fn dropped(&self) -> &[String] {
         &self.crew.dropped
+    }
+
+    /// The current team's calibration (`auto` order), with its members' names by rank.
+    pub fn calibration(&self) -> Option<(&spmd::Calibration, Vec<String>)> {
+        let names = std::iter::once(DRIVER.to_string())
+            .chain(self.crew.members.iter().cloned())
+            .collect();
+        self.root
+            .as_ref()
+            .and_then(Root::calibration)
+            .map(|c| (c, names))
     }
 
     /// Runs iterations from `state` until `params.max_iter` or convergence, as
@@ -593,6 +608,28 @@ impl Broadcaster {
         &self.crew.dropped
     }
 
+    /// Measures every link of the team and chooses the chain for `auto`; returns the
+    /// calibration with the members' names by rank (the driver first).
+    pub fn calibrate(
+        &mut self,
+        auto: spmd::Auto,
+    ) -> Result<(spmd::Calibration, Vec<String>), DriverError> {
+        let chunk = self.crew.cluster.settings.chunk_size;
+        let done = self
+            .crew
+            .recover("calibration", &mut self.transport, start_plain, |t| {
+                spmd::calibrate_links(t, auto.probe)
+            })?;
+        let (links, seconds) = done.value;
+        let names = std::iter::once(DRIVER.to_string())
+            .chain(self.crew.members.iter().cloned())
+            .collect();
+        Ok((
+            spmd::Calibration::choose(links, seconds, auto, chunk),
+            names,
+        ))
+    }
+
     /// Broadcasts `data` to every worker by `algorithm` (chunks and chains from the cluster
     /// file); a member lost on the way is dropped and the broadcast redone.
     pub fn broadcast(
@@ -684,6 +721,7 @@ mod tests {
             algorithm: Algorithm::Chain,
             stage1: true,
             kernel: Kernel::F32,
+            auto: None,
         };
         Driver::connect(cluster, Secret::from_bytes(SECRET), options, manifest)
     }
@@ -745,6 +783,7 @@ mod tests {
                 algorithm,
                 stage1,
                 kernel,
+                auto: None,
             };
             let mut driver = Driver::connect(
                 cluster,

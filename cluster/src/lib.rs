@@ -17,5 +17,6 @@ pub mod messages;
 pub mod peer;
 pub mod share;
 pub mod spmd;
+pub mod topology;
 pub mod transport;
 pub mod worker;

@@ -26,7 +26,7 @@ use vocab_pipeline::kmeans::{Centroids, Kernel, Params, State, fixed_scale};
 use vocab_pipeline::partition::{Manifest, read_manifest};
 
 use crate::aggregate::{place_result, range_of, result_len};
-use crate::collective::Algorithm;
+use crate::collective::{Algorithm, Probe, calibrate};
 use crate::collective::{
     BroadcastPlan, CollectiveError, MAX_CONTROL, Team, broadcast, broadcast_message, gather,
     reduce_ranges,
@@ -34,6 +34,7 @@ use crate::collective::{
 use crate::driver::{StepReport, StepResult};
 use crate::messages::BUILD;
 use crate::share::{Mapped, Share};
+use crate::topology::{self, Hierarchy, Links};
 use crate::transport::Transport;
 
 /// Errors of the SPMD engine.
@@ -119,6 +120,8 @@ enum Command {
         chunk: u64,
         chains: u64,
     },
+    /// Measure every link ([`calibrate`]).
+    Calibrate { small: u64, pings: u64, large: u64 },
     /// Leave [`serve`].
     Exit,
 }
@@ -177,6 +180,143 @@ pub struct Options {
     /// The root maps a share of the partitions and reduces a centroid range like every member
     /// (an MPI rank 0); else it only drives (the TCP driver) and needs no partitions.
     pub root_maps: bool,
+    /// Measure the links and build the chain from them (`--order auto`) instead of from racks.
+    pub auto: Option<Auto>,
+}
+
+/// The chain from measured links ([`crate::topology`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Auto {
+    /// How the links are probed.
+    pub probe: Probe,
+    /// Bytes of the broadcast the chain is chosen for (the centroids).
+    pub bytes: f64,
+}
+
+/// What a calibration found: the links, their groups, the chain chosen, and what it cost.
+#[derive(Debug, Clone)]
+pub struct Calibration {
+    /// Links by rank.
+    pub links: Links,
+    /// Seconds the probes took.
+    pub seconds: f64,
+    /// The groups found.
+    pub groups: Hierarchy,
+    /// The chain chosen (ranks, root first).
+    pub order: Vec<usize>,
+    /// Predicted seconds of the broadcast down `order` (the cost model).
+    pub predicted: f64,
+    /// Predicted seconds down the median of 100 random orders.
+    pub random_median: f64,
+}
+
+impl Calibration {
+    /// Chooses the chain for `auto` on measured `links`, with chunks of `chunk` bytes.
+    pub fn choose(links: Links, seconds: f64, auto: Auto, chunk: usize) -> Self {
+        let chunk = chunk as f64;
+        let groups = topology::groups(&links, chunk.min(auto.bytes.max(1.0)));
+        let order = topology::chain(&links, 0, auto.bytes, chunk);
+        let predicted = topology::chain_seconds(&links, &order, auto.bytes, chunk);
+        let mut random = topology::random_chain_seconds(&links, 0, auto.bytes, chunk, 100, 1);
+        random.sort_by(f64::total_cmp);
+        let random_median = random.get(random.len() / 2).copied().unwrap_or(predicted);
+        Self {
+            links,
+            seconds,
+            groups,
+            order,
+            predicted,
+            random_median,
+        }
+    }
+
+    /// A few lines for people: the matrices (microseconds, MB/s), the groups and the chain,
+    /// members named by `names` (by rank).
+    pub fn describe(&self, names: &[String]) -> String {
+        use std::fmt::Write as _;
+        let name = |r: usize| names.get(r).cloned().unwrap_or_else(|| r.to_string());
+        let n = self.links.len();
+        let cell = |i: usize, j: usize| {
+            if i == j {
+                "-".to_string()
+            } else {
+                format!(
+                    "{:.0}/{:.0}",
+                    self.links.latency[i][j] * 1e6,
+                    self.links.bandwidth[i][j] / 1e6
+                )
+            }
+        };
+        let width = (0..n)
+            .flat_map(|i| (0..n).map(move |j| (i, j)))
+            .map(|(i, j)| cell(i, j).len())
+            .chain((0..n).map(|r| name(r).len()))
+            .max()
+            .unwrap_or(1);
+        let mut out = format!(
+            "calibration: {n} members in {:.2} s; latency (us) and bandwidth (MB/s), row -> column\n",
+            self.seconds
+        );
+        let _ = writeln!(
+            out,
+            "{:>width$}{}",
+            "",
+            (0..n)
+                .map(|j| format!(" {:>width$}", name(j)))
+                .collect::<String>()
+        );
+        for i in 0..n {
+            let cells: String = (0..n).map(|j| format!(" {:>width$}", cell(i, j))).collect();
+            let _ = writeln!(out, "{:>width$}{cells}", name(i));
+        }
+        let groups: Vec<String> = self
+            .groups
+            .leaves()
+            .iter()
+            .map(|g| {
+                format!(
+                    "[{}]",
+                    g.iter().map(|&r| name(r)).collect::<Vec<_>>().join(" ")
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "groups: {}", groups.join(" "));
+        let _ = write!(
+            out,
+            "chain: {} (model: {:.3} ms, median of random orders {:.3} ms)",
+            self.order
+                .iter()
+                .map(|&r| name(r))
+                .collect::<Vec<_>>()
+                .join(" -> "),
+            self.predicted * 1e3,
+            self.random_median * 1e3
+        );
+        out
+    }
+}
+
+/// Measures every link of the team from the root (members must be in [`serve`]).
+pub fn calibrate_links(
+    transport: &dyn Transport,
+    probe: Probe,
+) -> Result<(Links, f64), EngineError> {
+    let started = Instant::now();
+    let control = Team::ranks(transport);
+    let command = Command::Calibrate {
+        small: probe.small as u64,
+        pings: probe.pings as u64,
+        large: probe.large as u64,
+    };
+    broadcast_message(&control, Some(&encode(&command)))?;
+    let links = calibrate(&control, probe)?.unwrap_or(Links {
+        latency: Vec::new(),
+        bandwidth: Vec::new(),
+    });
+    links
+        .check()
+        .map_err(|reason| EngineError::Malformed { rank: 0, reason })?;
+    Ok((links, started.elapsed().as_secs_f64()))
 }
 
 /// Fault injection for tests: exit the process in the middle of an iteration.
@@ -475,6 +615,23 @@ pub fn serve_cached(
                 let crc = crc32fast::hash(&data);
                 gather(&control, &crc.to_le_bytes(), 4)?;
             }
+            Command::Calibrate {
+                small,
+                pings,
+                large,
+            } => {
+                let size = |v: u64| {
+                    usize::try_from(v)
+                        .unwrap_or(usize::MAX)
+                        .min(MAX_CONTROL as usize)
+                };
+                let probe = Probe {
+                    small: size(small),
+                    pings: size(pings).min(1000),
+                    large: size(large),
+                };
+                calibrate(&control, probe)?;
+            }
             Command::Exit => return Ok(()),
         }
     }
@@ -512,6 +669,7 @@ pub struct Root<'t> {
     /// `None` when the root does not map.
     share: Option<Share>,
     scale: i32,
+    calibration: Option<Calibration>,
 }
 
 impl std::fmt::Debug for Root<'_> {
@@ -606,7 +764,14 @@ impl<'t> Root<'t> {
         manifest: Manifest,
         job: u64,
     ) -> Result<Self, EngineError> {
-        let order = chain_order(&members.hosts, &options.racks);
+        let (order, calibration) = match options.auto {
+            Some(auto) => {
+                let (links, seconds) = calibrate_links(&*transport, auto.probe)?;
+                let c = Calibration::choose(links, seconds, auto, options.plan.chunk);
+                (c.order.clone(), Some(c))
+            }
+            None => (chain_order(&members.hosts, &options.racks), None),
+        };
         let control = Team::ranks(&*transport);
         let load = Command::Load {
             job,
@@ -679,7 +844,13 @@ impl<'t> Root<'t> {
             manifest,
             share,
             scale,
+            calibration,
         })
+    }
+
+    /// What the calibration found, when the chain comes from measured links.
+    pub fn calibration(&self) -> Option<&Calibration> {
+        self.calibration.as_ref()
     }
 
     /// The transport the job runs on.
@@ -730,9 +901,10 @@ impl<'t> Root<'t> {
             received,
             Faults::default(),
         )?;
-        let gathering = Instant::now();
+
         let pieces = gather(&team, &piece, MAX_STEP_BYTES)?.unwrap_or_default();
-        let gather_seconds = gathering.elapsed().as_secs_f64();
+        // Every member times from its receipt of the step (the root: from sending it).
+        let gathered_at = received.elapsed().as_secs_f64();
         let w = team.size();
         let (mut counts, mut means) = (vec![0u64; k], vec![0f32; k * dims]);
         let mut units = Vec::new();
@@ -790,7 +962,9 @@ impl<'t> Root<'t> {
             });
         }
         report.stage2_seconds = (reduced - mapped).max(0.0);
-        report.stage3_seconds = gather_seconds;
+        // Stage 3 starts when the last member has its range: a root that does not map starts
+        // gathering at once and would otherwise count the others' map and stage 2 as well.
+        report.stage3_seconds = (gathered_at - reduced).max(0.0);
         Ok(StepResult {
             means,
             counts,
@@ -906,6 +1080,7 @@ mod tests {
             kernel,
             racks: BTreeMap::new(),
             root_maps: true,
+            auto: None,
         }
     }
 
@@ -971,6 +1146,44 @@ mod tests {
                     "{what}: {r:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_chain_from_measured_links_gives_the_same_centroids() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let parts = dataset(tmp.path());
+        let set = PartitionSet::open(&parts).expect("open");
+        let manifest = read_manifest(&parts).expect("manifest");
+        let params = params(20, Kernel::F32);
+        let local = kmeans::fit::<KMeansError>(&set.matrices(), &params, None, &mut |_| Ok(()))
+            .expect("local");
+        let auto = Auto {
+            probe: Probe {
+                small: 16,
+                pings: 2,
+                large: 8192,
+            },
+            bytes: (20 * 24 * 4) as f64,
+        };
+        for root_maps in [true, false] {
+            let (state, _, members) = run(
+                &["a", "b", "c", "d"],
+                &parts,
+                Options {
+                    auto: Some(auto),
+                    root_maps,
+                    ..options(&parts, Algorithm::Chain, true, Kernel::F32)
+                },
+                manifest.clone(),
+                &params,
+            )
+            .expect("spmd");
+            assert_eq!(state.centroids, local.centroids, "root maps: {root_maps}");
+            let mut ranks: Vec<&str> = members.iter().map(|m| &m[..1]).collect();
+            assert_eq!(ranks[0], "0");
+            ranks.sort_unstable();
+            assert_eq!(ranks, ["0", "1", "2", "3"]);
         }
     }
 

@@ -123,13 +123,32 @@ impl Inbox {
     }
 }
 
+/// Writers still running, so that dropping a transport can wait for its last messages.
+#[derive(Debug, Default)]
+struct Writers {
+    running: Mutex<usize>,
+    ended: Condvar,
+}
+
+impl Writers {
+    fn done(&self) {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        *running = running.saturating_sub(1);
+        self.ended.notify_all();
+    }
+}
+
+/// How long dropping a transport waits for its writers to send what was queued.
+const DRAIN: Duration = Duration::from_secs(5);
+
 /// One member's end of a TCP team.
 pub struct TcpTransport {
     rank: usize,
     names: Vec<String>,
     outs: Vec<Option<mpsc::Sender<Frame>>>,
     inbox: Arc<Inbox>,
-    readers: Vec<JoinHandle<()>>,
+    tasks: Vec<JoinHandle<()>>,
+    writers: Arc<Writers>,
 }
 
 impl std::fmt::Debug for TcpTransport {
@@ -162,7 +181,8 @@ impl TcpTransport {
         let inbox = Arc::new(Inbox::default());
         inbox.lock().down = vec![None; names.len()];
         let mut outs = Vec::with_capacity(links.len());
-        let mut readers = Vec::new();
+        let mut tasks = Vec::new();
+        let writers = Arc::new(Writers::default());
         for (member, link) in links.into_iter().enumerate() {
             let Some(conn) = link else {
                 outs.push(None);
@@ -171,14 +191,13 @@ impl TcpTransport {
             let (reader, writer) = conn.into_split();
             let (tx, rx) = mpsc::channel(QUEUE);
             outs.push(Some(tx));
-            runtime.spawn(write_link(
-                writer,
-                rx,
-                liveness.beat,
-                member,
-                Arc::clone(&inbox),
-            ));
-            readers.push(runtime.spawn(read_link(
+            *writers.running.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            let (link_inbox, link_writers) = (Arc::clone(&inbox), Arc::clone(&writers));
+            tasks.push(runtime.spawn(async move {
+                write_link(writer, rx, liveness.beat, member, link_inbox).await;
+                link_writers.done();
+            }));
+            tasks.push(runtime.spawn(read_link(
                 reader,
                 liveness.silence,
                 member,
@@ -191,7 +210,8 @@ impl TcpTransport {
             names,
             outs,
             inbox,
-            readers,
+            tasks,
+            writers,
         }
     }
 
@@ -203,10 +223,31 @@ impl TcpTransport {
 
 impl Drop for TcpTransport {
     fn drop(&mut self) {
-        // The writers end by themselves once their queues are drained (what was sent still
-        // goes out); the readers would wait for the peers.
-        for r in &self.readers {
-            r.abort();
+        // Closing the queues ends the writers once they have sent what was queued: wait for
+        // that (bounded), so a last message (the driver's exit, a final gather) is not lost
+        // when the process or its runtime ends right after. The readers would wait for the
+        // peers, and a writer still blocked on a stalled peer after the wait would too: stop
+        // them.
+        self.outs.clear();
+        let deadline = std::time::Instant::now() + DRAIN;
+        let mut running = self
+            .writers
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        while *running > 0 {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            running = match self.writers.ended.wait_timeout(running, left) {
+                Ok((guard, _)) => guard,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        drop(running);
+        for t in &self.tasks {
+            t.abort();
         }
     }
 }
