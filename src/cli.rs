@@ -138,6 +138,10 @@ pub struct BenchBroadcastArgs {
     /// Timed runs.
     #[arg(long, value_name = "R", default_value_t = 3)]
     pub repeat: usize,
+    /// Chain order: the cluster file's (`racks`) or built from measured links (`auto`: the
+    /// links are measured once, before the timed runs; the calibration goes to stderr).
+    #[arg(long, value_enum, default_value_t = OrderArg::Racks)]
+    pub order: OrderArg,
     /// Append one CSV row per run to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,

@@ -309,6 +309,14 @@ pub fn bench(args: &BenchBroadcastArgs) -> anyhow::Result<()> {
             args.cluster.display()
         )
     })?;
+    if args.order == crate::cli::OrderArg::Auto {
+        let auto = vocab_cluster::spmd::Auto {
+            probe: vocab_cluster::collective::Probe::default(),
+            bytes: args.bytes as f64,
+        };
+        let (calibration, names) = broadcaster.calibrate(auto).context("measuring the links")?;
+        eprintln!("{}", calibration.describe(&names));
+    }
     let mut dropped = broadcaster.dropped().to_vec();
     let mut csv = String::new();
     for _ in 0..args.repeat.max(1) {

@@ -568,6 +568,8 @@ pub struct BroadcastReport {
 pub struct Broadcaster {
     crew: Crew,
     transport: Option<TcpTransport>,
+    /// The chain chosen by [`Broadcaster::calibrate`], by member name.
+    order: Option<Vec<String>>,
 }
 
 impl std::fmt::Debug for Broadcaster {
@@ -593,6 +595,7 @@ impl Broadcaster {
         let mut b = Self {
             crew: Crew::new(cluster, secret)?,
             transport: None,
+            order: None,
         };
         b.crew.recover(
             "forming the team",
@@ -621,17 +624,24 @@ impl Broadcaster {
                 spmd::calibrate_links(t, auto.probe)
             })?;
         let (links, seconds) = done.value;
-        let names = std::iter::once(DRIVER.to_string())
+        let names: Vec<String> = std::iter::once(DRIVER.to_string())
             .chain(self.crew.members.iter().cloned())
             .collect();
-        Ok((
-            spmd::Calibration::choose(links, seconds, auto, chunk),
-            names,
-        ))
+        let calibration = spmd::Calibration::choose(links, seconds, auto, chunk);
+        self.order = Some(
+            calibration
+                .order
+                .iter()
+                .map(|&r| names[r].clone())
+                .collect(),
+        );
+        Ok((calibration, names))
     }
 
     /// Broadcasts `data` to every worker by `algorithm` (chunks and chains from the cluster
-    /// file); a member lost on the way is dropped and the broadcast redone.
+    /// file), down the chain of the last [`Broadcaster::calibrate`] (while its members are all
+    /// in the team), else in the cluster file's order; a member lost on the way is dropped and
+    /// the broadcast redone.
     pub fn broadcast(
         &mut self,
         data: &[u8],
@@ -642,10 +652,22 @@ impl Broadcaster {
             chunk: self.crew.cluster.settings.chunk_size,
             chains: self.crew.cluster.settings.chains,
         };
+        let order = &self.order;
         let done = self
             .crew
             .recover("broadcast", &mut self.transport, start_plain, |t| {
-                spmd::broadcast_checked(t, plan, data)
+                // The calibrated chain on the current team (ranks by name).
+                let ranks: Vec<usize> = order
+                    .iter()
+                    .flatten()
+                    .filter_map(|name| t.names().iter().position(|n| n == name))
+                    .collect();
+                let ranks = if ranks.len() == t.names().len() {
+                    ranks
+                } else {
+                    Vec::new()
+                };
+                spmd::broadcast_checked(t, plan, data, &ranks)
             })?;
         Ok(BroadcastReport {
             seconds: done.value,

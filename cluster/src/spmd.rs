@@ -119,6 +119,8 @@ enum Command {
         algorithm: String,
         chunk: u64,
         chains: u64,
+        /// Ranks in chain order (empty: rank order).
+        order: Vec<usize>,
     },
     /// Measure every link ([`calibrate`]).
     Calibrate { small: u64, pings: u64, large: u64 },
@@ -602,6 +604,7 @@ pub fn serve_cached(
                 ref algorithm,
                 chunk,
                 chains,
+                ref order,
             } => {
                 let plan = plan_of(algorithm, chunk, chains)?;
                 if bytes > MAX_STEP_BYTES {
@@ -610,10 +613,15 @@ pub fn serve_cached(
                         want: MAX_STEP_BYTES as usize,
                     });
                 }
+                let team = if order.is_empty() {
+                    Team::ranks(transport)
+                } else {
+                    Team::ordered(transport, order.clone())?
+                };
                 let mut data = vec![0u8; bytes as usize];
-                broadcast(&control, plan, &mut data)?;
+                broadcast(&team, plan, &mut data)?;
                 let crc = crc32fast::hash(&data);
-                gather(&control, &crc.to_le_bytes(), 4)?;
+                gather(&team, &crc.to_le_bytes(), 4)?;
             }
             Command::Calibrate {
                 small,
@@ -713,27 +721,34 @@ pub fn hello(transport: &dyn Transport) -> Result<Members, EngineError> {
     Ok(Members { hosts })
 }
 
-/// Broadcasts `data` from the root to every member (in rank order) with `plan`, and checks
-/// every member's copy by its CRC-32; returns the seconds from the command to the last check.
-/// Members must be in [`serve`].
+/// Broadcasts `data` from the root to every member with `plan`, down the chain `order` (ranks,
+/// the root first; empty: rank order), and checks every member's copy by its CRC-32; returns
+/// the seconds from the command to the last check. Members must be in [`serve`].
 pub fn broadcast_checked(
     transport: &dyn Transport,
     plan: BroadcastPlan,
     data: &[u8],
+    order: &[usize],
 ) -> Result<f64, EngineError> {
     let started = Instant::now();
     let control = Team::ranks(transport);
+    let team = if order.is_empty() {
+        Team::ranks(transport)
+    } else {
+        Team::ordered(transport, order.to_vec())?
+    };
     let command = Command::Broadcast {
         bytes: data.len() as u64,
         algorithm: plan.algorithm.name().into(),
         chunk: plan.chunk as u64,
         chains: plan.chains as u64,
+        order: order.to_vec(),
     };
     broadcast_message(&control, Some(&encode(&command)))?;
     let mut copy = data.to_vec();
-    broadcast(&control, plan, &mut copy)?;
+    broadcast(&team, plan, &mut copy)?;
     let want = crc32fast::hash(data);
-    let crcs = gather(&control, &want.to_le_bytes(), 4)?.unwrap_or_default();
+    let crcs = gather(&team, &want.to_le_bytes(), 4)?.unwrap_or_default();
     for (rank, crc) in crcs.iter().enumerate() {
         if crc.as_slice() != want.to_le_bytes() {
             return Err(EngineError::Malformed {

@@ -5,8 +5,11 @@
 # exit, also on failure.
 #
 # usage: eval/netsim/broadcast.sh --nodes N --racks R --link-mbit M --core-mbit C --bytes SIZE
-#          --algorithm chain|simple|mst|multichain|mpi [--order rack|random] [--repeat K]
+#          --algorithm chain|simple|mst|multichain|mpi [--order rack|random|none|auto] [--repeat K]
 #          [--chunk BYTES] [--socket-buffer BYTES] [--chains C] [--seed S] [--vocab PATH]
+#          [--cores C0,C1,..] [--slow I:MBIT]
+# (--order auto: vocab measures the links and builds the chain; its calibration is appended to
+#  the file $calibration_log names, if set)
 # prints one line per run:  nodes=N bytes=B algorithm=A seconds=S
 #
 # Topology: see lib.sh. `--algorithm mpi` runs Open MPI's MPI_Bcast instead
@@ -36,6 +39,8 @@ while [ $# -gt 0 ]; do
     --chains) chains=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     --vocab) vocab=$2; shift 2 ;;
+    --cores) cores=$2; shift 2 ;;
+    --slow) slow=$2; shift 2 ;;
     *) echo "broadcast.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -69,6 +74,7 @@ fi
 
 netsim_start_workers
 
+auto=(); [ "$order" = auto ] && auto=(--order auto)
 ip netns exec vs-drv "$vocab" bench broadcast --cluster "$work/cluster.toml" --bytes "$bytes" \
-  --algorithm "$algorithm" --repeat "$repeat" \
+  --algorithm "$algorithm" --repeat "$repeat" "${auto[@]}" 2>>"${calibration_log:-/dev/null}" \
   | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^(nodes|bytes|algorithm|seconds)=/) printf "%s%s", (n++ ? " " : ""), $i; n = 0; print "" }'

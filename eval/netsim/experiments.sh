@@ -2,6 +2,7 @@
 # The paper's broadcast experiments on the emulated cluster (root needed); writes results/*.csv.
 # usage: eval/netsim/experiments.sh [table7|figure8|table8|mpi|chain50|all]
 #        OLD_VOCAB=/path/to/old/vocab eval/netsim/experiments.sh seam
+#        eval/netsim/experiments.sh auto
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 (cd "$here/../.." && cargo build --release --quiet)
@@ -73,5 +74,30 @@ if [ "$what" = seam ]; then
           --algorithm "$alg" --repeat 2 | while read -r l; do csv_line "$l" "$mbit" "$build" >> "$out"; done
       done
     done
+  done
+fi
+if [ "$what" = auto ]; then
+  # Measured-topology chains (issue 19): 8 nodes on 3 racks whose core uplinks differ (100, 75 and
+  # 60 Mbit/s), 50 Mbit/s node links, racks interleaved in the file as a scheduler may list them;
+  # then the same with node n4's upload at 10 Mbit/s. Orders: auto (measured), rack (correct
+  # labels), none (no labels: file order), 20 random orders, and Open MPI's MPI_Bcast.
+  out="$here/results/auto.csv"; echo "nodes,bytes,algorithm,seconds,order,seed,scenario" > "$out"
+  export calibration_log="$here/results/auto-calibration.txt"; : > "$calibration_log"
+  for scenario in cores slow; do
+    extra=(--cores 100,75,60); [ "$scenario" = slow ] && extra+=(--slow 4:10)
+    common=(--nodes 8 --racks 3 --link-mbit 50 --core-mbit 100 --bytes 16M "${extra[@]}")
+    for order in auto rack none; do
+      echo "== $scenario $order" >> "$calibration_log"
+      run "${common[@]}" --algorithm chain --order "$order" --repeat 2 \
+        | while read -r l; do csv_line "$l" "$order" 0 "$scenario" >> "$out"; done
+    done
+    for seed in $(seq 1 20); do
+      run "${common[@]}" --algorithm chain --order random --seed "$seed" --repeat 1 \
+        | while read -r l; do csv_line "$l" random "$seed" "$scenario" >> "$out"; done
+    done
+    if [ -x "$here/../.venv/bin/python" ]; then
+      run "${common[@]}" --algorithm mpi --order none --repeat 2 \
+        | while read -r l; do csv_line "$l" mpi 0 "$scenario" >> "$out"; done
+    fi
   done
 fi

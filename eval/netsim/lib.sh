@@ -5,7 +5,14 @@
 # the core to C Mbit/s in both directions. Optionally each worker runs in a cgroup (v1 cpu
 # controller) with a CPU quota, so N emulated nodes of equal capacity share the host's cores.
 #
-# The caller sets: nodes racks link core chunk sockbuf chains order seed vocab, and calls
+# Uneven clusters: `cores` (comma-separated Mbit/s per rack) overrides `core` rack by rack, and
+# `slow` ("I:MBIT") shapes node I's upload (what it sends) to MBIT instead of `link`. Orders: `rack` (rack
+# labels in the cluster file), `random` (an explicit shuffled order), `none` (no labels: file
+# order, racks interleaved as a scheduler may list them) and `auto` (no labels; the caller asks
+# vocab to measure the links).
+#
+# The caller sets: nodes racks link core chunk sockbuf chains order seed vocab (and optionally
+# cores slow), and calls
 #   netsim_init; netsim_topology; netsim_cluster_file; netsim_start_workers [cpu-cores] [threads]
 # Everything (namespaces, cgroups, processes, the work folder) is removed on exit.
 
@@ -13,7 +20,7 @@ netsim_init() {
   [ "$(id -u)" = 0 ] || { echo "$0: needs root (network namespaces)" >&2; exit 2; }
   [ -x "$vocab" ] || { echo "$0: no vocab binary at $vocab (cargo build --release)" >&2; exit 2; }
   [ "$nodes" -ge 1 ] && [ "$racks" -ge 1 ] || { echo "$0: --nodes and --racks must be >= 1" >&2; exit 2; }
-  case "$order" in rack|random) ;; *) echo "$0: --order is rack or random" >&2; exit 2 ;; esac
+  case "$order" in rack|random|none|auto) ;; *) echo "$0: --order is rack, random, none or auto" >&2; exit 2 ;; esac
   work=$(mktemp -d /tmp/vocab-netsim.XXXXXX)
   pids=()
   trap netsim_cleanup EXIT INT TERM
@@ -39,8 +46,8 @@ netsim_shape() { # netns dev mbit
   ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "${3}mbit" burst "$burst" latency 100ms
 }
 
-netsim_attach() { # netns address rack
-  local ns=$1 addr=$2 rack=$3 port="p-$1"
+netsim_attach() { # netns address rack [upload mbit]
+  local ns=$1 addr=$2 rack=$3 port="p-$1" up=${4:-$link}
   ip netns add "$ns"
   ip netns exec "$ns" ip link set lo up
   ip link add "$port" type veth peer name eth0 netns "$ns"
@@ -48,7 +55,7 @@ netsim_attach() { # netns address rack
   ip netns exec vs-sw ip link set "$port" master "br-r$rack" up
   ip netns exec "$ns" ip addr add "$addr/16" dev eth0
   ip netns exec "$ns" ip link set eth0 up
-  netsim_shape "$ns" eth0 "$link"
+  netsim_shape "$ns" eth0 "$up"
   netsim_shape vs-sw "$port" "$link"
 }
 
@@ -63,13 +70,20 @@ netsim_topology() {
     ip netns exec vs-sw ip link add "up-r$r" type veth peer name "dn-r$r"
     ip netns exec vs-sw ip link set "up-r$r" master "br-r$r" up
     ip netns exec vs-sw ip link set "dn-r$r" master br-core up
-    netsim_shape vs-sw "up-r$r" "$core"
-    netsim_shape vs-sw "dn-r$r" "$core"
+    local rate=$core
+    if [ -n "${cores:-}" ]; then
+      rate=$(echo "$cores" | cut -d, -f$((r + 1)))
+      [ -n "$rate" ] || rate=$core
+    fi
+    netsim_shape vs-sw "up-r$r" "$rate"
+    netsim_shape vs-sw "dn-r$r" "$rate"
   done
   netsim_attach vs-drv 10.77.0.2 0
   names=()
   for i in $(seq 0 $((nodes - 1))); do
-    netsim_attach "vs-n$i" "10.77.0.$((i + 10))" $((i % racks))
+    local rate=$link
+    [ -n "${slow:-}" ] && [ "${slow%%:*}" = "$i" ] && rate=${slow#*:}
+    netsim_attach "vs-n$i" "10.77.0.$((i + 10))" $((i % racks)) "$rate"
     names+=("n$i")
   done
 }
@@ -88,7 +102,8 @@ netsim_cluster_file() {
     echo "chains = $(( chains < nodes ? chains : nodes ))"
     echo "io_timeout_ms = 600000"
     for i in $(seq 0 $((nodes - 1))); do
-      printf '\n[[nodes]]\nname = "n%d"\naddress = "10.77.0.%d:7070"\nrack = "r%d"\n' "$i" $((i + 10)) $((i % racks))
+      printf '\n[[nodes]]\nname = "n%d"\naddress = "10.77.0.%d:7070"\n' "$i" $((i + 10))
+      [ "$order" = rack ] && printf 'rack = "r%d"\n' $((i % racks))
     done
   } > "$work/cluster.toml"
 }
