@@ -1,7 +1,7 @@
 //! `vocab partition`, `vocab kmeans` and `vocab datasets synth`.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
@@ -408,6 +408,7 @@ fn run_mpi(
         // Rank 0 is a compute rank like the others.
         root_maps: true,
         auto: auto_order(args, set),
+        known: links_file(args).and_then(|p| read_links(&p)),
     };
     let job = rand::random::<u64>() >> 1;
     let mut root = Root::start(
@@ -436,7 +437,12 @@ fn run_mpi(
             "on"
         },
     );
-    root.fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)))
+    let labels = vocab_cluster::spmd::labels(&mpi.members.hosts);
+    let done = root.fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)));
+    if let (Some(c), Some(path)) = (root.calibration(), links_file(args)) {
+        save_links(&path, c, &labels);
+    }
+    done
 }
 
 /// `--order auto`: measure the links with the default probes and choose the chain for the
@@ -446,6 +452,52 @@ fn auto_order(args: &KmeansArgs, set: &PartitionSet) -> Option<vocab_cluster::sp
         probe: vocab_cluster::collective::Probe::default(),
         bytes: (args.k * set.manifest.dims * 4) as f64,
     })
+}
+
+/// Where `--order auto` keeps its measured links: beside the cluster file (`--cluster`), or
+/// beside the vocabulary under MPI; none for loopback workers.
+fn links_file(args: &KmeansArgs) -> Option<PathBuf> {
+    if args.order != crate::cli::OrderArg::Auto {
+        return None;
+    }
+    match (&args.cluster, args.engine) {
+        (Some(cluster), _) => Some(crate::cluster_cmd::links_path(cluster)),
+        (None, Some(crate::cli::EngineArg::Mpi)) => Some(crate::cluster_cmd::links_path(&args.out)),
+        _ => None,
+    }
+}
+
+/// Links measured before, if `path` holds them (a file that does not parse is reported and
+/// measured anew).
+fn read_links(path: &Path) -> Option<vocab_cluster::topology::Saved> {
+    let text = std::fs::read_to_string(path).ok()?;
+    match serde_json::from_str(&text) {
+        Ok(saved) => Some(saved),
+        Err(e) => {
+            eprintln!(
+                "kmeans: ignoring {} (measuring the links anew): {e}",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+/// Saves a calibration's links for the next run (best effort: a failure is reported).
+fn save_links(path: &Path, c: &vocab_cluster::spmd::Calibration, labels: &[String]) {
+    if c.reused {
+        return;
+    }
+    let saved = vocab_cluster::topology::Saved::new(labels, &c.links, c.seconds);
+    let written = serde_json::to_vec_pretty(&saved)
+        .map_err(std::io::Error::other)
+        .and_then(|text| vocab_pipeline::atomic::write(path, &text));
+    if let Err(e) = written {
+        eprintln!(
+            "kmeans: cannot save the measured links to {}: {e}",
+            path.display()
+        );
+    }
 }
 
 /// The cluster path of `vocab kmeans`: the driver on this process, the map and reduce on the
@@ -481,6 +533,7 @@ fn run_cluster(
         stage1: !args.no_local_aggregation,
         kernel: args.kernel.into(),
         auto: auto_order(args, set),
+        known: links_file(args).and_then(|p| read_links(&p)),
     };
     let mut driver =
         Driver::connect(cluster, secret, options, set.manifest.clone()).with_context(|| {
@@ -509,5 +562,9 @@ fn run_cluster(
             "on"
         },
     );
-    driver.fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)))
+    let done = driver.fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)));
+    if let (Some((c, names)), Some(path)) = (driver.calibration(), links_file(args)) {
+        save_links(&path, c, &names);
+    }
+    done
 }

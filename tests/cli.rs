@@ -901,6 +901,50 @@ impl Drop for Workers {
 }
 
 /// Writes a cluster file for `n` loopback workers; returns its path and the ports.
+/// Blob vectors (`vocab datasets synth`) split into `parts` partitions under `dir/parts`.
+fn synth_parts(
+    dir: &Path,
+    n: u64,
+    dims: usize,
+    clusters: usize,
+    seed: u64,
+    parts: usize,
+) -> PathBuf {
+    let features = dir.join("f.bin");
+    let (n, dims, clusters, seed, parts) = (
+        n.to_string(),
+        dims.to_string(),
+        clusters.to_string(),
+        seed.to_string(),
+        parts.to_string(),
+    );
+    ok(&[
+        "datasets",
+        "synth",
+        "--out",
+        s(&features),
+        "--n",
+        &n,
+        "--dims",
+        &dims,
+        "--clusters",
+        &clusters,
+        "--seed",
+        &seed,
+    ]);
+    let out = dir.join("parts");
+    ok(&[
+        "partition",
+        "--features",
+        s(&features),
+        "--parts",
+        &parts,
+        "--out",
+        s(&out),
+    ]);
+    out
+}
+
 fn cluster_file(dir: &Path, name: &str, n: usize, retries: u32) -> (PathBuf, Vec<u16>) {
     let secret = dir.join("secret");
     std::fs::write(&secret, "0123456789abcdef0123456789abcdef\n").expect("secret");
@@ -1015,6 +1059,37 @@ fn a_worker_killed_mid_broadcast_is_dropped_or_named() {
             .as_array()
             .map(Vec::len),
         Some(4)
+    );
+    // k-means with --order auto on the same cluster reuses those links, and its vocabulary is
+    // the single process's.
+    let p = |name: &str| dir.path().join(name);
+    let parts = synth_parts(dir.path(), 2000, 16, 4, 1, 4);
+    let kmeans = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "kmeans",
+            "--features",
+            s(&parts),
+            "--k",
+            "8",
+            "--iterations",
+            "3",
+            "--seed",
+            "2",
+            "--out",
+            s(out),
+        ];
+        args.extend_from_slice(extra);
+        ok(&args)
+    };
+    let out = kmeans(
+        &p("auto.bin"),
+        &["--cluster", s(&relink), "--order", "auto"],
+    );
+    assert!(out.contains("links measured before"), "{out}");
+    kmeans(&p("local.bin"), &[]);
+    assert!(
+        std::fs::read(p("auto.bin")).expect("auto")
+            == std::fs::read(p("local.bin")).expect("local")
     );
     let out = ok(&[
         "bench",
@@ -1375,30 +1450,7 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
 fn distributed_kmeans_equals_local_and_survives_a_killed_worker() {
     let dir = tempfile::tempdir().expect("tempdir");
     let p = |name: &str| dir.path().join(name);
-    ok(&[
-        "datasets",
-        "synth",
-        "--out",
-        s(&p("f.bin")),
-        "--n",
-        "40000",
-        "--dims",
-        "48",
-        "--clusters",
-        "30",
-        "--seed",
-        "4",
-    ]);
-    ok(&[
-        "partition",
-        "--features",
-        s(&p("f.bin")),
-        "--parts",
-        "9",
-        "--out",
-        s(&p("parts")),
-    ]);
-    let parts = p("parts");
+    let parts = synth_parts(dir.path(), 40000, 48, 30, 4, 9);
     let kmeans = |out: &str, extra: &[&str]| {
         let mut args = vec![
             "kmeans",

@@ -67,6 +67,9 @@ pub struct StepReport {
     pub dropped: Vec<String>,
     /// What went wrong in failed attempts.
     pub failures: Vec<String>,
+    /// Seconds spent measuring the links again before this iteration (`--order auto`, when
+    /// the broadcast had slowed down by more than 20%).
+    pub recalibrated: Option<f64>,
 }
 
 impl StepReport {
@@ -108,6 +111,9 @@ impl StepReport {
         if !self.dropped.is_empty() {
             line.push_str(" dropped ");
             line.push_str(&self.dropped.join(","));
+        }
+        if let Some(s) = self.recalibrated {
+            line.push_str(&format!(" recalibrated {s:.3}"));
         }
         line
     }
@@ -194,6 +200,8 @@ pub struct Options {
     /// Build the chain from measured links (`--order auto`) instead of the cluster file's
     /// order; measured again whenever a new team forms.
     pub auto: Option<spmd::Auto>,
+    /// Links measured before (`<cluster>.links.json`), reused while they cover the team.
+    pub known: Option<crate::topology::Saved>,
 }
 
 /// A failed attempt that a new team may mend.
@@ -322,17 +330,17 @@ impl Crew {
             let names: Vec<String> = std::iter::once(DRIVER.to_string())
                 .chain(self.members.iter().cloned())
                 .collect();
-            if session.is_none() {
-                *session = match self.form().and_then(&mut start) {
-                    Ok(s) => Some(s),
+            let s = match session {
+                Some(s) => s,
+                None => match self.form().and_then(&mut start) {
+                    Ok(s) => session.insert(s),
                     Err(Attempt::Fatal(e)) => return Err(e),
                     Err(Attempt::Retry(f)) => {
                         self.failed(what, attempts, f, &mut failures)?;
                         continue;
                     }
-                };
-            }
-            let Some(s) = session.as_mut() else { continue };
+                },
+            };
             match work(s).map_err(|e| classify(e, &names)) {
                 Ok(value) => {
                     return Ok(Recovered {
@@ -454,6 +462,7 @@ impl Driver {
             racks: BTreeMap::new(),
             root_maps: false,
             auto: options.auto,
+            known: options.known,
         };
         let mut driver = Self {
             crew: Crew::new(cluster, secret)?,
@@ -470,7 +479,17 @@ impl Driver {
             |_| Ok(()),
         )?;
         driver.scale = driver.root.as_ref().map_or(0, Root::scale);
+        driver.remember_links();
         Ok(driver)
+    }
+
+    /// Keeps the current team's measured links, so a team formed after a failure reuses them
+    /// for the members it keeps instead of measuring again.
+    fn remember_links(&mut self) {
+        if let Some((c, names)) = self.calibration().filter(|(c, _)| !c.reused) {
+            let saved = crate::topology::Saved::new(&names, &c.links, c.seconds);
+            self.options.known = Some(saved);
+        }
     }
 
     /// The fixed-point scale of the partial sums (from the workers' data).
@@ -530,6 +549,7 @@ impl Driver {
             |t| start_job(t, options, manifest, job),
             |root| root.step(iteration, centroids),
         )?;
+        self.remember_links();
         let mut result = done.value;
         // Members that mapped: the workers (the team counts the driver too).
         result.report.workers = self.crew.members.len();
@@ -744,6 +764,7 @@ mod tests {
             stage1: true,
             kernel: Kernel::F32,
             auto: None,
+            known: None,
         };
         Driver::connect(cluster, Secret::from_bytes(SECRET), options, manifest)
     }
@@ -806,6 +827,7 @@ mod tests {
                 stage1,
                 kernel,
                 auto: None,
+                known: None,
             };
             let mut driver = Driver::connect(
                 cluster,

@@ -184,6 +184,30 @@ pub struct Options {
     pub root_maps: bool,
     /// Measure the links and build the chain from them (`--order auto`) instead of from racks.
     pub auto: Option<Auto>,
+    /// Links measured before (a saved calibration): with `auto`, used instead of measuring
+    /// when they cover every member (labelled by [`labels`]); measured again once a broadcast
+    /// runs more than 20% slower than the first one on them.
+    pub known: Option<topology::Saved>,
+}
+
+/// The labels of members on `hosts` in saved calibrations: the hosts when they are distinct
+/// (node names, one rank per host), else `rank@host`.
+pub fn labels(hosts: &[String]) -> Vec<String> {
+    let distinct = hosts
+        .iter()
+        .enumerate()
+        .all(|(i, h)| !hosts[..i].contains(h));
+    hosts
+        .iter()
+        .enumerate()
+        .map(|(r, h)| {
+            if distinct {
+                h.clone()
+            } else {
+                format!("{r}@{h}")
+            }
+        })
+        .collect()
 }
 
 /// The chain from measured links ([`crate::topology`]).
@@ -208,8 +232,15 @@ pub struct Calibration {
     pub order: Vec<usize>,
     /// Predicted seconds of the broadcast down `order` (the cost model).
     pub predicted: f64,
-    /// Predicted seconds down the median of 100 random orders.
+    /// Predicted seconds down the median of 1,000 random orders (the paper's Monte Carlo
+    /// check under the cost model).
     pub random_median: f64,
+    /// Predicted seconds down the best of them.
+    pub random_best: f64,
+    /// Fraction of them that the chosen chain beats.
+    pub beats: f64,
+    /// The links came from a saved calibration, not from probing now.
+    pub reused: bool,
 }
 
 impl Calibration {
@@ -219,9 +250,11 @@ impl Calibration {
         let groups = topology::groups(&links, chunk.min(auto.bytes.max(1.0)));
         let order = topology::chain(&links, 0, auto.bytes, chunk);
         let predicted = topology::chain_seconds(&links, &order, auto.bytes, chunk);
-        let mut random = topology::random_chain_seconds(&links, 0, auto.bytes, chunk, 100, 1);
+        let mut random = topology::random_chain_seconds(&links, 0, auto.bytes, chunk, 1000, 1);
         random.sort_by(f64::total_cmp);
         let random_median = random.get(random.len() / 2).copied().unwrap_or(predicted);
+        let random_best = random.first().copied().unwrap_or(predicted);
+        let beaten = random.iter().filter(|&&r| r > predicted).count();
         Self {
             links,
             seconds,
@@ -229,6 +262,9 @@ impl Calibration {
             order,
             predicted,
             random_median,
+            random_best,
+            beats: beaten as f64 / random.len().max(1) as f64,
+            reused: false,
         }
     }
 
@@ -255,10 +291,18 @@ impl Calibration {
             .chain((0..n).map(|r| name(r).len()))
             .max()
             .unwrap_or(1);
-        let mut out = format!(
-            "calibration: {n} members in {:.2} s; latency (us) and bandwidth (MB/s), row -> column\n",
-            self.seconds
-        );
+        let mut out = if self.reused {
+            format!(
+                "calibration: {n} members, links measured before (saved); latency (us) and \
+                 bandwidth (MB/s), row -> column\n"
+            )
+        } else {
+            format!(
+                "calibration: {n} members in {:.2} s; latency (us) and bandwidth (MB/s), row -> \
+                 column\n",
+                self.seconds
+            )
+        };
         let _ = writeln!(
             out,
             "{:>width$}{}",
@@ -285,14 +329,17 @@ impl Calibration {
         let _ = writeln!(out, "groups: {}", groups.join(" "));
         let _ = write!(
             out,
-            "chain: {} (model: {:.3} ms, median of random orders {:.3} ms)",
+            "chain: {} (model: {:.3} ms; 1,000 random orders: median {:.3} ms, best {:.3} ms, \
+             {:.1}% slower than this one)",
             self.order
                 .iter()
                 .map(|&r| name(r))
                 .collect::<Vec<_>>()
                 .join(" -> "),
             self.predicted * 1e3,
-            self.random_median * 1e3
+            self.random_median * 1e3,
+            self.random_best * 1e3,
+            self.beats * 100.0
         );
         out
     }
@@ -667,6 +714,103 @@ fn open_share(
     Share::open(job, dir, &manifest, &indices, previous).map_err(|e| e.to_string())
 }
 
+/// What a broadcast of `seconds` means against `expected`: the new expectation, and whether
+/// the links are to be measured again (more than 20% and 20 ms slower than expected).
+fn slowed(expected: Option<f64>, seconds: f64) -> (Option<f64>, bool) {
+    match expected {
+        None => (Some(seconds), false),
+        Some(e) => (Some(e), seconds > e * 1.2 + 0.02),
+    }
+}
+
+/// Measures the links and chooses the chain (`--order auto`).
+fn measure(
+    transport: &dyn Transport,
+    auto: Auto,
+    chunk: usize,
+) -> Result<Calibration, EngineError> {
+    let (links, seconds) = calibrate_links(transport, auto.probe)?;
+    Ok(Calibration::choose(links, seconds, auto, chunk))
+}
+
+/// Has every member cache its share of the partitions for the chain `order` (reusing what
+/// `previous`, the root's share, holds); returns the root's share and the fixed-point scale.
+fn load(
+    transport: &dyn Transport,
+    hosts: &[String],
+    options: &Options,
+    manifest: &Manifest,
+    job: u64,
+    order: &[usize],
+    previous: Option<&Share>,
+) -> Result<(Option<Share>, i32), EngineError> {
+    let control = Team::ranks(transport);
+    let load = Command::Load {
+        job,
+        dir: options.dir.clone(),
+        manifest: manifest.digest(),
+        order: order.to_vec(),
+        root_maps: options.root_maps,
+        build: BUILD.into(),
+    };
+    broadcast_message(&control, Some(&encode(&load)))?;
+    let team = Team::ordered(transport, order.to_vec())?;
+    let own = if options.root_maps {
+        open_share(&team, job, &options.dir, manifest.digest(), true, previous).map(Some)
+    } else {
+        Ok(None)
+    };
+    let reply = match &own {
+        Ok(None) => LoadReply {
+            rows: 0,
+            max_abs_bits: 0,
+            magnitudes: Vec::new(),
+            error: None,
+        },
+        Ok(Some(s)) => LoadReply {
+            rows: s.rows(),
+            max_abs_bits: s.max_abs().to_bits(),
+            magnitudes: s.magnitudes(),
+            error: None,
+        },
+        Err(e) => LoadReply {
+            rows: 0,
+            max_abs_bits: 0,
+            magnitudes: Vec::new(),
+            error: Some(e.clone()),
+        },
+    };
+    let replies = gather(&control, &encode(&reply), MAX_CONTROL)?.unwrap_or_default();
+    let (mut rows, mut peak, mut bins) = (0u64, 0f32, Vec::new());
+    for (rank, bytes) in replies.iter().enumerate() {
+        let reply: LoadReply = decode(rank, bytes)?;
+        if let Some(reason) = reply.error {
+            return Err(EngineError::Refused {
+                rank,
+                host: hosts.get(rank).cloned().unwrap_or_default(),
+                reason,
+            });
+        }
+        rows += reply.rows;
+        peak = peak.max(f32::from_bits(reply.max_abs_bits));
+        bins = vocab_pipeline::kmeans::partial::add_bins(bins, &reply.magnitudes);
+    }
+    if rows != manifest.count {
+        return Err(EngineError::Count {
+            got: rows,
+            want: manifest.count,
+        });
+    }
+    let scale = fixed_scale(peak, rows);
+    vocab_pipeline::kmeans::partial::check_range(scale, &bins, peak)?;
+    let share = own.map_err(|reason| EngineError::Refused {
+        rank: 0,
+        host: transport.host(),
+        reason,
+    })?;
+    Ok((share, scale))
+}
+
 /// The driving member (rank 0) of an SPMD job.
 pub struct Root<'t> {
     transport: Box<dyn Transport + 't>,
@@ -678,6 +822,11 @@ pub struct Root<'t> {
     share: Option<Share>,
     scale: i32,
     calibration: Option<Calibration>,
+    job: u64,
+    /// Broadcast seconds expected since the last calibration (the first one after it).
+    expected: Option<f64>,
+    /// The links are to be measured again before the next step.
+    stale: bool,
 }
 
 impl std::fmt::Debug for Root<'_> {
@@ -781,76 +930,30 @@ impl<'t> Root<'t> {
     ) -> Result<Self, EngineError> {
         let (order, calibration) = match options.auto {
             Some(auto) => {
-                let (links, seconds) = calibrate_links(&*transport, auto.probe)?;
-                let c = Calibration::choose(links, seconds, auto, options.plan.chunk);
+                let known = options
+                    .known
+                    .as_ref()
+                    .and_then(|k| k.links_for(&labels(&members.hosts)));
+                let c = match known {
+                    Some(links) => Calibration {
+                        reused: true,
+                        ..Calibration::choose(links, 0.0, auto, options.plan.chunk)
+                    },
+                    None => measure(&*transport, auto, options.plan.chunk)?,
+                };
                 (c.order.clone(), Some(c))
             }
             None => (chain_order(&members.hosts, &options.racks), None),
         };
-        let control = Team::ranks(&*transport);
-        let load = Command::Load {
+        let (share, scale) = load(
+            &*transport,
+            &members.hosts,
+            &options,
+            &manifest,
             job,
-            dir: options.dir.clone(),
-            manifest: manifest.digest(),
-            order: order.clone(),
-            root_maps: options.root_maps,
-            build: BUILD.into(),
-        };
-        broadcast_message(&control, Some(&encode(&load)))?;
-        let team = Team::ordered(&*transport, order.clone())?;
-        let own = if options.root_maps {
-            open_share(&team, job, &options.dir, manifest.digest(), true, None).map(Some)
-        } else {
-            Ok(None)
-        };
-        let reply = match &own {
-            Ok(None) => LoadReply {
-                rows: 0,
-                max_abs_bits: 0,
-                magnitudes: Vec::new(),
-                error: None,
-            },
-            Ok(Some(s)) => LoadReply {
-                rows: s.rows(),
-                max_abs_bits: s.max_abs().to_bits(),
-                magnitudes: s.magnitudes(),
-                error: None,
-            },
-            Err(e) => LoadReply {
-                rows: 0,
-                max_abs_bits: 0,
-                magnitudes: Vec::new(),
-                error: Some(e.clone()),
-            },
-        };
-        let replies = gather(&control, &encode(&reply), MAX_CONTROL)?.unwrap_or_default();
-        let (mut rows, mut peak, mut bins) = (0u64, 0f32, Vec::new());
-        for (rank, bytes) in replies.iter().enumerate() {
-            let reply: LoadReply = decode(rank, bytes)?;
-            if let Some(reason) = reply.error {
-                return Err(EngineError::Refused {
-                    rank,
-                    host: members.hosts.get(rank).cloned().unwrap_or_default(),
-                    reason,
-                });
-            }
-            rows += reply.rows;
-            peak = peak.max(f32::from_bits(reply.max_abs_bits));
-            bins = vocab_pipeline::kmeans::partial::add_bins(bins, &reply.magnitudes);
-        }
-        if rows != manifest.count {
-            return Err(EngineError::Count {
-                got: rows,
-                want: manifest.count,
-            });
-        }
-        let scale = fixed_scale(peak, rows);
-        vocab_pipeline::kmeans::partial::check_range(scale, &bins, peak)?;
-        let share = own.map_err(|reason| EngineError::Refused {
-            rank: 0,
-            host: transport.host(),
-            reason,
-        })?;
+            &order,
+            None,
+        )?;
         Ok(Self {
             transport,
             hosts: members.hosts.clone(),
@@ -860,7 +963,45 @@ impl<'t> Root<'t> {
             share,
             scale,
             calibration,
+            job,
+            expected: None,
+            stale: false,
         })
+    }
+
+    /// Measures the links again and, if the chain changes, has every member load its share
+    /// under the new order (partitions already open are kept). Returns the seconds it took.
+    fn recalibrate(&mut self) -> Result<f64, EngineError> {
+        let Some(auto) = self.options.auto else {
+            return Ok(0.0);
+        };
+        let started = Instant::now();
+        let c = measure(&*self.transport, auto, self.options.plan.chunk)?;
+        if c.order != self.order {
+            let (share, scale) = load(
+                &*self.transport,
+                &self.hosts,
+                &self.options,
+                &self.manifest,
+                self.job,
+                &c.order,
+                self.share.as_ref(),
+            )?;
+            (self.share, self.scale) = (share, scale);
+            self.order = c.order.clone();
+        }
+        self.calibration = Some(c);
+        (self.expected, self.stale) = (None, false);
+        Ok(started.elapsed().as_secs_f64())
+    }
+
+    /// Books a broadcast's seconds against the calibration: the first broadcast after a
+    /// calibration sets what to expect; one more than 20% (and 20 ms) slower than that marks
+    /// the links for measuring again before the next step.
+    fn watch(&mut self, seconds: f64) {
+        if self.calibration.is_some() {
+            (self.expected, self.stale) = slowed(self.expected, seconds);
+        }
     }
 
     /// What the calibration found, when the chain comes from measured links.
@@ -892,6 +1033,11 @@ impl<'t> Root<'t> {
         iteration: u64,
         centroids: &Centroids,
     ) -> Result<StepResult, EngineError> {
+        let recalibrated = if self.stale {
+            Some(self.recalibrate()?)
+        } else {
+            None
+        };
         let received = Instant::now();
         let (k, dims) = (centroids.k(), centroids.dims());
         let command = Command::Step {
@@ -980,6 +1126,8 @@ impl<'t> Root<'t> {
         // Stage 3 starts when the last member has its range: a root that does not map starts
         // gathering at once and would otherwise count the others' map and stage 2 as well.
         report.stage3_seconds = (gathered_at - reduced).max(0.0);
+        report.recalibrated = recalibrated;
+        self.watch(report.broadcast_seconds);
         Ok(StepResult {
             means,
             counts,
@@ -1096,6 +1244,7 @@ mod tests {
             racks: BTreeMap::new(),
             root_maps: true,
             auto: None,
+            known: None,
         }
     }
 
@@ -1200,6 +1349,66 @@ mod tests {
             ranks.sort_unstable();
             assert_eq!(ranks, ["0", "1", "2", "3"]);
         }
+    }
+
+    #[test]
+    fn a_slower_broadcast_marks_the_links_for_measuring_again() {
+        assert_eq!(slowed(None, 1.0), (Some(1.0), false));
+        assert_eq!(slowed(Some(1.0), 1.19), (Some(1.0), false));
+        assert_eq!(slowed(Some(1.0), 1.3), (Some(1.0), true));
+        // Small broadcasts: 20 ms of slack, so jitter does not trigger it.
+        assert_eq!(slowed(Some(0.001), 0.015), (Some(0.001), false));
+    }
+
+    #[test]
+    fn measuring_again_mid_job_reorders_and_gives_the_same_centroids() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let parts = dataset(tmp.path());
+        let set = PartitionSet::open(&parts).expect("open");
+        let manifest = read_manifest(&parts).expect("manifest");
+        let params = params(20, Kernel::F32);
+        let local = kmeans::fit::<KMeansError>(&set.matrices(), &params, None, &mut |_| Ok(()))
+            .expect("local");
+        let hosts: Vec<String> = ["a", "b", "c"].iter().map(|h| h.to_string()).collect();
+        let team = MemoryTransport::team_on(&hosts);
+        let mut state = State {
+            iteration: 0,
+            centroids: initial_centroids(&set.matrices(), 20, &Init::Random, 3).expect("init"),
+            history: Vec::new(),
+            converged: false,
+        };
+        let options = Options {
+            auto: Some(Auto {
+                probe: Probe {
+                    small: 16,
+                    pings: 1,
+                    large: 4096,
+                },
+                bytes: 1e6,
+            }),
+            ..options(&parts, Algorithm::Chain, true, Kernel::F32)
+        };
+        std::thread::scope(|s| {
+            let (root, members) = team.split_first().expect("a root");
+            for m in members {
+                s.spawn(move || serve(m, Faults::default()));
+            }
+            let members = hello(root).expect("hello");
+            let mut engine =
+                Root::start(Box::new(root), &members, options, manifest, 7).expect("start");
+            while state.iteration < params.max_iter {
+                // Before every other iteration the links count as slowed down.
+                engine.stale = state.iteration % 2 == 1;
+                let started = Instant::now();
+                let result = engine
+                    .step(state.iteration + 1, &state.centroids)
+                    .expect("step");
+                let report = result.apply(&mut state, &params, started);
+                assert_eq!(report.recalibrated.is_some(), state.iteration % 2 == 0);
+            }
+            exit(root).expect("exit");
+        });
+        assert_eq!(state.centroids, local.centroids);
     }
 
     #[test]

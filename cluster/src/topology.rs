@@ -85,6 +85,59 @@ impl Links {
     }
 }
 
+/// Links as saved to a file (`<cluster>.links.json`, `<out>.links.json`): by member label, so
+/// a later job reuses them for the members it shares with the measured team.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Saved {
+    /// Member labels (node names, or hosts), by row.
+    pub members: Vec<String>,
+    /// Seconds of a small message, row -> column.
+    pub latency_seconds: Vec<Vec<f64>>,
+    /// Bytes per second of a large one, row -> column.
+    pub bandwidth_bytes_per_second: Vec<Vec<f64>>,
+    /// Seconds the measurement took.
+    #[serde(default)]
+    pub seconds: f64,
+}
+
+impl Saved {
+    /// The links of `members` (labelled as `labels`, in that order).
+    pub fn new(labels: &[String], links: &Links, seconds: f64) -> Self {
+        Self {
+            members: labels.to_vec(),
+            latency_seconds: links.latency.clone(),
+            bandwidth_bytes_per_second: links.bandwidth.clone(),
+            seconds,
+        }
+    }
+
+    /// The links among `labels`, in that order, when every one was measured (and the file's
+    /// matrices are sound); else `None`.
+    pub fn links_for(&self, labels: &[String]) -> Option<Links> {
+        let n = self.members.len();
+        let whole = Links {
+            latency: self.latency_seconds.clone(),
+            bandwidth: self.bandwidth_bytes_per_second.clone(),
+        };
+        if whole.len() != n || whole.check().is_err() {
+            return None;
+        }
+        let at: Vec<usize> = labels
+            .iter()
+            .map(|l| self.members.iter().position(|m| m == l))
+            .collect::<Option<_>>()?;
+        let pick = |m: &Vec<Vec<f64>>| -> Vec<Vec<f64>> {
+            at.iter()
+                .map(|&i| at.iter().map(|&j| m[i][j]).collect())
+                .collect()
+        };
+        Some(Links {
+            latency: pick(&whole.latency),
+            bandwidth: pick(&whole.bandwidth),
+        })
+    }
+}
+
 /// Symmetric cost of a pair: the mean of both directions.
 fn pair(links: &Links, i: usize, j: usize, bytes: f64) -> f64 {
     (links.cost(i, j, bytes) + links.cost(j, i, bytes)) / 2.0
@@ -412,6 +465,21 @@ mod tests {
         let chosen = chain_seconds(&links, &order, 16.0 * MB, 65536.0);
         let random = random_chain_seconds(&links, 0, 16.0 * MB, 65536.0, 200, 9);
         assert!(random.iter().all(|&r| chosen <= r * 1.0001), "{chosen}");
+    }
+
+    #[test]
+    fn saved_links_give_the_submatrix_of_the_members_asked_for() {
+        let links = synthetic(&[0, 0, 1, 1], 100.0 * MB, 10.0 * MB, 0.2, 5);
+        let labels: Vec<String> = ["driver", "a", "b", "c"].map(String::from).to_vec();
+        let saved = Saved::new(&labels, &links, 1.5);
+        let text = serde_json::to_string(&saved).expect("json");
+        let back: Saved = serde_json::from_str(&text).expect("read");
+        let ask: Vec<String> = ["driver", "c", "a"].map(String::from).to_vec();
+        let sub = back.links_for(&ask).expect("all measured");
+        assert_eq!(sub.bandwidth[1][2], links.bandwidth[3][1]);
+        assert_eq!(sub.latency[2][0], links.latency[1][0]);
+        let stranger: Vec<String> = ["driver", "z"].map(String::from).to_vec();
+        assert!(back.links_for(&stranger).is_none());
     }
 
     #[test]

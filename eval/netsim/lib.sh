@@ -103,7 +103,7 @@ netsim_cluster_file() {
     echo "io_timeout_ms = 600000"
     for i in $(seq 0 $((nodes - 1))); do
       printf '\n[[nodes]]\nname = "n%d"\naddress = "10.77.0.%d:7070"\n' "$i" $((i + 10))
-      [ "$order" = rack ] && printf 'rack = "r%d"\n' $((i % racks))
+      if [ "$order" = rack ]; then printf 'rack = "r%d"\n' $((i % racks)); fi
     done
   } > "$work/cluster.toml"
 }
