@@ -285,6 +285,17 @@ pub struct Host<'a> {
     pub forming: &'a Forming,
 }
 
+/// Tells the driver why this worker refuses the join; the error to return.
+async fn refuse(conn: &mut Connection, message: String) -> MessageError {
+    let refused = Message::Refused {
+        message: message.clone(),
+    };
+    match send(conn, &refused).await {
+        Ok(()) => MessageError::Remote(message),
+        Err(e) => e,
+    }
+}
+
 /// Checks a join against this worker (`me`, dialed by `peer`).
 fn check_join(cluster: &Cluster, me: &str, peer: &str, join: &Join) -> Result<usize, String> {
     if join.build != BUILD {
@@ -331,16 +342,7 @@ pub async fn join(
     } = host;
     let rank = match check_join(cluster, me, peer, &join) {
         Ok(rank) => rank,
-        Err(message) => {
-            send(
-                &mut conn,
-                &Message::Refused {
-                    message: message.clone(),
-                },
-            )
-            .await?;
-            return Err(MessageError::Remote(message));
-        }
+        Err(message) => return Err(refuse(&mut conn, message).await),
     };
     let limit = deadline(cluster);
     let mut dials = JoinSet::new();
@@ -383,15 +385,7 @@ pub async fn join(
             }
             Err(FormError::Unreachable { node, reason }) => failed = Some((node, reason)),
             Err(FormError::Refused { node, reason }) => {
-                let message = format!("{node}: {reason}");
-                send(
-                    &mut conn,
-                    &Message::Refused {
-                        message: message.clone(),
-                    },
-                )
-                .await?;
-                return Err(MessageError::Remote(message));
+                return Err(refuse(&mut conn, format!("{node}: {reason}")).await);
             }
         }
     }
