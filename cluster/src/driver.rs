@@ -748,13 +748,7 @@ mod tests {
         rt.block_on(crate::worker::start_workers(n, 2, settings, SECRET))
     }
 
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime")
-    }
+    use crate::transport::tcp::test_runtime as runtime;
 
     /// A driver on `cluster` for the partitions in `dir` (chain broadcast, stage 1 on).
     fn connect(cluster: Cluster, dir: &str, manifest: Manifest) -> Result<Driver, DriverError> {

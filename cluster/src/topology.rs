@@ -53,14 +53,6 @@ impl Links {
         self.latency[i][j] + transfer
     }
 
-    /// The network performance matrix for messages of `bytes`.
-    pub fn matrix(&self, bytes: f64) -> Vec<Vec<f64>> {
-        let n = self.len();
-        (0..n)
-            .map(|i| (0..n).map(|j| self.cost(i, j, bytes)).collect())
-            .collect()
-    }
-
     /// Checks the shape and the values (finite, latency >= 0, bandwidth > 0 off the diagonal).
     pub fn check(&self) -> Result<(), String> {
         let n = self.len();

@@ -28,6 +28,16 @@ use crate::frame::Frame;
 
 pub mod team;
 
+/// A two-thread runtime for the links of tests' teams.
+#[cfg(test)]
+pub(crate) fn test_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
 /// Largest piece of a message in one frame (bytes).
 pub const PIECE: usize = 1 << 20;
 
@@ -394,13 +404,7 @@ mod tests {
             .collect()
     }
 
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime")
-    }
+    use crate::transport::tcp::test_runtime as runtime;
 
     #[test]
     fn messages_above_a_piece_cross_in_order_and_collectives_run() {
