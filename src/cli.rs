@@ -126,20 +126,38 @@ pub struct StatusArgs {
 /// Arguments of `vocab bench broadcast`.
 #[derive(Debug, Args)]
 pub struct BenchBroadcastArgs {
-    /// The cluster file.
-    #[arg(long, value_name = "FILE")]
-    pub cluster: PathBuf,
     /// Message size, e.g. 1000, 64K, 512M, 1G (binary units).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub bytes: u64,
     /// Algorithm.
     #[arg(long, value_enum, default_value_t = BroadcastAlgorithm::Chain)]
     pub algorithm: BroadcastAlgorithm,
+    #[command(flatten)]
+    pub team: BenchTeamArgs,
+}
+
+/// Arguments of `vocab bench gather`.
+#[derive(Debug, Args)]
+pub struct BenchGatherArgs {
+    /// Bytes each worker sends to the driver, e.g. 1000, 64K, 2M (binary units).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub bytes: u64,
+    #[command(flatten)]
+    pub team: BenchTeamArgs,
+}
+
+/// What the cluster benchmarks share.
+#[derive(Debug, Args)]
+pub struct BenchTeamArgs {
+    /// The cluster file.
+    #[arg(long, value_name = "FILE")]
+    pub cluster: PathBuf,
     /// Timed runs.
     #[arg(long, value_name = "R", default_value_t = 3)]
     pub repeat: usize,
-    /// Chain order: the cluster file's (`racks`) or built from measured links (`auto`: the
-    /// links are measured once, before the timed runs; the calibration goes to stderr).
+    /// `racks`: the cluster file's chain, the binomial tree, the direct gather; `auto`: the
+    /// chain and trees built from measured links (measured once, before the timed runs; the
+    /// calibration goes to stderr).
     #[arg(long, value_enum, default_value_t = OrderArg::Racks)]
     pub order: OrderArg,
     /// Append one CSV row per run to this file.
@@ -201,6 +219,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 pub enum BenchCommand {
     /// Time broadcasts over a cluster: seconds and GB/s per run.
     Broadcast(BenchBroadcastArgs),
+    /// Time gathers over a cluster (stage 3's pattern): every worker's piece to the driver,
+    /// directly or up the measured gather tree; seconds per run.
+    Gather(BenchGatherArgs),
     /// Time the HOG kernels on decoded photos: dense (Mpix/s) and random patches (patches/s).
     Hog(BenchHogArgs),
     /// Under mpirun (build with --features mpi): vocab's collectives against MPI's own on the

@@ -14,10 +14,11 @@ use vocab_cluster::peer::ping;
 use vocab_cluster::worker::{Faults, Worker};
 
 use crate::cli::{
-    BenchBroadcastArgs, BroadcastAlgorithm, CalibrateArgs, LocalArgs, StatusArgs, WorkerArgs,
+    BenchBroadcastArgs, BenchGatherArgs, BenchTeamArgs, BroadcastAlgorithm, CalibrateArgs,
+    LocalArgs, StatusArgs, WorkerArgs,
 };
 
-use vocab_cluster::driver::{Broadcaster, DRIVER};
+use vocab_cluster::driver::{BroadcastReport, Broadcaster, DRIVER};
 
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
@@ -297,42 +298,91 @@ pub fn local(args: &LocalArgs) -> anyhow::Result<()> {
 /// `vocab bench broadcast`: forms a team of the driver and the workers, then times
 /// broadcasts of `--bytes` with the k-means collectives, every copy checked by its CRC.
 pub fn bench(args: &BenchBroadcastArgs) -> anyhow::Result<()> {
-    let (cluster, secret) = load(&args.cluster)?;
     let algorithm = Algorithm::from(args.algorithm);
     let data: Vec<u8> = (0..args.bytes)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
+    let (mut broadcaster, chunk_size) = bench_team(&args.team, |_| args.bytes as f64)?;
+    let runs = timed_runs(
+        &mut broadcaster,
+        args.team.repeat,
+        args.bytes,
+        algorithm.name(),
+        chunk_size,
+        |b| {
+            b.broadcast(&data, algorithm).with_context(|| {
+                format!("broadcast of {} bytes ({})", args.bytes, algorithm.name())
+            })
+        },
+    )?;
+    append_csv(args.team.csv.as_deref(), &runs)
+}
+
+/// `vocab bench gather`: forms a team of the driver and the workers, then times gathers of a
+/// piece of `--bytes` from every worker at the driver (stage 3's pattern), every piece checked.
+pub fn bench_gather(args: &BenchGatherArgs) -> anyhow::Result<()> {
+    // The calibration models a gather of a piece per worker from the total it is told.
+    let total = |c: &Cluster| args.bytes as f64 * c.nodes.len().max(1) as f64;
+    let (mut broadcaster, chunk_size) = bench_team(&args.team, total)?;
+    let runs = timed_runs(
+        &mut broadcaster,
+        args.team.repeat,
+        args.bytes,
+        "gather",
+        chunk_size,
+        |b| {
+            b.gather(args.bytes)
+                .with_context(|| format!("gather of {} bytes per worker", args.bytes))
+        },
+    )?;
+    append_csv(args.team.csv.as_deref(), &runs)
+}
+
+/// The benchmarks' team, with its links measured first for `--order auto` (the calibration,
+/// chosen for a collective of `bytes(cluster)`, goes to stderr); and the cluster's chunk size.
+fn bench_team(
+    args: &BenchTeamArgs,
+    bytes: impl Fn(&Cluster) -> f64,
+) -> anyhow::Result<(Broadcaster, usize)> {
+    let path = &args.cluster;
+    let (cluster, secret) = load(path)?;
     let chunk_size = cluster.settings.chunk_size;
-    let mut broadcaster = Broadcaster::connect(cluster, secret).with_context(|| {
-        format!(
-            "forming a team of the workers of {}",
-            args.cluster.display()
-        )
-    })?;
+    let bytes = bytes(&cluster);
+    let mut broadcaster = Broadcaster::connect(cluster, secret)
+        .with_context(|| format!("forming a team of the workers of {}", path.display()))?;
     if args.order == crate::cli::OrderArg::Auto {
         let auto = vocab_cluster::spmd::Auto {
             probe: vocab_cluster::collective::Probe::default(),
-            bytes: args.bytes as f64,
+            bytes,
         };
         let (calibration, names) = broadcaster.calibrate(auto).context("measuring the links")?;
         eprintln!("{}", calibration.describe(&names));
     }
+    Ok((broadcaster, chunk_size))
+}
+
+/// Runs `once` `repeat` times, printing a line per run; returns the CSV rows.
+fn timed_runs(
+    broadcaster: &mut Broadcaster,
+    repeat: usize,
+    bytes: u64,
+    name: &str,
+    chunk_size: usize,
+    mut once: impl FnMut(&mut Broadcaster) -> anyhow::Result<BroadcastReport>,
+) -> anyhow::Result<String> {
     let mut dropped = broadcaster.dropped().to_vec();
     let mut csv = String::new();
-    for _ in 0..args.repeat.max(1) {
-        let mut report = broadcaster
-            .broadcast(&data, algorithm)
-            .with_context(|| format!("broadcast of {} bytes ({})", args.bytes, algorithm.name()))?;
-        // Nodes dropped while the team formed count against the first broadcast.
+    for _ in 0..repeat.max(1) {
+        let mut report = once(broadcaster)?;
+        // Nodes dropped while the team formed count against the first run.
         dropped.append(&mut report.dropped);
         let dropped = std::mem::take(&mut dropped);
         println!(
-            "nodes={} bytes={} algorithm={} seconds={:.6} gbytes_per_s={:.3}{}",
+            "nodes={} bytes={} algorithm={name} seconds={:.6} gbytes_per_s={:.3}{}",
             report.nodes,
-            args.bytes,
-            algorithm.name(),
+            bytes,
             report.seconds,
-            args.bytes as f64 / report.seconds / 1e9,
+            bytes as f64 / report.seconds / 1e9,
             if dropped.is_empty() {
                 String::new()
             } else {
@@ -341,30 +391,32 @@ pub fn bench(args: &BenchBroadcastArgs) -> anyhow::Result<()> {
         );
         let _ = writeln!(
             csv,
-            "{},{},{},{},{:.6},{},{}",
+            "{},{},{name},{},{:.6},{},{}",
             report.nodes,
-            args.bytes,
-            algorithm.name(),
+            bytes,
             chunk_size,
             report.seconds,
             report.attempts,
             dropped.join(";")
         );
     }
-    if let Some(path) = &args.csv {
-        let new = !path.exists();
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
-        if new {
-            file.write_all(b"nodes,bytes,algorithm,chunk_size,seconds,attempts,dropped\n")?;
-        }
-        file.write_all(csv.as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(csv)
+}
+
+/// Appends benchmark rows to `path` (with a header when the file is new).
+fn append_csv(path: Option<&Path>, rows: &str) -> anyhow::Result<()> {
+    let Some(path) = path else { return Ok(()) };
+    let new = !path.exists();
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    if new {
+        file.write_all(b"nodes,bytes,algorithm,chunk_size,seconds,attempts,dropped\n")?;
     }
-    Ok(())
+    file.write_all(rows.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Writes a file only its owner may read (mode 0600 on Unix), as secrets must be.

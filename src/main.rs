@@ -88,6 +88,7 @@ fn dispatch(
             anyhow::bail!("bench collectives runs only as an MPI job")
         }
         Command::Bench(BenchCommand::Broadcast(args)) => cluster_cmd::bench(&args),
+        Command::Bench(BenchCommand::Gather(args)) => cluster_cmd::bench_gather(&args),
         Command::Worker(args) => cluster_cmd::worker(&args),
         Command::Cluster(ClusterCommand::Local(args)) => cluster_cmd::local(&args),
         Command::Cluster(ClusterCommand::Status(args)) => cluster_cmd::status(&args),

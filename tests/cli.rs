@@ -1083,9 +1083,19 @@ fn a_worker_killed_mid_broadcast_is_dropped_or_named() {
     };
     let out = kmeans(
         &p("auto.bin"),
-        &["--cluster", s(&relink), "--order", "auto"],
+        &[
+            "--cluster",
+            s(&relink),
+            "--order",
+            "auto",
+            "--broadcast",
+            "mst",
+        ],
     );
-    assert!(out.contains("links measured before"), "{out}");
+    assert!(
+        out.contains("links measured before") && out.contains("broadcast tree (mst): driver > "),
+        "{out}"
+    );
     kmeans(&p("local.bin"), &[]);
     assert!(
         std::fs::read(p("auto.bin")).expect("auto")
@@ -1105,6 +1115,25 @@ fn a_worker_killed_mid_broadcast_is_dropped_or_named() {
     ]);
     assert!(
         out.contains("nodes=2 bytes=8388608 algorithm=chain") && out.contains("dropped=w1"),
+        "{out}"
+    );
+    // Gathers (stage 3's pattern) up the measured tree of the team that is left, every piece
+    // checked at the driver.
+    let out = ok(&[
+        "bench",
+        "gather",
+        "--cluster",
+        s(&relink),
+        "--bytes",
+        "300K",
+        "--order",
+        "auto",
+        "--repeat",
+        "2",
+    ]);
+    assert_eq!(
+        out.matches("nodes=2 bytes=307200 algorithm=gather").count(),
+        2,
         "{out}"
     );
     let err = fails(&["cluster", "status", "--cluster", s(&relink)]);

@@ -129,7 +129,7 @@ fn mpi_ranks_give_the_single_process_vocabulary_bit_for_bit() {
         vocab(&args);
         std::fs::read(&out).expect("int8 vocabulary")
     };
-    for (ranks, extra, want) in [
+    for (case, (ranks, extra, want)) in [
         (1, vec![], &local),
         (2, vec![], &local),
         (
@@ -149,8 +149,13 @@ fn mpi_ranks_give_the_single_process_vocabulary_bit_for_bit() {
         ),
         // The chain from measured links: same vocabulary, the calibration printed.
         (4, vec!["--order", "auto"], &local),
-    ] {
-        let out = tmp.path().join(format!("mpi-{ranks}-{}.bin", extra.len()));
+        // The measured trees: the broadcast tree (mst) and the stage-3 gather tree.
+        (3, vec!["--order", "auto", "--broadcast", "mst"], &local),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = tmp.path().join(format!("mpi-{case}.bin"));
         let mut args = mpi_kmeans(&parts, &out);
         args.extend_from_slice(&extra);
         let stdout = mpi_ok(ranks, &args);
@@ -160,7 +165,9 @@ fn mpi_ranks_give_the_single_process_vocabulary_bit_for_bit() {
         );
         if extra.contains(&"auto") {
             assert!(
-                stdout.contains("calibration: 4 members") && stdout.contains("chain: 0@"),
+                stdout.contains(&format!("calibration: {ranks} members"))
+                    && stdout.contains("chain: 0@")
+                    && stdout.contains("gather tree (stage 3): 0@"),
                 "{stdout}"
             );
         }
@@ -170,11 +177,8 @@ fn mpi_ranks_give_the_single_process_vocabulary_bit_for_bit() {
             "{ranks} ranks {extra:?}"
         );
         // Stage traffic is recorded per iteration, as on the TCP engine.
-        let stages = std::fs::read_to_string(
-            tmp.path()
-                .join(format!("mpi-{ranks}-{}.bin.stages.csv", extra.len())),
-        )
-        .expect("stages");
+        let stages = std::fs::read_to_string(tmp.path().join(format!("mpi-{case}.bin.stages.csv")))
+            .expect("stages");
         assert_eq!(stages.lines().count(), 6, "{stages}");
     }
 }

@@ -7,13 +7,14 @@
 //! * [`broadcast`]: the root's bytes to every member, by [`Algorithm`]: `chain` (Twister's
 //!   pipelined chain: chunk `i + 1` arrives while chunk `i` is forwarded), `multichain` (the
 //!   message cut into slices, each down its own rotation of the chain, all at once), `mst`
-//!   (binomial tree, largest subtree first) and `simple` (the root sends to each member in
-//!   turn).
+//!   (a tree: the team's measured broadcast tree when it has one, else the binomial tree,
+//!   largest subtree first) and `simple` (the root sends to each member in turn).
 //! * [`reduce_ranges`] (stage 2): member `j` owns centroid range `j`; in round `d` every member
 //!   sends range `me + d` of its partial sums to that range's owner while it receives its own
 //!   range from member `me - d`, chunk by chunk, adding each chunk into its accumulator as it
 //!   arrives. Receive memory is one range; send memory one peer's range.
-//! * [`gather`] (stage 3): every member's bytes to the root.
+//! * [`gather`] (stage 3): every member's bytes to the root, directly, or up the team's
+//!   measured gather tree when it has one (a member forwards its subtree's pieces at once).
 //!
 //! Sizes read from peers are checked before they allocate.
 
@@ -24,6 +25,7 @@ use vocab_pipeline::kmeans::Partial;
 
 use crate::aggregate::{RangeSum, encode_range, range_len, range_of};
 use crate::topology::Links;
+use crate::topology::tree::{Tree, TreeError};
 use crate::transport::{Recv, Send, Tag, Transport, TransportError};
 
 /// Tags of the collectives (each phase its own, so phases never match each other's messages).
@@ -40,6 +42,8 @@ pub mod tags {
     pub const STAGE2: Tag = 6;
     /// Calibration probes.
     pub const CALIBRATE: Tag = 7;
+    /// Positions and lengths of the pieces of a subtree (gather up a tree).
+    pub const GATHER_HEAD: Tag = 8;
     /// Broadcast data; chain `c` of a multi-chain broadcast uses `BROADCAST + c`.
     pub const BROADCAST: Tag = 100;
 }
@@ -72,6 +76,25 @@ pub enum CollectiveError {
         /// Limit.
         limit: u64,
     },
+    /// A tree that does not fit the team.
+    #[error("tree for a team of {size}: {source}")]
+    Tree {
+        /// Team size.
+        size: usize,
+        /// What is wrong.
+        source: TreeError,
+    },
+    /// A gathered piece from a member that is not below the sender, or twice.
+    #[error("member {member} forwarded a piece of member {piece}, which is not its to forward")]
+    Stray {
+        /// The sender.
+        member: usize,
+        /// Position of the piece.
+        piece: usize,
+    },
+    /// A gather up a tree that ended without a member's piece.
+    #[error("the gather ended without the piece of member {0}")]
+    Missing(usize),
     /// Stage-2 data that does not fit the accumulator.
     #[error("stage 2: {0}")]
     Stage2(String),
@@ -84,6 +107,10 @@ pub struct Team<'t> {
     order: Vec<usize>,
     /// This process's position in `order`.
     me: usize,
+    /// The measured broadcast tree, by position (else the binomial tree).
+    broadcast_tree: Option<Tree>,
+    /// The measured gather tree, by position (else every member sends to the root).
+    gather_tree: Option<Tree>,
 }
 
 impl std::fmt::Debug for Team<'_> {
@@ -103,6 +130,8 @@ impl<'t> Team<'t> {
             transport,
             order,
             me: transport.rank(),
+            broadcast_tree: None,
+            gather_tree: None,
         }
     }
 
@@ -136,9 +165,43 @@ impl<'t> Team<'t> {
                 transport,
                 order,
                 me,
+                broadcast_tree: None,
+                gather_tree: None,
             }),
             _ => Err(CollectiveError::Order { order, size }),
         }
+    }
+
+    /// The team with trees for `mst` broadcasts and for gathers (over ranks, rooted at the
+    /// team's root); `None` keeps the binomial tree and the direct gather.
+    pub fn with_trees(
+        mut self,
+        broadcast: Option<&Tree>,
+        gather: Option<&Tree>,
+    ) -> Result<Self, CollectiveError> {
+        let size = self.size();
+        let place = |tree: Option<&Tree>| -> Result<Option<Tree>, CollectiveError> {
+            let Some(tree) = tree else { return Ok(None) };
+            let placed = if tree.len() == size {
+                tree.relabel(&self.order)
+            } else {
+                Err(TreeError::OutOfRange {
+                    members: size,
+                    member: tree.len().saturating_sub(1),
+                })
+            };
+            match placed {
+                Ok(t) if t.root() == 0 => Ok(Some(t)),
+                Ok(t) => Err(CollectiveError::Tree {
+                    size,
+                    source: TreeError::Twice(self.order[t.root()]),
+                }),
+                Err(source) => Err(CollectiveError::Tree { size, source }),
+            }
+        };
+        self.broadcast_tree = place(broadcast)?;
+        self.gather_tree = place(gather)?;
+        Ok(self)
     }
 
     /// Members in the team.
@@ -280,11 +343,19 @@ pub fn broadcast(
             Ok(())
         }
         Algorithm::Mst => {
-            let (parent, children) = tree_links(w, team.me());
-            if let Some(p) = parent {
+            let binomial;
+            let tree = match &team.broadcast_tree {
+                Some(t) => t,
+                None => {
+                    binomial = Tree::binomial(w);
+                    &binomial
+                }
+            };
+            let me = team.me();
+            if let Some(p) = tree.parent(me) {
                 team.recv(p, tags::BROADCAST, data)?;
             }
-            for c in children {
+            for &c in tree.children(me) {
                 team.send(c, tags::BROADCAST, data)?;
             }
             Ok(())
@@ -298,35 +369,6 @@ fn chain_path(w: usize, c: usize, chains: usize) -> Vec<usize> {
     let mut rest: Vec<usize> = (1..w).collect();
     rest.rotate_left((w - 1) * c / chains);
     std::iter::once(0).chain(rest).collect()
-}
-
-/// Parent and children (largest subtree first) of member `me` in the binomial tree rooted at 0
-/// over members `0..w` (MPI's minimum spanning tree broadcast). A member `m` with span `s` is
-/// responsible for members `m + 1 ..= m + s`: its first child `m + 1 + s / 2` takes the upper
-/// part, and the lower part `s / 2` is split the same way.
-pub fn tree_links(w: usize, me: usize) -> (Option<usize>, Vec<usize>) {
-    let (mut m, mut span) = (0usize, w.saturating_sub(1));
-    let mut parent = None;
-    while m != me && me > m && me <= m + span {
-        let mut rest = span;
-        loop {
-            let child = m + 1 + rest / 2;
-            if me >= child {
-                parent = Some(m);
-                span = rest - rest / 2 - 1;
-                m = child;
-                break;
-            }
-            rest /= 2;
-        }
-    }
-    let mut children = Vec::new();
-    let mut rest = span;
-    while rest > 0 {
-        children.push(me + 1 + rest / 2);
-        rest /= 2;
-    }
-    (parent, children)
 }
 
 /// Pipelined chains: each `(path, slice)` streams `data[slice]` from `path[0]` (the root) down
@@ -403,7 +445,7 @@ pub fn broadcast_message(
     message: Option<&[u8]>,
 ) -> Result<Vec<u8>, CollectiveError> {
     if message.is_none() {
-        if let (Some(parent), _) = tree_links(team.size(), team.me()) {
+        if let Some(parent) = Tree::binomial(team.size()).parent(team.me()) {
             team.transport
                 .wait_idle(team.order[parent], tags::BROADCAST);
         }
@@ -432,12 +474,16 @@ pub fn broadcast_message(
 }
 
 /// Gathers every member's `mine` at the root, in chain order (the root gets `Some(all)`, the
-/// others `None`). Lengths travel first, each checked against `limit`.
+/// others `None`): up the team's gather tree when it has one, else directly. Lengths travel
+/// first, each checked against `limit`.
 pub fn gather(
     team: &Team<'_>,
     mine: &[u8],
     limit: u64,
 ) -> Result<Option<Vec<Vec<u8>>>, CollectiveError> {
+    if let Some(tree) = &team.gather_tree {
+        return gather_up(team, tree, mine, limit);
+    }
     let w = team.size();
     if team.me() != 0 {
         let len = (mine.len() as u64).to_le_bytes();
@@ -482,6 +528,160 @@ pub fn gather(
         .collect();
     team.exchange(&[], &mut recvs)?;
     Ok(Some(all))
+}
+
+/// [`gather`] up `tree`: a member receives its children's pieces (each child's subtree, with
+/// their positions and lengths first), adds its own and sends them all to its parent.
+fn gather_up(
+    team: &Team<'_>,
+    tree: &Tree,
+    mine: &[u8],
+    limit: u64,
+) -> Result<Option<Vec<Vec<u8>>>, CollectiveError> {
+    let (w, me) = (team.size(), team.me());
+    let children = tree.children(me);
+    let mut counts = vec![[0u8; 8]; children.len()];
+    let mut recvs: Vec<Recv<'_>> = children
+        .iter()
+        .zip(counts.iter_mut())
+        .map(|(&from, buf)| Recv {
+            from,
+            tag: tags::GATHER_LEN,
+            buf,
+        })
+        .collect();
+    team.exchange(&[], &mut recvs)?;
+    let mut heads: Vec<Vec<u8>> = Vec::with_capacity(children.len());
+    for (&c, count) in children.iter().zip(&counts) {
+        let n = u64::from_le_bytes(*count);
+        if n > w as u64 {
+            return Err(CollectiveError::TooLarge {
+                member: c,
+                bytes: n,
+                limit: w as u64,
+            });
+        }
+        heads.push(vec![0; n as usize * 16]);
+    }
+    let mut recvs: Vec<Recv<'_>> = children
+        .iter()
+        .zip(heads.iter_mut())
+        .map(|(&from, buf)| Recv {
+            from,
+            tag: tags::GATHER_HEAD,
+            buf,
+        })
+        .collect();
+    team.exchange(&[], &mut recvs)?;
+    // (position, length) of every piece below, checked: each from the child's own subtree, once.
+    let mut held = vec![false; w];
+    held[me] = true;
+    let mut pieces: Vec<(usize, usize)> = vec![(me, mine.len())];
+    let mut bodies: Vec<Vec<u8>> = Vec::with_capacity(children.len());
+    let mut per_child: Vec<usize> = Vec::with_capacity(children.len());
+    for (&c, head) in children.iter().zip(&heads) {
+        per_child.push(head.len() / 16);
+        let mut total = 0u64;
+        for entry in head.chunks_exact(16) {
+            let value = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0xff; 8]));
+            let (at, len) = (value(&entry[..8]), value(&entry[8..]));
+            let stray = CollectiveError::Stray {
+                member: c,
+                piece: usize::try_from(at).unwrap_or(usize::MAX),
+            };
+            let at = usize::try_from(at)
+                .ok()
+                .filter(|&at| at < w && !held[at] && below(tree, at, c))
+                .ok_or(stray)?;
+            if len > limit {
+                return Err(CollectiveError::TooLarge {
+                    member: c,
+                    bytes: len,
+                    limit,
+                });
+            }
+            held[at] = true;
+            total += len;
+            pieces.push((at, len as usize));
+        }
+        bodies.push(vec![0; usize::try_from(total).unwrap_or(usize::MAX)]);
+    }
+    let mut recvs: Vec<Recv<'_>> = children
+        .iter()
+        .zip(bodies.iter_mut())
+        .map(|(&from, buf)| Recv {
+            from,
+            tag: tags::GATHER,
+            buf,
+        })
+        .collect();
+    team.exchange(&[], &mut recvs)?;
+    let below_count = pieces.len();
+    match tree.parent(me) {
+        Some(parent) => {
+            let mut head = Vec::with_capacity(below_count * 16);
+            for &(at, len) in &pieces {
+                head.extend_from_slice(&(at as u64).to_le_bytes());
+                head.extend_from_slice(&(len as u64).to_le_bytes());
+            }
+            let mut body = mine.to_vec();
+            for b in &bodies {
+                body.extend_from_slice(b);
+            }
+            let count = (below_count as u64).to_le_bytes();
+            team.exchange(
+                &[
+                    Send {
+                        to: parent,
+                        tag: tags::GATHER_LEN,
+                        data: &count,
+                    },
+                    Send {
+                        to: parent,
+                        tag: tags::GATHER_HEAD,
+                        data: &head,
+                    },
+                    Send {
+                        to: parent,
+                        tag: tags::GATHER,
+                        data: &body,
+                    },
+                ],
+                &mut [],
+            )?;
+            Ok(None)
+        }
+        None => {
+            let mut all: Vec<Option<Vec<u8>>> = vec![None; w];
+            all[me] = Some(mine.to_vec());
+            let mut rest = pieces[1..].iter();
+            for (body, &n) in bodies.iter().zip(&per_child) {
+                let mut at = 0;
+                for &(p, len) in rest.by_ref().take(n) {
+                    all[p] = Some(body[at..at + len].to_vec());
+                    at += len;
+                }
+            }
+            all.into_iter()
+                .enumerate()
+                .map(|(p, piece)| piece.ok_or(CollectiveError::Missing(p)))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some)
+        }
+    }
+}
+
+/// Whether position `m` is `top` or below it in `tree`.
+fn below(tree: &Tree, mut m: usize, top: usize) -> bool {
+    loop {
+        if m == top {
+            return true;
+        }
+        match tree.parent(m) {
+            Some(p) => m = p,
+            None => return false,
+        }
+    }
 }
 
 /// How [`calibrate`] probes a link.
@@ -792,35 +992,6 @@ mod tests {
     }
 
     #[test]
-    fn the_binomial_tree_covers_every_member_once_with_log_depth() {
-        for w in [1usize, 2, 3, 5, 8, 13, 64] {
-            let mut parent_of = Vec::with_capacity(w);
-            for m in 0..w {
-                let (parent, children) = tree_links(w, m);
-                parent_of.push(parent);
-                for c in children {
-                    assert!(c < w, "w {w}: child {c} of {m}");
-                    assert_eq!(tree_links(w, c).0, Some(m), "w {w}: child {c} of {m}");
-                }
-            }
-            assert_eq!(parent_of[0], None);
-            for m in 1..w {
-                let mut depth = 0;
-                let mut at = m;
-                while let Some(p) = parent_of[at] {
-                    at = p;
-                    depth += 1;
-                }
-                assert_eq!(at, 0, "w {w}: {m} reaches the root");
-                assert!(
-                    depth <= (w as f64).log2().ceil() as usize,
-                    "w {w}: depth of {m}"
-                );
-            }
-        }
-    }
-
-    #[test]
     fn control_messages_and_gathers_arrive_whole_and_in_chain_order() {
         let got = on_team(4, reversed, |team| {
             let text = broadcast_message(team, (team.me() == 0).then_some(b"load this".as_slice()))
@@ -849,6 +1020,95 @@ mod tests {
                 limit: 10
             })
         ));
+    }
+
+    #[test]
+    fn measured_trees_broadcast_and_gather_like_the_fixed_ones() {
+        use crate::topology::tree::random_trees;
+        let message: Vec<u8> = (0..700u32).map(|i| (i * 13 % 256) as u8).collect();
+        for w in [1usize, 2, 3, 5, 8] {
+            let mut trees = random_trees(w, 0, 4, w as u64);
+            trees.push(Tree::star(w, 0));
+            trees.push(Tree::binomial(w));
+            for tree in &trees {
+                let got = on_team(w, reversed, |team| {
+                    let team = Team::ordered(team.transport(), team.order().to_vec())
+                        .and_then(|t| t.with_trees(Some(tree), Some(tree)))
+                        .expect("trees fit");
+                    let mut data = if team.me() == 0 {
+                        message.clone()
+                    } else {
+                        vec![0; message.len()]
+                    };
+                    let plan = BroadcastPlan {
+                        algorithm: Algorithm::Mst,
+                        chunk: 64,
+                        chains: 1,
+                    };
+                    broadcast(&team, plan, &mut data).expect("broadcast");
+                    // Some pieces empty, one at the end of a subtree at times.
+                    let mine = vec![team.me() as u8 + 1; team.me() * 7 % 4];
+                    (data, gather(&team, &mine, 100).expect("gather"))
+                });
+                for (m, (data, gathered)) in got.iter().enumerate() {
+                    assert_eq!(data, &message, "w {w} {tree:?} member {m}");
+                    if m == 0 {
+                        let all = gathered.as_ref().expect("root");
+                        assert_eq!(all.len(), w);
+                        for (j, piece) in all.iter().enumerate() {
+                            assert_eq!(piece, &vec![j as u8 + 1; j * 7 % 4], "{tree:?}");
+                        }
+                    } else {
+                        assert!(gathered.is_none());
+                    }
+                }
+            }
+        }
+        // A tree over another team size, or rooted elsewhere, is refused.
+        let got = on_team(3, reversed, |team| {
+            let small = Team::ordered(team.transport(), team.order().to_vec())
+                .and_then(|t| t.with_trees(Some(&Tree::star(2, 0)), None));
+            let elsewhere = Team::ordered(team.transport(), team.order().to_vec())
+                .and_then(|t| t.with_trees(None, Some(&Tree::star(3, 1))));
+            (small.is_err(), elsewhere.is_err())
+        });
+        assert!(got.iter().all(|&(a, b)| a && b));
+    }
+
+    #[test]
+    fn a_member_forwarding_a_piece_not_below_it_is_named() {
+        let star = Tree::star(3, 0);
+        let got = on_team(
+            3,
+            |w| (0..w).collect(),
+            |team| {
+                let team = Team::ordered(team.transport(), vec![0, 1, 2])
+                    .and_then(|t| t.with_trees(None, Some(&star)))
+                    .expect("team");
+                if team.me() == 2 {
+                    // Claims member 1's piece.
+                    let mut head = 1u64.to_le_bytes().to_vec();
+                    head.extend_from_slice(&3u64.to_le_bytes());
+                    team.send(0, tags::GATHER_LEN, &1u64.to_le_bytes())
+                        .expect("send");
+                    team.send(0, tags::GATHER_HEAD, &head).expect("send");
+                    team.send(0, tags::GATHER, &[9; 3]).expect("send");
+                    return None;
+                }
+                Some(gather(&team, &[7; 3], 100).map(|_| ()))
+            },
+        );
+        assert!(
+            matches!(
+                got[0],
+                Some(Err(CollectiveError::Stray {
+                    member: 2,
+                    piece: 1
+                }))
+            ),
+            "{:?}",
+            got[0]
+        );
     }
 
     #[test]

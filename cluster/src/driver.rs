@@ -28,6 +28,7 @@ use crate::collective::{BroadcastPlan, CollectiveError};
 use crate::config::Cluster;
 use crate::peer::ping;
 use crate::spmd::{self, EngineError, Root};
+use crate::topology::tree::Tree;
 use crate::transport::tcp::TcpTransport;
 use crate::transport::tcp::team::{FormError, form};
 
@@ -588,8 +589,46 @@ pub struct BroadcastReport {
 pub struct Broadcaster {
     crew: Crew,
     transport: Option<TcpTransport>,
-    /// The chain chosen by [`Broadcaster::calibrate`], by member name.
-    order: Option<Vec<String>>,
+    /// What [`Broadcaster::calibrate`] chose.
+    calibrated: Option<Calibrated>,
+}
+
+/// A chain and trees chosen on a team, by the names of its members then.
+#[derive(Debug, Clone)]
+struct Calibrated {
+    names: Vec<String>,
+    order: Vec<usize>,
+    broadcast_tree: Tree,
+    gather_tree: Tree,
+}
+
+/// The chain and the trees in ranks of a team.
+type Placed = (Vec<usize>, Option<Tree>, Option<Tree>);
+
+impl Calibrated {
+    /// The chain and trees on the team of `now` (names by rank), while it has exactly the
+    /// members calibrated; else rank order, the binomial tree and the direct gather.
+    fn on(this: Option<&Self>, now: &[String]) -> Placed {
+        let placed = this.and_then(|c| {
+            // Where each current rank stood in the calibration.
+            let at: Vec<usize> = now
+                .iter()
+                .map(|n| c.names.iter().position(|m| m == n))
+                .collect::<Option<_>>()?;
+            if at.len() != c.names.len() {
+                return None;
+            }
+            let mut rank_now = vec![0; at.len()];
+            for (r, &was) in at.iter().enumerate() {
+                rank_now[was] = r;
+            }
+            let order = c.order.iter().map(|&was| rank_now[was]).collect();
+            let broadcast = c.broadcast_tree.relabel(&at).ok()?;
+            let gather = c.gather_tree.relabel(&at).ok()?;
+            Some((order, Some(broadcast), Some(gather)))
+        });
+        placed.unwrap_or((Vec::new(), None, None))
+    }
 }
 
 impl std::fmt::Debug for Broadcaster {
@@ -615,7 +654,7 @@ impl Broadcaster {
         let mut b = Self {
             crew: Crew::new(cluster, secret)?,
             transport: None,
-            order: None,
+            calibrated: None,
         };
         b.crew.recover(
             "forming the team",
@@ -648,20 +687,19 @@ impl Broadcaster {
             .chain(self.crew.members.iter().cloned())
             .collect();
         let calibration = spmd::Calibration::choose(links, seconds, auto, chunk);
-        self.order = Some(
-            calibration
-                .order
-                .iter()
-                .map(|&r| names[r].clone())
-                .collect(),
-        );
+        self.calibrated = Some(Calibrated {
+            names: names.clone(),
+            order: calibration.order.clone(),
+            broadcast_tree: calibration.broadcast_tree.clone(),
+            gather_tree: calibration.gather_tree.clone(),
+        });
         Ok((calibration, names))
     }
 
     /// Broadcasts `data` to every worker by `algorithm` (chunks and chains from the cluster
-    /// file), down the chain of the last [`Broadcaster::calibrate`] (while its members are all
-    /// in the team), else in the cluster file's order; a member lost on the way is dropped and
-    /// the broadcast redone.
+    /// file), down the chain (or, for `mst`, the tree) of the last
+    /// [`Broadcaster::calibrate`] while its members are all in the team, else in the cluster
+    /// file's order; a member lost on the way is dropped and the broadcast redone.
     pub fn broadcast(
         &mut self,
         data: &[u8],
@@ -672,22 +710,32 @@ impl Broadcaster {
             chunk: self.crew.cluster.settings.chunk_size,
             chains: self.crew.cluster.settings.chains,
         };
-        let order = &self.order;
+        self.timed("broadcast", |t, (order, tree, _)| {
+            spmd::broadcast_checked(t, plan, data, &order, tree.as_ref())
+        })
+    }
+
+    /// Gathers a piece of `bytes` from every worker at the driver, up the gather tree of the
+    /// last [`Broadcaster::calibrate`] while its members are all in the team, else directly;
+    /// every piece checked. A member lost on the way is dropped and the gather redone.
+    pub fn gather(&mut self, bytes: u64) -> Result<BroadcastReport, DriverError> {
+        self.timed("gather", |t, (order, _, tree)| {
+            spmd::gather_checked(t, bytes, &order, tree.as_ref())
+        })
+    }
+
+    /// Runs the collective `what` (seconds) with recovery, on the calibrated layout of the
+    /// current team.
+    fn timed(
+        &mut self,
+        what: &str,
+        run: impl Fn(&TcpTransport, Placed) -> Result<f64, EngineError>,
+    ) -> Result<BroadcastReport, DriverError> {
+        let calibrated = self.calibrated.as_ref();
         let done = self
             .crew
-            .recover("broadcast", &mut self.transport, start_plain, |t| {
-                // The calibrated chain on the current team (ranks by name).
-                let ranks: Vec<usize> = order
-                    .iter()
-                    .flatten()
-                    .filter_map(|name| t.names().iter().position(|n| n == name))
-                    .collect();
-                let ranks = if ranks.len() == t.names().len() {
-                    ranks
-                } else {
-                    Vec::new()
-                };
-                spmd::broadcast_checked(t, plan, data, &ranks)
+            .recover(what, &mut self.transport, start_plain, |t| {
+                run(t, Calibrated::on(calibrated, t.names()))
             })?;
         Ok(BroadcastReport {
             seconds: done.value,

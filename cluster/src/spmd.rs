@@ -34,6 +34,7 @@ use crate::collective::{
 use crate::driver::{StepReport, StepResult};
 use crate::messages::BUILD;
 use crate::share::{Mapped, Share};
+use crate::topology::tree::{self, Check, Model, Tree};
 use crate::topology::{self, Hierarchy, Links};
 use crate::transport::Transport;
 
@@ -96,6 +97,12 @@ enum Command {
         manifest: u32,
         /// Ranks in chain order.
         order: Vec<usize>,
+        /// Children of each rank in the `mst` broadcast tree (empty: the binomial tree).
+        #[serde(default)]
+        broadcast_tree: Vec<Vec<usize>>,
+        /// Children of each rank in the stage-3 gather tree (empty: straight to the root).
+        #[serde(default)]
+        gather_tree: Vec<Vec<usize>>,
         /// Whether the root maps a share (else partitions and ranges go to the others).
         root_maps: bool,
         build: String,
@@ -121,6 +128,16 @@ enum Command {
         chains: u64,
         /// Ranks in chain order (empty: rank order).
         order: Vec<usize>,
+        /// Children of each rank in the `mst` tree (empty: the binomial tree).
+        #[serde(default)]
+        tree: Vec<Vec<usize>>,
+    },
+    /// Send a piece of `bytes` to the root up `tree` (children by rank; empty: directly), in
+    /// the team of `order`: the gather benchmark of the daemons ([`gather_checked`]).
+    Gather {
+        bytes: u64,
+        order: Vec<usize>,
+        tree: Vec<Vec<usize>>,
     },
     /// Measure every link ([`calibrate`]).
     Calibrate { small: u64, pings: u64, large: u64 },
@@ -219,7 +236,8 @@ pub struct Auto {
     pub bytes: f64,
 }
 
-/// What a calibration found: the links, their groups, the chain chosen, and what it cost.
+/// What a calibration found: the links, their groups, the chain and trees chosen, where they
+/// fall among random ones under the cost model, and what measuring cost.
 #[derive(Debug, Clone)]
 pub struct Calibration {
     /// Links by rank.
@@ -230,40 +248,78 @@ pub struct Calibration {
     pub groups: Hierarchy,
     /// The chain chosen (ranks, root first).
     pub order: Vec<usize>,
-    /// Predicted seconds of the broadcast down `order` (the cost model).
-    pub predicted: f64,
-    /// Predicted seconds down the median of 1,000 random orders (the paper's Monte Carlo
-    /// check under the cost model).
-    pub random_median: f64,
-    /// Predicted seconds down the best of them.
-    pub random_best: f64,
-    /// Fraction of them that the chosen chain beats.
-    pub beats: f64,
+    /// The chain's predicted seconds against 1,000 random orders (the paper's Monte Carlo
+    /// check under the pipelined chain's cost model).
+    pub chain: Check,
+    /// The tree of `mst` broadcasts (Algorithm 3, ranks), or the binomial tree in chain order
+    /// when the model predicts that one faster.
+    pub broadcast_tree: Tree,
+    /// Its predicted seconds against 1,000 random trees.
+    pub broadcast_check: Check,
+    /// Predicted seconds of the binomial tree in chain order (MPI's).
+    pub binomial: f64,
+    /// The stage-3 gather tree (Algorithm 4, ranks), or the direct gather (a star) when the
+    /// model predicts that one faster.
+    pub gather_tree: Tree,
+    /// Its predicted seconds against 1,000 random trees.
+    pub gather_check: Check,
+    /// Predicted seconds of the direct gather.
+    pub star: f64,
     /// The links came from a saved calibration, not from probing now.
     pub reused: bool,
 }
 
 impl Calibration {
-    /// Chooses the chain for `auto` on measured `links`, with chunks of `chunk` bytes.
+    /// Chooses the chain and the trees for `auto` on measured `links`, with chunks of `chunk`
+    /// bytes. The gather is modelled with pieces of `auto.bytes` over the other members (the
+    /// stage-3 ranges of the centroids).
     pub fn choose(links: Links, seconds: f64, auto: Auto, chunk: usize) -> Self {
         let chunk = chunk as f64;
         let groups = topology::groups(&links, chunk.min(auto.bytes.max(1.0)));
         let order = topology::chain(&links, 0, auto.bytes, chunk);
         let predicted = topology::chain_seconds(&links, &order, auto.bytes, chunk);
-        let mut random = topology::random_chain_seconds(&links, 0, auto.bytes, chunk, 1000, 1);
-        random.sort_by(f64::total_cmp);
-        let random_median = random.get(random.len() / 2).copied().unwrap_or(predicted);
-        let random_best = random.first().copied().unwrap_or(predicted);
-        let beaten = random.iter().filter(|&&r| r > predicted).count();
+        let random = topology::random_chain_seconds(&links, 0, auto.bytes, chunk, 1000, 1);
+        let chain = Check::of(predicted, random);
+        let n = links.len();
+        let model = Model::new(&links, &groups);
+        let random_trees = tree::random_trees(n, 0, 1000, 2);
+        let binomial_tree = Tree::binomial(n)
+            .relabel(&inverse(&order))
+            .unwrap_or_else(|_| Tree::binomial(n));
+        let binomial = model.broadcast(&binomial_tree, auto.bytes);
+        let mut broadcast_tree = model.broadcast_tree(0, auto.bytes);
+        let mut predicted = model.broadcast(&broadcast_tree, auto.bytes);
+        if binomial < predicted {
+            (broadcast_tree, predicted) = (binomial_tree, binomial);
+        }
+        let random: Vec<f64> = (random_trees.iter())
+            .map(|t| model.broadcast(t, auto.bytes))
+            .collect();
+        let broadcast_check = Check::of(predicted, random);
+        let piece = auto.bytes / n.saturating_sub(1).max(1) as f64;
+        let star_tree = Tree::star(n, 0);
+        let star = model.gather(&star_tree, piece);
+        let mut gather_tree = model.gather_tree(0, piece);
+        let mut predicted = model.gather(&gather_tree, piece);
+        if star <= predicted {
+            (gather_tree, predicted) = (star_tree, star);
+        }
+        let random: Vec<f64> = (random_trees.iter())
+            .map(|t| model.gather(t, piece))
+            .collect();
+        let gather_check = Check::of(predicted, random);
         Self {
             links,
             seconds,
             groups,
             order,
-            predicted,
-            random_median,
-            random_best,
-            beats: beaten as f64 / random.len().max(1) as f64,
+            chain,
+            broadcast_tree,
+            broadcast_check,
+            binomial,
+            gather_tree,
+            gather_check,
+            star,
             reused: false,
         }
     }
@@ -327,22 +383,72 @@ impl Calibration {
             })
             .collect();
         let _ = writeln!(out, "groups: {}", groups.join(" "));
-        let _ = write!(
+        let check = |c: &Check, what: &str| {
+            format!(
+                "model: {:.3} ms; 1,000 random {what}: median {:.3} ms, best {:.3} ms, {:.1}% \
+                 slower than this one",
+                c.predicted * 1e3,
+                c.random_median * 1e3,
+                c.random_best * 1e3,
+                c.beats * 100.0
+            )
+        };
+        let _ = writeln!(
             out,
-            "chain: {} (model: {:.3} ms; 1,000 random orders: median {:.3} ms, best {:.3} ms, \
-             {:.1}% slower than this one)",
+            "chain: {} ({})",
             self.order
                 .iter()
                 .map(|&r| name(r))
                 .collect::<Vec<_>>()
                 .join(" -> "),
-            self.predicted * 1e3,
-            self.random_median * 1e3,
-            self.random_best * 1e3,
-            self.beats * 100.0
+            check(&self.chain, "orders")
+        );
+        let _ = writeln!(
+            out,
+            "broadcast tree (mst): {} ({}; binomial {:.3} ms)",
+            tree_text(&self.broadcast_tree, &name),
+            check(&self.broadcast_check, "trees"),
+            self.binomial * 1e3
+        );
+        let _ = write!(
+            out,
+            "gather tree (stage 3): {} ({}; direct {:.3} ms)",
+            tree_text(&self.gather_tree, &name),
+            check(&self.gather_check, "trees"),
+            self.star * 1e3
         );
         out
     }
+}
+
+/// `tree` for people: each member with children, `parent > child child`, from the root down.
+fn tree_text(tree: &Tree, name: &dyn Fn(usize) -> String) -> String {
+    let mut parts = Vec::new();
+    let mut stack = vec![tree.root()];
+    while let Some(m) = stack.pop() {
+        let kids = tree.children(m);
+        if !kids.is_empty() {
+            let names: Vec<String> = kids.iter().map(|&c| name(c)).collect();
+            parts.push(format!("{} > {}", name(m), names.join(" ")));
+        }
+        stack.extend(kids.iter().rev());
+    }
+    if parts.is_empty() {
+        name(tree.root())
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// The inverse of a permutation: where each member stands in `order`.
+fn inverse(order: &[usize]) -> Vec<usize> {
+    let mut at = vec![0; order.len()];
+    for (p, &m) in order.iter().enumerate() {
+        if let Some(slot) = at.get_mut(m) {
+            *slot = p;
+        }
+    }
+    at
 }
 
 /// Measures every link of the team from the root (members must be in [`serve`]).
@@ -362,9 +468,10 @@ pub fn calibrate_links(
         latency: Vec::new(),
         bandwidth: Vec::new(),
     });
-    links
-        .check()
-        .map_err(|reason| EngineError::Malformed { rank: 0, reason })?;
+    links.check().map_err(|e| EngineError::Malformed {
+        rank: 0,
+        reason: e.to_string(),
+    })?;
     Ok((links, started.elapsed().as_secs_f64()))
 }
 
@@ -430,7 +537,71 @@ fn mapper(j: usize, w: usize, root_maps: bool) -> Option<(usize, usize)> {
 #[derive(Debug, Clone)]
 struct Loaded {
     order: Vec<usize>,
+    broadcast_tree: Vec<Vec<usize>>,
+    gather_tree: Vec<Vec<usize>>,
     root_maps: bool,
+}
+
+/// Where the members stand: the chain (ranks, root first) and the measured trees (ranks; `None`:
+/// the binomial tree, the direct gather).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Layout {
+    order: Vec<usize>,
+    broadcast_tree: Option<Tree>,
+    gather_tree: Option<Tree>,
+}
+
+impl Layout {
+    /// The chain and trees a calibration chose.
+    fn chosen(c: &Calibration) -> Self {
+        Self {
+            order: c.order.clone(),
+            broadcast_tree: Some(c.broadcast_tree.clone()),
+            gather_tree: Some(c.gather_tree.clone()),
+        }
+    }
+
+    /// The team of the transport's members so placed.
+    fn team<'t>(&self, transport: &'t dyn Transport) -> Result<Team<'t>, EngineError> {
+        Ok(Team::ordered(transport, self.order.clone())?
+            .with_trees(self.broadcast_tree.as_ref(), self.gather_tree.as_ref())?)
+    }
+}
+
+/// A tree's children lists for a command (none: empty).
+fn lists(tree: Option<&Tree>) -> Vec<Vec<usize>> {
+    tree.map(|t| t.children_lists().to_vec())
+        .unwrap_or_default()
+}
+
+/// The team of ranks in `order` with the trees of a command (children by rank; empty lists:
+/// the fixed trees), each checked to span the team from the root.
+fn team_of<'t>(
+    transport: &'t dyn Transport,
+    order: &[usize],
+    broadcast_tree: &[Vec<usize>],
+    gather_tree: &[Vec<usize>],
+) -> Result<Team<'t>, EngineError> {
+    let parse = |lists: &[Vec<usize>]| -> Result<Option<Tree>, EngineError> {
+        if lists.is_empty() {
+            return Ok(None);
+        }
+        Tree::from_children(0, lists.to_vec())
+            .map(Some)
+            .map_err(|e| EngineError::Malformed {
+                rank: 0,
+                reason: e.to_string(),
+            })
+    };
+    let team = if order.is_empty() {
+        Team::ranks(transport)
+    } else {
+        Team::ordered(transport, order.to_vec())?
+    };
+    Ok(team.with_trees(
+        parse(broadcast_tree)?.as_ref(),
+        parse(gather_tree)?.as_ref(),
+    )?)
 }
 
 /// The broadcast plan a command names.
@@ -590,6 +761,8 @@ pub fn serve_cached(
                 ref dir,
                 manifest,
                 order: ref chain,
+                ref broadcast_tree,
+                ref gather_tree,
                 root_maps,
                 ref build,
             } => {
@@ -613,6 +786,8 @@ pub fn serve_cached(
                         *share = Some(s);
                         loaded = Some(Loaded {
                             order: chain.clone(),
+                            broadcast_tree: broadcast_tree.clone(),
+                            gather_tree: gather_tree.clone(),
                             root_maps,
                         });
                         reply
@@ -634,7 +809,7 @@ pub fn serve_cached(
                 let (Some(s), Some(job)) = (share.as_ref(), loaded.as_ref()) else {
                     return Err(EngineError::NotLoaded(me));
                 };
-                let team = Team::ordered(transport, job.order.clone())?;
+                let team = team_of(transport, &job.order, &job.broadcast_tree, &job.gather_tree)?;
                 let piece = member_step(
                     &team,
                     Some(s),
@@ -652,6 +827,7 @@ pub fn serve_cached(
                 chunk,
                 chains,
                 ref order,
+                ref tree,
             } => {
                 let plan = plan_of(algorithm, chunk, chains)?;
                 if bytes > MAX_STEP_BYTES {
@@ -660,15 +836,25 @@ pub fn serve_cached(
                         want: MAX_STEP_BYTES as usize,
                     });
                 }
-                let team = if order.is_empty() {
-                    Team::ranks(transport)
-                } else {
-                    Team::ordered(transport, order.clone())?
-                };
+                let team = team_of(transport, order, tree, &[])?;
                 let mut data = vec![0u8; bytes as usize];
                 broadcast(&team, plan, &mut data)?;
                 let crc = crc32fast::hash(&data);
                 gather(&team, &crc.to_le_bytes(), 4)?;
+            }
+            Command::Gather {
+                bytes,
+                ref order,
+                ref tree,
+            } => {
+                if bytes > MAX_STEP_BYTES {
+                    return Err(EngineError::Shape {
+                        got: usize::try_from(bytes).unwrap_or(usize::MAX),
+                        want: MAX_STEP_BYTES as usize,
+                    });
+                }
+                let team = team_of(transport, order, &[], tree)?;
+                gather(&team, &bench_piece(me, bytes as usize), MAX_STEP_BYTES)?;
             }
             Command::Calibrate {
                 small,
@@ -741,15 +927,18 @@ fn load(
     options: &Options,
     manifest: &Manifest,
     job: u64,
-    order: &[usize],
+    layout: &Layout,
     previous: Option<&Share>,
 ) -> Result<(Option<Share>, i32), EngineError> {
     let control = Team::ranks(transport);
+    let order = &layout.order;
     let load = Command::Load {
         job,
         dir: options.dir.clone(),
         manifest: manifest.digest(),
         order: order.to_vec(),
+        broadcast_tree: lists(layout.broadcast_tree.as_ref()),
+        gather_tree: lists(layout.gather_tree.as_ref()),
         root_maps: options.root_maps,
         build: BUILD.into(),
     };
@@ -815,7 +1004,7 @@ fn load(
 pub struct Root<'t> {
     transport: Box<dyn Transport + 't>,
     hosts: Vec<String>,
-    order: Vec<usize>,
+    layout: Layout,
     options: Options,
     manifest: Manifest,
     /// `None` when the root does not map.
@@ -833,7 +1022,7 @@ impl std::fmt::Debug for Root<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Root")
             .field("hosts", &self.hosts)
-            .field("order", &self.order)
+            .field("layout", &self.layout)
             .field("scale", &self.scale)
             .finish()
     }
@@ -871,38 +1060,80 @@ pub fn hello(transport: &dyn Transport) -> Result<Members, EngineError> {
 }
 
 /// Broadcasts `data` from the root to every member with `plan`, down the chain `order` (ranks,
-/// the root first; empty: rank order), and checks every member's copy by its CRC-32; returns
-/// the seconds from the command to the last check. Members must be in [`serve`].
+/// the root first; empty: rank order) or, for `mst`, `tree` (ranks; `None`: the binomial tree),
+/// and checks every member's copy by its CRC-32; returns the seconds from the command to the
+/// last check. Members must be in [`serve`].
 pub fn broadcast_checked(
     transport: &dyn Transport,
     plan: BroadcastPlan,
     data: &[u8],
     order: &[usize],
+    tree: Option<&Tree>,
 ) -> Result<f64, EngineError> {
     let started = Instant::now();
     let control = Team::ranks(transport);
-    let team = if order.is_empty() {
-        Team::ranks(transport)
-    } else {
-        Team::ordered(transport, order.to_vec())?
-    };
+    let tree = lists(tree);
+    let team = team_of(transport, order, &tree, &[])?;
     let command = Command::Broadcast {
         bytes: data.len() as u64,
         algorithm: plan.algorithm.name().into(),
         chunk: plan.chunk as u64,
         chains: plan.chains as u64,
         order: order.to_vec(),
+        tree,
     };
     broadcast_message(&control, Some(&encode(&command)))?;
     let mut copy = data.to_vec();
     broadcast(&team, plan, &mut copy)?;
     let want = crc32fast::hash(data);
     let crcs = gather(&team, &want.to_le_bytes(), 4)?.unwrap_or_default();
-    for (rank, crc) in crcs.iter().enumerate() {
+    for (j, crc) in crcs.iter().enumerate() {
         if crc.as_slice() != want.to_le_bytes() {
             return Err(EngineError::Malformed {
-                rank,
+                rank: order.get(j).copied().unwrap_or(j),
                 reason: format!("its copy of the broadcast has CRC {crc:02x?}, not {want:08x}"),
+            });
+        }
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// The piece rank `rank` sends in [`gather_checked`].
+fn bench_piece(rank: usize, bytes: usize) -> Vec<u8> {
+    (0..bytes)
+        .map(|i| (i.wrapping_mul(31).wrapping_add(rank.wrapping_mul(7)) % 251) as u8)
+        .collect()
+}
+
+/// Gathers a piece of `bytes` from every member at the root, in the team of `order` (ranks,
+/// the root first; empty: rank order), up `tree` (ranks; `None`: directly), and checks every
+/// piece; returns the seconds from the command to the last piece. Members must be in [`serve`].
+pub fn gather_checked(
+    transport: &dyn Transport,
+    bytes: u64,
+    order: &[usize],
+    tree: Option<&Tree>,
+) -> Result<f64, EngineError> {
+    let started = Instant::now();
+    let control = Team::ranks(transport);
+    let tree = lists(tree);
+    let team = team_of(transport, order, &[], &tree)?;
+    let command = Command::Gather {
+        bytes,
+        order: order.to_vec(),
+        tree,
+    };
+    broadcast_message(&control, Some(&encode(&command)))?;
+    let pieces = gather(&team, &[], MAX_STEP_BYTES)?.unwrap_or_default();
+    for (j, piece) in pieces.iter().enumerate().skip(1) {
+        let rank = team.order()[j];
+        if *piece != bench_piece(rank, bytes as usize) {
+            return Err(EngineError::Malformed {
+                rank,
+                reason: format!(
+                    "its gathered piece of {} bytes is not what it sent",
+                    piece.len()
+                ),
             });
         }
     }
@@ -928,7 +1159,7 @@ impl<'t> Root<'t> {
         manifest: Manifest,
         job: u64,
     ) -> Result<Self, EngineError> {
-        let (order, calibration) = match options.auto {
+        let (layout, calibration) = match options.auto {
             Some(auto) => {
                 let known = options
                     .known
@@ -941,9 +1172,16 @@ impl<'t> Root<'t> {
                     },
                     None => measure(&*transport, auto, options.plan.chunk)?,
                 };
-                (c.order.clone(), Some(c))
+                (Layout::chosen(&c), Some(c))
             }
-            None => (chain_order(&members.hosts, &options.racks), None),
+            None => {
+                let layout = Layout {
+                    order: chain_order(&members.hosts, &options.racks),
+                    broadcast_tree: None,
+                    gather_tree: None,
+                };
+                (layout, None)
+            }
         };
         let (share, scale) = load(
             &*transport,
@@ -951,13 +1189,13 @@ impl<'t> Root<'t> {
             &options,
             &manifest,
             job,
-            &order,
+            &layout,
             None,
         )?;
         Ok(Self {
             transport,
             hosts: members.hosts.clone(),
-            order,
+            layout,
             options,
             manifest,
             share,
@@ -969,26 +1207,27 @@ impl<'t> Root<'t> {
         })
     }
 
-    /// Measures the links again and, if the chain changes, has every member load its share
-    /// under the new order (partitions already open are kept). Returns the seconds it took.
+    /// Measures the links again and, if the chain or a tree changes, has every member load its
+    /// share under the new layout (partitions already open are kept). Returns the seconds it
+    /// took.
     fn recalibrate(&mut self) -> Result<f64, EngineError> {
         let Some(auto) = self.options.auto else {
             return Ok(0.0);
         };
         let started = Instant::now();
         let c = measure(&*self.transport, auto, self.options.plan.chunk)?;
-        if c.order != self.order {
+        let layout = Layout::chosen(&c);
+        if layout != self.layout {
             let (share, scale) = load(
                 &*self.transport,
                 &self.hosts,
                 &self.options,
                 &self.manifest,
                 self.job,
-                &c.order,
+                &layout,
                 self.share.as_ref(),
             )?;
-            (self.share, self.scale) = (share, scale);
-            self.order = c.order.clone();
+            (self.share, self.scale, self.layout) = (share, scale, layout);
         }
         self.calibration = Some(c);
         (self.expected, self.stale) = (None, false);
@@ -1016,7 +1255,8 @@ impl<'t> Root<'t> {
 
     /// The members in chain order, as `rank@host`.
     pub fn members(&self) -> Vec<String> {
-        self.order
+        self.layout
+            .order
             .iter()
             .map(|&r| format!("{r}@{}", self.hosts[r]))
             .collect()
@@ -1052,7 +1292,7 @@ impl<'t> Root<'t> {
             chains: self.options.plan.chains as u64,
         };
         broadcast_message(&Team::ranks(&*self.transport), Some(&encode(&command)))?;
-        let team = Team::ordered(&*self.transport, self.order.clone())?;
+        let team = self.layout.team(&*self.transport)?;
         let piece = member_step(
             &team,
             self.share.as_ref(),
@@ -1077,7 +1317,7 @@ impl<'t> Root<'t> {
         };
         let (mut mapped, mut reduced, mut kept) = (0f64, 0f64, 0usize);
         for (j, piece) in pieces.iter().enumerate() {
-            let rank = self.order[j];
+            let rank = self.layout.order[j];
             let malformed = |reason: String| EngineError::Malformed { rank, reason };
             let head: [u8; 8] = piece
                 .get(..8)
@@ -1313,15 +1553,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_chain_from_measured_links_gives_the_same_centroids() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let parts = dataset(tmp.path());
+    /// The test partitions in `dir`, their manifest, k = 20 parameters and the single-process
+    /// run of them.
+    fn single_process(dir: &std::path::Path) -> (std::path::PathBuf, Manifest, Params, State) {
+        let parts = dataset(dir);
         let set = PartitionSet::open(&parts).expect("open");
         let manifest = read_manifest(&parts).expect("manifest");
         let params = params(20, Kernel::F32);
         let local = kmeans::fit::<KMeansError>(&set.matrices(), &params, None, &mut |_| Ok(()))
             .expect("local");
+        (parts, manifest, params, local)
+    }
+
+    #[test]
+    fn a_chain_from_measured_links_gives_the_same_centroids() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let (parts, manifest, params, local) = single_process(tmp.path());
         let auto = Auto {
             probe: Probe {
                 small: 16,
@@ -1352,6 +1599,48 @@ mod tests {
     }
 
     #[test]
+    fn measured_trees_run_the_broadcast_and_the_gather_with_the_same_centroids() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let (parts, manifest, params, local) = single_process(tmp.path());
+        // Two racks behind a slow core, saved as a calibration of these hosts.
+        let hosts = ["a", "b", "c", "d", "e", "f"];
+        let links = topology::synthetic(&[0, 0, 0, 1, 1, 1], 100e6, 5e6, 0.1, 4);
+        let labels: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
+        let auto = Auto {
+            probe: Probe {
+                small: 16,
+                pings: 1,
+                large: 1024,
+            },
+            bytes: 4e6,
+        };
+        let c = Calibration::choose(links.clone(), 0.0, auto, 65536);
+        assert_ne!(c.gather_tree, Tree::star(6, 0), "{}", c.describe(&labels));
+        assert!(c.gather_check.predicted < c.star, "{}", c.describe(&labels));
+        assert!(c.broadcast_check.beats > 0.9, "{}", c.describe(&labels));
+        let text = c.describe(&labels);
+        assert!(text.contains("broadcast tree (mst): a > "), "{text}");
+        assert!(text.contains("gather tree (stage 3): a > "), "{text}");
+        for root_maps in [true, false] {
+            let (state, reports, _) = run(
+                &hosts,
+                &parts,
+                Options {
+                    auto: Some(auto),
+                    known: Some(topology::Saved::new(&labels, &links, 1.0)),
+                    root_maps,
+                    ..options(&parts, Algorithm::Mst, true, Kernel::F32)
+                },
+                manifest.clone(),
+                &params,
+            )
+            .expect("spmd");
+            assert_eq!(state.centroids, local.centroids, "root maps: {root_maps}");
+            assert!(reports.iter().all(|r| r.recalibrated.is_none()));
+        }
+    }
+
+    #[test]
     fn a_slower_broadcast_marks_the_links_for_measuring_again() {
         assert_eq!(slowed(None, 1.0), (Some(1.0), false));
         assert_eq!(slowed(Some(1.0), 1.19), (Some(1.0), false));
@@ -1363,12 +1652,8 @@ mod tests {
     #[test]
     fn measuring_again_mid_job_reorders_and_gives_the_same_centroids() {
         let tmp = tempfile::tempdir().expect("tmp");
-        let parts = dataset(tmp.path());
+        let (parts, manifest, params, local) = single_process(tmp.path());
         let set = PartitionSet::open(&parts).expect("open");
-        let manifest = read_manifest(&parts).expect("manifest");
-        let params = params(20, Kernel::F32);
-        let local = kmeans::fit::<KMeansError>(&set.matrices(), &params, None, &mut |_| Ok(()))
-            .expect("local");
         let hosts: Vec<String> = ["a", "b", "c"].iter().map(|h| h.to_string()).collect();
         let team = MemoryTransport::team_on(&hosts);
         let mut state = State {

@@ -7,7 +7,10 @@
 # usage: eval/netsim/broadcast.sh --nodes N --racks R --link-mbit M --core-mbit C --bytes SIZE
 #          --algorithm chain|simple|mst|multichain|mpi [--order rack|random|none|auto] [--repeat K]
 #          [--chunk BYTES] [--socket-buffer BYTES] [--chains C] [--seed S] [--vocab PATH]
-#          [--cores C0,C1,..] [--slow I:MBIT]
+#          [--cores C0,C1,..] [--slow I:MBIT] [--collective broadcast|gather]
+# (--collective gather: every worker sends --bytes to the driver, stage 3's pattern: `vocab
+#  bench gather`, directly or, with --order auto, up the measured gather tree; with
+#  --algorithm mpi, MPI_Gather)
 # (--order auto: vocab measures the links and builds the chain; its calibration is appended to
 #  the file $calibration_log names, if set)
 # prints one line per run:  nodes=N bytes=B algorithm=A seconds=S
@@ -21,7 +24,7 @@
 set -euo pipefail
 
 nodes=4 racks=1 link=200 core=1000 bytes=16M algorithm=chain order=rack repeat=1
-chunk=65536 sockbuf=4194304 chains=2 seed=1
+chunk=65536 sockbuf=4194304 chains=2 seed=1 collective=broadcast
 here=$(cd "$(dirname "$0")" && pwd)
 vocab="$here/../../target/release/vocab"
 while [ $# -gt 0 ]; do
@@ -41,6 +44,7 @@ while [ $# -gt 0 ]; do
     --vocab) vocab=$2; shift 2 ;;
     --cores) cores=$2; shift 2 ;;
     --slow) slow=$2; shift 2 ;;
+    --collective) collective=$2; shift 2 ;;
     *) echo "broadcast.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -68,13 +72,15 @@ if [ "$algorithm" = mpi ]; then
     --mca btl_tcp_if_include 10.77.0.0/16 --mca oob_tcp_if_include 10.77.0.0/16 \
     ${MPI_BCAST_ALGORITHM:+--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_bcast_algorithm "$MPI_BCAST_ALGORITHM"} \
     ${MPI_BCAST_SEGMENT:+--mca coll_tuned_bcast_algorithm_segmentsize "$MPI_BCAST_SEGMENT"} \
-    "$python" "$here/mpi_bcast.py" "$size_bytes" "$repeat" 2>>"$work/mpi.log" | grep '^nodes='
+    "$python" "$here/mpi_bcast.py" "$size_bytes" "$repeat" \
+    "$([ "$collective" = gather ] && echo gather || echo bcast)" 2>>"$work/mpi.log" | grep '^nodes='
   exit "${PIPESTATUS[0]}"
 fi
 
 netsim_start_workers
 
 auto=(); [ "$order" = auto ] && auto=(--order auto)
-ip netns exec vs-drv "$vocab" bench broadcast --cluster "$work/cluster.toml" --bytes "$bytes" \
-  --algorithm "$algorithm" --repeat "$repeat" "${auto[@]}" 2>>"${calibration_log:-/dev/null}" \
+bench=(bench broadcast --algorithm "$algorithm"); [ "$collective" = gather ] && bench=(bench gather)
+ip netns exec vs-drv "$vocab" "${bench[@]}" --cluster "$work/cluster.toml" --bytes "$bytes" \
+  --repeat "$repeat" "${auto[@]}" 2>>"${calibration_log:-/dev/null}" \
   | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^(nodes|bytes|algorithm|seconds)=/) printf "%s%s", (n++ ? " " : ""), $i; n = 0; print "" }'

@@ -379,6 +379,7 @@ mod tests {
     use super::*;
     use crate::collective::Algorithm;
     use crate::collective::{BroadcastPlan, Team, broadcast, gather};
+    use crate::topology::tree::Tree;
     use tokio::net::{TcpListener, TcpStream};
 
     /// A team of `n` over loopback sockets (no handshake), on a runtime of its own.
@@ -447,6 +448,19 @@ mod tests {
                     if t.rank() == 0 {
                         let all = all.expect("root");
                         assert_eq!(all, (0..4u8).map(|r| vec![r; 3]).collect::<Vec<_>>());
+                    }
+                    // Up a tree (0 > 2 > 3 1), pieces above a transport piece.
+                    let tree = Tree::from_children(0, vec![vec![2], vec![], vec![3, 1], vec![]])
+                        .expect("tree");
+                    let team = Team::ranks(t)
+                        .with_trees(Some(&tree), Some(&tree))
+                        .expect("trees");
+                    let mine = vec![t.rank() as u8; PIECE + t.rank()];
+                    let all = gather(&team, &mine, 1 << 22).expect("gather up the tree");
+                    if t.rank() == 0 {
+                        let all = all.expect("root");
+                        let want: Vec<Vec<u8>> = (0..4).map(|r| vec![r as u8; PIECE + r]).collect();
+                        assert!(all == want, "pieces in rank order");
                     }
                 });
             }

@@ -14,10 +14,15 @@
 //!   chosen by a local search on [`chain_seconds`], the pipelined chain's cost model. A member
 //!   with a slow link therefore ends up where only its inbound link is used: the chain's end.
 //! * [`random_chain_seconds`]: the cost of random orders, for the paper's Monte Carlo check.
+//! * [`tree`]: the broadcast and reduction trees (Algorithm 3) and the gather tree (Algorithm 4)
+//!   from the same links and hierarchy, with their cost models.
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+pub mod tree;
 
 /// A merge that costs this many times the previous one starts a new level of the hierarchy.
 pub const GAP: f64 = 1.5;
@@ -54,7 +59,7 @@ impl Links {
     }
 
     /// Checks the shape and the values (finite, latency >= 0, bandwidth > 0 off the diagonal).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), LinksError> {
         let n = self.len();
         if self.bandwidth.len() != n
             || self
@@ -63,18 +68,43 @@ impl Links {
                 .chain(&self.bandwidth)
                 .any(|row| row.len() != n)
         {
-            return Err(format!("link matrices are not {n} x {n}"));
+            return Err(LinksError::Shape(n));
         }
         for i in 0..n {
             for j in (0..n).filter(|&j| j != i) {
                 let (l, b) = (self.latency[i][j], self.bandwidth[i][j]);
                 if !(l.is_finite() && l >= 0.0 && b.is_finite() && b > 0.0) {
-                    return Err(format!("link {i} -> {j}: latency {l} s, bandwidth {b} B/s"));
+                    return Err(LinksError::Value {
+                        from: i,
+                        to: j,
+                        latency: l,
+                        bandwidth: b,
+                    });
                 }
             }
         }
         Ok(())
     }
+}
+
+/// Link matrices that cannot be used.
+#[derive(Debug, Error, PartialEq)]
+pub enum LinksError {
+    /// Rows of the wrong length.
+    #[error("link matrices are not {0} x {0}")]
+    Shape(usize),
+    /// A link with a negative or non-finite latency, or a bandwidth that is not positive.
+    #[error("link {from} -> {to}: latency {latency} s, bandwidth {bandwidth} B/s")]
+    Value {
+        /// Sender.
+        from: usize,
+        /// Receiver.
+        to: usize,
+        /// Seconds.
+        latency: f64,
+        /// Bytes per second.
+        bandwidth: f64,
+    },
 }
 
 /// Links as saved to a file (`<cluster>.links.json`, `<out>.links.json`): by member label, so
@@ -486,6 +516,7 @@ mod tests {
         assert!(links.check().is_ok());
         let mut bad = links.clone();
         bad.bandwidth[1][2] = 0.0;
-        assert!(bad.check().expect_err("zero bandwidth").contains("1 -> 2"));
+        let err = bad.check().expect_err("zero bandwidth").to_string();
+        assert!(err.contains("1 -> 2"), "{err}");
     }
 }
