@@ -3,6 +3,7 @@
 # usage: eval/netsim/experiments.sh [table7|figure8|table8|mpi|chain50|all]
 #        OLD_VOCAB=/path/to/old/vocab eval/netsim/experiments.sh seam
 #        eval/netsim/experiments.sh auto
+#        eval/netsim/experiments.sh trees
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 (cd "$here/../.." && cargo build --release --quiet)
@@ -105,4 +106,67 @@ if [ "$what" = auto ]; then
     fi
   done
   python3 "$here/auto_report.py" "$out"
+fi
+if [ "$what" = trees ]; then
+  # Measured trees (issue 19) on the cluster of `auto` (8 nodes, 3 racks behind cores of
+  # AUTO_CORES Mbit/s, no rack labels), with and without n4's slow upload. mst broadcasts of
+  # 16 MiB: auto (the measured tree, Algorithm 3), rack (the binomial tree down the rack-label
+  # chain), none (binomial in file order), 20 random orders (binomial), Open MPI's MPI_Bcast.
+  # Gathers of 2 MiB per worker (stage 3's pattern): auto (the gather tree, Algorithm 4, or the
+  # direct gather where the model predicts that faster), rack (direct), Open MPI's MPI_Gather.
+  # MPI rows when eval/.venv has Open MPI (eval/setup-venv.sh). Writes results/trees-$AUTO_TAG.csv.
+  # TREES_PARTS (default "broadcast gather mpi") reruns only those parts, keeping the other rows
+  # and calibrations of the files.
+  cores=${AUTO_CORES:-40,30,25} tag=${AUTO_TAG:-slowcores} parts=${TREES_PARTS:-broadcast gather mpi}
+  out="$here/results/trees-$tag.csv"
+  export calibration_log="$here/results/trees-$tag-calibration.txt"
+  has() { [[ " $parts " == *" $1 "* ]]; }
+  if [ "$parts" = "broadcast gather mpi" ] || [ ! -f "$out" ]; then
+    echo "nodes,bytes,algorithm,seconds,order,seed,scenario,collective" > "$out"; : > "$calibration_log"
+  else
+    # Keep the rows and calibration sections of the parts not rerun.
+    python3 - "$out" "$calibration_log" $parts <<'PY'
+import sys
+out, log, parts = sys.argv[1], sys.argv[2], set(sys.argv[3:])
+def part(order, collective):
+    return "mpi" if order == "mpi" else collective
+lines = open(out).read().splitlines()
+keep = [lines[0]] + [l for l in lines[1:] if part(l.split(",")[4], l.split(",")[7]) not in parts]
+open(out, "w").write("\n".join(keep) + "\n")
+kept, skip = [], False
+for l in open(log).read().splitlines():
+    if l.startswith("== "):
+        skip = ("gather" if l.split()[2] == "gather" else "broadcast") in parts
+    if not skip:
+        kept.append(l)
+open(log, "w").write("".join(k + "\n" for k in kept))
+PY
+  fi
+  mpi=false; [ -x "$here/../.venv/bin/python" ] && mpi=true; has mpi || mpi=false
+  for scenario in cores slow; do
+    extra=(--cores "$cores"); [ "$scenario" = slow ] && extra+=(--slow 4:10)
+    common=(--nodes 8 --racks 3 --link-mbit 50 --core-mbit 100 "${extra[@]}")
+    has broadcast && for order in auto rack none; do
+      echo "== $scenario mst $order" >> "$calibration_log"
+      run "${common[@]}" --bytes 16M --algorithm mst --order "$order" --repeat 2 \
+        | while read -r l; do csv_line "$l" "$order" 0 "$scenario" broadcast >> "$out"; done
+    done
+    has broadcast && for seed in $(seq 1 20); do
+      run "${common[@]}" --bytes 16M --algorithm mst --order random --seed "$seed" --repeat 1 \
+        | while read -r l; do csv_line "$l" random "$seed" "$scenario" broadcast >> "$out"; done
+    done
+    has gather && for order in auto rack; do
+      echo "== $scenario gather $order" >> "$calibration_log"
+      run "${common[@]}" --bytes 2M --collective gather --order "$order" --repeat 2 \
+        | while read -r l; do csv_line "$l" "$order" 0 "$scenario" gather >> "$out"; done
+    done
+    if $mpi; then
+      for collective in broadcast gather; do
+        bytes=16M; [ "$collective" = gather ] && bytes=2M
+        run "${common[@]}" --bytes "$bytes" --algorithm mpi --collective "$collective" --order none \
+          --repeat 2 | while read -r l; do csv_line "$l" mpi 0 "$scenario" "$collective" >> "$out"; done
+      done
+    fi
+  done
+  python3 "$here/trees_report.py" "$out" "$calibration_log" | tee "$here/results/trees.md"
 fi

@@ -1,22 +1,22 @@
 //! Trees for the tree collectives, built from measured links (Gong, He and Zhong, Algorithms 3
 //! and 4), with their cost models and the Monte Carlo sample of random trees.
 //!
-//! * [`broadcast_tree`] (Algorithm 3): earliest completion first. Starting from the root, the
+//! * [`Model::broadcast_tree`] (Algorithm 3): earliest completion first. Starting from the root, the
 //!   next edge is the one whose receiver would hold the message soonest (the sender free after
 //!   its earlier sends, plus `L + m / B` of the link), with one constraint from the
 //!   [`Hierarchy`]: each group is entered by one edge, from outside, so a slow core link carries
-//!   the message once per group. [`reduce_tree`] is the same on the reversed links: a reduction
+//!   the message once per group. [`Model::reduce_tree`] is the same on the reversed links: a reduction
 //!   is a broadcast run backwards, with the same message size on every edge.
-//! * [`gather_tree`] (Algorithm 4): every group not holding the collector sends through one
+//! * [`Model::gather_tree`] (Algorithm 4): every group not holding the collector sends through one
 //!   leader, the member with the cheapest link to the collector for the group's bytes; inside a
 //!   finest group the members send to their leader, and a local search moves a member under
 //!   another member of its group where the model says that is faster (a slow uplink to the
 //!   leader, a faster relay). Pieces grow on the way up, so the model charges each edge the
 //!   bytes of the whole subtree below it.
 //!
-//! The models are store-and-forward and one transfer at a time per member (a sender sends to its
-//! children in turn; a collector receives in turn): on a loaded link concurrent transfers share
-//! it, which comes to the same time.
+//! The cost model ([`Model`]) is store and forward; a broadcast sends to a member's children in
+//! turn, a gather receives from all of them at once; what transfers share (a member's way in, a
+//! group's way out and in) each hold for their bytes at its measured capacity.
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -24,6 +24,10 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::{Hierarchy, Links};
+
+/// A change the gather tree's local search accepts must save this fraction of the model's time:
+/// less is within the noise of measured links, and every relay is a real store and forward.
+pub const GAIN: f64 = 0.02;
 
 /// A tree over members `0..n` rooted at one of them: each member's parent, and the children in
 /// the order it serves them.
@@ -226,17 +230,26 @@ impl Tree {
     }
 }
 
-/// The cost model of the tree collectives: `L + m / B` per link, store and forward, one
-/// transfer at a time per sender and per receiver, and one at a time through each group's way
-/// out and way in (the groups of the [`Hierarchy`] stand for what pairwise probes cannot see: a
-/// rack's uplink that every transfer leaving the rack shares). Transfers are scheduled greedily,
-/// each as early as its sender, receiver and groups allow.
+/// The cost model of the tree collectives: a transfer takes `L + m / B` of its link, store and
+/// forward. What transfers share is a capacity, the fastest link measured through it: a
+/// member's way in (for receiving, in gathers) and each group's way out and way in (the groups
+/// of the [`Hierarchy`] stand for what pairwise probes cannot see: a rack's uplink that every
+/// transfer leaving the rack shares). A transfer holds each shared way for its bytes at that
+/// way's capacity, so transfers slower than a way overlap on it, as concurrent TCP streams do.
+/// A broadcast sends to a member's children one after another (as `mst` does); a gather
+/// receives from all children at once. Transfers are scheduled greedily, each as early as its
+/// sender and the ways allow.
 #[derive(Debug, Clone)]
 pub struct Model<'l> {
     links: &'l Links,
     hierarchy: Hierarchy,
     /// Each member's groups from the top of the hierarchy down (index at each level).
     paths: Vec<Vec<usize>>,
+    /// Each member's way in: the fastest link into it.
+    into: Vec<f64>,
+    /// Each group's way out and way in (by path prefix): the fastest link across it.
+    group_out: std::collections::HashMap<Vec<usize>, f64>,
+    group_in: std::collections::HashMap<Vec<usize>, f64>,
 }
 
 /// When the groups' ways out and in are next free (by path prefix).
@@ -249,10 +262,37 @@ struct Wires {
 impl<'l> Model<'l> {
     /// The model of `links` with the shared ways of `hierarchy`'s groups.
     pub fn new(links: &'l Links, hierarchy: &Hierarchy) -> Self {
+        let n = links.len();
+        let paths = paths(hierarchy, n);
+        let mut into = vec![0.0f64; n];
+        let mut group_out = std::collections::HashMap::new();
+        let mut group_in = std::collections::HashMap::new();
+        for i in 0..n {
+            for j in (0..n).filter(|&j| j != i) {
+                let b = links.bandwidth[i][j];
+                into[j] = into[j].max(b);
+                let c = paths[i]
+                    .iter()
+                    .zip(&paths[j])
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                for l in c + 1..=paths[i].len() {
+                    let way = group_out.entry(paths[i][..l].to_vec()).or_insert(0.0f64);
+                    *way = way.max(b);
+                }
+                for l in c + 1..=paths[j].len() {
+                    let way = group_in.entry(paths[j][..l].to_vec()).or_insert(0.0f64);
+                    *way = way.max(b);
+                }
+            }
+        }
         Self {
             links,
             hierarchy: hierarchy.clone(),
-            paths: paths(hierarchy, links.len()),
+            paths,
+            into,
+            group_out,
+            group_in,
         }
     }
 
@@ -280,14 +320,21 @@ impl<'l> Model<'l> {
             .fold(t, |t, &busy| t.max(busy))
     }
 
-    /// Books the groups' ways for a transfer `s -> u` ending at `end`.
-    fn book(&self, wires: &mut Wires, s: usize, u: usize, end: f64) {
+    /// Books the groups' ways for a transfer of `bytes` from `s` to `u` starting at `start`:
+    /// each is held for the bytes at its capacity.
+    fn book(&self, wires: &mut Wires, s: usize, u: usize, start: f64, bytes: f64) {
         let c = self.common(s, u);
         for l in c + 1..=self.paths[s].len() {
-            wires.out.insert(self.paths[s][..l].to_vec(), end);
+            let g = &self.paths[s][..l];
+            wires
+                .out
+                .insert(g.to_vec(), start + held(self.group_out.get(g), bytes));
         }
         for l in c + 1..=self.paths[u].len() {
-            wires.into.insert(self.paths[u][..l].to_vec(), end);
+            let g = &self.paths[u][..l];
+            wires
+                .into
+                .insert(g.to_vec(), start + held(self.group_in.get(g), bytes));
         }
     }
 
@@ -313,14 +360,15 @@ impl<'l> Model<'l> {
                 return last;
             };
             let end = start + self.links.cost(s, u, bytes);
-            self.book(&mut wires, s, u, end);
+            self.book(&mut wires, s, u, start, bytes);
             (free[s], free[u], next[s]) = (end, end, next[s] + 1);
             last = last.max(end);
         }
     }
 
     /// Seconds of a collective up `tree`: member `c` sends `size(c)` bytes to its parent once it
-    /// holds everything from its children; a member receives one transfer at a time.
+    /// holds everything from its children; a member receives from all of them at once, sharing
+    /// its way in.
     fn upward(&self, tree: &Tree, size: impl Fn(usize) -> f64) -> f64 {
         let n = tree.len();
         let mut wires = Wires::default();
@@ -341,14 +389,14 @@ impl<'l> Model<'l> {
             let Some((start, c, p)) = pick else {
                 return ready[tree.root];
             };
-            let end = start + self.links.cost(c, p, size(c));
-            self.book(&mut wires, c, p, end);
+            let bytes = size(c);
+            let end = start + self.links.cost(c, p, bytes);
+            self.book(&mut wires, c, p, start, bytes);
             sent[c] = true;
-            receiving[p] = end;
+            receiving[p] = start + held(Some(&self.into[p]), bytes);
             waiting[p] -= 1;
-            if waiting[p] == 0 {
-                ready[p] = end;
-            }
+            // Done once the last of its children's transfers ends.
+            ready[p] = ready[p].max(end);
         }
     }
 
@@ -403,11 +451,11 @@ impl<'l> Model<'l> {
                 }
             }
             // Some group always has a member to enter from (the root's own groups at worst).
-            let Some((end, _, s, at)) = best else {
+            let Some((end, start, s, at)) = best else {
                 break;
             };
             let u = left.remove(at);
-            self.book(&mut wires, s, u, end);
+            self.book(&mut wires, s, u, start, bytes);
             children[s].push(u);
             (free[s], free[u]) = (end, end);
             enter(u, &mut entered);
@@ -426,12 +474,7 @@ impl<'l> Model<'l> {
             latency: flip(&self.links.latency),
             bandwidth: flip(&self.links.bandwidth),
         };
-        Model {
-            links: &reversed,
-            hierarchy: self.hierarchy.clone(),
-            paths: self.paths.clone(),
-        }
-        .broadcast_tree(root, bytes)
+        Model::new(&reversed, &self.hierarchy).broadcast_tree(root, bytes)
     }
 
     /// Algorithm 4: the gather tree for `bytes` from every member to `root`: one leader per
@@ -477,7 +520,7 @@ impl<'l> Model<'l> {
                         parent[v] = Some(p);
                         let tree = build(&parent);
                         let t = self.gather(&tree, bytes);
-                        if t < best * (1.0 - 1e-9) {
+                        if t < best * (1.0 - GAIN) {
                             (best, best_tree, improved) = (t, tree, true);
                             break;
                         }
@@ -491,6 +534,11 @@ impl<'l> Model<'l> {
         }
         best_tree
     }
+}
+
+/// Seconds a way of `capacity` bytes per second is held by `bytes` (none without a capacity).
+fn held(capacity: Option<&f64>, bytes: f64) -> f64 {
+    capacity.filter(|&&b| b > 0.0).map_or(0.0, |b| bytes / b)
 }
 
 /// Each member's groups from the top of `hierarchy` down: the index of its group at each level.
@@ -758,6 +806,27 @@ mod tests {
         assert_eq!(tree.parent(3).map(|p| p != 0), Some(true), "{tree:?}");
         let star = model.gather(&Tree::star(4, 0), MB);
         assert!(model.gather(&tree, MB) < star / 5.0);
+    }
+
+    #[test]
+    fn where_the_collector_is_the_bottleneck_the_gather_stays_direct() {
+        // One fast group: pieces overlap on the collector's way in; relaying only adds a hop.
+        let links = synthetic(&[0; 8], 100.0 * MB, 100.0 * MB, 0.05, 6);
+        let model = Model::new(&links, &Hierarchy::Leaf((0..8).collect()));
+        let tree = model.gather_tree(0, MB);
+        assert_eq!(tree, Tree::star(8, 0));
+        // Seven pieces through a 100 MB/s way in, overlapping: about 7 MB / 100 MB/s.
+        let t = model.gather(&tree, MB);
+        assert!((0.07..0.08).contains(&t), "{t}");
+        // Slow senders (10 MB/s each) overlap on a fast way in: far less than one after another.
+        let mut slow = links.clone();
+        for i in 1..8 {
+            slow.bandwidth[i][0] = 10.0 * MB;
+        }
+        slow.bandwidth[1][0] = 100.0 * MB;
+        let model = Model::new(&slow, &Hierarchy::Leaf((0..8).collect()));
+        let direct = model.gather(&Tree::star(8, 0), MB);
+        assert!(direct < 0.2, "{direct}");
     }
 
     #[test]
