@@ -11,6 +11,7 @@ use vocab_pipeline::classify::{
 use vocab_pipeline::encode::{self, EncodeParams, Encoding, Norm};
 use vocab_pipeline::features::{FeatureParams, manifest_path};
 use vocab_pipeline::image_io::Collection;
+use vocab_pipeline::kernel_map::KernelMap;
 use vocab_pipeline::patch::Sampling;
 use vocab_pipeline::svm::{Classifier, SvmParams, choose_c, metrics};
 
@@ -89,10 +90,37 @@ pub fn train_to(args: &TrainArgs, out: &mut dyn std::io::Write) -> anyhow::Resul
     };
     let (train, test) = split_rows(&table, &pairs, &split);
     ensure!(!train.is_empty(), "the split leaves no training photos");
-    let x: Vec<&[f32]> = train
-        .iter()
-        .map(|&(i, _)| table.rows[i].as_slice())
-        .collect();
+    let encoding = read_encoding(&args.histograms)?;
+    let kernel_map = match args.kernel_map.kernel() {
+        None => None,
+        Some(kernel) => {
+            if let Some(enc) = encoding.as_ref().filter(|e| e.norm != "l1") {
+                bail!(
+                    "--kernel-map {}: the map takes L1-normalised histograms, and {} were \
+                     encoded with --norm {} (itself a kernel map); encode with --norm l1",
+                    kernel.name(),
+                    args.histograms.display(),
+                    enc.norm
+                );
+            }
+            Some(KernelMap::new(kernel, args.map_order).context("--map-order")?)
+        }
+    };
+    let mapped: Vec<Vec<f32>> = match &kernel_map {
+        Some(map) => train
+            .iter()
+            .map(|&(i, _)| map.apply(&table.rows[i]))
+            .collect(),
+        None => Vec::new(),
+    };
+    let x: Vec<&[f32]> = if kernel_map.is_some() {
+        mapped.iter().map(Vec::as_slice).collect()
+    } else {
+        train
+            .iter()
+            .map(|&(i, _)| table.rows[i].as_slice())
+            .collect()
+    };
     let y: Vec<usize> = train.iter().map(|&(_, c)| c).collect();
     let (c, cv_accuracy) = match args.c {
         Some(c) => {
@@ -128,19 +156,25 @@ pub fn train_to(args: &TrainArgs, out: &mut dyn std::io::Write) -> anyhow::Resul
         version: MODEL_VERSION,
         attribute: args.attribute.clone(),
         split,
-        encoding: read_encoding(&args.histograms)?,
+        encoding,
         cv_accuracy,
+        kernel_map,
         classifier,
     };
     model.save(&args.out)?;
     writeln!(
         out,
-        "train: {:?} over classes {:?}: {} labelled photos, {} trained on, {} held out; C = {c}{} ({:.1} s)",
+        "train: {:?} over classes {:?}: {} labelled photos, {} trained on, {} held out; {}C = {c}{} ({:.1} s)",
         args.attribute,
         labels.classes,
         pairs.len(),
         train.len(),
         test.len(),
+        kernel_map.map_or(String::new(), |m| format!(
+            "{} kernel map of order {}, ",
+            m.kernel.name(),
+            m.order
+        )),
         cv_accuracy.map_or(String::new(), |a| format!(
             " (cv accuracy {a:.4} over {} folds)",
             args.cv
@@ -170,6 +204,9 @@ pub fn evaluate_to(args: &EvaluateArgs, out: &mut dyn std::io::Write) -> anyhow:
             model.classifier.classes
         );
     }
+    if let Some(row) = table.rows.first() {
+        model.check_len(row.len(), &args.histograms)?;
+    }
     let pairs = labelled(&table, &labels);
     let (test, scope) = if args.held_out {
         ensure!(
@@ -192,7 +229,7 @@ pub fn evaluate_to(args: &EvaluateArgs, out: &mut dyn std::io::Write) -> anyhow:
     let truth: Vec<usize> = test.iter().map(|&(_, c)| c).collect();
     let predicted: Vec<usize> = test
         .iter()
-        .map(|&(i, _)| model.classifier.predict(&table.rows[i]))
+        .map(|&(i, _)| model.predict(&table.rows[i]))
         .collect();
     let m = metrics(&truth, &predicted, labels.classes.len());
     let classes = &labels.classes;
@@ -312,6 +349,7 @@ pub fn classify(args: &ClassifyArgs, ui: &Ui) -> anyhow::Result<()> {
             Norm::L1
         },
         levels: enc.pyramid,
+        soft: enc.soft,
     };
     let tmp = tempfile::tempdir().context("cannot create a temporary folder")?;
     let hist = tmp.path().join("histograms.bin");
@@ -321,9 +359,12 @@ pub fn classify(args: &ClassifyArgs, ui: &Ui) -> anyhow::Result<()> {
     })?;
     bar.finish_and_clear();
     let table = read_histograms(&hist)?;
+    if let Some(row) = table.rows.first() {
+        model.check_len(row.len(), &args.model)?;
+    }
     let mut csv = format!("picture_id,path,{}\n", model.attribute);
     for ((id, path), row) in table.ids.iter().zip(&table.paths).zip(&table.rows) {
-        let class = &model.classifier.classes[model.classifier.predict(row)];
+        let class = &model.classifier.classes[model.predict(row)];
         let _ = writeln!(csv, "{id},{path},{class}");
     }
     vocab_pipeline::atomic::write(&args.out, csv.as_bytes())

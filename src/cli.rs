@@ -174,8 +174,8 @@ pub enum OrderArg {
     /// Racks: the cluster file's racks or `order`, or the MPI rack map.
     #[default]
     Racks,
-    /// Measured: every link probed when the job starts, the chain built from the
-    /// measurements (groups kept together, slow links at the end).
+    /// Measured: every link probed when the job starts, the chain and the trees built from
+    /// the measurements (groups kept together, slow links at the end or at a leaf).
     Auto,
 }
 
@@ -377,6 +377,14 @@ pub struct EncodeArgs {
     /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
     #[arg(long, value_name = "MPIX", default_value_t = crate::config::DEFAULT_MAX_MPIX)]
     pub max_pixels: u64,
+    /// Soft assignment: each patch counts toward its N nearest words, weighted by distance
+    /// (0: its nearest word only).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub soft: usize,
+    /// How fast a soft weight falls with distance: word j weighs exp(-S (d_j / d_1 - 1)) of
+    /// squared distances d.
+    #[arg(long, value_name = "S", default_value_t = crate::config::DEFAULT_SHARPNESS)]
+    pub sharpness: f32,
 }
 
 /// SVM solvers.
@@ -387,6 +395,36 @@ pub enum SolverArg {
     Dcd,
     /// linfa-svm (SMO, linear kernel).
     Linfa,
+}
+
+/// Explicit kernel maps before the linear SVM.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelMapArg {
+    /// The histograms as they are (a linear kernel on them).
+    #[default]
+    None,
+    /// Chi-squared, `2xy / (x + y)` per bin.
+    Chi2,
+    /// Histogram intersection, `min(x, y)` per bin.
+    Intersection,
+    /// Jensen-Shannon.
+    Js,
+}
+
+impl KernelMapArg {
+    /// The pipeline's kernel (none for `none`).
+    pub fn kernel(self) -> Option<vocab_pipeline::kernel_map::Kernel> {
+        use vocab_pipeline::kernel_map::Kernel;
+        match self {
+            Self::None => None,
+            Self::Chi2 => Some(Kernel::Chi2),
+            Self::Intersection => Some(Kernel::Intersection),
+            Self::Js => Some(Kernel::Js),
+        }
+    }
 }
 
 impl From<SolverArg> for vocab_pipeline::svm::Solver {
@@ -431,6 +469,15 @@ pub struct TrainArgs {
     /// Seed of the held-out split and of cross-validation.
     #[arg(long, value_name = "S", default_value_t = 0)]
     pub split_seed: u64,
+    /// An explicit feature map of an additive kernel on the histograms, so that the linear SVM
+    /// approximates that kernel's SVM (Vedaldi and Zisserman's homogeneous kernel maps; for
+    /// L1-normalised histograms, `vocab encode --norm l1`); the model keeps it and applies it
+    /// to every photo it scores.
+    #[arg(long, value_enum, default_value_t = KernelMapArg::None)]
+    pub kernel_map: KernelMapArg,
+    /// Frequencies of the kernel map after the first: 2 N + 1 values per histogram bin.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub map_order: usize,
     /// Model file (JSON).
     #[arg(long, value_name = "MODEL")]
     pub out: PathBuf,

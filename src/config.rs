@@ -12,7 +12,8 @@ use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::{
-    BroadcastAlgorithm, ElementArg, FileFormat, InitMethod, KernelArg, NormArg, SolverArg,
+    BroadcastAlgorithm, ElementArg, FileFormat, InitMethod, KernelArg, KernelMapArg, NormArg,
+    SolverArg,
 };
 
 /// A whole config file, with defaults filled in.
@@ -224,6 +225,23 @@ pub struct EncodeConfig {
     /// Skip photos declaring more megapixels than this (not in the cache key at its default).
     #[serde(skip_serializing_if = "is_default_mpix")]
     pub max_pixels: u64,
+    /// Soft assignment over this many nearest words (0: hard; not in the cache key at 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub soft: usize,
+    /// How fast a soft weight falls with distance (not in the cache key at its default).
+    #[serde(skip_serializing_if = "is_default_sharpness")]
+    pub sharpness: f32,
+}
+
+/// The default of `sharpness` (soft assignment).
+pub const DEFAULT_SHARPNESS: f32 = 10.0;
+
+fn is_zero(v: &usize) -> bool {
+    *v == 0
+}
+
+fn is_default_sharpness(v: &f32) -> bool {
+    *v == DEFAULT_SHARPNESS
 }
 
 impl Default for EncodeConfig {
@@ -234,6 +252,8 @@ impl Default for EncodeConfig {
             pyramid: 1,
             max_side: None,
             max_pixels: DEFAULT_MAX_MPIX,
+            soft: 0,
+            sharpness: DEFAULT_SHARPNESS,
         }
     }
 }
@@ -253,6 +273,11 @@ pub struct ClassifyConfig {
     pub cv: usize,
     /// SVM solver: dcd or linfa.
     pub solver: SolverArg,
+    /// Explicit kernel map before the linear SVM: none, chi2, intersection or js (for L1
+    /// histograms: `[encode] norm = "l1"`).
+    pub kernel_map: KernelMapArg,
+    /// Frequencies of the kernel map after the first (2 N + 1 values per bin).
+    pub map_order: usize,
 }
 
 impl Default for ClassifyConfig {
@@ -263,6 +288,8 @@ impl Default for ClassifyConfig {
             split_seed: 1,
             cv: 5,
             solver: SolverArg::Dcd,
+            kernel_map: KernelMapArg::None,
+            map_order: 3,
         }
     }
 }
@@ -398,8 +425,24 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
     if !(1..=4).contains(&e.pyramid) {
         return Err(fail("encode", "pyramid", "must be 1 to 4 levels"));
     }
+    if e.soft == 1 || e.soft > 64 {
+        return Err(fail("encode", "soft", "must be 0 (hard) or 2 to 64 words"));
+    }
+    if !(e.sharpness.is_finite() && e.sharpness > 0.0) {
+        return Err(fail("encode", "sharpness", "must be a positive number"));
+    }
     if config.classify.cv < 2 {
         return Err(fail("classify", "cv", "needs at least 2 folds"));
+    }
+    if !(1..=10).contains(&config.classify.map_order) {
+        return Err(fail("classify", "map_order", "must be 1 to 10"));
+    }
+    if config.classify.kernel_map != KernelMapArg::None && e.norm != NormArg::L1 {
+        return Err(fail(
+            "classify",
+            "kernel_map",
+            "takes L1-normalised histograms: set [encode] norm = \"l1\"",
+        ));
     }
     if config.classify.attributes.iter().any(|a| a == "path") {
         return Err(fail(

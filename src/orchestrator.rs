@@ -25,8 +25,8 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::cli::{
-    EncodeArgs, EngineArg, EvaluateArgs, FileFormat, KernelArg, KmeansArgs, Mode, PartitionArgs,
-    PhotosArgs, RunArgs, TrainArgs,
+    EncodeArgs, EngineArg, EvaluateArgs, FileFormat, KernelArg, KernelMapArg, KmeansArgs, Mode,
+    PartitionArgs, PhotosArgs, RunArgs, TrainArgs,
 };
 use crate::config;
 use crate::progress::Ui;
@@ -585,20 +585,32 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
                     pyramid: e.pyramid,
                     max_side: e.max_side,
                     max_pixels: e.max_pixels,
+                    soft: e.soft,
+                    sharpness: e.sharpness,
                 },
                 ui,
             )
         })?;
         let histograms = encode_dir.join("histograms.bin");
         for attribute in &attributes {
-            let svm_key = digest(&json!([
+            let mut svm_key = json!([
                 encode_key,
                 features_key,
                 attribute,
                 config.classify.cv,
                 config.classify.split_seed,
                 config.classify.solver
-            ]));
+            ]);
+            // Keys of runs without a kernel map stay what they were.
+            if config.classify.kernel_map != KernelMapArg::None {
+                if let Some(key) = svm_key.as_array_mut() {
+                    key.push(json!([
+                        config.classify.kernel_map,
+                        config.classify.map_order
+                    ]));
+                }
+            }
+            let svm_key = digest(&svm_key);
             let svm_dir = runner.step("svm", &format!("{label}-{attribute}"), &svm_key, |tmp| {
                 let model = tmp.join("model.json");
                 // The step's outcome is in its metrics files and the run's summary table.
@@ -613,6 +625,8 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
                         split: Some(split_csv.clone()),
                         holdout: None,
                         split_seed: config.classify.split_seed,
+                        kernel_map: config.classify.kernel_map,
+                        map_order: config.classify.map_order,
                         out: model.clone(),
                     },
                     &mut std::io::sink(),

@@ -180,6 +180,28 @@ pub fn features(settings: &FeatureSettings, ui: &Ui) -> anyhow::Result<FeatureSu
     Ok(summary)
 }
 
+/// Soft assignment from `--soft N --sharpness S` (`N = 0`: none).
+pub fn soft_of(
+    words: usize,
+    sharpness: f32,
+) -> anyhow::Result<Option<vocab_pipeline::encode::Soft>> {
+    match words {
+        0 => Ok(None),
+        1 => bail!("--soft 1 is the nearest word alone: use 2 or more words, or 0"),
+        w if w > 64 => bail!("--soft {w}: at most 64 words per patch"),
+        w => {
+            ensure!(
+                sharpness.is_finite() && sharpness > 0.0,
+                "--sharpness {sharpness}: a positive number"
+            );
+            Ok(Some(vocab_pipeline::encode::Soft {
+                words: w,
+                sharpness,
+            }))
+        }
+    }
+}
+
 /// `vocab encode`.
 pub fn encode(args: &EncodeArgs, ui: &Ui) -> anyhow::Result<()> {
     use vocab_pipeline::encode::{self, EncodeParams, Norm};
@@ -220,6 +242,7 @@ pub fn encode(args: &EncodeArgs, ui: &Ui) -> anyhow::Result<()> {
             NormArg::Hellinger => Norm::Hellinger,
         },
         levels: args.pyramid,
+        soft: soft_of(args.soft, args.sharpness)?,
     };
     let bar = ui.bar(collection.photos().len() as u64, "encode");
     let summary = encode::encode(&collection, &vocabulary, &params, &args.out, &|p| {
@@ -240,6 +263,7 @@ pub fn encode(args: &EncodeArgs, ui: &Ui) -> anyhow::Result<()> {
         },
         pyramid: args.pyramid,
         max_side: args.max_side,
+        soft: params.soft,
     };
     let encoding_path = manifest_path(&args.out, "encoding.json");
     vocab_pipeline::atomic::write(

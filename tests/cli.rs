@@ -1473,6 +1473,128 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
         err.contains("no attribute column \"altitude\"") && err.contains("elevation"),
         "{err}"
     );
+
+    // A chi-squared kernel map on L1 histograms: the model keeps it and applies it to every
+    // photo it scores, in evaluate and in classify.
+    let encode_l1 = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "encode",
+            "--vocabulary",
+            s(&vocab),
+            "--input",
+            s(&photos),
+            "--out",
+            s(out),
+            "--norm",
+            "l1",
+        ];
+        args.extend_from_slice(extra);
+        ok(&args);
+    };
+    let l1 = dir.path().join("hist-l1.bin");
+    encode_l1(&l1, &[]);
+    let mapped = dir.path().join("urban-chi2.json");
+    let train_map = |hist: &Path| -> Vec<String> {
+        [
+            "train",
+            "--histograms",
+            s(hist),
+            "--labels",
+            s(&labels),
+            "--attribute",
+            "urbanicity",
+            "--c",
+            "1",
+            "--kernel-map",
+            "chi2",
+            "--out",
+            s(&mapped),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let args = train_map(&l1);
+    let out = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.contains("chi2 kernel map of order 3"), "{out}");
+    let saved = std::fs::read_to_string(&mapped).expect("model");
+    assert!(
+        saved.contains(r#""kernel_map":{"kernel":"chi2","order":3"#),
+        "{saved}"
+    );
+    let out = ok(&[
+        "evaluate",
+        "--model",
+        s(&mapped),
+        "--histograms",
+        s(&l1),
+        "--labels",
+        s(&labels),
+    ]);
+    assert!(out.contains("24 labelled photos scored"), "{out}");
+    ok(&[
+        "classify",
+        "--model",
+        s(&mapped),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&labelled),
+    ]);
+    assert_eq!(csv_rows(&labelled).len(), 24);
+    // Histograms of another length are refused with both lengths, not scored wrongly.
+    let pyramid = dir.path().join("hist-p2.bin");
+    encode_l1(&pyramid, &["--pyramid", "2"]);
+    let err = fails(&[
+        "evaluate",
+        "--model",
+        s(&mapped),
+        "--histograms",
+        s(&pyramid),
+        "--labels",
+        s(&labels),
+    ]);
+    assert!(
+        err.contains(
+            "histograms of 160 values (1120 through the model's chi2 map), the model takes 224"
+        ),
+        "{err}"
+    );
+    // Soft assignment: every patch spread over its 3 nearest words; rows still sum to 1, with
+    // more words present than under hard assignment; recorded for classify.
+    let (hard_csv, soft_csv) = (dir.path().join("hard.csv"), dir.path().join("soft.csv"));
+    encode_l1(&hard_csv, &[]);
+    encode_l1(&soft_csv, &["--soft", "3", "--sharpness", "5"]);
+    let nonzero = |rows: &[Vec<String>]| -> usize {
+        rows.iter()
+            .map(|r| {
+                let values: Vec<f64> = r[2..].iter().map(|v| v.parse().expect("value")).collect();
+                assert!((values.iter().sum::<f64>() - 1.0).abs() < 1e-4, "{r:?}");
+                values.iter().filter(|&&v| v > 0.0).count()
+            })
+            .sum()
+    };
+    assert!(nonzero(&csv_rows(&soft_csv)) > nonzero(&csv_rows(&hard_csv)));
+    let recorded = std::fs::read_to_string(dir.path().join("soft.csv.encoding.json")).expect("enc");
+    assert!(recorded.contains(r#""words": 3"#), "{recorded}");
+    let err = fails(&[
+        "encode",
+        "--vocabulary",
+        s(&vocab),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&soft_csv),
+        "--soft",
+        "1",
+    ]);
+    assert!(err.contains("--soft 1"), "{err}");
+    // The map takes L1 histograms: on Hellinger ones it says how to encode.
+    let args = train_map(&hist);
+    let err = fails(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        err.contains("--kernel-map chi2") && err.contains("--norm l1"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -19,25 +19,7 @@ tag=${TAG:-}
 work="$here/work/cv$tag"; mkdir -p "$work"
 seed=1 per_image=125 iterations=${ITERATIONS:-10} stride=16 folds=5
 # Stratified folds by class, seeded: fold i's photos are held out in round i.
-python3 - "$photos/labels.csv" "$work" "$seed" "$folds" <<'PY'
-import csv, random, sys, collections
-labels, work, seed, folds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-rows = list(csv.DictReader(open(labels)))
-by = collections.defaultdict(list)
-for r in rows:
-    by[r["class"]].append(r["path"])
-rng = random.Random(seed)
-fold = {}
-for cls in sorted(by):
-    paths = sorted(by[cls]); rng.shuffle(paths)
-    for i, p in enumerate(paths):
-        fold[p] = i % folds
-for f in range(folds):
-    with open(f"{work}/split-{f}.csv", "w") as out:
-        out.write("path,split\n" + "".join(f"{p},{'test' if fold[p] == f else 'train'}\n" for p in sorted(fold)))
-    with open(f"{work}/train-{f}.csv", "w") as out:
-        out.write("path\n" + "".join(p + "\n" for p in sorted(fold) if fold[p] != f))
-PY
+python3 "$here/folds.py" "$photos/labels.csv" "$work" "$seed" "$folds"
 t0() { date +%s.%N; }
 dt() { echo "$(t0) - $1" | bc; }
 echo "fold,k,stage,seconds" > "$here/cv$tag-timings.csv"

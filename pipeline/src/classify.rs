@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::encode::Encoding;
+use crate::kernel_map::KernelMap;
 use crate::store::{FeatureReader, Format, Record, StoreError};
 use crate::svm::Classifier;
 
@@ -328,6 +329,10 @@ pub struct ModelFile {
     pub encoding: Option<Encoding>,
     /// Cross-validated accuracy of the chosen C on the training part, when C was chosen by CV.
     pub cv_accuracy: Option<f64>,
+    /// The explicit kernel map applied to every histogram before the classifier (none: the
+    /// linear kernel on the histograms as they are).
+    #[serde(default)]
+    pub kernel_map: Option<KernelMap>,
     /// The classifier.
     pub classifier: Classifier,
 }
@@ -363,7 +368,45 @@ impl ModelFile {
                 ),
             ));
         }
+        if let Some(map) = &model.kernel_map {
+            map.check().map_err(|e| invalid(path, e.to_string()))?;
+        }
         Ok(model)
+    }
+
+    /// The classifier's input for a histogram: the histogram through the kernel map, if any.
+    pub fn features(&self, histogram: &[f32]) -> Vec<f32> {
+        match &self.kernel_map {
+            Some(map) => map.apply(histogram),
+            None => histogram.to_vec(),
+        }
+    }
+
+    /// Checks that histograms of `len` values fit the classifier; names `what` they are.
+    pub fn check_len(&self, len: usize, what: &Path) -> Result<(), ClassifyError> {
+        let mapped = self.kernel_map.map_or(len, |m| m.mapped_len(len));
+        let want = self.classifier.models.first().map_or(mapped, |m| m.w.len());
+        if mapped != want {
+            return Err(invalid(
+                what,
+                format!(
+                    "histograms of {len} values{}, the model takes {want}",
+                    self.kernel_map.map_or(String::new(), |m| format!(
+                        " ({mapped} through the model's {} map)",
+                        m.kernel.name()
+                    ))
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The predicted class index of a histogram.
+    pub fn predict(&self, histogram: &[f32]) -> usize {
+        match &self.kernel_map {
+            Some(map) => self.classifier.predict(&map.apply(histogram)),
+            None => self.classifier.predict(histogram),
+        }
     }
 }
 

@@ -9,6 +9,8 @@
 //!   `l` cuts the photo into `2^l x 2^l` cells by patch centre, each cell's histogram is divided by
 //!   the photo's patch count, and level `l` is weighted `1 / 2^L` for `l = 0`, `1 / 2^(L - l + 1)`
 //!   otherwise; the levels are concatenated (level 0 first, cells in row-major order);
+//! * with soft assignment ([`Soft`]), a patch counts toward its few nearest words instead of one,
+//!   with weights that fall with distance and sum to 1;
 //! * then normalised: `l1` divides by the sum (rows sum to 1), `hellinger` takes the square root of
 //!   the L1-normalised vector (a common improvement for linear SVMs on histograms).
 //!
@@ -23,7 +25,7 @@ use crate::features::{
 };
 use crate::hog::{DIMS, PATCH_SIDE};
 use crate::image_io::{Collection, Photo};
-use crate::kmeans::{Centroids, assign};
+use crate::kmeans::{Centroids, assign, nearest_few};
 use crate::partition::Matrix;
 use crate::store::{FeatureWriter, Format, StoreError};
 
@@ -35,6 +37,46 @@ pub enum Norm {
     L1,
     /// Square root of the L1-normalised histogram.
     Hellinger,
+}
+
+/// Soft assignment: each patch counts toward its `words` nearest words, word `j` with weight
+/// `exp(-sharpness (d_j / d_1 - 1))` (`d` squared distances, `d_1` the nearest's), the weights
+/// of a patch normalised to sum 1 (van Gemert et al.'s kernel codebook, localised to the
+/// nearest words as Liu et al. do). A patch on its word (`d_1 = 0`) counts toward it alone.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Soft {
+    /// Nearest words a patch counts toward (at least 2).
+    pub words: usize,
+    /// How fast the weight falls with distance.
+    pub sharpness: f32,
+}
+
+impl Soft {
+    /// The weights of one patch's words from their squared distances, nearest first (entries
+    /// past the vocabulary, infinite, weigh 0).
+    pub fn weights(&self, dists: &[f32], out: &mut [f32]) {
+        let nearest = dists.first().copied().unwrap_or(0.0);
+        if nearest.is_nan() || nearest <= 0.0 {
+            out.fill(0.0);
+            if let Some(first) = out.first_mut() {
+                *first = 1.0;
+            }
+            return;
+        }
+        let mut sum = 0f32;
+        for (w, &d) in out.iter_mut().zip(dists) {
+            *w = if d.is_finite() {
+                (-self.sharpness * (d / nearest - 1.0)).exp()
+            } else {
+                0.0
+            };
+            sum += *w;
+        }
+        for w in out.iter_mut() {
+            *w /= sum;
+        }
+    }
 }
 
 /// Length of an encoded vector: `k` words per cell, `sum 4^l` cells over the levels.
@@ -52,10 +94,53 @@ pub fn histogram(
     levels: usize,
     norm: Norm,
 ) -> Vec<f32> {
+    let shape = Shape {
+        k,
+        width,
+        height,
+        levels,
+        norm,
+    };
+    weighted_histogram(labels, None, 1, positions, shape)
+}
+
+/// What a histogram is laid out over.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    /// Words.
+    pub k: usize,
+    /// Photo width (pixels).
+    pub width: usize,
+    /// Photo height (pixels).
+    pub height: usize,
+    /// Pyramid levels.
+    pub levels: usize,
+    /// Normalisation.
+    pub norm: Norm,
+}
+
+/// The histogram of one photo's patches, patch `i` counting toward words
+/// `words[i * per..][..per]` with `weights` likewise (none: weight 1 each, `per = 1`); words
+/// past the vocabulary (`u32::MAX`) are skipped.
+pub fn weighted_histogram(
+    words: &[u32],
+    weights: Option<&[f32]>,
+    per: usize,
+    positions: &[(usize, usize)],
+    shape: Shape,
+) -> Vec<f32> {
+    let Shape {
+        k,
+        width,
+        height,
+        levels,
+        norm,
+    } = shape;
+    let per = per.max(1);
     let levels = levels.max(1);
     let top = levels - 1;
     let mut out = vec![0f64; encoded_len(k, levels)];
-    let n = labels.len().max(1) as f64;
+    let n = positions.len().max(1) as f64;
     let mut base = 0;
     for level in 0..levels {
         let cells = 1usize << level;
@@ -66,11 +151,19 @@ pub fn histogram(
         } else {
             1.0 / (1u64 << (top - level + 1)) as f64
         };
-        for (&label, &(r, c)) in labels.iter().zip(positions) {
+        for (i, &(r, c)) in positions.iter().enumerate() {
             let (cy, cx) = (r + PATCH_SIDE / 2, c + PATCH_SIDE / 2);
             let cell = ((cy * cells / height.max(1)).min(cells - 1)) * cells
                 + (cx * cells / width.max(1)).min(cells - 1);
-            out[base + cell * k + label as usize] += weight / n;
+            for slot in i * per..(i + 1) * per {
+                let Some(&word) = words.get(slot).filter(|&&w| (w as usize) < k) else {
+                    continue;
+                };
+                let share = weights
+                    .and_then(|w| w.get(slot))
+                    .map_or(1.0, |&w| f64::from(w));
+                out[base + cell * k + word as usize] += weight * share / n;
+            }
         }
         base += cells * cells * k;
     }
@@ -100,10 +193,13 @@ pub struct Encoding {
     pub pyramid: usize,
     /// Downscale limit.
     pub max_side: Option<usize>,
+    /// Soft assignment (none: each patch to its nearest word).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soft: Option<Soft>,
 }
 
 /// Settings of the encoding stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EncodeParams {
     /// Dense sampling and decoding (the sampling must be dense).
     pub features: FeatureParams,
@@ -111,6 +207,8 @@ pub struct EncodeParams {
     pub norm: Norm,
     /// Pyramid levels (1 = plain bag of words).
     pub levels: usize,
+    /// Soft assignment (none: each patch to its nearest word).
+    pub soft: Option<Soft>,
 }
 
 /// Where histograms go.
@@ -214,17 +312,47 @@ pub fn encode(
     } else {
         Sink::Bin(FeatureWriter::create(out, Format::Bin, len)?)
     };
+    let soft = params.soft;
     let compute = |describers: &mut crate::features::Describers, _: &Photo, d: Described| {
         let n = d.positions.len();
-        let (mut labels, mut dist) = (vec![0u32; n], vec![0f32; n]);
-        assign(
-            Matrix::dense(&d.values, DIMS),
-            vocabulary,
-            &mut describers.assign,
-            &mut labels,
-            &mut dist,
-        );
-        histogram(&labels, &d.positions, k, d.width, d.height, levels, norm)
+        let shape = Shape {
+            k,
+            width: d.width,
+            height: d.height,
+            levels,
+            norm,
+        };
+        let x = Matrix::dense(&d.values, DIMS);
+        match soft {
+            None => {
+                let (mut labels, mut dist) = (vec![0u32; n], vec![0f32; n]);
+                assign(
+                    x,
+                    vocabulary,
+                    &mut describers.assign,
+                    &mut labels,
+                    &mut dist,
+                );
+                weighted_histogram(&labels, None, 1, &d.positions, shape)
+            }
+            Some(soft) => {
+                let r = soft.words;
+                let (mut words, mut dists) = (vec![0u32; n * r], vec![0f32; n * r]);
+                nearest_few(
+                    x,
+                    vocabulary,
+                    &mut describers.assign,
+                    r,
+                    &mut words,
+                    &mut dists,
+                );
+                let mut weights = vec![0f32; n * r];
+                for (w, dd) in weights.chunks_exact_mut(r).zip(dists.chunks_exact(r)) {
+                    soft.weights(dd, w);
+                }
+                weighted_histogram(&words, Some(&weights), r, &d.positions, shape)
+            }
+        }
     };
     run_stage(collection, &params.features, out, sink, &compute, progress)
 }
@@ -243,6 +371,42 @@ mod tests {
         for (a, b) in g.iter().zip(&h) {
             assert!((a - b.sqrt()).abs() < 1e-7);
         }
+    }
+
+    #[test]
+    fn soft_weights_fall_with_distance_and_sum_to_one() {
+        let soft = Soft {
+            words: 3,
+            sharpness: 2.0,
+        };
+        let mut w = [0f32; 3];
+        soft.weights(&[1.0, 1.5, f32::INFINITY], &mut w);
+        assert!((w.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        assert!(w[0] > w[1] && w[2] == 0.0);
+        assert!((w[1] / w[0] - (-1.0f32).exp()).abs() < 1e-6);
+        // On its word: that word alone.
+        soft.weights(&[0.0, 0.2, 0.3], &mut w);
+        assert_eq!(w, [1.0, 0.0, 0.0]);
+        // Two patches, each spread over two words; cells as for hard assignment.
+        let shape = Shape {
+            k: 3,
+            width: 100,
+            height: 100,
+            levels: 1,
+            norm: Norm::L1,
+        };
+        let h = weighted_histogram(
+            &[0, 1, 2, u32::MAX],
+            Some(&[0.75, 0.25, 1.0, 0.0]),
+            2,
+            &[(0, 0); 2],
+            shape,
+        );
+        assert_eq!(h, vec![0.375, 0.125, 0.5]);
+        // Weight 1 each reproduces the hard histogram exactly.
+        let hard = histogram(&[0, 2, 2, 1], &[(0, 0); 4], 3, 100, 100, 1, Norm::L1);
+        let ones = weighted_histogram(&[0, 2, 2, 1], Some(&[1.0; 4]), 1, &[(0, 0); 4], shape);
+        assert_eq!(hard, ones);
     }
 
     #[test]

@@ -154,6 +154,65 @@ pub fn assign(
     });
 }
 
+/// The `r` nearest centroids of each row of `x`: row `i`'s words at `words[i * r..][..r]` and
+/// their squared distances (clamped at zero) at `dists[i * r..][..r]`, nearest first, ties to
+/// the lower index (the first is [`assign`]'s word). With `r > k` the extra slots hold
+/// `u32::MAX` and infinity.
+///
+/// # Panics
+/// If dims differ or the output slices are not `x.rows() * r` long.
+pub fn nearest_few(
+    x: Matrix<'_>,
+    centroids: &Centroids,
+    scratch: &mut AssignScratch,
+    r: usize,
+    words: &mut [u32],
+    dists: &mut [f32],
+) {
+    let n = x.rows();
+    assert!(
+        words.len() == n * r && dists.len() == n * r,
+        "output slices must hold {n} x {r} entries"
+    );
+    if r == 0 {
+        return;
+    }
+    words.fill(u32::MAX);
+    dists.fill(f32::INFINITY);
+    let k = centroids.k();
+    for_each_block(x, centroids, &mut scratch.dots, |block, r0, c0, dots| {
+        let (bm, bn) = (block.rows(), dots.len() / block.rows());
+        let norms = &centroids.norms[c0..c0 + bn];
+        for i in 0..bm {
+            let (w, d) = (
+                &mut words[(r0 + i) * r..][..r],
+                &mut dists[(r0 + i) * r..][..r],
+            );
+            for (j, (&dot, &norm)) in dots[i * bn..(i + 1) * bn].iter().zip(norms).enumerate() {
+                let v = norm - 2.0 * dot;
+                // Strictly better than the worst kept: equal values keep the lower index.
+                if v < d[r - 1] {
+                    let mut at = r - 1;
+                    while at > 0 && v < d[at - 1] {
+                        d[at] = d[at - 1];
+                        w[at] = w[at - 1];
+                        at -= 1;
+                    }
+                    d[at] = v;
+                    w[at] = (c0 + j) as u32;
+                }
+            }
+            if c0 + bn == k {
+                let xi = block.row(i);
+                let own = dot(xi, xi);
+                for v in d.iter_mut().filter(|v| v.is_finite()) {
+                    *v = (own + *v).max(0.0);
+                }
+            }
+        }
+    });
+}
+
 /// The blocked GEMM walk shared by the assignment kernels: for each block of at most
 /// [`ROW_BLOCK`] rows (starting at row `r0`), and within it for each block of at most
 /// [`CENTROID_BLOCK`] centroids in order (starting at `c0`), `visit(block, r0, c0, dots)` with
@@ -312,6 +371,53 @@ pub(super) mod tests {
             (20, 2100, 9, 9),
         ] {
             check(n, k, d, stride);
+        }
+    }
+
+    #[test]
+    fn the_few_nearest_are_the_sorted_head_of_every_distance() {
+        for (n, k, d, r) in [
+            (5, 3, 4, 5),
+            (300, 1030, 16, 4),
+            (20, 2100, 9, 1),
+            (3, 7, 2, 0),
+        ] {
+            let x = values(n * d, 7);
+            let centroids = Centroids::new(values(k * d, 8), d);
+            let (mut words, mut dists) = (vec![0u32; n * r], vec![0f32; n * r]);
+            let mut scratch = AssignScratch::default();
+            let matrix = Matrix::dense(&x, d);
+            nearest_few(matrix, &centroids, &mut scratch, r, &mut words, &mut dists);
+            let (mut labels, mut best) = (vec![0u32; n], vec![0f32; n]);
+            assign(matrix, &centroids, &mut scratch, &mut labels, &mut best);
+            for i in 0..n {
+                let mut exact: Vec<(f64, usize)> = (0..k)
+                    .map(|j| {
+                        let e = x[i * d..][..d]
+                            .iter()
+                            .zip(centroids.row(j))
+                            .map(|(a, b)| f64::from(a - b).powi(2))
+                            .sum();
+                        (e, j)
+                    })
+                    .collect();
+                exact.sort_by(|a, b| a.0.total_cmp(&b.0));
+                for slot in 0..r {
+                    let (w, dist) = (words[i * r + slot], dists[i * r + slot]);
+                    if slot >= k {
+                        assert_eq!((w, dist), (u32::MAX, f32::INFINITY));
+                        continue;
+                    }
+                    let want = exact[slot].0;
+                    assert!(
+                        (f64::from(dist) - want).abs() <= 1e-4 * want.max(1.0),
+                        "row {i} slot {slot}: {dist} vs {want}"
+                    );
+                }
+                if r > 0 {
+                    assert_eq!(words[i * r], labels[i], "the first is assign's word");
+                }
+            }
         }
     }
 

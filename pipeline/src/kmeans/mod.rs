@@ -26,7 +26,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use thiserror::Error;
 
-pub use self::assign::{AssignScratch, Centroids, assign};
+pub use self::assign::{AssignScratch, Centroids, assign, nearest_few};
 pub use self::partial::{Partial, fixed_scale, max_abs, split_empty, update};
 use crate::partition::Matrix;
 use crate::store::StoreError;
