@@ -84,6 +84,9 @@ pub enum CollectiveError {
         /// What is wrong.
         source: TreeError,
     },
+    /// A tree rooted elsewhere than at the team's root.
+    #[error("a tree rooted at rank {0}, not at the team's root")]
+    TreeRoot(usize),
     /// A gathered piece from a member that is not below the sender, or twice.
     #[error("member {member} forwarded a piece of member {piece}, which is not its to forward")]
     Stray {
@@ -192,10 +195,7 @@ impl<'t> Team<'t> {
             };
             match placed {
                 Ok(t) if t.root() == 0 => Ok(Some(t)),
-                Ok(t) => Err(CollectiveError::Tree {
-                    size,
-                    source: TreeError::Twice(self.order[t.root()]),
-                }),
+                Ok(t) => Err(CollectiveError::TreeRoot(self.order[t.root()])),
                 Err(source) => Err(CollectiveError::Tree { size, source }),
             }
         };

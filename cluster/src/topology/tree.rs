@@ -29,6 +29,10 @@ use super::{Hierarchy, Links};
 /// less is within the noise of measured links, and every relay is a real store and forward.
 pub const GAIN: f64 = 0.02;
 
+/// Finest groups up to this size get the gather tree's local search (its cost grows with the
+/// square of the group and of the team).
+pub const SEARCHED: usize = 32;
+
 /// A tree over members `0..n` rooted at one of them: each member's parent, and the children in
 /// the order it serves them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -505,6 +509,8 @@ impl<'l> Model<'l> {
         let mut best = self.gather(&best_tree, bytes);
         // Local search inside the finest groups: move a member (not a group's leader: its
         // edge leaves the group) under another member of its group that is not below it.
+        // Each trial costs a run of the model, so groups larger than SEARCHED keep the leader.
+        let leaves: Vec<Vec<usize>> = leaves.into_iter().filter(|l| l.len() <= SEARCHED).collect();
         for _ in 0..n.max(1) {
             let mut improved = false;
             for leaf in &leaves {
