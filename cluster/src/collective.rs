@@ -492,17 +492,8 @@ pub fn gather(
         return Ok(None);
     }
     let mut lens = vec![[0u8; 8]; w];
-    let mut recvs: Vec<Recv<'_>> = lens
-        .iter_mut()
-        .enumerate()
-        .skip(1)
-        .map(|(m, buf)| Recv {
-            from: m,
-            tag: tags::GATHER_LEN,
-            buf,
-        })
-        .collect();
-    team.exchange(&[], &mut recvs)?;
+    let others: Vec<usize> = (1..w).collect();
+    recv_each(team, &others, tags::GATHER_LEN, &mut lens[1..])?;
     let mut all: Vec<Vec<u8>> = Vec::with_capacity(w);
     all.push(mine.to_vec());
     for (m, len) in lens.iter().enumerate().skip(1) {
@@ -516,18 +507,28 @@ pub fn gather(
         }
         all.push(vec![0; bytes as usize]);
     }
-    let mut recvs: Vec<Recv<'_>> = all
-        .iter_mut()
-        .enumerate()
-        .skip(1)
-        .map(|(m, buf)| Recv {
-            from: m,
-            tag: tags::GATHER,
-            buf,
+    recv_each(team, &others, tags::GATHER, &mut all[1..])?;
+    Ok(Some(all))
+}
+
+/// Receives one message tagged `tag` from each of `from` (chain positions) into the buffer at
+/// the same index, all at once.
+fn recv_each<B: AsMut<[u8]>>(
+    team: &Team<'_>,
+    from: &[usize],
+    tag: Tag,
+    bufs: &mut [B],
+) -> Result<(), TransportError> {
+    let mut recvs: Vec<Recv<'_>> = from
+        .iter()
+        .zip(bufs.iter_mut())
+        .map(|(&from, buf)| Recv {
+            from,
+            tag,
+            buf: buf.as_mut(),
         })
         .collect();
-    team.exchange(&[], &mut recvs)?;
-    Ok(Some(all))
+    team.exchange(&[], &mut recvs)
 }
 
 /// [`gather`] up `tree`: a member receives its children's pieces (each child's subtree, with
@@ -541,16 +542,7 @@ fn gather_up(
     let (w, me) = (team.size(), team.me());
     let children = tree.children(me);
     let mut counts = vec![[0u8; 8]; children.len()];
-    let mut recvs: Vec<Recv<'_>> = children
-        .iter()
-        .zip(counts.iter_mut())
-        .map(|(&from, buf)| Recv {
-            from,
-            tag: tags::GATHER_LEN,
-            buf,
-        })
-        .collect();
-    team.exchange(&[], &mut recvs)?;
+    recv_each(team, children, tags::GATHER_LEN, &mut counts)?;
     let mut heads: Vec<Vec<u8>> = Vec::with_capacity(children.len());
     for (&c, count) in children.iter().zip(&counts) {
         let n = u64::from_le_bytes(*count);
@@ -563,16 +555,7 @@ fn gather_up(
         }
         heads.push(vec![0; n as usize * 16]);
     }
-    let mut recvs: Vec<Recv<'_>> = children
-        .iter()
-        .zip(heads.iter_mut())
-        .map(|(&from, buf)| Recv {
-            from,
-            tag: tags::GATHER_HEAD,
-            buf,
-        })
-        .collect();
-    team.exchange(&[], &mut recvs)?;
+    recv_each(team, children, tags::GATHER_HEAD, &mut heads)?;
     // (position, length) of every piece below, checked: each from the child's own subtree, once.
     let mut held = vec![false; w];
     held[me] = true;
@@ -591,7 +574,7 @@ fn gather_up(
             };
             let at = usize::try_from(at)
                 .ok()
-                .filter(|&at| at < w && !held[at] && below(tree, at, c))
+                .filter(|&at| at < w && !held[at] && tree.is_below(at, c))
                 .ok_or(stray)?;
             if len > limit {
                 return Err(CollectiveError::TooLarge {
@@ -606,16 +589,7 @@ fn gather_up(
         }
         bodies.push(vec![0; usize::try_from(total).unwrap_or(usize::MAX)]);
     }
-    let mut recvs: Vec<Recv<'_>> = children
-        .iter()
-        .zip(bodies.iter_mut())
-        .map(|(&from, buf)| Recv {
-            from,
-            tag: tags::GATHER,
-            buf,
-        })
-        .collect();
-    team.exchange(&[], &mut recvs)?;
+    recv_each(team, children, tags::GATHER, &mut bodies)?;
     let below_count = pieces.len();
     match tree.parent(me) {
         Some(parent) => {
@@ -667,19 +641,6 @@ fn gather_up(
                 .map(|(p, piece)| piece.ok_or(CollectiveError::Missing(p)))
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some)
-        }
-    }
-}
-
-/// Whether position `m` is `top` or below it in `tree`.
-fn below(tree: &Tree, mut m: usize, top: usize) -> bool {
-    loop {
-        if m == top {
-            return true;
-        }
-        match tree.parent(m) {
-            Some(p) => m = p,
-            None => return false,
         }
     }
 }

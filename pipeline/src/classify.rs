@@ -374,14 +374,6 @@ impl ModelFile {
         Ok(model)
     }
 
-    /// The classifier's input for a histogram: the histogram through the kernel map, if any.
-    pub fn features(&self, histogram: &[f32]) -> Vec<f32> {
-        match &self.kernel_map {
-            Some(map) => map.apply(histogram),
-            None => histogram.to_vec(),
-        }
-    }
-
     /// Checks that histograms of `len` values fit the classifier; names `what` they are.
     pub fn check_len(&self, len: usize, what: &Path) -> Result<(), ClassifyError> {
         let mapped = self.kernel_map.map_or(len, |m| m.mapped_len(len));

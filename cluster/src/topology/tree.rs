@@ -172,6 +172,11 @@ impl Tree {
         &self.children
     }
 
+    /// Whether member `m` is `top` or below it.
+    pub fn is_below(&self, m: usize, top: usize) -> bool {
+        below(&self.parent, m, top)
+    }
+
     /// Edges from the root to the deepest member.
     pub fn depth(&self) -> usize {
         (0..self.len())
