@@ -15,8 +15,9 @@ use vocab_pipeline::kernel_map::KernelMap;
 use vocab_pipeline::patch::Sampling;
 use vocab_pipeline::svm::{Classifier, SvmParams, choose_c, metrics};
 
-use crate::cli::{ClassifyArgs, EvaluateArgs, TrainArgs};
+use crate::cli::{ClassifyArgs, EvaluateArgs};
 use crate::progress::Ui;
+use crate::settings::{Split, TrainSettings};
 
 /// C values tried by cross-validation (the scale of scikit-learn's usual grid).
 const C_GRID: [f64; 5] = [0.01, 0.1, 1.0, 10.0, 100.0];
@@ -56,13 +57,8 @@ fn split_rows(table: &Table, pairs: &[(usize, usize)], split: &SplitSpec) -> (Pa
     (train, test)
 }
 
-/// `vocab train`.
-pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
-    train_to(args, &mut std::io::stdout().lock())
-}
-
 /// `vocab train`, reporting to `out`.
-pub fn train_to(args: &TrainArgs, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+pub fn train(args: &TrainSettings, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     let started = Instant::now();
     let table = read_histograms(&args.histograms)?;
     let labels = read_labels(&args.labels, &args.attribute)?;
@@ -74,19 +70,13 @@ pub fn train_to(args: &TrainArgs, out: &mut dyn std::io::Write) -> anyhow::Resul
         args.attribute,
         args.labels.display()
     );
-    let split = match (&args.split, args.holdout) {
-        (Some(path), _) => SplitSpec::from_file(path)?,
-        (None, Some(holdout)) => {
-            ensure!(
-                holdout > 0.0 && holdout < 1.0,
-                "--holdout {holdout}: a fraction between 0 and 1 (0.5 holds out half)"
-            );
-            SplitSpec::Random {
-                seed: args.split_seed,
-                holdout,
-            }
-        }
-        (None, None) => SplitSpec::All,
+    let split = match &args.split {
+        Split::File(path) => SplitSpec::from_file(path)?,
+        &Split::Holdout(holdout) => SplitSpec::Random {
+            seed: args.split_seed,
+            holdout,
+        },
+        Split::All => SplitSpec::All,
     };
     let (train, test) = split_rows(&table, &pairs, &split);
     ensure!(!train.is_empty(), "the split leaves no training photos");
@@ -123,12 +113,8 @@ pub fn train_to(args: &TrainArgs, out: &mut dyn std::io::Write) -> anyhow::Resul
     };
     let y: Vec<usize> = train.iter().map(|&(_, c)| c).collect();
     let (c, cv_accuracy) = match args.c {
-        Some(c) => {
-            ensure!(c > 0.0, "--c must be positive");
-            (c, None)
-        }
+        Some(c) => (c, None),
         None => {
-            ensure!(args.cv >= 2, "--cv needs at least 2 folds");
             let (c, acc) = choose_c(
                 &x,
                 &y,
@@ -185,13 +171,19 @@ pub fn train_to(args: &TrainArgs, out: &mut dyn std::io::Write) -> anyhow::Resul
     Ok(())
 }
 
-/// `vocab evaluate`.
-pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<()> {
-    evaluate_to(args, &mut std::io::stdout().lock())
+/// What an evaluation found.
+#[derive(Debug, Clone, Copy)]
+pub struct Scores {
+    /// Accuracy.
+    pub accuracy: f64,
+    /// Mean recall over the classes.
+    pub balanced_accuracy: f64,
+    /// Photos scored.
+    pub scored: usize,
 }
 
 /// `vocab evaluate`, reporting to `out`.
-pub fn evaluate_to(args: &EvaluateArgs, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+pub fn evaluate(args: &EvaluateArgs, out: &mut dyn std::io::Write) -> anyhow::Result<Scores> {
     let model = ModelFile::load(&args.model)?;
     let table = read_histograms(&args.histograms)?;
     let labels = read_labels(&args.labels, &model.attribute)?;
@@ -322,7 +314,11 @@ pub fn evaluate_to(args: &EvaluateArgs, out: &mut dyn std::io::Write) -> anyhow:
         md_path.display(),
         predictions_path.display()
     )?;
-    Ok(())
+    Ok(Scores {
+        accuracy: m.accuracy,
+        balanced_accuracy: m.balanced_accuracy,
+        scored: test.len(),
+    })
 }
 
 /// `vocab classify`: encodes new photos as the model's training data was encoded, then predicts.

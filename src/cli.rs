@@ -78,7 +78,8 @@ pub struct WorkerArgs {
 /// `vocab cluster ...`
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
-    /// Start N workers on loopback as separate processes, with a fresh cluster file and secret.
+    /// Start N workers on loopback as separate processes, with a fresh cluster file and secret;
+    /// runs in the foreground until Ctrl-C (use the cluster file from another terminal).
     Local(LocalArgs),
     /// Report which nodes of a cluster file answer.
     Status(StatusArgs),
@@ -333,7 +334,7 @@ pub struct FeaturesArgs {
     #[arg(long, value_name = "PX")]
     pub max_side: Option<usize>,
     /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
-    #[arg(long, value_name = "MPIX", default_value_t = crate::config::DEFAULT_MAX_MPIX)]
+    #[arg(long, value_name = "MPIX", default_value_t = crate::settings::DEFAULT_MAX_MPIX)]
     pub max_pixels: u64,
 }
 
@@ -362,29 +363,8 @@ pub struct EncodeArgs {
     /// Histograms: CSV (picture_id,path,h0,...) for .csv paths, binary feature format otherwise.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
-    /// Dense grid step in pixels.
-    #[arg(long, value_name = "PX", default_value_t = 8)]
-    pub stride: usize,
-    /// Normalisation.
-    #[arg(long, value_enum, default_value_t = NormArg::L1)]
-    pub norm: NormArg,
-    /// Spatial pyramid levels (1 = plain bag of words; 3 = 1x1 + 2x2 + 4x4).
-    #[arg(long, value_name = "LEVELS", default_value_t = 1)]
-    pub pyramid: usize,
-    /// Downscale photos whose longer side exceeds PX (area averaging).
-    #[arg(long, value_name = "PX")]
-    pub max_side: Option<usize>,
-    /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
-    #[arg(long, value_name = "MPIX", default_value_t = crate::config::DEFAULT_MAX_MPIX)]
-    pub max_pixels: u64,
-    /// Soft assignment: each patch counts toward its N nearest words, weighted by distance
-    /// (0: its nearest word only).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub soft: usize,
-    /// How fast a soft weight falls with distance: word j weighs exp(-S (d_j / d_1 - 1)) of
-    /// squared distances d.
-    #[arg(long, value_name = "S", default_value_t = crate::config::DEFAULT_SHARPNESS)]
-    pub sharpness: f32,
+    #[command(flatten)]
+    pub options: crate::settings::EncodeOptions,
 }
 
 /// SVM solvers.
@@ -674,7 +654,8 @@ pub struct KmeansArgs {
     /// worker can read at the same absolute path.
     #[arg(long, value_name = "FILE", conflicts_with = "local_nodes")]
     pub cluster: Option<PathBuf>,
-    /// Start N workers on loopback for this run and run on them (same code path as a cluster).
+    /// Start N workers on loopback for this run and run on them (same code path as a cluster);
+    /// their logs go to <out>.workers/.
     #[arg(long, value_name = "N")]
     pub local_nodes: Option<usize>,
     /// Broadcast algorithm for the centroids on a cluster.
@@ -706,7 +687,9 @@ pub struct KmeansArgs {
     /// Fault injection for tests: rank R exits in iteration N after its map tasks ("R:N").
     #[arg(long, value_name = "R:N", hide = true)]
     pub exit_rank_at: Option<String>,
-    /// Vocabulary format [default: text for .txt/.text files, bin otherwise].
+    /// Vocabulary format: text (one centroid per line, its values separated by spaces; no
+    /// picture id, row or column) or bin (the binary feature format, record j = centroid j)
+    /// [default: text for .txt/.text files, bin otherwise].
     #[arg(long, value_enum)]
     pub format: Option<FileFormat>,
     /// Vocabulary file; beside it <out>.meta.toml, <out>.iterations.csv, <out>.ckpt/.
@@ -736,9 +719,12 @@ pub struct RunArgs {
     /// Work directory for the stages' outputs [default: work/<config name>].
     #[arg(long, value_name = "DIR")]
     pub work: Option<PathBuf>,
-    /// Photo folder (with labels.csv) instead of the config's [dataset].
+    /// Photo folder instead of the config's [dataset] (its labels: DIR/labels.csv, or --labels).
     #[arg(long, value_name = "DIR")]
     pub dataset: Option<PathBuf>,
+    /// Labels CSV (path, then attribute columns) instead of the config's or the photo folder's.
+    #[arg(long, value_name = "CSV")]
+    pub labels: Option<PathBuf>,
     /// Re-run this stage and every later one even if cached
     /// (dataset, features, partition, kmeans, encode, svm, report).
     #[arg(long, value_name = "STAGE")]

@@ -178,13 +178,23 @@ impl From<BroadcastAlgorithm> for Algorithm {
 pub struct LocalCluster {
     /// The cluster file.
     pub path: std::path::PathBuf,
+    /// The folder of the workers' logs (`w0.log`, ...).
+    pub logs: std::path::PathBuf,
     children: Vec<std::process::Child>,
 }
 
 impl LocalCluster {
     /// Writes a cluster file and secret into `dir` and starts `nodes` workers (spread over
     /// `racks`), each with `threads` map threads (0: the default), then waits until all answer.
-    pub fn start(dir: &Path, nodes: usize, racks: usize, threads: usize) -> anyhow::Result<Self> {
+    /// Each worker's output goes to its own file in `logs` (`w0.log`, appended), so that it
+    /// never interleaves with the driver's.
+    pub fn start(
+        dir: &Path,
+        nodes: usize,
+        racks: usize,
+        threads: usize,
+        logs: &Path,
+    ) -> anyhow::Result<Self> {
         ensure!(nodes > 0, "the local cluster needs at least 1 node");
         ensure!(racks > 0, "the local cluster needs at least 1 rack");
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -212,8 +222,11 @@ impl LocalCluster {
         vocab_pipeline::atomic::write(&path, text.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
         let exe = std::env::current_exe().context("cannot find the vocab executable")?;
+        std::fs::create_dir_all(logs)
+            .with_context(|| format!("cannot create {}", logs.display()))?;
         let mut local = Self {
             path,
+            logs: logs.to_path_buf(),
             children: Vec::new(),
         };
         for (i, port) in ports.iter().enumerate() {
@@ -231,6 +244,19 @@ impl LocalCluster {
             if threads > 0 {
                 command.env("RAYON_NUM_THREADS", threads.to_string());
             }
+            let log_path = logs.join(format!("w{i}.log"));
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)
+                .with_context(|| format!("cannot open {}", log_path.display()))?;
+            let err_log = log
+                .try_clone()
+                .with_context(|| format!("cannot open {}", log_path.display()))?;
+            command
+                .stdin(std::process::Stdio::null())
+                .stdout(log)
+                .stderr(err_log);
             #[cfg(target_os = "linux")]
             {
                 use std::os::unix::process::CommandExt;
@@ -264,7 +290,11 @@ impl LocalCluster {
                     .into_iter()
                     .filter_map(|(name, r)| r.err().map(|e| format!("{name}: {e}")))
                     .collect();
-                bail!("workers did not come up within 10 s: {}", down.join("; "));
+                bail!(
+                    "workers did not come up within 10 s: {}; their logs are in {}",
+                    down.join("; "),
+                    logs.display()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -282,10 +312,14 @@ impl Drop for LocalCluster {
 
 /// `vocab cluster local`: writes a cluster file and secret, starts the workers, waits for Ctrl-C.
 pub fn local(args: &LocalArgs) -> anyhow::Result<()> {
-    let cluster = LocalCluster::start(&args.dir, args.nodes, args.racks, 0)?;
+    let cluster = LocalCluster::start(&args.dir, args.nodes, args.racks, 0, &args.dir)?;
     println!(
-        "cluster local: {} workers up; cluster file {}",
+        "cluster local: {} workers up; cluster file {}; logs {}/w*.log\n\
+         running in the foreground: use the cluster from another terminal (--cluster {}); \
+         Ctrl-C stops the workers",
         args.nodes,
+        cluster.path.display(),
+        cluster.logs.display(),
         cluster.path.display()
     );
     let _ = std::io::stdout().flush();

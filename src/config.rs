@@ -12,9 +12,9 @@ use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::{
-    BroadcastAlgorithm, ElementArg, FileFormat, InitMethod, KernelArg, KernelMapArg, NormArg,
-    SolverArg,
+    BroadcastAlgorithm, ElementArg, InitMethod, KernelArg, KernelMapArg, NormArg, SolverArg,
 };
+use crate::settings::{self, EncodeOptions, FeaturesConfig, Invalid};
 
 /// A whole config file, with defaults filled in.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -32,7 +32,7 @@ pub struct Config {
     pub kmeans: KmeansConfig,
     /// Dense encoding of every photo over each vocabulary.
     #[serde(default)]
-    pub encode: EncodeConfig,
+    pub encode: EncodeOptions,
     /// Split, SVMs and evaluation per attribute.
     #[serde(default)]
     pub classify: ClassifyConfig,
@@ -74,36 +74,6 @@ fn default_per_kind() -> usize {
 
 fn default_synth_seed() -> u64 {
     7
-}
-
-/// `[features]`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct FeaturesConfig {
-    /// Random patches per training photo.
-    pub per_image: usize,
-    /// Sampling seed.
-    pub seed: u64,
-    /// Feature file format.
-    pub format: FileFormat,
-    /// Downscale photos whose longer side exceeds this.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_side: Option<usize>,
-    /// Skip photos declaring more megapixels than this (not in the cache key at its default).
-    #[serde(skip_serializing_if = "is_default_mpix")]
-    pub max_pixels: u64,
-}
-
-impl Default for FeaturesConfig {
-    fn default() -> Self {
-        Self {
-            per_image: 5,
-            seed: 0,
-            format: FileFormat::Bin,
-            max_side: None,
-            max_pixels: DEFAULT_MAX_MPIX,
-        }
-    }
 }
 
 /// `[partition]`.
@@ -174,13 +144,6 @@ pub struct KmeansConfig {
     pub order: crate::cli::OrderArg,
 }
 
-/// Default pixel limit of the photo stages, in megapixels.
-pub const DEFAULT_MAX_MPIX: u64 = vocab_pipeline::image_io::MAX_PIXELS / 1_000_000;
-
-fn is_default_mpix(v: &u64) -> bool {
-    *v == DEFAULT_MAX_MPIX
-}
-
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
 }
@@ -207,55 +170,6 @@ fn default_broadcast() -> BroadcastAlgorithm {
 
 fn default_true() -> bool {
     true
-}
-
-/// `[encode]`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct EncodeConfig {
-    /// Dense grid step in pixels.
-    pub stride: usize,
-    /// Histogram normalisation.
-    pub norm: NormArg,
-    /// Spatial pyramid levels (1 = plain bag of words).
-    pub pyramid: usize,
-    /// Downscale photos whose longer side exceeds this.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_side: Option<usize>,
-    /// Skip photos declaring more megapixels than this (not in the cache key at its default).
-    #[serde(skip_serializing_if = "is_default_mpix")]
-    pub max_pixels: u64,
-    /// Soft assignment over this many nearest words (0: hard; not in the cache key at 0).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub soft: usize,
-    /// How fast a soft weight falls with distance (not in the cache key at its default).
-    #[serde(skip_serializing_if = "is_default_sharpness")]
-    pub sharpness: f32,
-}
-
-/// The default of `sharpness` (soft assignment).
-pub const DEFAULT_SHARPNESS: f32 = 10.0;
-
-fn is_zero(v: &usize) -> bool {
-    *v == 0
-}
-
-fn is_default_sharpness(v: &f32) -> bool {
-    *v == DEFAULT_SHARPNESS
-}
-
-impl Default for EncodeConfig {
-    fn default() -> Self {
-        Self {
-            stride: 8,
-            norm: NormArg::L1,
-            pyramid: 1,
-            max_side: None,
-            max_pixels: DEFAULT_MAX_MPIX,
-            soft: 0,
-            sharpness: DEFAULT_SHARPNESS,
-        }
-    }
 }
 
 /// `[classify]`.
@@ -367,76 +281,58 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
     if d.synthetic.as_ref().is_some_and(|s| s.per_kind == 0) {
         return Err(fail("dataset", "synthetic", "per_kind must be at least 1"));
     }
-    if config.features.max_pixels == 0 {
-        return Err(fail(
-            "features",
-            "max_pixels",
-            "must be at least 1 (megapixels)",
-        ));
-    }
-    if config.encode.max_pixels == 0 {
-        return Err(fail(
-            "encode",
-            "max_pixels",
-            "must be at least 1 (megapixels)",
-        ));
-    }
-    if config.features.per_image == 0 {
-        return Err(fail("features", "per_image", "must be at least 1"));
-    }
-    if config.features.per_image > vocab_pipeline::patch::MAX_PER_IMAGE {
-        return Err(fail(
-            "features",
-            "per_image",
-            &format!("must be at most {}", vocab_pipeline::patch::MAX_PER_IMAGE),
-        ));
-    }
-    if config.partition.parts == 0 {
-        return Err(fail("partition", "parts", "must be at least 1"));
-    }
+    // The stages' own checks (crate::settings), with the key's section and line.
+    let invalid = |section: &str, e: Invalid| -> anyhow::Error {
+        let at =
+            line_of(&text, section, e.key).map_or(String::new(), |line| format!(", line {line}"));
+        anyhow::anyhow!(
+            "invalid config {}: [{section}] {}{at}: {}",
+            path.display(),
+            e.key,
+            e.rule
+        )
+    };
+    let f = &config.features;
+    settings::photo_limits(f.max_side, f.max_pixels)
+        .and_then(|_| settings::sampling(crate::cli::Mode::Random, f.per_image, 8, f.seed))
+        .map_err(|e| invalid("features", e))?;
+    settings::PartitionSettings::new(
+        Path::new(""),
+        Path::new(""),
+        Some(config.partition.parts),
+        config.partition.element,
+    )
+    .map_err(|e| invalid("partition", e))?;
     let km = &config.kmeans;
-    if km.k.is_empty() || km.k.contains(&0) {
+    if km.k.is_empty() {
         return Err(fail("kmeans", "k", "list vocabulary sizes of at least 1"));
     }
-    if km.iterations == 0 {
-        return Err(fail("kmeans", "iterations", "must be at least 1"));
-    }
-    if km.tol.is_nan() || km.tol < 0.0 {
-        return Err(fail("kmeans", "tol", "must be 0 or more"));
-    }
-    if km.prune && (km.nodes > 0 || km.cluster.is_some()) {
-        return Err(fail(
-            "kmeans",
-            "prune",
-            "runs on the single-process engine only: set nodes = 0 and no cluster",
-        ));
-    }
-    if km.kernel != KernelArg::F32 && km.prune {
-        return Err(fail(
-            "kmeans",
-            "kernel",
-            "int8 is a full-pass kernel; it does not combine with prune",
-        ));
+    for &k in &km.k {
+        settings::kmeans_rules(
+            k,
+            km.iterations,
+            km.tol,
+            km.prune,
+            km.kernel,
+            km.nodes > 0 || km.cluster.is_some(),
+        )
+        .map_err(|e| {
+            let e = match e.key {
+                // Distributed because of `nodes` (or `cluster`): say how to run in one process.
+                "prune" => Invalid {
+                    rule: "runs on the single-process engine only: set nodes = 0 and no cluster"
+                        .into(),
+                    ..e
+                },
+                _ => e,
+            };
+            invalid("kmeans", e)
+        })?;
     }
     let e = &config.encode;
-    if e.stride == 0 {
-        return Err(fail("encode", "stride", "must be at least 1"));
-    }
-    if !(1..=4).contains(&e.pyramid) {
-        return Err(fail("encode", "pyramid", "must be 1 to 4 levels"));
-    }
-    if e.soft == 1 || e.soft > 64 {
-        return Err(fail("encode", "soft", "must be 0 (hard) or 2 to 64 words"));
-    }
-    if !(e.sharpness.is_finite() && e.sharpness > 0.0) {
-        return Err(fail("encode", "sharpness", "must be a positive number"));
-    }
-    if config.classify.cv < 2 {
-        return Err(fail("classify", "cv", "needs at least 2 folds"));
-    }
-    if !(1..=10).contains(&config.classify.map_order) {
-        return Err(fail("classify", "map_order", "must be 1 to 10"));
-    }
+    e.params().map_err(|err| invalid("encode", err))?;
+    settings::svm_rules(None, config.classify.cv, config.classify.map_order)
+        .map_err(|e| invalid("classify", e))?;
     if config.classify.kernel_map != KernelMapArg::None && e.norm != NormArg::L1 {
         return Err(fail(
             "classify",
@@ -472,8 +368,9 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
         (None, Some(s)) => format!("synthetic set, {} photos per kind", s.per_kind),
         (None, None) => unreachable!("checked by load"),
     };
+    let data = crate::run::check_dataset(path, &config)?;
     println!(
-        "config {}: ok ({dataset}; vocabularies k = {:?}; {})",
+        "config {}: ok ({dataset}; vocabularies k = {:?}; {}); {data}",
         path.display(),
         config.kmeans.k,
         if config.kmeans.nodes == 0 {

@@ -1,6 +1,8 @@
 //! `vocab partition`, `vocab kmeans` and `vocab datasets synth`.
 
+use std::cell::RefCell;
 use std::fmt::Write as _;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -18,11 +20,11 @@ use vocab_pipeline::partition::{self, Matrix, PartitionSet, Verify};
 use vocab_pipeline::store::{FeatureReader, Format, Record};
 use vocab_pipeline::synth;
 
-use crate::cli::{EngineArg, InitMethod, KernelArg, KmeansArgs, PartitionArgs, SynthArgs};
+use crate::cli::{InitMethod, SynthArgs};
 use crate::cluster_cmd::LocalCluster;
 use crate::engine::Mpi;
 use crate::progress::Ui;
-use crate::stages::format_for;
+use crate::settings::{Engine, KmeansSettings, PartitionSettings, format_for};
 
 /// `vocab datasets synth`.
 pub fn synth(args: &SynthArgs) -> anyhow::Result<()> {
@@ -50,17 +52,15 @@ pub fn synth(args: &SynthArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `vocab partition`.
-pub fn partition(args: &PartitionArgs) -> anyhow::Result<()> {
-    let parts = args
-        .parts
-        .unwrap_or_else(|| 4 * rayon::current_num_threads());
-    ensure!(parts > 0, "--parts must be at least 1");
+/// The partition stage, reporting to `out`.
+pub fn partition(settings: &PartitionSettings, out: &mut dyn Write) -> anyhow::Result<()> {
+    let args = settings;
     let started = Instant::now();
-    let manifest = partition::split(&args.features, parts, &args.out, args.element.into())
+    let manifest = partition::split(&args.features, args.parts, &args.out, args.element.into())
         .with_context(|| format!("partitioning {}", args.features.display()))?;
     let sizes: Vec<u64> = manifest.partitions.iter().map(|p| p.count).collect();
-    println!(
+    writeln!(
+        out,
         "partition: {} records x {} dims ({}) into {} partitions of {}..{} records in {} ({:.1} s)",
         manifest.count,
         manifest.dims,
@@ -70,7 +70,7 @@ pub fn partition(args: &PartitionArgs) -> anyhow::Result<()> {
         sizes.iter().max().unwrap_or(&0),
         args.out.display(),
         started.elapsed().as_secs_f64()
-    );
+    )?;
     Ok(())
 }
 
@@ -140,49 +140,21 @@ impl Input {
     }
 }
 
-/// `vocab kmeans`.
-pub fn run(args: &KmeansArgs, ui: &Ui, mpi: Option<&Mpi<'_>>) -> anyhow::Result<()> {
-    let format = args
-        .format
-        .map_or_else(|| format_for(&args.out), Format::from);
-    let on_mpi = args.engine == Some(EngineArg::Mpi);
+/// A k-means run, reporting to `out`.
+pub fn run(
+    args: &KmeansSettings,
+    ui: &Ui,
+    mpi: Option<&Mpi<'_>>,
+    out: &mut dyn Write,
+) -> anyhow::Result<RunMeta> {
+    let format = args.format;
+    let distributed = args.engine.distributed();
     ensure!(
-        !(on_mpi && (args.cluster.is_some() || args.local_nodes.is_some())),
-        "--engine mpi runs on the ranks of the MPI job; --cluster and --local-nodes are for \
-         --engine tcp"
-    );
-    ensure!(
-        on_mpi == mpi.is_some(),
+        (args.engine == Engine::Mpi) == mpi.is_some(),
         "--engine mpi: this process is not rank 0 of an MPI job"
     );
-    let distributed = on_mpi
-        || args.cluster.is_some()
-        || args.local_nodes.is_some()
-        || args.engine == Some(EngineArg::Tcp);
-    if distributed {
-        ensure!(
-            args.features.is_dir(),
-            "--features {}: a cluster run needs a partition folder (make one with vocab partition)",
-            args.features.display()
-        );
-        ensure!(
-            !args.prune,
-            "--prune runs on one node only (the cluster path does the full assignment)"
-        );
-        ensure!(
-            args.local_nodes != Some(0),
-            "--local-nodes must be at least 1"
-        );
-    }
-    ensure!(
-        distributed || args.order == crate::cli::OrderArg::Racks,
-        "--order auto orders the chain of a distributed run; add --local-nodes, --cluster or \
-         --engine mpi"
-    );
-    ensure!(
-        !(args.prune && args.kernel == KernelArg::Int8),
-        "--kernel int8 is a full-pass kernel; it does not combine with --prune"
-    );
+    // Shared by the iteration callback and the engines' own lines.
+    let out = RefCell::new(out);
     let verify = if distributed {
         Verify::Header
     } else {
@@ -222,22 +194,24 @@ pub fn run(args: &KmeansArgs, ui: &Ui, mpi: Option<&Mpi<'_>>) -> anyhow::Result<
     };
     let start = if args.resume {
         let state = load_checkpoint(&args.out, args.k, args.seed, input.checksum(), assignment)?;
-        println!(
+        writeln!(
+            out.borrow_mut(),
             "kmeans: resuming after iteration {} from {}",
             state.iteration,
             checkpoint_dir(&args.out).display()
-        );
+        )?;
         Some(state)
     } else {
         None
     };
     let dims = parts.first().map_or(0, Matrix::dims);
-    println!(
+    writeln!(
+        out.borrow_mut(),
         "kmeans: {n} vectors x {dims} dims in {} partitions, k = {}, init {init_name}, \
          assignment {assignment}",
         parts.len(),
         args.k,
-    );
+    )?;
     let bar = ui.bar(args.iterations, "kmeans");
     let iterations_csv = vocab_pipeline::features::manifest_path(&args.out, "iterations.csv");
     let stages_csv = vocab_pipeline::features::manifest_path(&args.out, "stages.csv");
@@ -265,17 +239,19 @@ pub fn run(args: &KmeansArgs, ui: &Ui, mpi: Option<&Mpi<'_>>) -> anyhow::Result<
             String::new()
         };
         let stages = report.map_or_else(String::new, |r| format!(" {}", r.summary()));
-        bar.suspend(|| {
+        bar.suspend(|| -> std::io::Result<()> {
+            let mut out = out.borrow_mut();
             if let Some(r) = report {
                 for f in &r.failures {
-                    println!("  attempt failed: {f}");
+                    writeln!(out, "  attempt failed: {f}")?;
                 }
             }
-            println!(
+            writeln!(
+                out,
                 "iter {} inertia {:.6e} seconds {:.3}{kept}{stages}",
                 last.iteration, last.inertia, last.seconds
-            );
-        });
+            )
+        })?;
         bar.set_position(state.iteration);
         save_checkpoint(&args.out, state, args.seed, input.checksum(), assignment)?;
         if args.exit_after_iteration == Some(state.iteration) {
@@ -307,10 +283,10 @@ pub fn run(args: &KmeansArgs, ui: &Ui, mpi: Option<&Mpi<'_>>) -> anyhow::Result<
     };
     let fitted = match (&input, mpi) {
         (Input::Partitions(set), Some(mpi)) => {
-            run_mpi(args, set, &params, start, mpi, &mut on_state)
+            run_mpi(args, set, &params, start, mpi, &out, &mut on_state)
         }
         (Input::Partitions(set), None) if distributed => {
-            run_cluster(args, set, &params, start, &mut on_state)
+            run_cluster(args, set, &params, start, &out, &mut on_state)
         }
         _ => {
             kmeans::fit::<anyhow::Error>(&parts, &params, start, &mut |state| on_state(state, None))
@@ -339,16 +315,23 @@ pub fn run(args: &KmeansArgs, ui: &Ui, mpi: Option<&Mpi<'_>>) -> anyhow::Result<
     };
     let meta_path = vocab_pipeline::features::manifest_path(&args.out, "meta.toml");
     write_toml(&meta_path, &meta)?;
-    println!(
+    let out = out.into_inner();
+    writeln!(
+        out,
         "kmeans: {} iterations{} in {:.1} s ({:.2} s per iteration here, {:.1} s wall), final inertia {final_inertia:.6e}",
         state.iteration,
         if state.converged { " (converged)" } else { "" },
         seconds,
         seconds / state.history.len().max(1) as f64,
         started.elapsed().as_secs_f64(),
-    );
-    println!("  wrote {} and {}", args.out.display(), meta_path.display());
-    Ok(())
+    )?;
+    writeln!(
+        out,
+        "  wrote {} and {}",
+        args.out.display(),
+        meta_path.display()
+    )?;
+    Ok(meta)
 }
 
 /// The initial state of a distributed run: the checkpoint's, or the initial centroids sampled
@@ -373,11 +356,12 @@ fn first_state(set: &PartitionSet, params: &Params, start: Option<State>) -> any
 /// The MPI path of `vocab kmeans`: this process is rank 0; it drives and maps its share, the
 /// other ranks map theirs.
 fn run_mpi(
-    args: &KmeansArgs,
+    args: &KmeansSettings,
     set: &PartitionSet,
     params: &Params,
     start: Option<State>,
     mpi: &Mpi<'_>,
+    out: &RefCell<&mut dyn Write>,
     on_state: &mut dyn FnMut(&State, Option<&StepReport>) -> anyhow::Result<()>,
 ) -> anyhow::Result<State> {
     let dir = std::fs::canonicalize(&args.features)
@@ -391,10 +375,7 @@ fn run_mpi(
             .get(host)
             .map_or_else(|| member.to_string(), |r| format!("{member} ({r})"))
     };
-    let chunk = usize::try_from(args.chunk_size)
-        .ok()
-        .filter(|&c| c >= 8)
-        .context("--chunk-size must be at least 8 bytes")?;
+    let chunk = args.chunk_size;
     let options = SpmdOptions {
         dir: dir.display().to_string(),
         plan: BroadcastPlan {
@@ -402,7 +383,7 @@ fn run_mpi(
             chunk,
             chains: 2,
         },
-        stage1: !args.no_local_aggregation,
+        stage1: args.local_aggregation,
         kernel: args.kernel.into(),
         racks,
         // Rank 0 is a compute rank like the others.
@@ -423,20 +404,17 @@ fn run_mpi(
         let names: Vec<String> = (mpi.members.hosts.iter().enumerate())
             .map(|(r, h)| format!("{r}@{h}"))
             .collect();
-        println!("{}", c.describe(&names));
+        writeln!(out.borrow_mut(), "{}", c.describe(&names))?;
     }
     let chain: Vec<String> = root.members().iter().map(|m| rack_of(m)).collect();
-    println!(
+    writeln!(
+        out.borrow_mut(),
         "kmeans: on {} MPI ranks (chain {}), broadcast {}, local aggregation {}",
         mpi.transport.size(),
         chain.join(", "),
         Algorithm::from(args.broadcast).name(),
-        if args.no_local_aggregation {
-            "off"
-        } else {
-            "on"
-        },
-    );
+        if args.local_aggregation { "on" } else { "off" },
+    )?;
     let labels = vocab_cluster::spmd::labels(&mpi.members.hosts);
     let done = root.fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)));
     if let (Some(c), Some(path)) = (root.calibration(), links_file(args)) {
@@ -447,7 +425,7 @@ fn run_mpi(
 
 /// `--order auto`: measure the links with the default probes and choose the chain for the
 /// centroids' bytes.
-fn auto_order(args: &KmeansArgs, set: &PartitionSet) -> Option<vocab_cluster::spmd::Auto> {
+fn auto_order(args: &KmeansSettings, set: &PartitionSet) -> Option<vocab_cluster::spmd::Auto> {
     (args.order == crate::cli::OrderArg::Auto).then(|| vocab_cluster::spmd::Auto {
         probe: vocab_cluster::collective::Probe::default(),
         bytes: (args.k * set.manifest.dims * 4) as f64,
@@ -456,13 +434,16 @@ fn auto_order(args: &KmeansArgs, set: &PartitionSet) -> Option<vocab_cluster::sp
 
 /// Where `--order auto` keeps its measured links: beside the cluster file (`--cluster`), or
 /// beside the vocabulary under MPI; none for loopback workers.
-fn links_file(args: &KmeansArgs) -> Option<PathBuf> {
+fn links_file(args: &KmeansSettings) -> Option<PathBuf> {
     if args.order != crate::cli::OrderArg::Auto {
         return None;
     }
-    match (&args.cluster, args.engine) {
-        (Some(cluster), _) => Some(crate::cluster_cmd::links_path(cluster)),
-        (None, Some(crate::cli::EngineArg::Mpi)) => Some(crate::cluster_cmd::links_path(&args.out)),
+    match &args.engine {
+        Engine::Tcp {
+            cluster: Some(cluster),
+            ..
+        } => Some(crate::cluster_cmd::links_path(cluster)),
+        Engine::Mpi => Some(crate::cluster_cmd::links_path(&args.out)),
         _ => None,
     }
 }
@@ -503,21 +484,33 @@ fn save_links(path: &Path, c: &vocab_cluster::spmd::Calibration, labels: &[Strin
 /// The cluster path of `vocab kmeans`: the driver on this process, the map and reduce on the
 /// workers of `--cluster` or of `--local-nodes` loopback workers started for the run.
 fn run_cluster(
-    args: &KmeansArgs,
+    args: &KmeansSettings,
     set: &PartitionSet,
     params: &Params,
     start: Option<State>,
+    out: &RefCell<&mut dyn Write>,
     on_state: &mut dyn FnMut(&State, Option<&StepReport>) -> anyhow::Result<()>,
 ) -> anyhow::Result<State> {
     // Dropped in reverse order: the workers stop before their folder goes.
     let mut _local: Option<(tempfile::TempDir, LocalCluster)> = None;
-    let cluster_path = match (&args.cluster, args.local_nodes) {
-        (Some(path), _) => path.clone(),
-        (None, n) => {
-            let n = n.unwrap_or(1);
+    let cluster_path = match &args.engine {
+        Engine::Tcp {
+            cluster: Some(path),
+            ..
+        } => path.clone(),
+        Engine::Local | Engine::Mpi => anyhow::bail!("the TCP engine runs on TCP workers"),
+        Engine::Tcp { local_nodes, .. } => {
+            let n = (*local_nodes).max(1);
             let tmp = tempfile::tempdir().context("cannot create a folder for local workers")?;
             let threads = (rayon::current_num_threads() / n).max(1);
-            let local = LocalCluster::start(tmp.path(), n, 1, threads)?;
+            // Logs beside the vocabulary, where they outlive the run.
+            let logs = vocab_pipeline::features::manifest_path(&args.out, "workers");
+            let local = LocalCluster::start(tmp.path(), n, 1, threads, &logs)?;
+            writeln!(
+                out.borrow_mut(),
+                "kmeans: {n} loopback workers, logs in {}",
+                logs.display()
+            )?;
             let path = local.path.clone();
             _local = Some((tmp, local));
             path
@@ -530,7 +523,7 @@ fn run_cluster(
     let options = Options {
         dir: dir.display().to_string(),
         algorithm: Algorithm::from(args.broadcast),
-        stage1: !args.no_local_aggregation,
+        stage1: args.local_aggregation,
         kernel: args.kernel.into(),
         auto: auto_order(args, set),
         known: links_file(args).and_then(|p| read_links(&p)),
@@ -543,10 +536,11 @@ fn run_cluster(
             )
         })?;
     if let Some((c, names)) = driver.calibration() {
-        println!("{}", c.describe(&names));
+        writeln!(out.borrow_mut(), "{}", c.describe(&names))?;
     }
     let dropped = driver.dropped();
-    println!(
+    writeln!(
+        out.borrow_mut(),
         "kmeans: on {} workers ({}){}, broadcast {}, local aggregation {}",
         driver.members().len(),
         driver.members().join(", "),
@@ -556,12 +550,8 @@ fn run_cluster(
             format!(", dropped {}", dropped.join(", "))
         },
         Algorithm::from(args.broadcast).name(),
-        if args.no_local_aggregation {
-            "off"
-        } else {
-            "on"
-        },
-    );
+        if args.local_aggregation { "on" } else { "off" },
+    )?;
     let done = driver.fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)));
     if let (Some((c, names)), Some(path)) = (driver.calibration(), links_file(args)) {
         save_links(&path, c, &names);

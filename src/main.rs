@@ -6,19 +6,24 @@ mod cli;
 mod cluster_cmd;
 mod config;
 mod engine;
+mod figures;
 mod kmeans;
-mod orchestrator;
 mod plan;
 mod progress;
-mod report;
+mod run;
+mod settings;
 mod stages;
 
+use std::io::stdout;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
 
 use crate::cli::{BenchCommand, Cli, ClusterCommand, Command, ConfigCommand, DatasetsCommand};
+use crate::settings::{
+    EncodeSettings, FeatureSettings, KmeansSettings, OrFlag, PartitionSettings, TrainSettings,
+};
 
 fn main() -> ExitCode {
     reset_sigpipe();
@@ -67,19 +72,40 @@ fn dispatch(
     let ui = *ui;
     match command {
         Command::Features(args) => {
-            let settings = stages::FeatureSettings::from_args(&args)?;
-            stages::features(&settings, &ui).map(|_| ())
+            let settings = FeatureSettings::from_args(&args).or_flag()?;
+            stages::features(&settings, &ui, &mut stdout()).map(|_| ())
         }
         Command::Convert(args) => stages::convert(&args),
-        Command::Encode(args) => stages::encode(&args, &ui),
-        Command::Train(args) => classify_cmd::train(&args),
-        Command::Evaluate(args) => classify_cmd::evaluate(&args),
+        Command::Encode(args) => {
+            let settings = EncodeSettings::new(
+                &args.vocabulary,
+                &args.input,
+                args.labels.as_deref(),
+                &args.out,
+                &args.options,
+            )
+            .or_flag()?;
+            stages::encode(&settings, &ui, &mut stdout()).map(|_| ())
+        }
+        Command::Train(args) => {
+            let settings = TrainSettings::from_args(&args).or_flag()?;
+            classify_cmd::train(&settings, &mut stdout())
+        }
+        Command::Evaluate(args) => classify_cmd::evaluate(&args, &mut stdout()).map(|_| ()),
         Command::Classify(args) => classify_cmd::classify(&args, &ui),
-        Command::Datasets(DatasetsCommand::Photos(args)) => stages::photos(&args),
+        Command::Datasets(DatasetsCommand::Photos(args)) => stages::photos(&args, &mut stdout()),
         Command::Datasets(DatasetsCommand::Synth(args)) => kmeans::synth(&args),
-        Command::Partition(args) => kmeans::partition(&args),
-        Command::Kmeans(args) => kmeans::run(&args, &ui, mpi),
-        Command::Run(args) => orchestrator::run(&args, &ui, mpi),
+        Command::Partition(args) => {
+            let settings =
+                PartitionSettings::new(&args.features, &args.out, args.parts, args.element)
+                    .or_flag()?;
+            kmeans::partition(&settings, &mut stdout())
+        }
+        Command::Kmeans(args) => {
+            let settings = KmeansSettings::from_args(&args).or_flag()?;
+            kmeans::run(&settings, &ui, mpi, &mut stdout()).map(|_| ())
+        }
+        Command::Run(args) => run::run(&args, &ui, mpi),
         Command::Config(ConfigCommand::Check(args)) => config::check(&args.config),
         Command::Config(ConfigCommand::Show(args)) => config::show(&args.config),
         Command::Bench(BenchCommand::Hog(args)) => bench::hog(&args),

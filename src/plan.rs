@@ -1,12 +1,13 @@
-//! `vocab run --plan`: the stages, data sizes and per-iteration traffic a config implies, from
-//! the cost model of `eval/distributed/` (bytes exact, seconds a link-bound estimate).
-
-use std::path::Path;
+//! `vocab run --plan`: the stages, data sizes, memory and per-iteration traffic a config implies,
+//! from the cost model of `eval/distributed/` (bytes exact, seconds a link-bound estimate); and
+//! the checks that refuse a run up front (`config check`, `--plan` and `vocab run` before its
+//! first stage): a vocabulary larger than its sample, a k-means that cannot fit in memory here.
 
 use anyhow::{Context, bail};
 
-use crate::cli::{ElementArg, RunArgs};
+use crate::cli::{ElementArg, KernelArg, RunArgs};
 use crate::config::Config;
+use crate::settings::Engine;
 
 /// HOG values per vector.
 const DIMS: u64 = 512;
@@ -22,64 +23,142 @@ fn human(bytes: f64) -> String {
     format!("{bytes:.0} B")
 }
 
-fn count_photos(dir: &Path) -> u64 {
-    const EXT: [&str; 8] = ["jpg", "jpeg", "png", "webp", "tif", "tiff", "bmp", "gif"];
-    walkdir::WalkDir::new(dir)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| {
-            e.file_type().is_file()
-                && e.path().extension().is_some_and(|x| {
-                    EXT.contains(&x.to_string_lossy().to_ascii_lowercase().as_str())
-                })
-        })
-        .count() as u64
+/// Where k-means runs, for the plan: nodes, racks and a description.
+struct Nodes {
+    nodes: u64,
+    racks: usize,
+    /// Whether every node is on this machine (its memory is what they share).
+    here: bool,
+    name: String,
 }
 
-/// Prints the plan.
-pub fn print(config: &Config, base: &Path, args: &RunArgs) -> anyhow::Result<()> {
-    let photos = match (
-        &config.dataset.synthetic,
-        &args.dataset,
-        &config.dataset.path,
-    ) {
-        (Some(s), None, _) => 4 * s.per_kind as u64,
-        (_, given, path) => {
-            let dir = given
-                .clone()
-                .or_else(|| path.as_ref().map(|p| base.join(p)));
-            match (dir.filter(|d| d.is_dir()), config.plan.photos) {
-                (Some(d), _) => count_photos(&d),
-                (None, Some(n)) => n,
-                (None, None) => bail!(
-                    "the photo folder is not readable here: set [plan] photos to plan without it"
-                ),
-            }
-        }
-    };
-    let km = &config.kmeans;
-    let cluster_file = args
-        .cluster
-        .clone()
-        .or_else(|| km.cluster.as_ref().map(|c| base.join(c)));
-    let (nodes, racks, where_) = match &cluster_file {
-        Some(path) => {
+fn nodes_of(engine: &Engine) -> anyhow::Result<Nodes> {
+    Ok(match engine {
+        Engine::Local => Nodes {
+            nodes: 1,
+            racks: 1,
+            here: true,
+            name: "one process".into(),
+        },
+        Engine::Tcp {
+            cluster: Some(path),
+            ..
+        } => {
             let c = vocab_cluster::config::Cluster::load(path)
                 .with_context(|| format!("planning with {}", path.display()))?;
             let mut racks: Vec<&str> = c.nodes.iter().map(|n| n.rack.as_str()).collect();
             racks.sort_unstable();
             racks.dedup();
-            (
-                c.nodes.len() as u64,
-                racks.len(),
-                format!("cluster {}", path.display()),
-            )
+            Nodes {
+                nodes: c.nodes.len() as u64,
+                racks: racks.len(),
+                here: false,
+                name: format!("cluster {}", path.display()),
+            }
         }
-        None if km.nodes == 0 => (1, 1, "one process".to_string()),
-        None => (km.nodes as u64, 1, format!("{} loopback workers", km.nodes)),
+        Engine::Tcp { local_nodes, .. } => Nodes {
+            nodes: *local_nodes as u64,
+            racks: 1,
+            here: true,
+            name: format!("{local_nodes} loopback workers"),
+        },
+        Engine::Mpi => Nodes {
+            nodes: 1,
+            racks: 1,
+            here: false,
+            name: "the MPI ranks".into(),
+        },
+    })
+}
+
+/// Bytes one node holds during a k-means iteration over `n` vectors on `nodes` nodes: its share
+/// of the partitions, the centroids (and their int8 copy), one partial-sum table per map task in
+/// flight, and the pruning bounds of its vectors.
+pub fn kmeans_bytes(config: &Config, n: u64, k: u64, nodes: u64, tasks: u64) -> u64 {
+    let value = match config.partition.element {
+        ElementArg::F32 => 4,
+        ElementArg::U8 => 1,
     };
-    let train = photos.div_ceil(2);
-    let n = train * config.features.per_image as u64;
+    let share = n.div_ceil(nodes.max(1));
+    let partitions = share * (RECORD_HEAD + DIMS * value);
+    let centroids = k * DIMS * 4
+        + match config.kmeans.kernel {
+            KernelArg::Int8 => k * DIMS,
+            KernelArg::F32 => 0,
+        };
+    let partial = k * (DIMS + 1) * 8;
+    let bounds = if config.kmeans.prune {
+        share * 4 * (k / 10).clamp(1, 256)
+    } else {
+        0
+    };
+    partitions + centroids + tasks * partial + bounds
+}
+
+/// Total memory of this machine, from `/proc/meminfo`.
+fn memory_here() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kb.checked_mul(1024)
+}
+
+/// Refuses a config whose vocabularies cannot be built from `training` photos: a `k` larger
+/// than the sample, or a k-means that needs more memory than this machine has (when it runs
+/// here).
+pub fn check_sizes(config: &Config, engine: &Engine, training: u64) -> anyhow::Result<()> {
+    let per_image = config.features.per_image as u64;
+    let n = training * per_image;
+    let largest = config.kmeans.k.iter().copied().max().unwrap_or(0) as u64;
+    if largest > n {
+        bail!(
+            "[kmeans] k = {largest} is larger than the vocabulary's sample: {training} training \
+             photos x {per_image} patches ([features] per_image) = {n} vectors; lower k or raise \
+             per_image"
+        );
+    }
+    let at = nodes_of(engine)?;
+    if at.here {
+        if let Some(total) = memory_here() {
+            let tasks = rayon::current_num_threads() as u64;
+            // Loopback workers share this machine.
+            let need = at.nodes * kmeans_bytes(config, n, largest, at.nodes, tasks);
+            if need > total {
+                bail!(
+                    "k-means at k = {largest} needs about {} here ({}), and this machine has {}: \
+                     lower k, use [partition] element = \"u8\", or run on a cluster",
+                    human(need as f64),
+                    at.name,
+                    human(total as f64)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Prints the plan for `photos` photos of which `training` train the vocabulary.
+pub fn print(
+    config: &Config,
+    args: &RunArgs,
+    engine: &Engine,
+    photos: u64,
+    training: u64,
+) -> anyhow::Result<()> {
+    let km = &config.kmeans;
+    let Nodes {
+        nodes,
+        racks,
+        name: where_,
+        ..
+    } = nodes_of(engine)?;
+    let n = training * config.features.per_image as u64;
     let value = match config.partition.element {
         ElementArg::F32 => 4,
         ElementArg::U8 => 1,
@@ -89,9 +168,11 @@ pub fn print(config: &Config, base: &Path, args: &RunArgs) -> anyhow::Result<()>
     let tasks = config.plan.map_tasks_per_node as u64;
     let link = config.plan.link_mbit * 1e6 / 8.0;
     println!("plan for {} ({where_})", args.config.display());
-    println!("  dataset     {photos} photos; split 50/50: {train} train the vocabulary");
     println!(
-        "  features    {} random patches x {DIMS} dims = {n} vectors, {}",
+        "  dataset     {photos} photos; split 50/50 by class: {training} train the vocabulary"
+    );
+    println!(
+        "  features    {} random patches per photo x {DIMS} dims = {n} vectors, {} on disk",
         config.features.per_image,
         human(sample as f64)
     );
@@ -102,11 +183,19 @@ pub fn print(config: &Config, base: &Path, args: &RunArgs) -> anyhow::Result<()>
         if value == 4 { "f32" } else { "u8" }
     );
     println!(
-        "  kmeans      {nodes} nodes on {racks} racks, {tasks} map tasks per node, up to {} iterations",
+        "  kmeans      {nodes} node{} on {racks} rack{}, {tasks} map tasks per node, up to {} \
+         iterations",
+        if nodes == 1 { "" } else { "s" },
+        if racks == 1 { "" } else { "s" },
         km.iterations
     );
     println!(
-        "              per iteration       broadcast   stage 2 (stage 1 on / off)   stage 3   map flops   est. comm s   partials per node"
+        "    per iteration: bytes summed over the nodes (stage 2 with / without stage-1 \
+         aggregation);\n    memory and partial sums per node"
+    );
+    println!(
+        "    {:<8} {:>9} {:>21} {:>9} {:>9} {:>6} {:>9} {:>9}",
+        "k", "broadcast", "stage 2 on / off", "stage 3", "map flop", "comm s", "memory", "partials"
     );
     for &k in &km.k {
         let k = k as u64;
@@ -120,13 +209,13 @@ pub fn print(config: &Config, base: &Path, args: &RunArgs) -> anyhow::Result<()>
             + (nodes - 1) as f64 / nodes as f64 * partial as f64 / link
             + stage3 as f64 / link;
         println!(
-            "              k = {k:<14} {:>9}   {:>10} / {:<12}    {:>8}   {:>9.2e}   {:>10.1}   {}",
+            "    {k:<8} {:>9} {:>21} {:>9} {:>9.2e} {:>6.1} {:>9} {:>9}",
             human(bcast as f64),
-            human(stage2_on as f64),
-            human(stage2_off as f64),
+            format!("{} / {}", human(stage2_on as f64), human(stage2_off as f64)),
             human(stage3 as f64),
             flops,
             seconds,
+            human(kmeans_bytes(config, n, k, nodes, tasks) as f64),
             human((tasks * partial) as f64)
         );
     }
@@ -135,11 +224,13 @@ pub fn print(config: &Config, base: &Path, args: &RunArgs) -> anyhow::Result<()>
         config.encode.stride
     );
     println!(
-        "  svm         per vocabulary and attribute: C from {} folds x 5 values on the training half",
+        "  svm         per vocabulary and attribute: C from {} folds x 5 values on the training \
+         half",
         config.classify.cv
     );
     println!(
-        "  (seconds: link-bound estimate at {} Mbit/s per node, both directions at once)",
+        "  (comm s: link-bound seconds per iteration at {} Mbit/s per node, both directions at \
+         once;\n   map flop: 2 x multiply-adds of the assignment, all nodes)",
         config.plan.link_mbit
     );
     Ok(())

@@ -31,7 +31,7 @@ pub const MIN_SECRET_LEN: usize = 16;
 #[derive(Debug, Error)]
 pub enum AuthError {
     /// The secret file could not be read.
-    #[error("cannot read secret file {}: {source}", path.display())]
+    #[error("cannot read secret file {}", path.display())]
     SecretFile {
         /// Secret file.
         path: PathBuf,

@@ -77,7 +77,7 @@ pub enum CollectiveError {
         limit: u64,
     },
     /// A tree that does not fit the team.
-    #[error("tree for a team of {size}: {source}")]
+    #[error("tree for a team of {size}")]
     Tree {
         /// Team size.
         size: usize,

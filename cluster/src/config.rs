@@ -35,7 +35,7 @@ pub const MAX_CHUNK_SIZE: usize = 16 << 20;
 #[derive(Debug, Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read cluster file {path}: {source}")]
+    #[error("cannot read cluster file {path}")]
     Read {
         /// Cluster file.
         path: PathBuf,

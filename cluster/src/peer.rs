@@ -27,7 +27,7 @@ pub enum DialError {
         reason: String,
     },
     /// The node did not authenticate.
-    #[error("node {node}: {source}")]
+    #[error("node {node}")]
     Auth {
         /// Node name.
         node: String,
@@ -65,7 +65,7 @@ pub async fn dial(
     .await
     {
         Err(_) => return Err(connect_err("timed out".into())),
-        Ok(Err(e)) => return Err(connect_err(e.to_string())),
+        Ok(Err(e)) => return Err(connect_err(vocab_pipeline::chain(&e))),
         Ok(Ok(stream)) => stream,
     };
     let _ = stream.set_nodelay(true);
@@ -109,16 +109,16 @@ pub async fn ping(
     let started = std::time::Instant::now();
     let mut conn = dial(cluster, node, secret, me)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| vocab_pipeline::chain(&e))?;
     conn.write_frame(&crate::frame::Frame::Ping { seq: 1 })
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| vocab_pipeline::chain(&e))?;
     let deadline = Duration::from_millis(cluster.settings.io_timeout_ms);
     match tokio::time::timeout(deadline, conn.read_frame()).await {
         Err(_) => Err("no answer before the timeout".into()),
         Ok(Ok(Some(crate::frame::Frame::Pong { seq: 1 }))) => Ok(started.elapsed()),
         Ok(Ok(Some(other))) => Err(format!("answered {}", other.describe())),
         Ok(Ok(None)) => Err("closed the connection".into()),
-        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Err(e)) => Err(vocab_pipeline::chain(&e)),
     }
 }

@@ -472,7 +472,7 @@ pub fn calibrate_links(
     });
     links.check().map_err(|e| EngineError::Malformed {
         rank: 0,
-        reason: e.to_string(),
+        reason: vocab_pipeline::chain(&e),
     })?;
     Ok((links, started.elapsed().as_secs_f64()))
 }
@@ -492,7 +492,7 @@ fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 fn decode<T: for<'de> Deserialize<'de>>(rank: usize, bytes: &[u8]) -> Result<T, EngineError> {
     serde_json::from_slice(bytes).map_err(|e| EngineError::Malformed {
         rank,
-        reason: e.to_string(),
+        reason: vocab_pipeline::chain(&e),
     })
 }
 
@@ -592,7 +592,7 @@ fn team_of<'t>(
             .map(Some)
             .map_err(|e| EngineError::Malformed {
                 rank: 0,
-                reason: e.to_string(),
+                reason: vocab_pipeline::chain(&e),
             })
     };
     let team = if order.is_empty() {
@@ -772,7 +772,7 @@ pub fn serve_cached(
                     Err(format!("it runs {BUILD}, the root runs {build}"))
                 } else {
                     Team::ordered(transport, chain.clone())
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| vocab_pipeline::chain(&e))
                         .and_then(|team| {
                             open_share(&team, job, dir, manifest, root_maps, share.as_ref())
                         })
@@ -890,7 +890,7 @@ fn open_share(
     previous: Option<&Share>,
 ) -> Result<Share, String> {
     let manifest = read_manifest(std::path::Path::new(dir))
-        .map_err(|e| format!("cannot read the partitions: {e}"))?;
+        .map_err(|e| format!("cannot read the partitions: {}", vocab_pipeline::chain(&e)))?;
     if manifest.digest() != digest {
         return Err(format!(
             "its partitions at {dir} have manifest digest {:08x}, the root's {digest:08x} \
@@ -899,7 +899,7 @@ fn open_share(
         ));
     }
     let indices = share_of(manifest.partitions.len(), team.me(), team.size(), root_maps);
-    Share::open(job, dir, &manifest, &indices, previous).map_err(|e| e.to_string())
+    Share::open(job, dir, &manifest, &indices, previous).map_err(|e| vocab_pipeline::chain(&e))
 }
 
 /// What a broadcast of `seconds` means against `expected`: the new expectation, and whether

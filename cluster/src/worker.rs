@@ -181,7 +181,7 @@ impl Worker {
             self.cluster.settings.io_timeout_ms.max(1),
         ));
         let shaken = tokio::select! {
-            r = server_handshake(&mut conn, &self.secret, deadline) => r.map_err(|e| e.to_string()),
+            r = server_handshake(&mut conn, &self.secret, deadline) => r.map_err(|e| vocab_pipeline::chain(&e)),
             () = evict.notified() => Err("evicted: the oldest of a full set of handshakes".into()),
         };
         handshake_done();
@@ -194,16 +194,16 @@ impl Worker {
         while let Some(frame) = conn
             .read_frame()
             .await
-            .map_err(|e| format!("{peer}: {e}"))?
+            .map_err(|e| format!("{peer}: {}", vocab_pipeline::chain(&e)))?
         {
             match frame {
                 Frame::Ping { seq } => conn
                     .write_frame(&Frame::Pong { seq })
                     .await
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|e| vocab_pipeline::chain(&e))?,
                 Frame::Control(body) => {
-                    let message =
-                        crate::messages::decode(&body).map_err(|e| format!("{peer}: {e}"))?;
+                    let message = crate::messages::decode(&body)
+                        .map_err(|e| format!("{peer}: {}", vocab_pipeline::chain(&e)))?;
                     return match message {
                         Message::Join(join) => self.join(&peer, conn, join).await,
                         Message::Link(link) => {
@@ -248,7 +248,7 @@ impl Worker {
         };
         let transport = team::join(host, peer, conn, join, Some(on_received))
             .await
-            .map_err(|e| format!("job {job:x} epoch {epoch}: {e}"))?;
+            .map_err(|e| format!("job {job:x} epoch {epoch}: {}", vocab_pipeline::chain(&e)))?;
         let worker = Arc::clone(self);
         let faults = crate::spmd::Faults {
             exit_at_step: self.faults.exit_at_step,
@@ -264,11 +264,19 @@ impl Worker {
                 let served = crate::spmd::serve_cached(&transport, faults, &mut cached);
                 *worker.cached.lock().unwrap_or_else(|e| e.into_inner()) = cached;
                 if let Err(e) = served {
-                    worker.log_closed(&format!("job {job:x} epoch {epoch} ended: {e}"));
+                    worker.log_closed(&format!(
+                        "job {job:x} epoch {epoch} ended: {}",
+                        vocab_pipeline::chain(&e)
+                    ));
                 }
             })
             .map(|_| ())
-            .map_err(|e| format!("cannot start a thread for job {job:x}: {e}"))
+            .map_err(|e| {
+                format!(
+                    "cannot start a thread for job {job:x}: {}",
+                    vocab_pipeline::chain(&e)
+                )
+            })
     }
 
     fn count_and_maybe_exit(&self, n: u64) {

@@ -34,7 +34,7 @@ pub enum ClassifyError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A CSV could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Csv {
         /// File.
         path: PathBuf,

@@ -34,7 +34,7 @@ pub enum FeaturesError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// Writing a manifest failed.
-    #[error("cannot write manifest {path}: {source}")]
+    #[error("cannot write manifest {path}")]
     Manifest {
         /// Manifest file.
         path: PathBuf,

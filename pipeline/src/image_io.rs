@@ -32,7 +32,7 @@ pub enum CollectionError {
     #[error("input folder {0} does not exist or is not a folder")]
     MissingFolder(PathBuf),
     /// The labels file could not be read.
-    #[error("cannot read labels file {path}: {source}")]
+    #[error("cannot read labels file {path}")]
     Labels {
         /// Labels file.
         path: PathBuf,

@@ -19,3 +19,29 @@ pub mod patch;
 pub mod store;
 pub mod svm;
 pub mod synth;
+
+/// An error and its causes on one line (`cannot read x.bin: No such file or directory`), for
+/// errors that travel as text (over the wire, into logs). Error messages here name their own
+/// subject and leave the cause to `source()`, so printing the chain says each thing once.
+pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_chain_names_each_cause_once() {
+        let err = crate::store::StoreError::Io {
+            path: "x.bin".into(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "No such file"),
+        };
+        assert_eq!(super::chain(&err), "x.bin: No such file");
+    }
+}

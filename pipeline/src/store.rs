@@ -102,7 +102,7 @@ impl Element {
 #[derive(Debug, Error)]
 pub enum StoreError {
     /// An I/O error on a named file.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// File at fault.
         path: PathBuf,

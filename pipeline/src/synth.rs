@@ -31,7 +31,7 @@ use crate::atomic;
 #[derive(Debug, Error)]
 pub enum SynthError {
     /// A file could not be written.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}")]
     Io {
         /// File at fault.
         path: PathBuf,
@@ -39,7 +39,7 @@ pub enum SynthError {
         source: io::Error,
     },
     /// An image could not be encoded.
-    #[error("cannot encode {path}: {source}")]
+    #[error("cannot encode {path}")]
     Encode {
         /// File at fault.
         path: PathBuf,
@@ -98,7 +98,6 @@ pub fn generate_photos(out: &Path, per_kind: usize, seed: u64) -> Result<SynthSu
         let path = path.to_path_buf();
         move |source| SynthError::Io { path, source }
     };
-    let mut rows = Vec::new();
     for (kind_idx, kind) in KINDS.iter().enumerate() {
         let dir = out.join(kind.name);
         std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
@@ -125,23 +124,35 @@ pub fn generate_photos(out: &Path, per_kind: usize, seed: u64) -> Result<SynthSu
                 source: e.into_error(),
             })?;
             atomic::persist(tmp, &path).map_err(io_err(&path))?;
-            rows.push(format!(
-                "{rel},{},{},{}",
-                kind.name, kind.urbanicity, kind.elevation
-            ));
         }
     }
     let labels = out.join("labels.csv");
+    let text = labels_csv(per_kind);
     let mut tmp = atomic::temp_beside(&labels).map_err(io_err(&labels))?;
-    writeln!(tmp, "path,kind,urbanicity,elevation").map_err(io_err(&labels))?;
-    for row in &rows {
-        writeln!(tmp, "{row}").map_err(io_err(&labels))?;
-    }
+    tmp.write_all(text.as_bytes()).map_err(io_err(&labels))?;
     atomic::persist(tmp, &labels).map_err(io_err(&labels))?;
     Ok(SynthSummary {
-        photos: rows.len(),
+        photos: KINDS.len() * per_kind,
         labels,
     })
+}
+
+/// The labels CSV of the synthetic set of `per_kind` photos per kind (what
+/// [`generate_photos`] writes beside the photos), known without drawing them.
+pub fn labels_csv(per_kind: usize) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::from("path,kind,urbanicity,elevation\n");
+    for kind in KINDS {
+        for idx in 0..per_kind {
+            let ext = if idx % 2 == 0 { "jpg" } else { "png" };
+            let _ = writeln!(
+                text,
+                "{}/{}_{idx:03}.{ext},{},{},{}",
+                kind.name, kind.name, kind.name, kind.urbanicity, kind.elevation
+            );
+        }
+    }
+    text
 }
 
 fn jitter(rng: &mut ChaCha8Rng, base: [u8; 3], amount: i32) -> Rgb<u8> {

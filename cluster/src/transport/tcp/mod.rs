@@ -281,7 +281,7 @@ async fn read_link(
             Ok(Ok(Some(Frame::Ping { .. }))) => {}
             Ok(Ok(Some(other))) => break format!("sent {} inside a team", other.describe()),
             Ok(Ok(None)) => break "closed the connection".into(),
-            Ok(Err(e)) => break e.to_string(),
+            Ok(Err(e)) => break vocab_pipeline::chain(&e),
         }
     };
     inbox.fail(member, reason);
@@ -309,7 +309,10 @@ async fn write_link(
             }
         };
         if let Err(e) = writer.write_frame(&frame).await {
-            inbox.fail(member, format!("cannot write to it: {e}"));
+            inbox.fail(
+                member,
+                format!("cannot write to it: {}", vocab_pipeline::chain(&e)),
+            );
             return;
         }
         tick.reset();

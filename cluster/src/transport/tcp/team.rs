@@ -65,8 +65,10 @@ async fn open(
 ) -> Result<Connection, String> {
     let mut conn = dial_name(cluster, name, secret, me)
         .await
-        .map_err(|e| e.to_string())?;
-    send(&mut conn, first).await.map_err(|e| e.to_string())?;
+        .map_err(|e| vocab_pipeline::chain(&e))?;
+    send(&mut conn, first)
+        .await
+        .map_err(|e| vocab_pipeline::chain(&e))?;
     Ok(conn)
 }
 

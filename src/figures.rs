@@ -136,72 +136,82 @@ pub fn line_chart_log2(
     save_png(path, buf)
 }
 
-/// Stacked bars: one bar per category, one segment per stack.
-pub fn stacked_bars(
+/// Grouped bars on a log axis: per category one bar per group, side by side, so that values
+/// of different orders (a broadcast of milliseconds beside a map of seconds) are all visible.
+/// Values of zero or less are left out.
+pub fn grouped_bars_log(
     path: &Path,
     title: &str,
     y_label: &str,
     categories: &[String],
-    stacks: &[(String, Vec<f64>)],
+    groups: &[(String, Vec<f64>)],
 ) -> anyhow::Result<()> {
     register_font();
-    let totals: Vec<f64> = (0..categories.len())
-        .map(|c| {
-            stacks
-                .iter()
-                .map(|(_, v)| v.get(c).copied().unwrap_or(0.0))
-                .sum()
-        })
-        .collect();
-    let top = totals.iter().copied().fold(0.0, f64::max).max(1e-9) * 1.15;
+    let positive = || {
+        groups
+            .iter()
+            .flat_map(|(_, v)| v.iter().copied())
+            .filter(|v| *v > 0.0 && v.is_finite())
+    };
+    let lo = positive().fold(f64::INFINITY, f64::min);
+    let hi = positive().fold(f64::NEG_INFINITY, f64::max);
+    let (lo, hi) = if lo.is_finite() {
+        // Whole decades around the data.
+        (
+            10f64.powf(lo.log10().floor()),
+            10f64
+                .powf(hi.log10().ceil())
+                .max(10f64.powf(lo.log10().floor() + 1.0)),
+        )
+    } else {
+        (1e-3, 1.0)
+    };
+    let n = categories.len().max(1);
+    let width = 0.8 / groups.len().max(1) as f64;
     let mut buf = vec![255u8; (WIDTH * HEIGHT * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut buf, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
-        let n = categories.len().max(1) as u32;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 22))
             .margin(16)
             .x_label_area_size(46)
-            .y_label_area_size(64)
-            .build_cartesian_2d((0..n - 1).into_segmented(), 0f64..top)
+            .y_label_area_size(72)
+            .build_cartesian_2d(0f64..n as f64, (lo..hi).log_scale())
             .map_err(plot_err)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
             .y_desc(y_label)
-            .x_labels(n as usize)
-            .x_label_formatter(&|x| match x {
-                SegmentValue::CenterOf(i) => {
-                    categories.get(*i as usize).cloned().unwrap_or_default()
+            .x_labels(n * 2 + 1)
+            .x_label_formatter(&|x| {
+                // Labels at the categories' centres only.
+                let centre = x - 0.5;
+                if (centre - centre.round()).abs() < 1e-6 && centre >= 0.0 {
+                    categories
+                        .get(centre.round() as usize)
+                        .cloned()
+                        .unwrap_or_default()
+                } else {
+                    String::new()
                 }
-                _ => String::new(),
             })
-            .y_label_formatter(&|y| format!("{y:.3}"))
-            .light_line_style(WHITE)
+            .y_label_formatter(&|y| format!("{y:.0e}"))
             .label_style(("sans-serif", 15))
             .draw()
             .map_err(plot_err)?;
-        let mut base = vec![0.0; n as usize];
-        for (s, (name, values)) in stacks.iter().enumerate() {
-            let colour = PALETTE[s % PALETTE.len()];
-            let bottoms = base.clone();
-            for (c, v) in values.iter().enumerate() {
-                base[c] += v;
-            }
-            let tops = base.clone();
+        for (g, (name, values)) in groups.iter().enumerate() {
+            let colour = PALETTE[g % PALETTE.len()];
             chart
                 .draw_series(
-                    Histogram::vertical(&chart)
-                        .style(colour.filled())
-                        .margin(40)
-                        .baseline_func(move |x| match x {
-                            SegmentValue::Exact(i) | SegmentValue::CenterOf(i) => {
-                                bottoms.get(*i as usize).copied().unwrap_or(0.0)
-                            }
-                            SegmentValue::Last => 0.0,
-                        })
-                        .data((0..n).map(|i| (i, tops[i as usize]))),
+                    values
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, v)| **v > 0.0)
+                        .map(|(c, &v)| {
+                            let x0 = c as f64 + 0.1 + g as f64 * width;
+                            Rectangle::new([(x0, lo), (x0 + width * 0.9, v)], colour.filled())
+                        }),
                 )
                 .map_err(plot_err)?
                 .label(name.clone())
@@ -243,14 +253,14 @@ mod tests {
         )
         .expect("line chart");
         let bars = dir.path().join("bars.png");
-        stacked_bars(
+        grouped_bars_log(
             &bars,
             "stages",
             "seconds",
             &["k16".into(), "k64".into()],
             &[
                 ("map".into(), vec![1.0, 2.0]),
-                ("broadcast".into(), vec![0.5, 0.5]),
+                ("broadcast".into(), vec![0.002, 0.0]),
             ],
         )
         .expect("bars");

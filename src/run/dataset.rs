@@ -1,0 +1,299 @@
+//! The run's photos and labels, and its one seeded stratified split.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail, ensure};
+use serde_json::json;
+use vocab_pipeline::classify::SplitSpec;
+
+use super::step::{Stage, digest, file_fingerprint, folder_fingerprint};
+use crate::cli::{PhotosArgs, RunArgs};
+use crate::config::{Config, SyntheticConfig};
+
+/// The photo folder and labels file of a run, with their fingerprint.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    /// Photo folder.
+    pub photos: PathBuf,
+    /// Labels CSV.
+    pub labels: PathBuf,
+    /// Key of the photos and labels.
+    pub key: String,
+}
+
+/// What the command line says of the dataset.
+pub struct Overrides<'a> {
+    /// The config file.
+    pub config: &'a Path,
+    /// `--dataset`.
+    pub dataset: Option<&'a Path>,
+    /// `--labels`.
+    pub labels: Option<&'a Path>,
+}
+
+impl<'a> Overrides<'a> {
+    /// Those of `vocab run`.
+    pub fn of(args: &'a RunArgs) -> Self {
+        Self {
+            config: &args.config,
+            dataset: args.dataset.as_deref(),
+            labels: args.labels.as_deref(),
+        }
+    }
+}
+
+/// Where the photos come from: a folder (the config's or `--dataset`), or the synthetic set.
+pub enum Source {
+    /// A folder of photos and a labels file.
+    Folder {
+        /// Photo folder.
+        photos: PathBuf,
+        /// Labels CSV.
+        labels: PathBuf,
+    },
+    /// The generated set.
+    Synthetic(SyntheticConfig),
+}
+
+impl Source {
+    /// Resolves the config's `[dataset]` with `--dataset` and `--labels`; a folder that does
+    /// not exist is an error saying how to point at one.
+    pub fn resolve(config: &Config, base: &Path, args: &Overrides<'_>) -> anyhow::Result<Self> {
+        let d = &config.dataset;
+        if let (Some(s), None) = (&d.synthetic, &args.dataset) {
+            ensure!(
+                args.labels.is_none(),
+                "--labels names the labels of a photo folder; this config generates its photos \
+                 (give --dataset DIR too, or drop --labels)"
+            );
+            return Ok(Self::Synthetic(s.clone()));
+        }
+        let photos = match (&args.dataset, &d.path) {
+            (Some(p), _) => p.to_path_buf(),
+            (None, Some(p)) => base.join(p),
+            (None, None) => bail!("the config names no photo folder: give --dataset DIR"),
+        };
+        ensure!(
+            photos.is_dir(),
+            "photo folder {} does not exist{}: point at one with --dataset DIR (and --labels \
+             FILE if its labels file is elsewhere), or set [dataset] path in {}",
+            photos.display(),
+            match (&args.dataset, &d.path) {
+                (None, Some(p)) => format!(" ([dataset] path = {:?}, relative to the config)", p),
+                _ => String::new(),
+            },
+            args.config.display()
+        );
+        let labels = match (&args.labels, &d.labels, &args.dataset) {
+            (Some(l), _, _) => l.to_path_buf(),
+            (None, Some(l), None) => base.join(l),
+            _ => photos.join("labels.csv"),
+        };
+        ensure!(
+            labels.is_file(),
+            "labels file {} does not exist: give --labels FILE (or set [dataset] labels)",
+            labels.display()
+        );
+        Ok(Self::Folder { photos, labels })
+    }
+
+    /// The labels CSV's text, without generating a synthetic set.
+    pub fn labels_text(&self) -> anyhow::Result<String> {
+        match self {
+            Self::Folder { labels, .. } => std::fs::read_to_string(labels)
+                .with_context(|| format!("cannot read labels {}", labels.display())),
+            Self::Synthetic(s) => Ok(vocab_pipeline::synth::labels_csv(s.per_kind)),
+        }
+    }
+}
+
+/// The dataset stage of a synthetic set: generates the photos and their labels.
+pub struct Generate(pub SyntheticConfig);
+
+impl Stage for Generate {
+    type Output = ();
+
+    fn stage(&self) -> &'static str {
+        "dataset"
+    }
+
+    fn label(&self) -> String {
+        "synthetic".into()
+    }
+
+    fn key(&self) -> String {
+        digest(&json!(["synthetic", self.0.per_kind, self.0.seed]))
+    }
+
+    fn run(&self, tmp: &Path, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+        crate::stages::photos(
+            &PhotosArgs {
+                out: tmp.join("photos"),
+                per_kind: self.0.per_kind,
+                seed: self.0.seed,
+            },
+            out,
+        )
+    }
+
+    fn cached(&self, _dir: &Path) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+impl Dataset {
+    /// A folder's dataset: the fingerprint of its files and of the labels.
+    pub fn of_folder(photos: &Path, labels: &Path) -> anyhow::Result<Self> {
+        let key = digest(&json!([
+            folder_fingerprint(photos)?,
+            file_fingerprint(labels)?
+        ]));
+        println!("== dataset {}: fingerprint {key}", photos.display());
+        Ok(Self {
+            photos: photos.to_path_buf(),
+            labels: labels.to_path_buf(),
+            key,
+        })
+    }
+
+    /// The generated set in its step folder.
+    pub fn generated(dir: &Path, key: String) -> Self {
+        Self {
+            photos: dir.join("photos"),
+            labels: dir.join("photos").join("labels.csv"),
+            key,
+        }
+    }
+}
+
+/// Photo paths of a labels CSV with their cell in `column` (an empty cell is a value too).
+fn strata(text: &str, source: &Path, column: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let headers = reader
+        .headers()
+        .with_context(|| format!("cannot read the header of {}", source.display()))?
+        .clone();
+    let col = headers
+        .iter()
+        .position(|h| h == column)
+        .filter(|&i| i > 0)
+        .with_context(|| format!("{} has no column {column:?} to split by", source.display()))?;
+    let mut rows = Vec::new();
+    for row in reader.records() {
+        let row = row.with_context(|| format!("cannot read {}", source.display()))?;
+        let path = row.get(0).unwrap_or("").trim();
+        if !path.is_empty() {
+            rows.push((
+                path.to_string(),
+                row.get(col).unwrap_or("").trim().to_string(),
+            ));
+        }
+    }
+    Ok(rows)
+}
+
+/// The run's split: seeded, stratified by `column`, half of each value held out (the split of
+/// `vocab train --holdout 0.5`, one implementation: [`SplitSpec::is_train`]). Photos with an
+/// empty cell form a stratum of their own. Returns `(path, trains)` in the file's order.
+pub fn split(
+    text: &str,
+    source: &Path,
+    column: &str,
+    seed: u64,
+) -> anyhow::Result<Vec<(String, bool)>> {
+    let rows = strata(text, source, column)?;
+    let values: BTreeMap<&str, usize> = {
+        let mut v: Vec<&str> = rows.iter().map(|(_, s)| s.as_str()).collect();
+        v.sort_unstable();
+        v.dedup();
+        v.into_iter().enumerate().map(|(i, s)| (s, i)).collect()
+    };
+    let paths: Vec<&str> = rows.iter().map(|(p, _)| p.as_str()).collect();
+    let classes: Vec<usize> = rows.iter().map(|(_, s)| values[s.as_str()]).collect();
+    let trains = SplitSpec::Random { seed, holdout: 0.5 }.is_train(&paths, &classes);
+    Ok(rows.into_iter().map(|(p, _)| p).zip(trains).collect())
+}
+
+/// Writes the split as `split.csv` (path,split) and `train.csv` (path) into `dir`; returns the
+/// numbers of training and held-out photos.
+pub fn write_split(split: &[(String, bool)], dir: &Path) -> anyhow::Result<(u64, u64)> {
+    let (mut all, mut train) = (String::from("path,split\n"), String::from("path\n"));
+    let mut n_train = 0;
+    for (path, trains) in split {
+        let _ = writeln!(all, "{path},{}", if *trains { "train" } else { "test" });
+        if *trains {
+            let _ = writeln!(train, "{path}");
+            n_train += 1;
+        }
+    }
+    for (name, text) in [("split.csv", &all), ("train.csv", &train)] {
+        let path = dir.join(name);
+        vocab_pipeline::atomic::write(&path, text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok((n_train, split.len() as u64 - n_train))
+}
+
+/// Attribute columns of a labels CSV (all but the first, `path`).
+pub fn label_columns(text: &str, source: &Path) -> anyhow::Result<Vec<String>> {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let headers = reader
+        .headers()
+        .with_context(|| format!("cannot read the header of {}", source.display()))?;
+    Ok(headers.iter().skip(1).map(str::to_string).collect())
+}
+
+/// The attributes a run learns: the config's, each checked to be a column, or every column.
+pub fn attributes(config: &Config, text: &str, source: &Path) -> anyhow::Result<Vec<String>> {
+    let columns = label_columns(text, source)?;
+    let attributes = if config.classify.attributes.is_empty() {
+        columns.clone()
+    } else {
+        for a in &config.classify.attributes {
+            ensure!(
+                columns.contains(a),
+                "[classify] attributes: {} has no column {a:?} (columns: {columns:?})",
+                source.display()
+            );
+        }
+        config.classify.attributes.clone()
+    };
+    ensure!(
+        !attributes.is_empty(),
+        "{} has no attribute columns",
+        source.display()
+    );
+    Ok(attributes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_split_is_stratified_seeded_and_complete() {
+        let mut text = String::from("path,class,x\n");
+        for i in 0..7 {
+            let _ = writeln!(text, "a{i}.jpg,a,");
+        }
+        for i in 0..4 {
+            let _ = writeln!(text, "b{i}.jpg,b,1");
+        }
+        text.push_str("u.jpg,,\n");
+        let source = Path::new("labels.csv");
+        let split_of = |seed| split(&text, source, "class", seed).expect("split");
+        let first = split_of(3);
+        let trains = |c: char| first.iter().filter(|(p, t)| *t && p.starts_with(c)).count();
+        // Half of each stratum (rounded up) trains; the unlabelled photo is a stratum.
+        assert_eq!((trains('a'), trains('b'), trains('u')), (4, 2, 1));
+        assert_eq!(first.len(), 12);
+        assert_eq!(split_of(3), first);
+        assert_ne!(split_of(4), first);
+        let err = split(&text, source, "nope", 3).expect_err("no column");
+        assert!(err.to_string().contains("\"nope\""), "{err}");
+        let dir = tempfile::tempdir().expect("tmp");
+        assert_eq!(write_split(&first, dir.path()).expect("write"), (7, 5));
+    }
+}

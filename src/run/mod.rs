@@ -1,0 +1,312 @@
+//! `vocab run CONFIG`: the stages of a config as a chain of cached steps.
+//!
+//! ```text
+//! dataset -> features (split + random patches of the training half) -> partition
+//!         -> kmeans (per k) -> encode (per k) -> svm (per k and attribute) -> report
+//! ```
+//!
+//! Each stage is a [`step::Stage`] (name, cache key, run into a temporary folder, output);
+//! [`step::Runner`] skips the finished ones and renames the others into place when they finish.
+//! Outputs pass to later stages in memory; the report is rebuilt on every run.
+
+mod dataset;
+mod report;
+mod stages;
+pub mod step;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, ensure};
+
+use self::dataset::{Dataset, Overrides, Source};
+use self::report::{Outcome, Vocabulary};
+use self::step::{Runner, Stage, WorkLock};
+use crate::cli::{EngineArg, RunArgs};
+use crate::config::{self, Config};
+use crate::progress::Ui;
+use crate::settings::Engine;
+
+/// `vocab run`.
+pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let config = config::load(&args.config)?;
+    let base = args.config.parent().unwrap_or(Path::new("."));
+    let engine = engine(
+        &config,
+        base,
+        args.cluster.as_deref(),
+        args.engine,
+        mpi.is_some(),
+    )?;
+    let source = match Source::resolve(&config, base, &Overrides::of(args)) {
+        Ok(source) => source,
+        // A plan of photos not at hand: `[plan] photos` says how many.
+        Err(_) if args.plan && config.plan.photos.is_some() => {
+            let photos = config.plan.photos.unwrap_or(0);
+            let training = photos.div_ceil(2);
+            crate::plan::check_sizes(&config, &engine, training)?;
+            return crate::plan::print(&config, args, &engine, photos, training);
+        }
+        Err(e) => return Err(e),
+    };
+    let labels_text = source.labels_text()?;
+    let Counted {
+        attributes,
+        split_by,
+        photos,
+        training,
+    } = count(&config, &source, &labels_text)?;
+    // Refused before any stage runs: a vocabulary larger than its sample, or too large here.
+    crate::plan::check_sizes(&config, &engine, training)?;
+    if args.plan {
+        return crate::plan::print(&config, args, &engine, photos, training);
+    }
+    let work = args.work.clone().unwrap_or_else(|| {
+        let stem = args
+            .config
+            .file_stem()
+            .map_or("run".into(), |s| s.to_string_lossy().into_owned());
+        PathBuf::from("work").join(stem)
+    });
+    std::fs::create_dir_all(&work)
+        .with_context(|| format!("cannot create work directory {}", work.display()))?;
+    let _lock = WorkLock::acquire(&work)?;
+    let mut runner = Runner::new(&work, args.force.as_deref())?;
+    // The rack map: `--racks` (read when the MPI job started), else `[kmeans.racks]`.
+    let mpi = mpi.map(|m| match (&args.racks, config.kmeans.racks.is_empty()) {
+        (None, false) => crate::engine::Mpi {
+            racks: config.kmeans.racks.clone(),
+            ..m.clone()
+        },
+        _ => m.clone(),
+    });
+    let mpi = mpi.as_ref();
+
+    let dataset = match &source {
+        Source::Synthetic(s) => {
+            let generate = dataset::Generate(s.clone());
+            let (dir, ()) = runner.run(&generate)?;
+            Dataset::generated(&dir, generate.key())
+        }
+        Source::Folder { photos, labels } => Dataset::of_folder(photos, labels)?,
+    };
+    // Checked before any heavy stage: duplicate paths or an attribute with a single class would
+    // otherwise surface only at the svm stage, after k-means and encoding ran.
+    for a in &attributes {
+        vocab_pipeline::classify::read_labels(&dataset.labels, a)
+            .context("checking the labels before the first stage")?;
+    }
+
+    let features = stages::Features {
+        config: &config,
+        dataset: &dataset,
+        labels: &labels_text,
+        split_by: &split_by,
+        ui,
+    };
+    let features_key = features.key();
+    let (features_dir, sample) = runner.run(&features)?;
+    let sample_file = features_dir.join(features.file());
+    let split_csv = features_dir.join("split.csv");
+
+    let partition = stages::Partition {
+        config: &config,
+        features_key: &features_key,
+        sample: &sample_file,
+    };
+    let partition_key = partition.key();
+    let (parts_dir, ()) = runner.run(&partition)?;
+    let parts = parts_dir.join("parts");
+
+    let mut outcomes = Vec::new();
+    let mut vocabularies = Vec::new();
+    for &k in &config.kmeans.k {
+        let kmeans = stages::Kmeans {
+            config: &config,
+            partition_key: &partition_key,
+            parts: &parts,
+            k,
+            engine: &engine,
+            exit_after_iteration: args.exit_after_iteration,
+            ui,
+            mpi,
+        };
+        let kmeans_key = kmeans.key();
+        let (kmeans_dir, meta) = runner.run(&kmeans)?;
+        let vocabulary = kmeans_dir.join("vocabulary.bin");
+        vocabularies.push(Vocabulary {
+            k,
+            dir: kmeans_dir.clone(),
+            meta,
+        });
+        let encode = stages::Encode {
+            config: &config,
+            dataset: &dataset,
+            kmeans_key: &kmeans_key,
+            k,
+            vocabulary: &vocabulary,
+            ui,
+        };
+        let encode_key = encode.key();
+        let (encode_dir, ()) = runner.run(&encode)?;
+        let histograms = encode_dir.join("histograms.bin");
+        for attribute in &attributes {
+            let svm = stages::Svm {
+                config: &config,
+                dataset: &dataset,
+                encode_key: &encode_key,
+                features_key: &features_key,
+                k,
+                attribute,
+                histograms: &histograms,
+                split: &split_csv,
+            };
+            let (_, scores) = runner.run(&svm)?;
+            outcomes.push(Outcome {
+                k,
+                attribute: attribute.clone(),
+                scores,
+            });
+        }
+    }
+
+    // report (always rebuilt)
+    let report_dir = work.join("report");
+    let report_started = Instant::now();
+    report::write(
+        &report_dir,
+        &report::Run {
+            config: &args.config,
+            dataset: &dataset,
+            sample,
+            outcomes: &outcomes,
+            vocabularies: &vocabularies,
+            steps: &runner.steps,
+        },
+    )?;
+    runner.steps.push(step::Step {
+        stage: "report",
+        label: "report".into(),
+        key: String::new(),
+        seconds: report_started.elapsed().as_secs_f64(),
+        cached: false,
+    });
+    report::summary(&runner.steps, &outcomes);
+    println!(
+        "run: {} finished in {:.1} s; report in {}",
+        args.config.display(),
+        started.elapsed().as_secs_f64(),
+        report_dir.join("report.md").display()
+    );
+    Ok(())
+}
+
+/// A dataset's attributes, split column and sizes.
+struct Counted {
+    attributes: Vec<String>,
+    split_by: String,
+    photos: u64,
+    training: u64,
+}
+
+fn count(config: &Config, source: &Source, labels_text: &str) -> anyhow::Result<Counted> {
+    let source_path = match source {
+        Source::Folder { labels, .. } => labels.clone(),
+        Source::Synthetic(_) => PathBuf::from("labels.csv (synthetic)"),
+    };
+    let attributes = dataset::attributes(config, labels_text, &source_path)?;
+    let split_by = config
+        .classify
+        .split_by
+        .clone()
+        .unwrap_or_else(|| attributes[0].clone());
+    let split = dataset::split(
+        labels_text,
+        &source_path,
+        &split_by,
+        config.classify.split_seed,
+    )?;
+    Ok(Counted {
+        attributes,
+        split_by,
+        photos: split.len() as u64,
+        training: split.iter().filter(|(_, t)| *t).count() as u64,
+    })
+}
+
+/// `vocab config check`'s look at the data: the sizes of the config's dataset checked, when it
+/// is at hand here; what was checked, for people.
+pub fn check_dataset(path: &Path, config: &Config) -> anyhow::Result<String> {
+    let base = path.parent().unwrap_or(Path::new("."));
+    let overrides = Overrides {
+        config: path,
+        dataset: None,
+        labels: None,
+    };
+    let source = match Source::resolve(config, base, &overrides) {
+        Ok(source) => source,
+        Err(e) => return Ok(format!("photos not checked: {e:#}")),
+    };
+    let engine = engine(config, base, None, None, false)?;
+    let counted = count(config, &source, &source.labels_text()?)?;
+    crate::plan::check_sizes(config, &engine, counted.training)?;
+    Ok(format!(
+        "{} photos, {} train the vocabulary",
+        counted.photos, counted.training
+    ))
+}
+
+/// Where the run's k-means goes: `--engine mpi`, `--cluster` or `[kmeans] cluster`, loopback
+/// workers (`[kmeans] nodes`), or this process.
+fn engine(
+    config: &Config,
+    base: &Path,
+    cluster: Option<&Path>,
+    engine: Option<EngineArg>,
+    on_mpi: bool,
+) -> anyhow::Result<Engine> {
+    let km = &config.kmeans;
+    let cluster = cluster
+        .map(Path::to_path_buf)
+        .or_else(|| km.cluster.as_ref().map(|c| base.join(c)));
+    let engine = match (engine, cluster) {
+        (Some(EngineArg::Mpi), Some(_)) => anyhow::bail!(
+            "--engine mpi runs k-means on the MPI ranks; --cluster (or [kmeans] cluster) names \
+             TCP workers"
+        ),
+        (Some(EngineArg::Mpi), None) => Engine::Mpi,
+        (_, Some(cluster)) => Engine::Tcp {
+            cluster: Some(cluster),
+            local_nodes: 0,
+        },
+        (_, None) if km.nodes > 0 => Engine::Tcp {
+            cluster: None,
+            local_nodes: km.nodes,
+        },
+        (Some(EngineArg::Tcp), None) => Engine::Tcp {
+            cluster: None,
+            local_nodes: 1,
+        },
+        (None, None) => Engine::Local,
+    };
+    ensure!(
+        (engine == Engine::Mpi) == on_mpi,
+        "--engine mpi: this process is not rank 0 of an MPI job"
+    );
+    ensure!(
+        !(km.prune && engine.distributed()),
+        "[kmeans] prune runs on the single-process engine only; {} asks for {}",
+        if engine == Engine::Mpi {
+            "--engine mpi"
+        } else {
+            "--cluster"
+        },
+        if engine == Engine::Mpi {
+            "MPI ranks"
+        } else {
+            "a cluster"
+        }
+    );
+    Ok(engine)
+}

@@ -1,0 +1,406 @@
+//! The stages of `vocab run` behind [`Stage`]: each takes its settings from the config and its
+//! inputs from the stages before it, and calls the command that runs it alone.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use serde_json::json;
+use vocab_pipeline::kmeans::files::RunMeta;
+
+use super::dataset::{self, Dataset};
+use super::step::{Stage, digest};
+use crate::classify_cmd::Scores;
+use crate::cli::{EvaluateArgs, FileFormat, KernelArg, KernelMapArg};
+use crate::config::Config;
+use crate::engine::Mpi;
+use crate::progress::Ui;
+use crate::settings::{
+    EncodeSettings, Engine, FeatureSettings, KmeansSettings, PartitionSettings, Split,
+    TrainSettings,
+};
+
+/// The vocabulary's sample: the split, then random patches of the training photos.
+pub struct Features<'a> {
+    /// The run's config.
+    pub config: &'a Config,
+    /// Photos and labels.
+    pub dataset: &'a Dataset,
+    /// The labels' text.
+    pub labels: &'a str,
+    /// The column the split is stratified by.
+    pub split_by: &'a str,
+    /// Progress.
+    pub ui: &'a Ui,
+}
+
+/// What the features step made.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// Training photos of the split.
+    pub train: u64,
+    /// Held-out photos.
+    pub test: u64,
+    /// Training photos described (those that decoded).
+    pub described: u64,
+}
+
+impl Features<'_> {
+    /// The sample file's name in the step's folder.
+    pub fn file(&self) -> &'static str {
+        match self.config.features.format {
+            FileFormat::Text => "sample.txt",
+            FileFormat::Bin => "sample.bin",
+        }
+    }
+}
+
+impl Stage for Features<'_> {
+    type Output = Sample;
+
+    fn stage(&self) -> &'static str {
+        "features"
+    }
+
+    fn label(&self) -> String {
+        "sample".into()
+    }
+
+    fn key(&self) -> String {
+        digest(&json!([
+            self.dataset.key,
+            self.config.features,
+            self.split_by,
+            self.config.classify.split_seed
+        ]))
+    }
+
+    fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<Sample> {
+        let split = dataset::split(
+            self.labels,
+            &self.dataset.labels,
+            self.split_by,
+            self.config.classify.split_seed,
+        )?;
+        let (train, test) = dataset::write_split(&split, tmp)?;
+        writeln!(
+            out,
+            "  split by {:?}: {train} training photos, {test} held out",
+            self.split_by
+        )?;
+        let settings = FeatureSettings::from_config(
+            &self.config.features,
+            &self.dataset.photos,
+            &tmp.join("train.csv"),
+            &tmp.join(self.file()),
+        )?;
+        let summary = crate::stages::features(&settings, self.ui, out)?;
+        Ok(Sample {
+            train,
+            test,
+            described: summary.images as u64,
+        })
+    }
+
+    fn cached(&self, dir: &Path) -> anyhow::Result<Sample> {
+        let split = std::fs::read_to_string(dir.join("split.csv"))
+            .with_context(|| format!("cannot read {}", dir.join("split.csv").display()))?;
+        let train = split.lines().filter(|l| l.ends_with(",train")).count() as u64;
+        let test = split.lines().skip(1).count() as u64 - train;
+        let images = vocab_pipeline::features::manifest_path(&dir.join(self.file()), "images.csv");
+        let described = std::fs::read_to_string(&images)
+            .with_context(|| format!("cannot read {}", images.display()))?
+            .lines()
+            .count()
+            .saturating_sub(1) as u64;
+        Ok(Sample {
+            train,
+            test,
+            described,
+        })
+    }
+}
+
+/// The sample in partitions.
+pub struct Partition<'a> {
+    /// The run's config.
+    pub config: &'a Config,
+    /// Key of the features step.
+    pub features_key: &'a str,
+    /// The sample file.
+    pub sample: &'a Path,
+}
+
+impl Stage for Partition<'_> {
+    type Output = ();
+
+    fn stage(&self) -> &'static str {
+        "partition"
+    }
+
+    fn label(&self) -> String {
+        "parts".into()
+    }
+
+    fn key(&self) -> String {
+        digest(&json!([self.features_key, self.config.partition]))
+    }
+
+    fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+        let p = &self.config.partition;
+        let settings =
+            PartitionSettings::new(self.sample, &tmp.join("parts"), Some(p.parts), p.element)?;
+        crate::kmeans::partition(&settings, out)
+    }
+
+    fn cached(&self, _dir: &Path) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// One vocabulary.
+pub struct Kmeans<'a> {
+    /// The run's config.
+    pub config: &'a Config,
+    /// Key of the partition step.
+    pub partition_key: &'a str,
+    /// The partition folder.
+    pub parts: &'a Path,
+    /// Vocabulary size.
+    pub k: usize,
+    /// Where it runs.
+    pub engine: &'a Engine,
+    /// Fault injection (`--exit-after-iteration`).
+    pub exit_after_iteration: Option<u64>,
+    /// Progress.
+    pub ui: &'a Ui,
+    /// The MPI job, under `--engine mpi`.
+    pub mpi: Option<&'a Mpi<'a>>,
+}
+
+impl Stage for Kmeans<'_> {
+    type Output = RunMeta;
+
+    fn stage(&self) -> &'static str {
+        "kmeans"
+    }
+
+    fn label(&self) -> String {
+        format!("k{}", self.k)
+    }
+
+    fn key(&self) -> String {
+        let km = &self.config.kmeans;
+        // Where k-means runs does not change its result (bit-identical), so it is not in the
+        // key. Pruning and the int8 kernel can break near-ties differently, so they are (only
+        // when on: old keys stay valid).
+        let mut parts = vec![
+            json!(self.partition_key),
+            json!(self.k),
+            json!(km.iterations),
+            json!(km.tol),
+            json!(km.seed),
+            json!(km.init),
+        ];
+        if km.prune {
+            parts.push(json!("prune"));
+        }
+        if km.kernel != KernelArg::F32 {
+            parts.push(json!(km.kernel));
+        }
+        digest(&json!(parts))
+    }
+
+    fn resumes(&self) -> bool {
+        true
+    }
+
+    fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<RunMeta> {
+        let km = &self.config.kmeans;
+        let vocabulary = tmp.join("vocabulary.bin");
+        let resume = vocab_pipeline::kmeans::files::checkpoint_dir(&vocabulary)
+            .join("state.toml")
+            .is_file();
+        let settings = KmeansSettings {
+            features: self.parts.to_path_buf(),
+            out: vocabulary,
+            format: vocab_pipeline::store::Format::Bin,
+            k: self.k,
+            iterations: km.iterations,
+            tol: km.tol,
+            seed: km.seed,
+            init: km.init,
+            init_centroids: None,
+            prune: km.prune,
+            kernel: km.kernel,
+            resume,
+            engine: self.engine.clone(),
+            broadcast: km.broadcast,
+            local_aggregation: km.local_aggregation,
+            order: km.order,
+            chunk_size: 1 << 20,
+            exit_after_iteration: self.exit_after_iteration,
+        }
+        .checked()?;
+        crate::kmeans::run(&settings, self.ui, self.mpi, out)
+    }
+
+    fn cached(&self, dir: &Path) -> anyhow::Result<RunMeta> {
+        let path = dir.join("vocabulary.bin.meta.toml");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("invalid {}", path.display()))
+    }
+}
+
+/// Every photo encoded over one vocabulary.
+pub struct Encode<'a> {
+    /// The run's config.
+    pub config: &'a Config,
+    /// Photos and labels.
+    pub dataset: &'a Dataset,
+    /// Key of the vocabulary's step.
+    pub kmeans_key: &'a str,
+    /// Vocabulary size (the label).
+    pub k: usize,
+    /// The vocabulary file.
+    pub vocabulary: &'a Path,
+    /// Progress.
+    pub ui: &'a Ui,
+}
+
+impl Stage for Encode<'_> {
+    type Output = ();
+
+    fn stage(&self) -> &'static str {
+        "encode"
+    }
+
+    fn label(&self) -> String {
+        format!("k{}", self.k)
+    }
+
+    fn key(&self) -> String {
+        digest(&json!([
+            self.kmeans_key,
+            self.dataset.key,
+            self.config.encode
+        ]))
+    }
+
+    fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+        let settings = EncodeSettings::new(
+            self.vocabulary,
+            &self.dataset.photos,
+            Some(&self.dataset.labels),
+            &tmp.join("histograms.bin"),
+            &self.config.encode,
+        )?;
+        crate::stages::encode(&settings, self.ui, out).map(|_| ())
+    }
+
+    fn cached(&self, _dir: &Path) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// One attribute's SVM over one vocabulary's histograms, scored on the held-out photos.
+pub struct Svm<'a> {
+    /// The run's config.
+    pub config: &'a Config,
+    /// Photos and labels.
+    pub dataset: &'a Dataset,
+    /// Key of the encode step.
+    pub encode_key: &'a str,
+    /// Key of the features step (which holds the split).
+    pub features_key: &'a str,
+    /// Vocabulary size (the label).
+    pub k: usize,
+    /// The attribute.
+    pub attribute: &'a str,
+    /// The histograms.
+    pub histograms: &'a Path,
+    /// The split file.
+    pub split: &'a Path,
+}
+
+impl Stage for Svm<'_> {
+    type Output = Scores;
+
+    fn stage(&self) -> &'static str {
+        "svm"
+    }
+
+    fn label(&self) -> String {
+        format!("k{}-{}", self.k, self.attribute)
+    }
+
+    fn key(&self) -> String {
+        let c = &self.config.classify;
+        let mut key = vec![
+            json!(self.encode_key),
+            json!(self.features_key),
+            json!(self.attribute),
+            json!(c.cv),
+            json!(c.split_seed),
+            json!(c.solver),
+        ];
+        // Keys of runs without a kernel map stay what they were.
+        if c.kernel_map != KernelMapArg::None {
+            key.push(json!([c.kernel_map, c.map_order]));
+        }
+        digest(&json!(key))
+    }
+
+    fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<Scores> {
+        let c = &self.config.classify;
+        let model = tmp.join("model.json");
+        let settings = TrainSettings {
+            histograms: self.histograms.to_path_buf(),
+            labels: self.dataset.labels.clone(),
+            attribute: self.attribute.to_string(),
+            c: None,
+            cv: c.cv,
+            solver: c.solver,
+            split: Split::File(self.split.to_path_buf()),
+            split_seed: c.split_seed,
+            kernel_map: c.kernel_map,
+            map_order: c.map_order,
+            out: model.clone(),
+        };
+        crate::classify_cmd::train(&settings, out)?;
+        let scores = crate::classify_cmd::evaluate(
+            &EvaluateArgs {
+                model,
+                histograms: self.histograms.to_path_buf(),
+                labels: self.dataset.labels.clone(),
+                held_out: true,
+            },
+            &mut std::io::sink(),
+        )?;
+        writeln!(
+            out,
+            "  {}: accuracy {:.4}, balanced {:.4} on {} held-out photos",
+            self.attribute, scores.accuracy, scores.balanced_accuracy, scores.scored
+        )?;
+        Ok(scores)
+    }
+
+    fn cached(&self, dir: &Path) -> anyhow::Result<Scores> {
+        let path = dir.join("model.json.metrics.csv");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let get = |name: &str| -> anyhow::Result<f64> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name},")))
+                .and_then(|v| v.trim().parse().ok())
+                .with_context(|| format!("{} has no {name}", path.display()))
+        };
+        Ok(Scores {
+            accuracy: get("accuracy")?,
+            balanced_accuracy: get("balanced_accuracy")?,
+            // Steps made before `scored` was written have `held_out`, the same count.
+            scored: get("scored").or_else(|_| get("held_out"))? as usize,
+        })
+    }
+}

@@ -1,0 +1,367 @@
+//! The step runner: cache keys, fingerprints, temporary folders renamed when finished, the work
+//! directory's lock.
+//!
+//! Every step's output is a folder `WORK/<stage>/<label>-<key>/`, where `key` hashes the step's
+//! own settings with the keys of its inputs. A step runs in `WORK/<stage>/.tmp-<label>-<key>/`,
+//! and only a finished step is renamed to its key: a folder with a key is complete by
+//! construction, so a re-run skips it, a changed setting changes the keys of exactly the steps
+//! that depend on it, and an interrupted step is redone (k-means resumes from the checkpoint in
+//! its temporary folder).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, bail, ensure};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+/// The stages, in order (the names `--force` takes).
+pub const STAGES: [&str; 7] = [
+    "dataset",
+    "features",
+    "partition",
+    "kmeans",
+    "encode",
+    "svm",
+    "report",
+];
+
+/// One stage of `vocab run` for one input: what it is called, what it depends on, how it runs.
+pub trait Stage {
+    /// What later stages and the report take from it.
+    type Output;
+
+    /// The stage's name, one of [`STAGES`].
+    fn stage(&self) -> &'static str;
+
+    /// The step's label within its stage (`k256`, `k256-class`).
+    fn label(&self) -> String;
+
+    /// The cache key: the step's own settings and the keys of its inputs, hashed.
+    fn key(&self) -> String;
+
+    /// Runs the step into the empty (or, for k-means, checkpointed) folder `tmp`, reporting to
+    /// `out`; the output is what it made, in memory.
+    fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<Self::Output>;
+
+    /// The output of the step from its finished folder, when it is cached.
+    fn cached(&self, dir: &Path) -> anyhow::Result<Self::Output>;
+
+    /// Whether an interrupted run of this step continues from what it left in its temporary
+    /// folder (only partial files are removed) rather than from an empty folder.
+    fn resumes(&self) -> bool {
+        false
+    }
+}
+
+/// A step's record in the run's summary and report.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// Stage name.
+    pub stage: &'static str,
+    /// Step label.
+    pub label: String,
+    /// Cache key.
+    pub key: String,
+    /// Seconds the step took when it ran (in this run or, if cached, when it was made).
+    pub seconds: f64,
+    /// Whether this run found it finished.
+    pub cached: bool,
+}
+
+/// `step.toml`, written into every finished step's folder.
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    stage: String,
+    label: String,
+    key: String,
+    seconds: f64,
+}
+
+/// Runs the steps of one `vocab run` in a work directory.
+pub struct Runner {
+    work: PathBuf,
+    force_from: Option<usize>,
+    /// The steps so far, in order.
+    pub steps: Vec<Step>,
+}
+
+impl Runner {
+    /// A runner over `work` (`force`: the stage from which cached steps are redone).
+    pub fn new(work: &Path, force: Option<&str>) -> anyhow::Result<Self> {
+        let force_from = match force {
+            Some(name) => Some(STAGES.iter().position(|s| *s == name).with_context(|| {
+                format!(
+                    "--force {name}: not a stage (stages: {})",
+                    STAGES.join(", ")
+                )
+            })?),
+            None => None,
+        };
+        Ok(Self {
+            work: work.to_path_buf(),
+            force_from,
+            steps: Vec::new(),
+        })
+    }
+
+    /// Runs `stage` unless its folder exists; returns the finished folder and the output.
+    pub fn run<S: Stage>(&mut self, stage: &S) -> anyhow::Result<(PathBuf, S::Output)> {
+        let (name, label, key) = (stage.stage(), stage.label(), stage.key());
+        let dir = self.work.join(name);
+        let done = dir.join(format!("{label}-{key}"));
+        let index = STAGES.iter().position(|s| *s == name).unwrap_or(0);
+        let forced = self.force_from.is_some_and(|f| index >= f);
+        if done.is_dir() && !forced {
+            // The time it took when it ran; a folder from before step.toml had seconds reads 0.
+            let seconds = std::fs::read_to_string(done.join("step.toml"))
+                .ok()
+                .and_then(|t| toml::from_str::<Record>(&t).ok())
+                .map_or(0.0, |r| r.seconds);
+            println!(
+                "== {name} {label}: cached, made in {seconds:.1} s ({})",
+                done.display()
+            );
+            let output = stage
+                .cached(&done)
+                .with_context(|| format!("reading the cached step {}", done.display()))?;
+            self.steps.push(Step {
+                stage: name,
+                label,
+                key,
+                seconds,
+                cached: true,
+            });
+            return Ok((done, output));
+        }
+        if done.is_dir() {
+            std::fs::remove_dir_all(&done)
+                .with_context(|| format!("cannot remove {} for --force", done.display()))?;
+        }
+        let tmp = dir.join(format!(".tmp-{label}-{key}"));
+        if tmp.is_dir() {
+            // A run was interrupted here. k-means resumes from the checkpoint it left; every
+            // other stage starts over, so no half-written file of the killed run survives into
+            // the finished step.
+            if stage.resumes() {
+                remove_partial_files(&tmp)?;
+            } else {
+                std::fs::remove_dir_all(&tmp)
+                    .with_context(|| format!("cannot clear {}", tmp.display()))?;
+            }
+        }
+        std::fs::create_dir_all(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        println!("== {name} {label}");
+        let started = Instant::now();
+        // The step writes into `tmp`; what it prints names the folder it is renamed to.
+        let mut out = Relocate::new(&tmp, &done, std::io::stdout());
+        let output = stage
+            .run(&tmp, &mut out)
+            .with_context(|| format!("stage {name} ({label})"))?;
+        out.flush().context("cannot write to stdout")?;
+        let seconds = started.elapsed().as_secs_f64();
+        let record = Record {
+            stage: name.into(),
+            label: label.clone(),
+            key: key.clone(),
+            seconds,
+        };
+        let text = toml::to_string(&record).context("cannot format the step's record")?;
+        vocab_pipeline::atomic::write(&tmp.join("step.toml"), text.as_bytes())
+            .with_context(|| format!("cannot write the record of {}", tmp.display()))?;
+        std::fs::rename(&tmp, &done)
+            .with_context(|| format!("cannot rename {} to {}", tmp.display(), done.display()))?;
+        self.steps.push(Step {
+            stage: name,
+            label,
+            key,
+            seconds,
+            cached: false,
+        });
+        Ok((done, output))
+    }
+}
+
+/// A line-buffered writer that shows the paths of a step's temporary folder as the folder it
+/// becomes, so that what a step prints names files that exist after the run.
+pub struct Relocate<W: Write> {
+    from: String,
+    to: String,
+    line: Vec<u8>,
+    inner: W,
+}
+
+impl<W: Write> Relocate<W> {
+    /// Replaces `from` by `to` in every line written to `inner`.
+    pub fn new(from: &Path, to: &Path, inner: W) -> Self {
+        Self {
+            from: from.display().to_string(),
+            to: to.display().to_string(),
+            line: Vec::new(),
+            inner,
+        }
+    }
+
+    fn emit(&mut self) -> std::io::Result<()> {
+        let text = String::from_utf8_lossy(&self.line).replace(&self.from, &self.to);
+        self.line.clear();
+        self.inner.write_all(text.as_bytes())
+    }
+}
+
+impl<W: Write> Write for Relocate<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for &b in buf {
+            self.line.push(b);
+            if b == b'\n' {
+                self.emit()?;
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.line.is_empty() {
+            self.emit()?;
+        }
+        self.inner.flush()
+    }
+}
+
+/// Removes the temporary files of interrupted atomic writes under `dir`.
+fn remove_partial_files(dir: &Path) -> anyhow::Result<()> {
+    for entry in walkdir::WalkDir::new(dir) {
+        let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy();
+        if entry.file_type().is_file() && name.starts_with(vocab_pipeline::atomic::TEMP_PREFIX) {
+            std::fs::remove_file(entry.path())
+                .with_context(|| format!("cannot remove {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The first 6 bytes of the SHA-256 of `bytes`, in hex: a step key or a fingerprint.
+pub fn short_hash(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A key of a JSON value.
+pub fn digest(value: &serde_json::Value) -> String {
+    short_hash(value.to_string().as_bytes())
+}
+
+/// Names, sizes and modification times of every file under `dir`, hashed.
+pub fn folder_fingerprint(dir: &Path) -> anyhow::Result<String> {
+    let mut entries = Vec::new();
+    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+        if entry.file_type().is_file() {
+            let meta = entry
+                .metadata()
+                .with_context(|| format!("cannot stat {}", entry.path().display()))?;
+            let mtime = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
+            entries.push(json!([
+                rel.to_string_lossy(),
+                meta.len(),
+                mtime.to_string()
+            ]));
+        }
+    }
+    ensure!(!entries.is_empty(), "{} holds no files", dir.display());
+    Ok(digest(&json!(entries)))
+}
+
+/// The bytes of a file, hashed.
+pub fn file_fingerprint(path: &Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(short_hash(&bytes))
+}
+
+/// An exclusive lock on a work directory for one `vocab run` (`WORK/.lock`, `flock`): a second
+/// run on the same directory is refused, naming the holder. The kernel releases the lock when
+/// the holder exits, however it exits.
+pub struct WorkLock {
+    _file: std::fs::File,
+}
+
+impl WorkLock {
+    /// Takes the lock or says who holds it.
+    pub fn acquire(work: &Path) -> anyhow::Result<Self> {
+        let path = work.join(".lock");
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        #[cfg(unix)]
+        {
+            use std::io::{Read as _, Seek as _};
+            use std::os::unix::io::AsRawFd;
+            // SAFETY: flock on a descriptor this function owns; no memory is shared.
+            let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if locked != 0 {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                bail!(
+                    "work directory {} is in use by another vocab run ({}); wait for it to end \
+                     or pass another --work",
+                    work.display(),
+                    holder.trim()
+                );
+            }
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            let since = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            file.set_len(0)
+                .and_then(|()| file.rewind())
+                .and_then(|()| {
+                    write!(
+                        file,
+                        "pid {} on {} since unix time {since}",
+                        std::process::id(),
+                        host.trim()
+                    )
+                })
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Ok(Self { _file: file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printed_paths_name_the_finished_folder_even_across_writes() {
+        let mut out = Relocate::new(
+            Path::new("/w/kmeans/.tmp-k4-ab"),
+            Path::new("/w/kmeans/k4-ab"),
+            Vec::new(),
+        );
+        write!(out, "  wrote /w/kmeans/.tmp-k").expect("write");
+        writeln!(out, "4-ab/vocabulary.bin and more").expect("write");
+        write!(out, "no newline /w/kmeans/.tmp-k4-ab").expect("write");
+        out.flush().expect("flush");
+        assert_eq!(
+            String::from_utf8(out.inner).expect("utf-8"),
+            "  wrote /w/kmeans/k4-ab/vocabulary.bin and more\nno newline /w/kmeans/k4-ab"
+        );
+    }
+}

@@ -1,0 +1,739 @@
+//! Each stage's settings, checked in exactly one place whatever their source.
+//!
+//! A stage's command (`vocab features`, `vocab encode`, ...) and `vocab run` build the same
+//! settings type, one from clap's arguments, the other from a config section; the checks are the
+//! constructors here. A rule broken is an [`Invalid`] naming the setting by its config key; the
+//! command line shows it as a flag (`--pyramid 9: ...`), a config as its section, key and line
+//! (`[encode] pyramid = 9, line 4: ...`).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use vocab_pipeline::encode::{EncodeParams, Norm, Soft};
+use vocab_pipeline::features::FeatureParams;
+use vocab_pipeline::hog::PATCH_SIDE;
+use vocab_pipeline::patch::{MAX_PER_IMAGE, Sampling};
+use vocab_pipeline::store::Format;
+
+use crate::cli::{
+    BroadcastAlgorithm, ElementArg, EngineArg, InitMethod, KernelArg, KernelMapArg, Mode, NormArg,
+    OrderArg, SolverArg,
+};
+
+/// Default pixel limit of the photo stages, in megapixels.
+pub const DEFAULT_MAX_MPIX: u64 = vocab_pipeline::image_io::MAX_PIXELS / 1_000_000;
+
+/// The default of `sharpness` (soft assignment).
+pub const DEFAULT_SHARPNESS: f32 = 10.0;
+
+/// Spatial pyramid levels at most (5 levels: 341 cells of k words each).
+pub const MAX_PYRAMID: usize = 5;
+
+/// Words of a soft assignment at most.
+pub const MAX_SOFT: usize = 64;
+
+/// Frequencies of a kernel map at most.
+pub const MAX_MAP_ORDER: usize = 10;
+
+/// A setting that breaks a rule: its config key (the flag is the key with dashes), the value
+/// given and the rule.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{key} = {value}: {rule}")]
+pub struct Invalid {
+    /// The config key, e.g. `per_image`.
+    pub key: &'static str,
+    /// The value given, as the user wrote it.
+    pub value: String,
+    /// What the setting must be.
+    pub rule: String,
+}
+
+impl Invalid {
+    fn new(key: &'static str, value: impl std::fmt::Display, rule: impl Into<String>) -> Self {
+        Self {
+            key,
+            value: value.to_string(),
+            rule: rule.into(),
+        }
+    }
+
+    /// The command line's `--per-image 0: must be at least 1`.
+    pub fn flag(&self) -> String {
+        format!(
+            "--{} {}: {}",
+            self.key.replace('_', "-"),
+            self.value,
+            self.rule
+        )
+    }
+}
+
+/// Lets `?` turn an [`Invalid`] into a command-line error.
+pub trait OrFlag<T> {
+    /// The error as a flag's error.
+    fn or_flag(self) -> anyhow::Result<T>;
+}
+
+impl<T> OrFlag<T> for Result<T, Invalid> {
+    fn or_flag(self) -> anyhow::Result<T> {
+        self.map_err(|e| anyhow::anyhow!(e.flag()))
+    }
+}
+
+fn at_least(key: &'static str, value: usize, min: usize, what: &str) -> Result<(), Invalid> {
+    if value < min {
+        return Err(Invalid::new(
+            key,
+            value,
+            format!("must be at least {min}{what}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Decoding limits shared by the photo stages: `(max_side, max_pixels)` from a side in pixels
+/// and a limit in megapixels.
+pub fn photo_limits(
+    max_side: Option<usize>,
+    max_mpix: u64,
+) -> Result<(Option<usize>, u64), Invalid> {
+    if let Some(side) = max_side {
+        if side < PATCH_SIDE {
+            return Err(Invalid::new(
+                "max_side",
+                side,
+                format!("smaller than a {PATCH_SIDE}x{PATCH_SIDE} patch"),
+            ));
+        }
+    }
+    let pixels = max_mpix
+        .checked_mul(1_000_000)
+        .filter(|&p| p > 0)
+        .ok_or_else(|| Invalid::new("max_pixels", max_mpix, "1 or more megapixels"))?;
+    Ok((max_side, pixels))
+}
+
+/// Where patches are cut.
+pub fn sampling(
+    mode: Mode,
+    per_image: usize,
+    stride: usize,
+    seed: u64,
+) -> Result<Sampling, Invalid> {
+    match mode {
+        Mode::Random => {
+            at_least("per_image", per_image, 1, " patch per photo")?;
+            if per_image > MAX_PER_IMAGE {
+                return Err(Invalid::new(
+                    "per_image",
+                    per_image,
+                    format!("at most {MAX_PER_IMAGE} patches per photo"),
+                ));
+            }
+            Ok(Sampling::Random { per_image, seed })
+        }
+        Mode::Dense => {
+            at_least("stride", stride, 1, " pixel")?;
+            Ok(Sampling::Dense { stride })
+        }
+    }
+}
+
+/// Text for `.txt`/`.text` files, binary otherwise.
+pub fn format_for(path: &Path) -> Format {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some(ext) if ext.eq_ignore_ascii_case("txt") || ext.eq_ignore_ascii_case("text") => {
+            Format::Text
+        }
+        _ => Format::Bin,
+    }
+}
+
+/// Settings of the features stage.
+#[derive(Debug, Clone)]
+pub struct FeatureSettings {
+    /// Photo folder.
+    pub input: PathBuf,
+    /// Optional labels CSV restricting the photos.
+    pub labels: Option<PathBuf>,
+    /// Feature file.
+    pub out: PathBuf,
+    /// Output format.
+    pub format: Format,
+    /// Sampling and decoding parameters.
+    pub params: FeatureParams,
+}
+
+impl FeatureSettings {
+    /// From `vocab features`.
+    pub fn from_args(args: &crate::cli::FeaturesArgs) -> Result<Self, Invalid> {
+        let (max_side, max_pixels) = photo_limits(args.max_side, args.max_pixels)?;
+        Ok(Self {
+            input: args.input.clone(),
+            labels: args.labels.clone(),
+            out: args.out.clone(),
+            format: args
+                .format
+                .map_or_else(|| format_for(&args.out), Format::from),
+            params: FeatureParams {
+                sampling: sampling(args.mode, args.per_image, args.stride, args.seed)?,
+                max_side,
+                max_pixels,
+            },
+        })
+    }
+
+    /// From a config's `[features]`: random patches of the photos `labels` lists.
+    pub fn from_config(
+        f: &FeaturesConfig,
+        input: &Path,
+        labels: &Path,
+        out: &Path,
+    ) -> Result<Self, Invalid> {
+        let (max_side, max_pixels) = photo_limits(f.max_side, f.max_pixels)?;
+        Ok(Self {
+            input: input.to_path_buf(),
+            labels: Some(labels.to_path_buf()),
+            out: out.to_path_buf(),
+            format: f.format.into(),
+            params: FeatureParams {
+                sampling: sampling(Mode::Random, f.per_image, 8, f.seed)?,
+                max_side,
+                max_pixels,
+            },
+        })
+    }
+}
+
+/// `[features]` of a config: the vocabulary's sample, random patches of the training photos.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FeaturesConfig {
+    /// Random patches per training photo.
+    pub per_image: usize,
+    /// Sampling seed.
+    pub seed: u64,
+    /// Feature file format.
+    pub format: crate::cli::FileFormat,
+    /// Downscale photos whose longer side exceeds this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_side: Option<usize>,
+    /// Skip photos declaring more megapixels than this (not in the cache key at its default).
+    #[serde(skip_serializing_if = "is_default_mpix")]
+    pub max_pixels: u64,
+}
+
+impl Default for FeaturesConfig {
+    fn default() -> Self {
+        Self {
+            per_image: 5,
+            seed: 0,
+            format: crate::cli::FileFormat::Bin,
+            max_side: None,
+            max_pixels: DEFAULT_MAX_MPIX,
+        }
+    }
+}
+
+fn is_default_mpix(v: &u64) -> bool {
+    *v == DEFAULT_MAX_MPIX
+}
+
+fn is_zero(v: &usize) -> bool {
+    *v == 0
+}
+
+fn is_default_sharpness(v: &f32) -> bool {
+    *v == DEFAULT_SHARPNESS
+}
+
+/// Settings of the partition stage.
+#[derive(Debug, Clone)]
+pub struct PartitionSettings {
+    /// Feature file to split.
+    pub features: PathBuf,
+    /// Folder of the partitions.
+    pub out: PathBuf,
+    /// Number of partitions.
+    pub parts: usize,
+    /// Value storage.
+    pub element: ElementArg,
+}
+
+impl PartitionSettings {
+    /// Checks the settings (`parts = None`: 4 per core).
+    pub fn new(
+        features: &Path,
+        out: &Path,
+        parts: Option<usize>,
+        element: ElementArg,
+    ) -> Result<Self, Invalid> {
+        let parts = parts.unwrap_or_else(|| 4 * rayon::current_num_threads());
+        at_least("parts", parts, 1, "")?;
+        Ok(Self {
+            features: features.to_path_buf(),
+            out: out.to_path_buf(),
+            parts,
+            element,
+        })
+    }
+}
+
+/// How photos are encoded: `vocab encode`'s options and a config's `[encode]`, the same type.
+#[derive(Debug, Clone, PartialEq, clap::Args, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EncodeOptions {
+    /// Dense grid step in pixels.
+    #[arg(long, value_name = "PX", default_value_t = 8)]
+    pub stride: usize,
+    /// Normalisation.
+    #[arg(long, value_enum, default_value_t = NormArg::L1)]
+    pub norm: NormArg,
+    /// Spatial pyramid levels (1 = plain bag of words; 3 = 1x1 + 2x2 + 4x4).
+    #[arg(long, value_name = "LEVELS", default_value_t = 1)]
+    pub pyramid: usize,
+    /// Downscale photos whose longer side exceeds PX (area averaging).
+    #[arg(long, value_name = "PX")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_side: Option<usize>,
+    /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
+    #[arg(long, value_name = "MPIX", default_value_t = DEFAULT_MAX_MPIX)]
+    #[serde(skip_serializing_if = "is_default_mpix")]
+    pub max_pixels: u64,
+    /// Soft assignment: each patch counts toward its N nearest words, weighted by distance
+    /// (0: its nearest word only).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[serde(skip_serializing_if = "is_zero")]
+    pub soft: usize,
+    /// How fast a soft weight falls with distance: word j weighs exp(-S (d_j / d_1 - 1)) of
+    /// squared distances d.
+    #[arg(long, value_name = "S", default_value_t = DEFAULT_SHARPNESS)]
+    #[serde(skip_serializing_if = "is_default_sharpness")]
+    pub sharpness: f32,
+}
+
+impl Default for EncodeOptions {
+    fn default() -> Self {
+        Self {
+            stride: 8,
+            norm: NormArg::L1,
+            pyramid: 1,
+            max_side: None,
+            max_pixels: DEFAULT_MAX_MPIX,
+            soft: 0,
+            sharpness: DEFAULT_SHARPNESS,
+        }
+    }
+}
+
+impl EncodeOptions {
+    /// The checked parameters of the encoding.
+    pub fn params(&self) -> Result<EncodeParams, Invalid> {
+        let (max_side, max_pixels) = photo_limits(self.max_side, self.max_pixels)?;
+        if !(1..=MAX_PYRAMID).contains(&self.pyramid) {
+            return Err(Invalid::new(
+                "pyramid",
+                self.pyramid,
+                format!("must be 1 to {MAX_PYRAMID} levels"),
+            ));
+        }
+        let soft = match self.soft {
+            0 => None,
+            w if w == 1 || w > MAX_SOFT => {
+                return Err(Invalid::new(
+                    "soft",
+                    w,
+                    format!("must be 0 (the nearest word alone) or 2 to {MAX_SOFT} words"),
+                ));
+            }
+            words => {
+                if !(self.sharpness.is_finite() && self.sharpness > 0.0) {
+                    return Err(Invalid::new(
+                        "sharpness",
+                        self.sharpness,
+                        "must be a positive number",
+                    ));
+                }
+                Some(Soft {
+                    words,
+                    sharpness: self.sharpness,
+                })
+            }
+        };
+        Ok(EncodeParams {
+            features: FeatureParams {
+                sampling: sampling(Mode::Dense, 1, self.stride, 0)?,
+                max_side,
+                max_pixels,
+            },
+            norm: match self.norm {
+                NormArg::L1 => Norm::L1,
+                NormArg::Hellinger => Norm::Hellinger,
+            },
+            levels: self.pyramid,
+            soft,
+        })
+    }
+}
+
+/// Settings of the encode stage.
+#[derive(Debug, Clone)]
+pub struct EncodeSettings {
+    /// Vocabulary file.
+    pub vocabulary: PathBuf,
+    /// Photo folder.
+    pub input: PathBuf,
+    /// Optional labels CSV restricting the photos.
+    pub labels: Option<PathBuf>,
+    /// Histogram file.
+    pub out: PathBuf,
+    /// The options as given (recorded beside the histograms).
+    pub options: EncodeOptions,
+    /// The checked parameters.
+    pub params: EncodeParams,
+}
+
+impl EncodeSettings {
+    /// Checks the options.
+    pub fn new(
+        vocabulary: &Path,
+        input: &Path,
+        labels: Option<&Path>,
+        out: &Path,
+        options: &EncodeOptions,
+    ) -> Result<Self, Invalid> {
+        Ok(Self {
+            vocabulary: vocabulary.to_path_buf(),
+            input: input.to_path_buf(),
+            labels: labels.map(Path::to_path_buf),
+            out: out.to_path_buf(),
+            params: options.params()?,
+            options: options.clone(),
+        })
+    }
+}
+
+/// Settings of a k-means run.
+#[derive(Debug, Clone)]
+pub struct KmeansSettings {
+    /// A feature file or a partition folder.
+    pub features: PathBuf,
+    /// Vocabulary file.
+    pub out: PathBuf,
+    /// Vocabulary format.
+    pub format: Format,
+    /// Number of centroids.
+    pub k: usize,
+    /// Iterations at most.
+    pub iterations: u64,
+    /// Relative inertia change that stops the run.
+    pub tol: f64,
+    /// Seed.
+    pub seed: u64,
+    /// Initialisation.
+    pub init: InitMethod,
+    /// Initial centroids instead of `init`.
+    pub init_centroids: Option<PathBuf>,
+    /// Yinyang pruning.
+    pub prune: bool,
+    /// Kernel of the full pass.
+    pub kernel: KernelArg,
+    /// Continue from the checkpoint beside `out`.
+    pub resume: bool,
+    /// Where it runs.
+    pub engine: Engine,
+    /// Broadcast algorithm of a distributed run.
+    pub broadcast: BroadcastAlgorithm,
+    /// Stage-1 (local) aggregation of a distributed run.
+    pub local_aggregation: bool,
+    /// Chain order of a distributed run.
+    pub order: OrderArg,
+    /// Chunk size of the pipelined collectives under MPI.
+    pub chunk_size: usize,
+    /// Fault injection: exit after checkpointing this iteration.
+    pub exit_after_iteration: Option<u64>,
+}
+
+/// Where k-means runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Engine {
+    /// In this process.
+    Local,
+    /// On TCP workers: those of a cluster file, or N loopback workers started for the run.
+    Tcp {
+        /// The cluster file (`None`: loopback workers).
+        cluster: Option<PathBuf>,
+        /// Loopback workers to start when there is no cluster file.
+        local_nodes: usize,
+    },
+    /// On the ranks of the MPI job this process is rank 0 of (its rack map read when the job
+    /// started).
+    Mpi,
+}
+
+impl Engine {
+    /// Distributed: the vectors are mapped by other processes.
+    pub fn distributed(&self) -> bool {
+        !matches!(self, Self::Local)
+    }
+}
+
+/// The rules of a k-means run that a config can break before anything runs (`distributed`: on
+/// workers or ranks).
+pub fn kmeans_rules(
+    k: usize,
+    iterations: u64,
+    tol: f64,
+    prune: bool,
+    kernel: KernelArg,
+    distributed: bool,
+) -> Result<(), Invalid> {
+    at_least("k", k, 1, " word")?;
+    if iterations == 0 {
+        return Err(Invalid::new("iterations", 0, "must be at least 1"));
+    }
+    if tol.is_nan() || tol < 0.0 {
+        return Err(Invalid::new("tol", tol, "must be 0 or more"));
+    }
+    if prune && kernel != KernelArg::F32 {
+        return Err(Invalid::new(
+            "kernel",
+            "int8",
+            "a full-pass kernel; it does not combine with prune",
+        ));
+    }
+    if prune && distributed {
+        return Err(Invalid::new(
+            "prune",
+            true,
+            "runs on the single-process engine only (the distributed engines do the full \
+             assignment)",
+        ));
+    }
+    Ok(())
+}
+
+impl KmeansSettings {
+    /// From `vocab kmeans`.
+    pub fn from_args(args: &crate::cli::KmeansArgs) -> Result<Self, Invalid> {
+        let engine = match (args.engine, &args.cluster, args.local_nodes) {
+            (Some(EngineArg::Mpi), None, None) => Engine::Mpi,
+            (Some(EngineArg::Mpi), _, _) => {
+                return Err(Invalid::new(
+                    "engine",
+                    "mpi",
+                    "runs on the ranks of the MPI job; --cluster and --local-nodes are for \
+                     --engine tcp",
+                ));
+            }
+            (_, Some(cluster), _) => Engine::Tcp {
+                cluster: Some(cluster.clone()),
+                local_nodes: 0,
+            },
+            (_, None, Some(n)) => {
+                at_least("local_nodes", n, 1, " worker")?;
+                Engine::Tcp {
+                    cluster: None,
+                    local_nodes: n,
+                }
+            }
+            (Some(EngineArg::Tcp), None, None) => Engine::Tcp {
+                cluster: None,
+                local_nodes: 1,
+            },
+            (None, None, None) => Engine::Local,
+        };
+        if args.racks.is_some() && engine != Engine::Mpi {
+            return Err(Invalid::new(
+                "racks",
+                args.racks.as_deref().unwrap_or(Path::new("")).display(),
+                "a rack map for --engine mpi (a cluster file names its racks)",
+            ));
+        }
+        let chunk_size = usize::try_from(args.chunk_size)
+            .ok()
+            .filter(|&c| c >= 8)
+            .ok_or_else(|| Invalid::new("chunk_size", args.chunk_size, "at least 8 bytes"))?;
+        Self {
+            features: args.features.clone(),
+            out: args.out.clone(),
+            format: args
+                .format
+                .map_or_else(|| format_for(&args.out), Format::from),
+            k: args.k,
+            iterations: args.iterations,
+            tol: args.tol,
+            seed: args.seed,
+            init: args.init,
+            init_centroids: args.init_centroids.clone(),
+            prune: args.prune,
+            kernel: args.kernel,
+            resume: args.resume,
+            engine,
+            broadcast: args.broadcast,
+            local_aggregation: !args.no_local_aggregation,
+            order: args.order,
+            chunk_size,
+            exit_after_iteration: args.exit_after_iteration,
+        }
+        .checked()
+    }
+
+    /// Checks the rules across settings.
+    pub fn checked(self) -> Result<Self, Invalid> {
+        let distributed = self.engine.distributed();
+        kmeans_rules(
+            self.k,
+            self.iterations,
+            self.tol,
+            self.prune,
+            self.kernel,
+            distributed,
+        )?;
+        if !distributed && self.order == OrderArg::Auto {
+            return Err(Invalid::new(
+                "order",
+                "auto",
+                "orders the chain of a distributed run; add --local-nodes, --cluster or \
+                 --engine mpi",
+            ));
+        }
+        if distributed && !self.features.is_dir() {
+            return Err(Invalid::new(
+                "features",
+                self.features.display(),
+                "a distributed run needs a partition folder (make one with vocab partition)",
+            ));
+        }
+        Ok(self)
+    }
+}
+
+/// Settings of `vocab train` and of the run's svm stage.
+#[derive(Debug, Clone)]
+pub struct TrainSettings {
+    /// Histogram file.
+    pub histograms: PathBuf,
+    /// Labels CSV.
+    pub labels: PathBuf,
+    /// Attribute column.
+    pub attribute: String,
+    /// Fixed C (`None`: chosen by cross-validation).
+    pub c: Option<f64>,
+    /// Folds of the cross-validation.
+    pub cv: usize,
+    /// Solver.
+    pub solver: SolverArg,
+    /// Which photos train.
+    pub split: Split,
+    /// Seed of the split and of cross-validation.
+    pub split_seed: u64,
+    /// Explicit kernel map.
+    pub kernel_map: KernelMapArg,
+    /// Frequencies of the kernel map.
+    pub map_order: usize,
+    /// Model file.
+    pub out: PathBuf,
+}
+
+/// Which photos a model trains on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Split {
+    /// Every labelled photo.
+    All,
+    /// A seeded stratified split holding out this fraction of each class.
+    Holdout(f64),
+    /// A split file.
+    File(PathBuf),
+}
+
+/// The SVM rules a config can break (`c = None`: chosen by cross-validation over `cv` folds).
+pub fn svm_rules(c: Option<f64>, cv: usize, map_order: usize) -> Result<(), Invalid> {
+    match c {
+        Some(c) if !(c.is_finite() && c > 0.0) => {
+            return Err(Invalid::new("c", c, "must be a positive number"));
+        }
+        Some(_) => {}
+        None => at_least("cv", cv, 2, " folds")?,
+    }
+    if !(1..=MAX_MAP_ORDER).contains(&map_order) {
+        return Err(Invalid::new(
+            "map_order",
+            map_order,
+            format!("must be 1 to {MAX_MAP_ORDER}"),
+        ));
+    }
+    Ok(())
+}
+
+impl TrainSettings {
+    /// From `vocab train`.
+    pub fn from_args(args: &crate::cli::TrainArgs) -> Result<Self, Invalid> {
+        svm_rules(args.c, args.cv, args.map_order)?;
+        let split = match (&args.split, args.holdout) {
+            (Some(path), _) => Split::File(path.clone()),
+            (None, Some(h)) if h > 0.0 && h < 1.0 => Split::Holdout(h),
+            (None, Some(h)) => {
+                return Err(Invalid::new(
+                    "holdout",
+                    h,
+                    "a fraction between 0 and 1 (0.5 holds out half)",
+                ));
+            }
+            (None, None) => Split::All,
+        };
+        Ok(Self {
+            histograms: args.histograms.clone(),
+            labels: args.labels.clone(),
+            attribute: args.attribute.clone(),
+            c: args.c,
+            cv: args.cv,
+            solver: args.solver,
+            split,
+            split_seed: args.split_seed,
+            kernel_map: args.kernel_map,
+            map_order: args.map_order,
+            out: args.out.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_rule_names_the_flag_or_the_key_with_the_value() {
+        let e = EncodeOptions {
+            pyramid: 9,
+            ..EncodeOptions::default()
+        }
+        .params()
+        .expect_err("pyramid 9");
+        assert_eq!(e.flag(), "--pyramid 9: must be 1 to 5 levels");
+        assert_eq!(e.to_string(), "pyramid = 9: must be 1 to 5 levels");
+        let e = sampling(Mode::Random, 0, 8, 0).expect_err("no patches");
+        assert_eq!(e.key, "per_image");
+        let e = photo_limits(Some(8), 1).expect_err("small side");
+        assert!(e.flag().starts_with("--max-side 8:"), "{}", e.flag());
+        let e = photo_limits(None, u64::MAX).expect_err("overflow");
+        assert_eq!(e.key, "max_pixels");
+        assert!(
+            EncodeOptions {
+                soft: 1,
+                ..EncodeOptions::default()
+            }
+            .params()
+            .is_err()
+        );
+        assert!(svm_rules(None, 1, 3).is_err());
+        assert!(svm_rules(Some(0.0), 1, 3).is_err());
+        assert!(svm_rules(Some(1.0), 1, 3).is_ok());
+        assert_eq!(
+            kmeans_rules(4, 10, 0.0, true, KernelArg::F32, true)
+                .expect_err("prune on workers")
+                .key,
+            "prune"
+        );
+    }
+}

@@ -1,0 +1,459 @@
+//! `vocab encode`, `train`, `evaluate` and `classify`.
+
+use std::path::Path;
+
+use crate::util::*;
+
+#[test]
+fn encode_counts_every_dense_patch_under_its_nearest_word() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set(dir.path());
+    let sample = dir.path().join("sample.bin");
+    ok(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--out",
+        s(&sample),
+        "--per-image",
+        "20",
+        "--seed",
+        "1",
+    ]);
+    let vocab = dir.path().join("vocab.txt");
+    ok(&[
+        "kmeans",
+        "--features",
+        s(&sample),
+        "--k",
+        "8",
+        "--iterations",
+        "5",
+        "--seed",
+        "2",
+        "--out",
+        s(&vocab),
+    ]);
+    let hist = dir.path().join("hist.csv");
+    let out = ok(&[
+        "encode",
+        "--vocabulary",
+        s(&vocab),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&hist),
+        "--stride",
+        "16",
+    ]);
+    assert!(out.contains("8 photos encoded, 0 skipped"), "{out}");
+    let rows = csv_rows(&hist);
+    assert_eq!(rows.len(), 8);
+    assert!(rows.iter().all(|r| r.len() == 2 + 8));
+
+    // Brute force: the same dense patches, each counted under its nearest word.
+    let dense = dir.path().join("dense.txt");
+    ok(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--out",
+        s(&dense),
+        "--mode",
+        "dense",
+        "--stride",
+        "16",
+    ]);
+    let words: Vec<Vec<f64>> = std::fs::read_to_string(&vocab)
+        .expect("vocab")
+        .lines()
+        .map(|l| l.split(' ').map(|v| v.parse().expect("float")).collect())
+        .collect();
+    let mut counts = vec![vec![0usize; 8]; 8];
+    for line in std::fs::read_to_string(&dense).expect("dense").lines() {
+        let f: Vec<f64> = line
+            .split(' ')
+            .map(|v| v.parse().expect("number"))
+            .collect();
+        let (id, x) = (f[0] as usize, &f[3..]);
+        let d = |w: &Vec<f64>| w.iter().zip(x).map(|(a, b)| (a - b).powi(2)).sum::<f64>();
+        let best = (0..8)
+            .min_by(|&a, &b| d(&words[a]).total_cmp(&d(&words[b])))
+            .expect("k > 0");
+        counts[id][best] += 1;
+    }
+    for row in &rows {
+        let id: usize = row[0].parse().expect("id");
+        let total: usize = counts[id].iter().sum();
+        for (w, value) in row[2..].iter().enumerate() {
+            let got: f64 = value.parse().expect("value");
+            let want = counts[id][w] as f64 / total as f64;
+            assert!(
+                (got - want).abs() < 1e-6,
+                "photo {id} word {w}: {got} vs {want}"
+            );
+        }
+    }
+
+    // Hellinger with a 2-level pyramid: 8 x (1 + 4) values per photo, squares summing to 1.
+    let pyr = dir.path().join("pyr.csv");
+    ok(&[
+        "encode",
+        "--vocabulary",
+        s(&vocab),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&pyr),
+        "--norm",
+        "hellinger",
+        "--pyramid",
+        "2",
+    ]);
+    for row in csv_rows(&pyr) {
+        assert_eq!(row.len(), 2 + 40);
+        let sq: f64 = row[2..]
+            .iter()
+            .map(|v| v.parse::<f64>().expect("v").powi(2))
+            .sum();
+        assert!((sq - 1.0).abs() < 1e-5, "{sq}");
+    }
+}
+
+#[test]
+fn train_evaluate_and_classify_with_a_held_out_split() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = dir.path().join("photos");
+    ok(&[
+        "datasets",
+        "photos",
+        "--out",
+        s(&photos),
+        "--per-kind",
+        "6",
+        "--seed",
+        "4",
+    ]);
+    let labels = photos.join("labels.csv");
+    let sample = dir.path().join("sample.bin");
+    ok(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--out",
+        s(&sample),
+        "--per-image",
+        "20",
+    ]);
+    let vocab = dir.path().join("vocab.bin");
+    ok(&[
+        "kmeans",
+        "--features",
+        s(&sample),
+        "--k",
+        "32",
+        "--iterations",
+        "8",
+        "--out",
+        s(&vocab),
+    ]);
+    let hist = dir.path().join("hist.bin");
+    ok(&[
+        "encode",
+        "--vocabulary",
+        s(&vocab),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&hist),
+        "--norm",
+        "hellinger",
+    ]);
+    assert!(dir.path().join("hist.bin.encoding.json").is_file());
+
+    let model = dir.path().join("urban.json");
+    let out = ok(&[
+        "train",
+        "--histograms",
+        s(&hist),
+        "--labels",
+        s(&labels),
+        "--attribute",
+        "urbanicity",
+        "--cv",
+        "3",
+        "--holdout",
+        "0.5",
+        "--out",
+        s(&model),
+    ]);
+    assert!(
+        out.contains("24 labelled photos, 12 trained on, 12 held out"),
+        "{out}"
+    );
+    let out = ok(&[
+        "evaluate",
+        "--model",
+        s(&model),
+        "--histograms",
+        s(&hist),
+        "--labels",
+        s(&labels),
+        "--held-out",
+    ]);
+    assert!(
+        out.contains(
+            "model trained on a seeded stratified split (seed 0, 50% of each class held out)"
+        ) && out.contains("12 held-out photos scored"),
+        "{out}"
+    );
+    let mut lines = out.lines().skip(1);
+    let accuracy: f64 = lines
+        .next()
+        .and_then(|l| l.strip_prefix("accuracy "))
+        .expect("accuracy line")
+        .parse()
+        .expect("number");
+    assert!(
+        lines
+            .next()
+            .is_some_and(|l| l.starts_with("balanced_accuracy ")),
+        "{out}"
+    );
+    assert!(
+        accuracy >= 0.75,
+        "synthetic urban/rural scenes should be easy: {out}"
+    );
+    assert!(dir.path().join("urban.json.metrics.md").is_file());
+
+    // By default train fits on every labelled photo and evaluate scores every labelled photo
+    // it is given (as scikit-learn's fit and score do); --held-out then has nothing to score.
+    let all = dir.path().join("urban-all.json");
+    let out = ok(&[
+        "train",
+        "--histograms",
+        s(&hist),
+        "--labels",
+        s(&labels),
+        "--attribute",
+        "urbanicity",
+        "--c",
+        "1",
+        "--out",
+        s(&all),
+    ]);
+    assert!(
+        out.contains("24 labelled photos, 24 trained on, 0 held out"),
+        "{out}"
+    );
+    let args = [
+        "evaluate",
+        "--model",
+        s(&all),
+        "--histograms",
+        s(&hist),
+        "--labels",
+        s(&labels),
+    ];
+    let out = ok(&args);
+    assert!(
+        out.contains("model trained on every labelled photo")
+            && out.contains("24 labelled photos scored"),
+        "{out}"
+    );
+    let held_out: Vec<&str> = args.iter().copied().chain(["--held-out"]).collect();
+    let err = fails(&held_out);
+    assert!(
+        err.contains("--held-out") && err.contains("nothing held out"),
+        "{err}"
+    );
+    let err = fails(&[
+        "train",
+        "--histograms",
+        s(&hist),
+        "--labels",
+        s(&labels),
+        "--attribute",
+        "urbanicity",
+        "--holdout",
+        "1.5",
+        "--out",
+        s(&all),
+    ]);
+    assert!(err.contains("--holdout 1.5"), "{err}");
+
+    let labelled = dir.path().join("labelled.csv");
+    ok(&[
+        "classify",
+        "--model",
+        s(&model),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&labelled),
+    ]);
+    let rows = csv_rows(&labelled);
+    assert_eq!(rows.len(), 24);
+    assert!(rows.iter().all(|r| r[2] == "urban" || r[2] == "rural"));
+
+    let err = fails(&[
+        "train",
+        "--histograms",
+        s(&hist),
+        "--labels",
+        s(&labels),
+        "--attribute",
+        "altitude",
+        "--out",
+        s(&model),
+    ]);
+    assert!(
+        err.contains("no attribute column \"altitude\"") && err.contains("elevation"),
+        "{err}"
+    );
+
+    // A chi-squared kernel map on L1 histograms: the model keeps it and applies it to every
+    // photo it scores, in evaluate and in classify.
+    let encode_l1 = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "encode",
+            "--vocabulary",
+            s(&vocab),
+            "--input",
+            s(&photos),
+            "--out",
+            s(out),
+            "--norm",
+            "l1",
+        ];
+        args.extend_from_slice(extra);
+        ok(&args);
+    };
+    let l1 = dir.path().join("hist-l1.bin");
+    encode_l1(&l1, &[]);
+    let mapped = dir.path().join("urban-chi2.json");
+    let train_map = |hist: &Path| -> Vec<String> {
+        [
+            "train",
+            "--histograms",
+            s(hist),
+            "--labels",
+            s(&labels),
+            "--attribute",
+            "urbanicity",
+            "--c",
+            "1",
+            "--kernel-map",
+            "chi2",
+            "--out",
+            s(&mapped),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let args = train_map(&l1);
+    let out = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.contains("chi2 kernel map of order 3"), "{out}");
+    let saved = std::fs::read_to_string(&mapped).expect("model");
+    assert!(
+        saved.contains(r#""kernel_map":{"kernel":"chi2","order":3"#),
+        "{saved}"
+    );
+    let out = ok(&[
+        "evaluate",
+        "--model",
+        s(&mapped),
+        "--histograms",
+        s(&l1),
+        "--labels",
+        s(&labels),
+    ]);
+    assert!(out.contains("24 labelled photos scored"), "{out}");
+    ok(&[
+        "classify",
+        "--model",
+        s(&mapped),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&labelled),
+    ]);
+    assert_eq!(csv_rows(&labelled).len(), 24);
+    // Histograms of another length are refused with both lengths, not scored wrongly.
+    let pyramid = dir.path().join("hist-p2.bin");
+    encode_l1(&pyramid, &["--pyramid", "2"]);
+    let err = fails(&[
+        "evaluate",
+        "--model",
+        s(&mapped),
+        "--histograms",
+        s(&pyramid),
+        "--labels",
+        s(&labels),
+    ]);
+    assert!(
+        err.contains(
+            "histograms of 160 values (1120 through the model's chi2 map), the model takes 224"
+        ),
+        "{err}"
+    );
+    // Soft assignment: every patch spread over its 3 nearest words; rows still sum to 1, with
+    // more words present than under hard assignment; recorded for classify.
+    let (hard_csv, soft_csv) = (dir.path().join("hard.csv"), dir.path().join("soft.csv"));
+    encode_l1(&hard_csv, &[]);
+    encode_l1(&soft_csv, &["--soft", "3", "--sharpness", "5"]);
+    let nonzero = |rows: &[Vec<String>]| -> usize {
+        rows.iter()
+            .map(|r| {
+                let values: Vec<f64> = r[2..].iter().map(|v| v.parse().expect("value")).collect();
+                assert!((values.iter().sum::<f64>() - 1.0).abs() < 1e-4, "{r:?}");
+                values.iter().filter(|&&v| v > 0.0).count()
+            })
+            .sum()
+    };
+    assert!(nonzero(&csv_rows(&soft_csv)) > nonzero(&csv_rows(&hard_csv)));
+    let recorded = std::fs::read_to_string(dir.path().join("soft.csv.encoding.json")).expect("enc");
+    assert!(recorded.contains(r#""words": 3"#), "{recorded}");
+    let err = fails(&[
+        "encode",
+        "--vocabulary",
+        s(&vocab),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&soft_csv),
+        "--soft",
+        "1",
+    ]);
+    assert!(err.contains("--soft 1"), "{err}");
+    // The map takes L1 histograms: on Hellinger ones it says how to encode.
+    let args = train_map(&hist);
+    let err = fails(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        err.contains("--kernel-map chi2") && err.contains("--norm l1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_vocabulary_of_other_dims_is_named_in_the_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set(dir.path());
+    let vocabulary = dir.path().join("words.txt");
+    std::fs::write(&vocabulary, "0.1 0.2 0.3\n0.4 0.5 0.6\n").expect("write");
+    let out = dir.path().join("hist.bin");
+    let err = fails(&[
+        "encode",
+        "--vocabulary",
+        s(&vocabulary),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&out),
+    ]);
+    assert!(
+        err.contains("words.txt: words of 3 dims, the HOG descriptor has 512"),
+        "{err}"
+    );
+    assert!(!err.contains("hist.bin"), "{err}");
+}

@@ -1,0 +1,304 @@
+//! Distributed k-means on loopback workers: failures, bit-identical results, secrets.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::util::*;
+
+#[test]
+fn a_worker_killed_mid_broadcast_is_dropped_or_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (relink, ports) = cluster_file(dir.path(), "cluster.toml", 3, 3);
+    let mut workers = Workers(Vec::new());
+    for (i, &port) in ports.iter().enumerate() {
+        // w1, in the middle of the chain, dies after receiving 1 MiB of the 8 MiB message.
+        workers
+            .0
+            .push(spawn_worker(&relink, i, port, (i == 1).then_some(1 << 20)));
+    }
+    let status = ok(&["cluster", "status", "--cluster", s(&relink)]);
+    assert!(status.contains("3 of 3 nodes alive"), "{status}");
+    // Every link measured (64 KiB probes: w1's fault is 1 MiB away), the chain built from it.
+    let out = ok(&[
+        "cluster",
+        "calibrate",
+        "--cluster",
+        s(&relink),
+        "--probe",
+        "64K",
+    ]);
+    assert!(
+        out.contains("calibration: 4 members") && out.contains("chain: driver -> w"),
+        "{out}"
+    );
+    let links: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("cluster.toml.links.json")).expect("links"),
+    )
+    .expect("json");
+    assert_eq!(
+        links["members"].as_array().map(Vec::len),
+        Some(4),
+        "{links}"
+    );
+    assert_eq!(
+        links["bandwidth_bytes_per_second"][1]
+            .as_array()
+            .map(Vec::len),
+        Some(4)
+    );
+    // k-means with --order auto on the same cluster reuses those links, and its vocabulary is
+    // the single process's.
+    let p = |name: &str| dir.path().join(name);
+    let parts = synth_parts(dir.path(), 2000, 16, 4, 1, 4);
+    let kmeans = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "kmeans",
+            "--features",
+            s(&parts),
+            "--k",
+            "8",
+            "--iterations",
+            "3",
+            "--seed",
+            "2",
+            "--out",
+            s(out),
+        ];
+        args.extend_from_slice(extra);
+        ok(&args)
+    };
+    let out = kmeans(
+        &p("auto.bin"),
+        &[
+            "--cluster",
+            s(&relink),
+            "--order",
+            "auto",
+            "--broadcast",
+            "mst",
+        ],
+    );
+    assert!(
+        out.contains("links measured before") && out.contains("broadcast tree (mst): driver > "),
+        "{out}"
+    );
+    kmeans(&p("local.bin"), &[]);
+    assert!(
+        std::fs::read(p("auto.bin")).expect("auto")
+            == std::fs::read(p("local.bin")).expect("local")
+    );
+    let out = ok(&[
+        "bench",
+        "broadcast",
+        "--cluster",
+        s(&relink),
+        "--bytes",
+        "8M",
+        "--algorithm",
+        "chain",
+        "--repeat",
+        "1",
+    ]);
+    assert!(
+        out.contains("nodes=2 bytes=8388608 algorithm=chain") && out.contains("dropped=w1"),
+        "{out}"
+    );
+    // Gathers (stage 3's pattern) up the measured tree of the team that is left, every piece
+    // checked at the driver.
+    let out = ok(&[
+        "bench",
+        "gather",
+        "--cluster",
+        s(&relink),
+        "--bytes",
+        "300K",
+        "--order",
+        "auto",
+        "--repeat",
+        "2",
+    ]);
+    assert_eq!(
+        out.matches("nodes=2 bytes=307200 algorithm=gather").count(),
+        2,
+        "{out}"
+    );
+    let err = fails(&["cluster", "status", "--cluster", s(&relink)]);
+    assert!(err.contains("1 nodes do not answer"), "{err}");
+
+    // The same fault with no retries allowed: the call fails and names the node.
+    let strict = dir.path().join("strict.toml");
+    std::fs::write(
+        &strict,
+        std::fs::read_to_string(&relink)
+            .expect("read")
+            .replace("retries = 3", "retries = 0"),
+    )
+    .expect("write");
+    workers
+        .0
+        .push(spawn_worker(&strict, 1, ports[1], Some(1 << 20)));
+    let err = fails(&[
+        "bench",
+        "broadcast",
+        "--cluster",
+        s(&strict),
+        "--bytes",
+        "8M",
+        "--algorithm",
+        "chain",
+        "--repeat",
+        "1",
+    ]);
+    assert!(err.contains("broadcast failed at node w1"), "{err}");
+}
+
+#[test]
+fn distributed_kmeans_equals_local_and_survives_a_killed_worker() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = |name: &str| dir.path().join(name);
+    let parts = synth_parts(dir.path(), 40000, 48, 30, 4, 9);
+    let kmeans = |out: &str, extra: &[&str]| {
+        let mut args = vec![
+            "kmeans",
+            "--features",
+            s(&parts),
+            "--k",
+            "40",
+            "--iterations",
+            "8",
+            "--tol",
+            "0",
+            "--seed",
+            "6",
+            "--out",
+        ];
+        let out = p(out);
+        let out = s(&out).to_string();
+        args.push(&out);
+        args.extend_from_slice(extra);
+        let stdout = ok(&args);
+        (std::fs::read(&out).expect("vocabulary"), stdout)
+    };
+    let (local, _) = kmeans("local.bin", &[]);
+    let (two, stdout) = kmeans("two.bin", &["--local-nodes", "2"]);
+    assert!(
+        two == local,
+        "2 workers differ from the local run:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("on 2 workers") && stdout.contains(" agg2 "),
+        "{stdout}"
+    );
+    let (four, _) = kmeans(
+        "four.bin",
+        &["--local-nodes", "4", "--no-local-aggregation"],
+    );
+    assert!(four == local, "4 workers without local aggregation differ");
+    let stages = csv_rows(&p("four.bin.stages.csv"));
+    assert_eq!(stages.len(), 8);
+    assert_eq!(stages[0][1], "4");
+
+    // Four worker processes: w1 is killed once the run is under way, later w2 stalls, and w3
+    // dies in the middle of iteration 6 (after its map tasks, before stage 2).
+    let (cluster, ports) = cluster_file(dir.path(), "cluster.toml", 4, 3);
+    let text = std::fs::read_to_string(&cluster).expect("read").replace(
+        "io_timeout_ms = 5000",
+        "io_timeout_ms = 3000\nconnect_timeout_ms = 500",
+    );
+    std::fs::write(&cluster, text).expect("write");
+    let mut workers = Workers(
+        ports
+            .iter()
+            .enumerate()
+            .map(|(i, &port)| spawn_worker_with(&cluster, i, port, None, (i == 3).then_some(6)))
+            .collect(),
+    );
+    let out = p("killed.bin");
+    let mut driver = Command::new(env!("CARGO_BIN_EXE_vocab"))
+        .args([
+            "kmeans",
+            "--features",
+            s(&parts),
+            "--k",
+            "40",
+            "--iterations",
+            "8",
+            "--tol",
+            "0",
+            "--seed",
+            "6",
+            "--quiet",
+            "--cluster",
+            s(&cluster),
+            "--out",
+            s(&out),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("driver starts");
+    let stdout = driver.stdout.take().expect("stdout");
+    let mut lines = Vec::new();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+        let line = line.expect("line");
+        if line.starts_with("iter 2 ") {
+            workers.0[1].kill().expect("kill w1");
+        }
+        if line.starts_with("iter 4 ") {
+            // w2 stalls: alive to the kernel, silent to its peers.
+            let stopped = Command::new("kill")
+                .args(["-STOP", &workers.0[2].id().to_string()])
+                .status()
+                .expect("kill -STOP");
+            assert!(stopped.success());
+        }
+        lines.push(line);
+    }
+    let status = driver.wait().expect("driver ends");
+    let all = lines.join("\n");
+    assert!(status.success(), "driver failed:\n{all}");
+    assert!(all.contains("dropped w1"), "{all}");
+    assert!(all.contains("dropped w2"), "{all}");
+    assert!(all.contains("dropped w3"), "{all}");
+    assert!(
+        std::fs::read(&out).expect("vocabulary") == local,
+        "recovered run differs:\n{all}"
+    );
+}
+
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn the_mpi_engine_in_a_build_without_mpi_says_how_to_get_one() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let err = fails(&[
+        "kmeans",
+        "--engine",
+        "mpi",
+        "--features",
+        s(tmp.path()),
+        "--k",
+        "2",
+        "--out",
+        s(&tmp.path().join("v.bin")),
+    ]);
+    assert!(
+        err.contains("--features mpi") && err.contains("README"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_secret_file_others_can_read_is_refused_naming_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cluster, _) = cluster_file(dir.path(), "c.toml", 1, 0);
+    let secret = dir.path().join("secret");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).expect("mode");
+    let err = fails(&["cluster", "status", "--cluster", s(&cluster)]);
+    assert!(
+        err.contains("readable by other users")
+            && err.contains("chmod 600")
+            && err.contains(s(&secret)),
+        "{err}"
+    );
+}

@@ -1,0 +1,194 @@
+//! `vocab partition` and `vocab kmeans` in one process: resume, bad requests.
+
+use crate::util::*;
+
+#[test]
+fn partition_then_kmeans_with_resume_equals_an_uninterrupted_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let features = dir.path().join("f.bin");
+    ok(&[
+        "datasets",
+        "synth",
+        "--n",
+        "3000",
+        "--dims",
+        "24",
+        "--clusters",
+        "12",
+        "--seed",
+        "5",
+        "--out",
+        s(&features),
+    ]);
+    let parts = dir.path().join("parts");
+    let out = ok(&[
+        "partition",
+        "--features",
+        s(&features),
+        "--parts",
+        "5",
+        "--out",
+        s(&parts),
+    ]);
+    assert!(
+        out.contains("3000 records x 24 dims (f32) into 5 partitions of 600..600"),
+        "{out}"
+    );
+
+    let common = ["--k", "16", "--seed", "3", "--tol", "0", "--threads", "2"];
+    let full = dir.path().join("full.bin");
+    let mut args = vec![
+        "kmeans",
+        "--features",
+        s(&parts),
+        "--iterations",
+        "6",
+        "--out",
+        s(&full),
+    ];
+    args.extend(common);
+    let log = ok(&args);
+    assert_eq!(
+        log.lines().filter(|l| l.starts_with("iter ")).count(),
+        6,
+        "{log}"
+    );
+    assert!(log.contains("iter 6 inertia "), "{log}");
+
+    // Stop after 3 iterations, then resume to 6 from the checkpoint.
+    let half = dir.path().join("half.bin");
+    let mut args = vec![
+        "kmeans",
+        "--features",
+        s(&parts),
+        "--iterations",
+        "3",
+        "--out",
+        s(&half),
+    ];
+    args.extend(common);
+    ok(&args);
+    let mut args = vec![
+        "kmeans",
+        "--features",
+        s(&parts),
+        "--iterations",
+        "6",
+        "--resume",
+        "--out",
+        s(&half),
+    ];
+    args.extend(common);
+    let log = ok(&args);
+    assert!(log.contains("resuming after iteration 3"), "{log}");
+    assert!(!log.contains("iter 3 ") && log.contains("iter 4 "), "{log}");
+    assert_eq!(
+        std::fs::read(&full).expect("full"),
+        std::fs::read(&half).expect("resumed")
+    );
+    let rows = csv_rows(&dir.path().join("half.bin.iterations.csv"));
+    assert_eq!(rows.len(), 6);
+    let meta = std::fs::read_to_string(dir.path().join("full.bin.meta.toml")).expect("meta");
+    assert!(
+        meta.contains("k = 16")
+            && meta.contains("iterations = 6")
+            && meta.contains("seed = 3")
+            && meta.contains("assignment = \"f32\""),
+        "{meta}"
+    );
+
+    // The same file clustered directly, text vocabulary out, reproducible from the seed.
+    let text = dir.path().join("v.txt");
+    let mut args = vec![
+        "kmeans",
+        "--features",
+        s(&features),
+        "--iterations",
+        "4",
+        "--out",
+        s(&text),
+    ];
+    args.extend(common);
+    ok(&args);
+    let vocab = std::fs::read_to_string(&text).expect("text vocabulary");
+    assert_eq!(vocab.lines().count(), 16);
+    assert!(vocab.lines().all(|l| l.split(' ').count() == 24));
+
+    // Resuming with another seed is refused; a damaged partition is named.
+    let args = vec![
+        "kmeans",
+        "--features",
+        s(&parts),
+        "--k",
+        "16",
+        "--seed",
+        "4",
+        "--resume",
+        "--out",
+        s(&half),
+    ];
+    let err = fails(&args);
+    assert!(err.contains("belongs to another run"), "{err}");
+    std::fs::write(parts.join("part-0002.bin"), b"nonsense").expect("damage");
+    let err = fails(&[
+        "kmeans",
+        "--features",
+        s(&parts),
+        "--k",
+        "4",
+        "--out",
+        s(&full),
+    ]);
+    assert!(err.contains("part-0002.bin"), "{err}");
+}
+
+#[test]
+fn kmeans_rejects_bad_requests_clearly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let features = dir.path().join("f.txt");
+    std::fs::write(&features, "0 0 0 1 2\n1 0 0 3 4\n2 0 0 inf 5\n").expect("write");
+    let err = fails(&[
+        "kmeans",
+        "--features",
+        s(&features),
+        "--k",
+        "2",
+        "--out",
+        s(&dir.path().join("v.bin")),
+    ]);
+    assert!(
+        err.contains("f.txt: line 3: value 1 is not finite"),
+        "{err}"
+    );
+    std::fs::write(&features, "0 0 0 1 2\n1 0 0 3 4\n").expect("write");
+    let err = fails(&[
+        "kmeans",
+        "--features",
+        s(&features),
+        "--k",
+        "3",
+        "--out",
+        s(&dir.path().join("v.bin")),
+    ]);
+    assert!(
+        err.contains("k = 3 exceeds the number of vectors (2)"),
+        "{err}"
+    );
+    let init = dir.path().join("init.txt");
+    std::fs::write(&init, "1 2 3\n").expect("write");
+    let err = fails(&[
+        "kmeans",
+        "--features",
+        s(&features),
+        "--k",
+        "1",
+        "--init-centroids",
+        s(&init),
+        "--out",
+        s(&dir.path().join("v.bin")),
+    ]);
+    assert!(
+        err.contains("initial centroids are 1 x 3, expected 1 x 2"),
+        "{err}"
+    );
+}

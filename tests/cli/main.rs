@@ -1,0 +1,10 @@
+//! The `vocab` binary, run for real in temporary folders; one module per topic, helpers in
+//! `util` (as ripgrep's tests are laid out).
+
+mod classify;
+mod cluster;
+mod features;
+mod kmeans;
+mod run;
+mod util;
+mod walkthrough;

@@ -1,0 +1,315 @@
+//! `vocab run`: the chain of cached steps, resume, locks, up-front checks.
+
+use std::path::Path;
+
+use crate::util::*;
+
+#[test]
+fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
+    let work = dir.path().join("work");
+    let out = ok(&["run", s(&config), "--work", s(&work)]);
+    assert!(out.contains("report in"), "{out}");
+    assert!(
+        out.contains("on 2 workers"),
+        "k-means runs on loopback workers:\n{out}"
+    );
+    let report = work.join("report");
+    for f in [
+        "report.md",
+        "accuracy.csv",
+        "accuracy.png",
+        "kmeans.csv",
+        "kmeans.png",
+        "steps.csv",
+    ] {
+        assert!(report.join(f).is_file(), "{f} missing");
+    }
+    let accuracy = csv_rows(&report.join("accuracy.csv"));
+    // 3 vocabulary sizes x 2 attributes, every accuracy a fraction.
+    assert_eq!(accuracy.len(), 6);
+    for row in &accuracy {
+        let a: f64 = row[2].parse().expect("accuracy");
+        assert!((0.0..=1.0).contains(&a), "{row:?}");
+    }
+    let first = steps(&work);
+    assert_eq!(first.iter().filter(|s| s.starts_with("svm/")).count(), 6);
+    assert!(first.iter().all(|s| !s.contains(".tmp-")), "{first:?}");
+
+    // Nothing changed: every step is cached, and the accuracies are the same.
+    let again = ok(&["run", s(&config), "--work", s(&work)]);
+    let ran = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.ends_with(" ran"))
+            .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+            .collect()
+    };
+    assert_eq!(ran(&again), ["report"], "{again}");
+    assert_eq!(csv_rows(&report.join("accuracy.csv")), accuracy);
+
+    // A changed encoding re-runs encode and svm only.
+    let changed = dir.path().join("changed.toml");
+    std::fs::write(
+        &changed,
+        std::fs::read_to_string(&config)
+            .expect("read")
+            .replace("stride = 8", "stride = 16"),
+    )
+    .expect("write");
+    let out = ok(&["run", s(&changed), "--work", s(&work)]);
+    let stages = ran(&out);
+    assert!(
+        stages
+            .iter()
+            .all(|s| ["encode", "svm", "report"].contains(&s.as_str()))
+            && stages.contains(&"encode".to_string()),
+        "{out}"
+    );
+
+    // Config errors name the key and the line, and check/show work.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[dataset]\nsynthetic = { per_kind = 1 }\n\n[features]\nper_imag = 5\n",
+    )
+    .expect("write");
+    let err = fails(&["run", s(&bad), "--work", s(&work)]);
+    assert!(
+        err.contains("bad.toml") && err.contains("per_imag") && err.contains("line 5"),
+        "{err}"
+    );
+    assert!(fails(&["config", "check", s(&bad)]).contains("per_imag"));
+    // Absurd patch counts are refused where settings are checked, before anything allocates.
+    let text = std::fs::read_to_string(&config).expect("config");
+    assert!(text.contains("per_image = 20"), "{text}");
+    std::fs::write(
+        &bad,
+        text.replace("per_image = 20", "per_image = 9223372036854775807"),
+    )
+    .expect("write");
+    let err = fails(&["config", "check", s(&bad)]);
+    assert!(
+        err.contains("per_image") && err.contains("at most"),
+        "{err}"
+    );
+    let err = fails(&[
+        "features",
+        "--input",
+        s(dir.path()),
+        "--out",
+        s(&dir.path().join("f.bin")),
+        "--per-image",
+        "100000000",
+    ]);
+    assert!(err.contains("--per-image 100000000"), "{err}");
+    assert!(ok(&["config", "check", s(&config)]).contains(": ok"));
+    let shown = ok(&["config", "show", s(&config)]);
+    assert!(
+        shown.contains("local_aggregation = true") && shown.contains("[encode]"),
+        "{shown}"
+    );
+    let plan = ok(&["run", s(&config), "--plan"]);
+    assert!(
+        plan.contains("\n    128 ") && plan.contains("2 nodes") && plan.contains("memory"),
+        "{plan}"
+    );
+}
+
+#[test]
+fn pruned_and_int8_configs_run_in_one_process_under_their_own_kmeans_keys() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = |name: &str, setting: &str| {
+        let path = dir.path().join(format!("c-{name}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "[dataset]\nsynthetic = {{ per_kind = 4, seed = 3 }}\n[features]\nper_image = 20\n\
+                 [kmeans]\nk = [12]\niterations = 6\ntol = 0\nnodes = 0\n{setting}\n\
+                 [classify]\nattributes = [\"elevation\"]\ncv = 2\n"
+            ),
+        )
+        .expect("config");
+        path
+    };
+    let work = dir.path().join("w");
+    ok(&[
+        "run",
+        s(&config("pruned", "prune = true")),
+        "--work",
+        s(&work),
+    ]);
+    ok(&[
+        "run",
+        s(&config("full", "prune = false")),
+        "--work",
+        s(&work),
+    ]);
+    ok(&[
+        "run",
+        s(&config("int8", "kernel = \"int8\"")),
+        "--work",
+        s(&work),
+    ]);
+    let kmeans: Vec<String> = steps(&work)
+        .into_iter()
+        .filter(|s| s.starts_with("kmeans/k12-"))
+        .collect();
+    assert_eq!(
+        kmeans.len(),
+        3,
+        "pruned, full and int8 runs share a key: {kmeans:?}"
+    );
+    // Labels kept by the bounds (last column): some in the pruned run, none in the others.
+    let mut kept: Vec<u64> = kmeans
+        .iter()
+        .map(|step| {
+            let csv =
+                std::fs::read_to_string(work.join(step).join("vocabulary.bin.iterations.csv"))
+                    .expect("iterations");
+            assert_eq!(csv.lines().count(), 7, "{step}: {csv}");
+            csv.lines()
+                .skip(1)
+                .filter_map(|l| l.rsplit(',').next()?.parse::<u64>().ok())
+                .sum()
+        })
+        .collect();
+    kept.sort_unstable();
+    assert!(
+        kept[0] == 0 && kept[1] == 0 && kept[2] > 0,
+        "kept per run: {kept:?}"
+    );
+}
+
+#[test]
+fn a_run_killed_in_kmeans_resumes_to_the_same_vocabulary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("c.toml");
+    std::fs::write(
+        &config,
+        "[dataset]\nsynthetic = { per_kind = 6, seed = 3 }\n[features]\nper_image = 30\n\
+         [kmeans]\nk = [24]\niterations = 8\ntol = 0\nseed = 2\nnodes = 2\n\
+         [classify]\nattributes = [\"elevation\"]\ncv = 2\n",
+    )
+    .expect("config");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    ok(&["run", s(&config), "--work", s(&a)]);
+    let crashed = vocab(&[
+        "run",
+        s(&config),
+        "--work",
+        s(&b),
+        "--exit-after-iteration",
+        "3",
+    ]);
+    assert!(!crashed.status.success());
+    assert!(
+        steps(&b).iter().any(|s| s.starts_with("kmeans/.tmp-k24-")),
+        "the interrupted step stays temporary: {:?}",
+        steps(&b)
+    );
+    let out = ok(&["run", s(&config), "--work", s(&b)]);
+    assert!(out.contains("resuming after iteration 3"), "{out}");
+    let vocabulary = |w: &Path| {
+        let step = steps(w)
+            .into_iter()
+            .find(|s| s.starts_with("kmeans/k24-"))
+            .expect("kmeans step");
+        std::fs::read(w.join(step).join("vocabulary.bin")).expect("vocabulary")
+    };
+    assert!(
+        vocabulary(&a) == vocabulary(&b),
+        "resumed vocabulary differs"
+    );
+}
+
+#[test]
+fn a_second_run_on_a_locked_work_directory_is_refused_naming_the_holder() {
+    use std::io::Write as _;
+    use std::os::unix::io::AsRawFd;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).expect("work");
+    let mut lock = std::fs::File::create(work.join(".lock")).expect("lock file");
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(
+        unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+        0
+    );
+    write!(lock, "pid 4242 on testhost").expect("write");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
+    let err = fails(&["run", s(&config), "--work", s(&work)]);
+    assert!(
+        err.contains("in use by another vocab run") && err.contains("pid 4242 on testhost"),
+        "{err}"
+    );
+    assert!(!work.join("dataset").exists(), "nothing ran");
+}
+
+#[test]
+fn a_step_interrupted_earlier_starts_from_an_empty_folder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path().join("work");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
+    ok(&["run", s(&config), "--work", s(&work)]);
+    // Leave behind what a killed run would: an encode step's temporary folder with
+    // half-written files in it, then redo that step.
+    let encode = std::fs::read_dir(work.join("encode"))
+        .expect("encode")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.is_dir())
+        .expect("an encode step");
+    let name = encode
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
+    let tmp = work.join("encode").join(format!(".tmp-{name}"));
+    std::fs::create_dir_all(&tmp).expect("tmp");
+    std::fs::write(tmp.join(".vocab-partial-killed"), "half").expect("junk");
+    std::fs::write(tmp.join("histograms.bin"), "half a file").expect("junk");
+    ok(&["run", s(&config), "--work", s(&work), "--force", "encode"]);
+    assert!(!encode.join(".vocab-partial-killed").exists());
+    let histograms = std::fs::read(encode.join("histograms.bin")).expect("histograms");
+    assert_ne!(histograms, b"half a file");
+}
+
+#[test]
+fn bad_labels_are_refused_before_the_first_heavy_stage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set(dir.path());
+    let labels = std::fs::read_to_string(photos.join("labels.csv")).expect("labels");
+    let mut lines = labels.lines();
+    let header = lines.next().expect("header");
+    let first = lines.next().expect("a row");
+    let config = dir.path().join("c.toml");
+    let work = dir.path().join("work");
+    for (name, text, want) in [
+        // The first photo listed twice.
+        ("dup.csv", format!("{labels}{first}\n"), "listed twice"),
+        // One attribute whose every photo has the same class.
+        (
+            "one.csv",
+            std::iter::once(format!("{header},constant"))
+                .chain(labels.lines().skip(1).map(|l| format!("{l},same")))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            "need two or more",
+        ),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("labels");
+        std::fs::write(
+            &config,
+            format!(
+                "[dataset]\npath = {:?}\nlabels = {:?}\n\n[kmeans]\nk = [4]\n",
+                s(&photos),
+                s(&path)
+            ),
+        )
+        .expect("config");
+        let err = fails(&["run", s(&config), "--work", s(&work)]);
+        assert!(err.contains(want) && err.contains(name), "{name}: {err}");
+        assert!(!work.join("features").exists(), "{name}: no stage ran");
+    }
+}

@@ -1,0 +1,239 @@
+//! Helpers shared by the CLI tests: running `vocab`, small data sets, worker processes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn vocab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vocab"))
+        .args(args)
+        .arg("--quiet")
+        .output()
+        .expect("vocab runs")
+}
+
+pub fn ok(args: &[&str]) -> String {
+    let out = vocab(args);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "vocab {args:?} failed:\n{stdout}\n{stderr}"
+    );
+    stdout.into_owned()
+}
+
+pub fn fails(args: &[&str]) -> String {
+    let out = vocab(args);
+    assert!(!out.status.success(), "vocab {args:?} should fail");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+/// A folder with the synthetic photo set (2 per kind = 8 photos).
+pub fn photo_set(dir: &Path) -> PathBuf {
+    let photos = dir.join("photos");
+    ok(&[
+        "datasets",
+        "photos",
+        "--out",
+        s(&photos),
+        "--per-kind",
+        "2",
+        "--seed",
+        "3",
+    ]);
+    photos
+}
+
+pub fn csv_rows(path: &Path) -> Vec<Vec<String>> {
+    let mut reader =
+        csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    reader
+        .records()
+        .map(|r| r.expect("csv row").iter().map(str::to_string).collect())
+        .collect()
+}
+
+/// Reads a binary feature file's header count by converting it to text and counting lines.
+pub fn text_lines(features: &Path, dir: &Path) -> Vec<String> {
+    let txt = dir.join(format!(
+        "{}.txt",
+        features.file_name().expect("name").to_string_lossy()
+    ));
+    ok(&[
+        "convert",
+        "--input",
+        s(features),
+        "--out",
+        s(&txt),
+        "--format",
+        "text",
+    ]);
+    std::fs::read_to_string(&txt)
+        .expect("text")
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Step folders of a work directory: `stage/label-key`, finished ones only.
+pub fn steps(work: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for stage in std::fs::read_dir(work).expect("work dir") {
+        let stage = stage.expect("entry").path();
+        if !stage.is_dir() || stage.ends_with("report") {
+            continue;
+        }
+        for step in std::fs::read_dir(&stage).expect("stage dir") {
+            let name = step
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            let stage_name = stage
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned();
+            out.push(format!("{stage_name}/{name}"));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Worker processes that are killed when the test ends, however it ends.
+pub struct Workers(pub Vec<std::process::Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Writes a cluster file for `n` loopback workers; returns its path and the ports.
+/// Blob vectors (`vocab datasets synth`) split into `parts` partitions under `dir/parts`.
+pub fn synth_parts(
+    dir: &Path,
+    n: u64,
+    dims: usize,
+    clusters: usize,
+    seed: u64,
+    parts: usize,
+) -> PathBuf {
+    let features = dir.join("f.bin");
+    let (n, dims, clusters, seed, parts) = (
+        n.to_string(),
+        dims.to_string(),
+        clusters.to_string(),
+        seed.to_string(),
+        parts.to_string(),
+    );
+    ok(&[
+        "datasets",
+        "synth",
+        "--out",
+        s(&features),
+        "--n",
+        &n,
+        "--dims",
+        &dims,
+        "--clusters",
+        &clusters,
+        "--seed",
+        &seed,
+    ]);
+    let out = dir.join("parts");
+    ok(&[
+        "partition",
+        "--features",
+        s(&features),
+        "--parts",
+        &parts,
+        "--out",
+        s(&out),
+    ]);
+    out
+}
+
+pub fn cluster_file(dir: &Path, name: &str, n: usize, retries: u32) -> (PathBuf, Vec<u16>) {
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef\n").expect("secret");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("mode");
+    }
+    let mut text = format!(
+        "[settings]\nsecret_file = \"secret\"\nretries = {retries}\nchunk_size = 65536\nio_timeout_ms = 5000\n"
+    );
+    let mut ports = Vec::new();
+    for i in 0..n {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("port")
+            .local_addr()
+            .expect("addr")
+            .port();
+        text.push_str(&format!(
+            "[[nodes]]\nname = \"w{i}\"\naddress = \"127.0.0.1:{port}\"\n"
+        ));
+        ports.push(port);
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("cluster file");
+    (path, ports)
+}
+
+pub fn spawn_worker(
+    cluster: &Path,
+    i: usize,
+    port: u16,
+    exit_after: Option<u64>,
+) -> std::process::Child {
+    spawn_worker_with(cluster, i, port, exit_after, None)
+}
+
+pub fn spawn_worker_with(
+    cluster: &Path,
+    i: usize,
+    port: u16,
+    exit_after: Option<u64>,
+    exit_at_step: Option<u64>,
+) -> std::process::Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vocab"));
+    cmd.args([
+        "worker",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--name",
+        &format!("w{i}"),
+        "--cluster",
+        s(cluster),
+    ]);
+    if let Some(n) = exit_after {
+        cmd.args(["--exit-after-bytes", &n.to_string()]);
+    }
+    if let Some(n) = exit_at_step {
+        cmd.args(["--exit-at-step", &n.to_string()]);
+    }
+    let child = cmd
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("worker starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "worker w{i} did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child
+}
