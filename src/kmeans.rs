@@ -56,8 +56,7 @@ pub fn synth(args: &SynthArgs) -> anyhow::Result<()> {
 pub fn partition(settings: &PartitionSettings, out: &mut dyn Write) -> anyhow::Result<()> {
     let args = settings;
     let started = Instant::now();
-    let manifest = partition::split(&args.features, args.parts, &args.out, args.element.into())
-        .with_context(|| format!("partitioning {}", args.features.display()))?;
+    let manifest = partition::split(&args.features, args.parts, &args.out, args.element.into())?;
     let sizes: Vec<u64> = manifest.partitions.iter().map(|p| p.count).collect();
     writeln!(
         out,
@@ -160,15 +159,11 @@ pub fn run(
     } else {
         Verify::Full
     };
-    let input = Input::open(&args.features, verify)
-        .with_context(|| format!("reading {}", args.features.display()))?;
+    let input = Input::open(&args.features, verify)?;
     let parts = input.matrices();
     let n: usize = parts.iter().map(Matrix::rows).sum();
     let init = match (&args.init_centroids, args.init) {
-        (Some(path), _) => Init::Given(
-            read_vocabulary(path)
-                .with_context(|| format!("--init-centroids {}", path.display()))?,
-        ),
+        (Some(path), _) => Init::Given(read_vocabulary(path).context("--init-centroids")?),
         (None, InitMethod::Random) => Init::Random,
         (None, InitMethod::PlusPlus) => Init::PlusPlus { sample: None },
     };

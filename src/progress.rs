@@ -1,6 +1,11 @@
 //! Progress bars (indicatif) and end-of-stage summaries.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressState, ProgressStyle};
+
+/// The bar's line: at most 100 columns with a short message (prefix 10, times 8 + 8, bar 30,
+/// counts and rate about 30).
+const TEMPLATE: &str =
+    "{prefix:>10} {elapsed_precise:.dim} [{bar:30}] {pos}/{len} {rate} eta {eta} {wide_msg}";
 
 /// How the user wants to be told about progress.
 #[derive(Debug, Clone, Copy)]
@@ -10,18 +15,50 @@ pub struct Ui {
 }
 
 impl Ui {
-    /// A bar over `len` items; hidden when quiet or when stderr is not a terminal.
+    /// A bar over `len` items; hidden when quiet or when stderr is not a terminal. However it
+    /// ends (finished, an error, a panic), it clears itself: no stale bar stays on the screen.
     pub fn bar(&self, len: u64, what: &str) -> ProgressBar {
-        let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
-        if self.quiet {
-            bar.set_draw_target(ProgressDrawTarget::hidden());
-        }
-        let style = ProgressStyle::with_template(
-            "{prefix:>10} [{elapsed_precise}] {wide_bar} {pos}/{len} {per_sec} eta {eta} {msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-        bar.set_style(style);
-        bar.set_prefix(what.to_string());
-        bar
+        let target = if self.quiet {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr()
+        };
+        let style = ProgressStyle::with_template(TEMPLATE)
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .with_key(
+                "rate",
+                |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{}/s", rounded(state.per_sec()));
+                },
+            )
+            .progress_chars("=> ");
+        ProgressBar::with_draw_target(Some(len), target)
+            .with_style(style)
+            .with_prefix(what.to_string())
+            .with_finish(ProgressFinish::AndClear)
+    }
+}
+
+/// A rate for people: whole numbers from 10 up, one decimal below.
+fn rounded(rate: f64) -> String {
+    if !rate.is_finite() {
+        "-".into()
+    } else if rate >= 10.0 {
+        format!("{rate:.0}")
+    } else {
+        format!("{rate:.1}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_are_rounded_and_the_template_parses() {
+        assert_eq!(rounded(1234.5678), "1235");
+        assert_eq!(rounded(2.46), "2.5");
+        assert_eq!(rounded(f64::INFINITY), "-");
+        assert!(ProgressStyle::with_template(TEMPLATE).is_ok());
     }
 }

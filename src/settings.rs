@@ -139,6 +139,20 @@ pub fn sampling(
     }
 }
 
+/// An output file's folder must exist (outputs are written beside their destination, then
+/// renamed; a mistyped folder is named up front rather than after the work is done).
+pub fn output(key: &'static str, path: &Path) -> Result<(), Invalid> {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    match parent {
+        Some(dir) if !dir.is_dir() => Err(Invalid::new(
+            key,
+            path.display(),
+            format!("the folder {} does not exist", dir.display()),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Text for `.txt`/`.text` files, binary otherwise.
 pub fn format_for(path: &Path) -> Format {
     match path.extension().and_then(|e| e.to_str()) {
@@ -167,6 +181,7 @@ pub struct FeatureSettings {
 impl FeatureSettings {
     /// From `vocab features`.
     pub fn from_args(args: &crate::cli::FeaturesArgs) -> Result<Self, Invalid> {
+        output("out", &args.out)?;
         let (max_side, max_pixels) = photo_limits(args.max_side, args.max_pixels)?;
         Ok(Self {
             input: args.input.clone(),
@@ -402,6 +417,7 @@ impl EncodeSettings {
         out: &Path,
         options: &EncodeOptions,
     ) -> Result<Self, Invalid> {
+        output("out", out)?;
         Ok(Self {
             vocabulary: vocabulary.to_path_buf(),
             input: input.to_path_buf(),
@@ -516,6 +532,7 @@ pub fn kmeans_rules(
 impl KmeansSettings {
     /// From `vocab kmeans`.
     pub fn from_args(args: &crate::cli::KmeansArgs) -> Result<Self, Invalid> {
+        output("out", &args.out)?;
         let engine = match (args.engine, &args.cluster, args.local_nodes) {
             (Some(EngineArg::Mpi), None, None) => Engine::Mpi,
             (Some(EngineArg::Mpi), _, _) => {
@@ -669,6 +686,7 @@ pub fn svm_rules(c: Option<f64>, cv: usize, map_order: usize) -> Result<(), Inva
 impl TrainSettings {
     /// From `vocab train`.
     pub fn from_args(args: &crate::cli::TrainArgs) -> Result<Self, Invalid> {
+        output("out", &args.out)?;
         svm_rules(args.c, args.cv, args.map_order)?;
         let split = match (&args.split, args.holdout) {
             (Some(path), _) => Split::File(path.clone()),

@@ -56,13 +56,12 @@ pub fn features(
                 p.patches as f64 / secs
             ));
         },
-    )
-    .with_context(|| format!("features stage writing {}", settings.out.display()))?;
+    )?;
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     writeln!(
         out,
-        "features: {} photos described, {} skipped, {} patches in {:.2} s ({:.0} photos/s, {:.0} patches/s, {:.1} Mpix/s)",
+        "features: {} photos, {} skipped, {} patches in {:.1} s ({:.0} photos/s, {:.0} patches/s, {:.1} Mpix/s)",
         summary.images,
         summary.skipped,
         summary.patches,
@@ -124,8 +123,7 @@ pub fn encode(
             bar.set_position(p.images as u64);
             bar.set_message(format!("{} patches", p.patches));
         },
-    )
-    .with_context(|| format!("encode stage writing {}", settings.out.display()))?;
+    )?;
     bar.finish_and_clear();
     let o = &settings.options;
     let encoding = Encoding {
@@ -152,7 +150,7 @@ pub fn encode(
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     writeln!(
         out,
-        "encode: {} photos encoded, {} skipped, {} patches over {} words in {secs:.2} s ({:.0} photos/s); {} values per photo",
+        "encode: {} photos, {} skipped, {} patches over {} words in {secs:.1} s ({:.0} photos/s); {} values each",
         summary.images,
         summary.skipped,
         summary.patches,

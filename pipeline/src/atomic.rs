@@ -25,7 +25,19 @@ pub fn temp_beside(dest: &Path) -> io::Result<NamedTempFile> {
         use std::os::unix::fs::PermissionsExt;
         builder.permissions(std::fs::Permissions::from_mode(0o644));
     }
-    builder.tempfile_in(dir)
+    // tempfile's error names the random temporary path; callers name the destination.
+    builder
+        .tempfile_in(dir)
+        .map_err(|e| io::Error::new(e.kind(), strip_temp_path(e)))
+}
+
+/// The error's own message, without tempfile's ` at path "..."` suffix.
+fn strip_temp_path(e: io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" at path \"") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
 }
 
 /// Writes `bytes` to `dest` atomically.

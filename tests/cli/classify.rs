@@ -46,7 +46,7 @@ fn encode_counts_every_dense_patch_under_its_nearest_word() {
         "--stride",
         "16",
     ]);
-    assert!(out.contains("8 photos encoded, 0 skipped"), "{out}");
+    assert!(out.contains("encode: 8 photos, 0 skipped"), "{out}");
     let rows = csv_rows(&hist);
     assert_eq!(rows.len(), 8);
     assert!(rows.iter().all(|r| r.len() == 2 + 8));

@@ -25,7 +25,7 @@ fn random_features_are_reproducible_and_seeded() {
         "9",
     ]);
     assert!(
-        summary.contains("8 photos described, 0 skipped, 40 patches"),
+        summary.contains("features: 8 photos, 0 skipped, 40 patches"),
         "{summary}"
     );
     ok(&[
@@ -151,7 +151,7 @@ fn pixel_formats_orientation_and_downscale() {
     let out = dir.path().join("f.bin");
     let summary = ok(&["features", "--input", s(&photos), "--out", s(&out)]);
     assert!(
-        summary.contains("6 photos described, 0 skipped"),
+        summary.contains("features: 6 photos, 0 skipped"),
         "{summary}"
     );
     let manifest = csv_rows(&dir.path().join("f.bin.images.csv"));
@@ -293,7 +293,7 @@ fn labels_restrict_the_collection_and_missing_files_are_reported() {
         s(&out),
     ]);
     assert!(
-        summary.contains("2 photos described, 1 skipped"),
+        summary.contains("features: 2 photos, 1 skipped"),
         "{summary}"
     );
     let described = csv_rows(&dir.path().join("f.bin.images.csv"));

@@ -36,6 +36,31 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
     let first = steps(&work);
     assert_eq!(first.iter().filter(|s| s.starts_with("svm/")).count(), 6);
     assert!(first.iter().all(|s| !s.contains(".tmp-")), "{first:?}");
+    // The loopback workers write to their own logs, named in the output, not to the driver's.
+    let k8 = first
+        .iter()
+        .find(|s| s.starts_with("kmeans/k8-"))
+        .expect("k8 step");
+    let log = work.join(k8).join("vocabulary.bin.workers/w0.log");
+    let log_text = std::fs::read_to_string(&log).expect("worker log");
+    assert!(log_text.contains("listening"), "{log_text}");
+    assert!(out.contains("vocabulary.bin.workers"), "{out}");
+    let printed = vocab(&["run", s(&config), "--work", s(&work), "--force", "kmeans"]);
+    assert!(
+        !String::from_utf8_lossy(&printed.stderr).contains("listening"),
+        "{}",
+        String::from_utf8_lossy(&printed.stderr)
+    );
+    // What a step prints names where its files end up.
+    assert!(!out.contains(".tmp-"), "{out}");
+    assert!(out.contains("/kmeans/k8-"), "{out}");
+    let seconds = |csv: Vec<Vec<String>>| -> Vec<(String, String)> {
+        csv.into_iter()
+            .filter(|r| r[0] != "report")
+            .map(|r| (r[1].clone(), r[3].clone()))
+            .collect()
+    };
+    let took = seconds(csv_rows(&report.join("steps.csv")));
 
     // Nothing changed: every step is cached, and the accuracies are the same.
     let again = ok(&["run", s(&config), "--work", s(&work)]);
@@ -47,6 +72,9 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
     };
     assert_eq!(ran(&again), ["report"], "{again}");
     assert_eq!(csv_rows(&report.join("accuracy.csv")), accuracy);
+    // Cached steps keep the seconds they took when they ran.
+    assert_eq!(seconds(csv_rows(&report.join("steps.csv"))), took);
+    assert!(again.contains(": cached, made in "), "{again}");
 
     // A changed encoding re-runs encode and svm only.
     let changed = dir.path().join("changed.toml");
@@ -312,4 +340,82 @@ fn bad_labels_are_refused_before_the_first_heavy_stage() {
         assert!(err.contains(want) && err.contains(name), "{name}: {err}");
         assert!(!work.join("features").exists(), "{name}: no stage ran");
     }
+}
+
+#[test]
+fn a_newcomers_mistakes_are_refused_up_front_naming_each_thing_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set(dir.path());
+    // A missing file is named once, with its cause once.
+    let err = fails(&[
+        "encode",
+        "--vocabulary",
+        "nope.bin",
+        "--input",
+        s(&photos),
+        "--out",
+        s(&dir.path().join("h.bin")),
+    ]);
+    assert_eq!(err.matches("nope.bin").count(), 1, "{err}");
+    assert_eq!(err.matches("No such file").count(), 1, "{err}");
+    // An output folder that does not exist is named before any work.
+    let err = fails(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--out",
+        s(&dir.path().join("missing/f.bin")),
+    ]);
+    assert!(
+        err.contains("--out") && err.contains("does not exist"),
+        "{err}"
+    );
+
+    // A vocabulary larger than its sample: refused by config check, --plan and run alike,
+    // before any stage.
+    let config = dir.path().join("big.toml");
+    std::fs::write(
+        &config,
+        "[dataset]\npath = \"photos\"\n[features]\nper_image = 5\n[kmeans]\nk = [8, 1000]\nnodes = 0\n",
+    )
+    .expect("write");
+    let work = dir.path().join("work");
+    for args in [
+        vec!["config", "check", s(&config)],
+        vec!["run", s(&config), "--plan"],
+        vec!["run", s(&config), "--work", s(&work)],
+    ] {
+        let err = fails(&args);
+        // 8 photos, half of each kind train: 4 x 5 patches.
+        assert!(
+            err.contains("k = 1000") && err.contains("20 vectors"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!work.join("features").exists());
+
+    // A photo folder that is not there says how to point at one; labels elsewhere take --labels.
+    let err = fails(&[
+        "run",
+        s(&config),
+        "--dataset",
+        s(&dir.path().join("elsewhere")),
+        "--plan",
+    ]);
+    assert!(
+        err.contains("--dataset DIR") && err.contains("--labels"),
+        "{err}"
+    );
+    let labels = dir.path().join("labels.csv");
+    std::fs::rename(photos.join("labels.csv"), &labels).expect("move labels");
+    let err = fails(&["run", s(&config), "--plan"]);
+    assert!(err.contains("--labels FILE"), "{err}");
+    let small = dir.path().join("small.toml");
+    std::fs::write(
+        &small,
+        "[dataset]\npath = \"photos\"\n[kmeans]\nk = [8]\nnodes = 0\n",
+    )
+    .expect("write");
+    let plan = ok(&["run", s(&small), "--labels", s(&labels), "--plan"]);
+    assert!(plan.contains("8 photos"), "{plan}");
 }
