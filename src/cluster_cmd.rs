@@ -10,7 +10,7 @@ use rand::RngCore;
 use vocab_cluster::auth::Secret;
 use vocab_cluster::collective::Algorithm;
 use vocab_cluster::config::Cluster;
-use vocab_cluster::peer::ping;
+use vocab_cluster::peer::{PingError, ping};
 use vocab_cluster::worker::{Faults, Worker};
 
 use crate::cli::{
@@ -74,7 +74,10 @@ pub fn worker(args: &WorkerArgs) -> anyhow::Result<()> {
 }
 
 /// Pings every node; returns `(name, Ok(rtt) | Err(reason))` in chain order.
-async fn ping_all(cluster: &Cluster, secret: &Secret) -> Vec<(String, Result<Duration, String>)> {
+async fn ping_all(
+    cluster: &Cluster,
+    secret: &Secret,
+) -> Vec<(String, Result<Duration, PingError>)> {
     let mut out = Vec::new();
     for node in cluster.chain_nodes() {
         out.push((node.name.clone(), ping(cluster, node, secret, DRIVER).await));
@@ -151,8 +154,10 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
                 );
             }
             Err(reason) => println!(
-                "{name:<12} {:<22} rack {:<8} DOWN: {reason}",
-                node.address, node.rack
+                "{name:<12} {:<22} rack {:<8} DOWN: {}",
+                node.address,
+                node.rack,
+                vocab_pipeline::chain(reason)
             ),
         }
     }
@@ -288,7 +293,10 @@ impl LocalCluster {
             if started.elapsed() > Duration::from_secs(10) {
                 let down: Vec<String> = results
                     .into_iter()
-                    .filter_map(|(name, r)| r.err().map(|e| format!("{name}: {e}")))
+                    .filter_map(|(name, r)| {
+                        r.err()
+                            .map(|e| format!("{name}: {}", vocab_pipeline::chain(&e)))
+                    })
                     .collect();
                 bail!(
                     "workers did not come up within 10 s: {}; their logs are in {}",

@@ -15,6 +15,36 @@ use std::ops::Range;
 use vocab_pipeline::kmeans::Partial;
 use vocab_pipeline::kmeans::partial::means;
 
+/// Bytes of partial sums or results that do not fit where they are added or placed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AggregateError {
+    /// A chunk that does not start or end on a value.
+    #[error("a chunk of {len} bytes at byte {offset} is not aligned to {align}")]
+    Misaligned {
+        /// Byte offset of the chunk.
+        offset: u64,
+        /// Its length.
+        len: usize,
+        /// The value size it must be a multiple of.
+        align: usize,
+    },
+    /// Data sent for a range of no centroids.
+    #[error("data for an empty range")]
+    EmptyRange,
+    /// A count split between two chunks.
+    #[error("a count straddles a chunk at byte {at}")]
+    Straddle {
+        /// Byte offset.
+        at: u64,
+    },
+    /// Data beyond the range's end.
+    #[error("data past the range at byte {at}")]
+    PastRange {
+        /// Byte offset.
+        at: u64,
+    },
+}
+
 /// The centroid range of worker `j` of `workers`: `[k j / w, k (j + 1) / w)`.
 pub fn range_of(k: usize, workers: usize, j: usize) -> Range<usize> {
     (k * j / workers)..(k * (j + 1) / workers)
@@ -90,21 +120,26 @@ impl RangeSum {
 
     /// Adds a chunk at byte `offset` of a blob in the wire layout (`offset` and the length must
     /// be multiples of 8).
-    pub fn add_chunk(&mut self, offset: u64, data: &[u8]) -> Result<(), String> {
+    pub fn add_chunk(&mut self, offset: u64, data: &[u8]) -> Result<(), AggregateError> {
         if offset % 8 != 0 || data.len() % 8 != 0 {
-            return Err(format!(
-                "chunk at {offset} of {} bytes is not aligned to 8",
-                data.len()
-            ));
+            return Err(AggregateError::Misaligned {
+                offset,
+                len: data.len(),
+                align: 8,
+            });
         }
         let per_task = self.len() * (self.dims + 1);
         if per_task == 0 {
-            return Err("data for an empty range".into());
+            return Err(AggregateError::EmptyRange);
         }
         let (first, r) = ((offset / 8) as usize, self.len());
         for (i, bytes) in data.chunks_exact(8).enumerate() {
             let at = (first + i) % per_task;
-            let word: [u8; 8] = bytes.try_into().map_err(|_| "short word".to_string())?;
+            let word: [u8; 8] = bytes.try_into().map_err(|_| AggregateError::Misaligned {
+                offset,
+                len: data.len(),
+                align: 8,
+            })?;
             if at < r {
                 self.counts[at] += u64::from_le_bytes(word);
             } else {
@@ -143,9 +178,14 @@ pub fn place_result(
     dims: usize,
     offset: u64,
     data: &[u8],
-) -> Result<(), String> {
+) -> Result<(), AggregateError> {
+    let misaligned = || AggregateError::Misaligned {
+        offset,
+        len: data.len(),
+        align: 4,
+    };
     if offset % 4 != 0 || data.len() % 4 != 0 {
-        return Err("stage-3 chunk not aligned to 4".into());
+        return Err(misaligned());
     }
     let mut at = offset as usize;
     let mut rest = data;
@@ -154,18 +194,18 @@ pub fn place_result(
         if at < count_bytes {
             let take = 8.min(rest.len());
             if take < 8 || at % 8 != 0 {
-                return Err("stage-3 count straddles a chunk".into());
+                return Err(AggregateError::Straddle { at: at as u64 });
             }
-            let word: [u8; 8] = rest[..8].try_into().map_err(|_| "short".to_string())?;
+            let word: [u8; 8] = rest[..8].try_into().map_err(|_| misaligned())?;
             counts[start + at / 8] = u64::from_le_bytes(word);
             rest = &rest[8..];
             at += 8;
         } else {
             let idx = (at - count_bytes) / 4;
             if idx >= r * dims {
-                return Err("stage-3 data past the range".into());
+                return Err(AggregateError::PastRange { at: at as u64 });
             }
-            let word: [u8; 4] = rest[..4].try_into().map_err(|_| "short".to_string())?;
+            let word: [u8; 4] = rest[..4].try_into().map_err(|_| misaligned())?;
             means[start * dims + idx] = f32::from_le_bytes(word);
             rest = &rest[4..];
             at += 4;
@@ -263,6 +303,9 @@ mod tests {
                 );
             }
         }
-        assert!(RangeSum::new(0..2, 3).add_chunk(4, &[0; 8]).is_err());
+        assert!(matches!(
+            RangeSum::new(0..2, 3).add_chunk(4, &[0; 8]),
+            Err(AggregateError::Misaligned { offset: 4, .. })
+        ));
     }
 }

@@ -99,8 +99,8 @@ pub enum CollectiveError {
     #[error("the gather ended without the piece of member {0}")]
     Missing(usize),
     /// Stage-2 data that does not fit the accumulator.
-    #[error("stage 2: {0}")]
-    Stage2(String),
+    #[error("stage 2")]
+    Stage2(#[source] crate::aggregate::AggregateError),
 }
 
 /// A transport with its members in chain order.

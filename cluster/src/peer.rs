@@ -105,20 +105,37 @@ pub async fn ping(
     node: &Node,
     secret: &Secret,
     me: &str,
-) -> Result<Duration, String> {
+) -> Result<Duration, PingError> {
     let started = std::time::Instant::now();
-    let mut conn = dial(cluster, node, secret, me)
-        .await
-        .map_err(|e| vocab_pipeline::chain(&e))?;
+    let mut conn = dial(cluster, node, secret, me).await?;
     conn.write_frame(&crate::frame::Frame::Ping { seq: 1 })
-        .await
-        .map_err(|e| vocab_pipeline::chain(&e))?;
+        .await?;
     let deadline = Duration::from_millis(cluster.settings.io_timeout_ms);
     match tokio::time::timeout(deadline, conn.read_frame()).await {
-        Err(_) => Err("no answer before the timeout".into()),
+        Err(_) => Err(PingError::Timeout),
         Ok(Ok(Some(crate::frame::Frame::Pong { seq: 1 }))) => Ok(started.elapsed()),
-        Ok(Ok(Some(other))) => Err(format!("answered {}", other.describe())),
-        Ok(Ok(None)) => Err("closed the connection".into()),
-        Ok(Err(e)) => Err(vocab_pipeline::chain(&e)),
+        Ok(Ok(Some(other))) => Err(PingError::Unexpected(other.describe())),
+        Ok(Ok(None)) => Err(PingError::Closed),
+        Ok(Err(e)) => Err(e.into()),
     }
+}
+
+/// Why a node did not answer a ping.
+#[derive(Debug, Error)]
+pub enum PingError {
+    /// Dialing or the handshake failed.
+    #[error(transparent)]
+    Dial(#[from] DialError),
+    /// The connection failed.
+    #[error("the ping failed")]
+    Connection(#[from] crate::connection::ConnectionError),
+    /// No answer in time.
+    #[error("no answer before the timeout")]
+    Timeout,
+    /// An answer that is not the pong.
+    #[error("answered {0}")]
+    Unexpected(String),
+    /// The node hung up.
+    #[error("closed the connection")]
+    Closed,
 }

@@ -23,6 +23,22 @@ pub enum ShareError {
     /// A partition file failed to open or verify.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The partition folder's manifest cannot be read.
+    #[error("cannot read the partitions")]
+    Manifest(#[source] StoreError),
+    /// The member's partitions are not the root's.
+    #[error(
+        "its partitions at {dir} have manifest digest {theirs:08x}, the root's {root:08x} \
+         (other data or another partitioning)"
+    )]
+    Digest {
+        /// The partition folder.
+        dir: String,
+        /// This member's manifest digest.
+        theirs: u32,
+        /// The root's.
+        root: u32,
+    },
 }
 
 /// The cached partitions of a job at one member.

@@ -33,7 +33,7 @@ use crate::collective::{
 };
 use crate::driver::{StepReport, StepResult};
 use crate::messages::BUILD;
-use crate::share::{Mapped, Share};
+use crate::share::{Mapped, Share, ShareError};
 use crate::topology::tree::{self, Check, Model, Tree};
 use crate::topology::{self, Hierarchy, Links};
 use crate::transport::Transport;
@@ -775,6 +775,7 @@ pub fn serve_cached(
                         .map_err(|e| vocab_pipeline::chain(&e))
                         .and_then(|team| {
                             open_share(&team, job, dir, manifest, root_maps, share.as_ref())
+                                .map_err(|e| vocab_pipeline::chain(&e))
                         })
                 };
                 let reply = match opened {
@@ -888,18 +889,17 @@ fn open_share(
     digest: u32,
     root_maps: bool,
     previous: Option<&Share>,
-) -> Result<Share, String> {
-    let manifest = read_manifest(std::path::Path::new(dir))
-        .map_err(|e| format!("cannot read the partitions: {}", vocab_pipeline::chain(&e)))?;
+) -> Result<Share, ShareError> {
+    let manifest = read_manifest(std::path::Path::new(dir)).map_err(ShareError::Manifest)?;
     if manifest.digest() != digest {
-        return Err(format!(
-            "its partitions at {dir} have manifest digest {:08x}, the root's {digest:08x} \
-             (other data or another partitioning)",
-            manifest.digest()
-        ));
+        return Err(ShareError::Digest {
+            dir: dir.to_string(),
+            theirs: manifest.digest(),
+            root: digest,
+        });
     }
     let indices = share_of(manifest.partitions.len(), team.me(), team.size(), root_maps);
-    Share::open(job, dir, &manifest, &indices, previous).map_err(|e| vocab_pipeline::chain(&e))
+    Share::open(job, dir, &manifest, &indices, previous)
 }
 
 /// What a broadcast of `seconds` means against `expected`: the new expectation, and whether
@@ -947,7 +947,9 @@ fn load(
     broadcast_message(&control, Some(&encode(&load)))?;
     let team = Team::ordered(transport, order.to_vec())?;
     let own = if options.root_maps {
-        open_share(&team, job, &options.dir, manifest.digest(), true, previous).map(Some)
+        open_share(&team, job, &options.dir, manifest.digest(), true, previous)
+            .map(Some)
+            .map_err(|e| vocab_pipeline::chain(&e))
     } else {
         Ok(None)
     };
@@ -1340,7 +1342,7 @@ impl<'t> Root<'t> {
                 )));
             }
             place_result(&mut counts, &mut means, r.start, r.len(), dims, 0, blob)
-                .map_err(malformed)?;
+                .map_err(|e| malformed(e.to_string()))?;
             units.extend(
                 stats
                     .units

@@ -23,6 +23,65 @@ use crate::messages::Message;
 use crate::share::Share;
 use crate::transport::tcp::team::{self, Forming, Host};
 
+/// Why a worker stopped serving a connection.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The peer did not authenticate.
+    #[error("handshake")]
+    Handshake(#[source] crate::auth::AuthError),
+    /// Dropped to make room: the oldest of a full set of handshakes.
+    #[error("evicted: the oldest of a full set of handshakes")]
+    Evicted,
+    /// The worker is shutting down.
+    #[error("the worker is stopping")]
+    Stopping,
+    /// The connection failed.
+    #[error("{peer}")]
+    Connection {
+        /// The authenticated peer.
+        peer: String,
+        /// What failed.
+        source: crate::connection::ConnectionError,
+    },
+    /// A control message that does not parse.
+    #[error("{peer}")]
+    Message {
+        /// The authenticated peer.
+        peer: String,
+        /// What is wrong.
+        source: crate::messages::MessageError,
+    },
+    /// A frame or message the worker does not take here.
+    #[error("{peer}: unexpected {what}")]
+    Unexpected {
+        /// The authenticated peer.
+        peer: String,
+        /// What came.
+        what: String,
+    },
+    /// The job's team did not form.
+    #[error("job {job:x} epoch {epoch}")]
+    Join {
+        /// Job id.
+        job: u64,
+        /// Epoch.
+        epoch: u64,
+        /// Why.
+        source: crate::messages::MessageError,
+    },
+    /// A link of a forming team was not filed.
+    #[error(transparent)]
+    Link(#[from] team::LinkError),
+    /// No thread for the job.
+    #[error("cannot start a thread for job {job:x}")]
+    Thread {
+        /// Job id.
+        job: u64,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 /// Authenticated connections a worker serves at once; further ones wait for a slot.
 const MAX_CONNECTIONS: usize = 256;
 /// Connections in the handshake at once; a new connection that finds them all taken evicts the
@@ -130,7 +189,7 @@ impl Worker {
                             h.pending.retain(|(i, _)| *i != id);
                         });
                         if let Err(e) = result.await {
-                            worker.log_closed(&e);
+                            worker.log_closed(&vocab_pipeline::chain(&e));
                         }
                     });
                 }
@@ -174,15 +233,15 @@ impl Worker {
         evict: &tokio::sync::Notify,
         slots: Arc<tokio::sync::Semaphore>,
         handshake_done: impl FnOnce(),
-    ) -> Result<(), String> {
+    ) -> Result<(), ServeError> {
         let _ = socket.set_nodelay(true);
         let mut conn = Connection::with_limit(socket, HANDSHAKE_MAX_PAYLOAD);
         let deadline = HANDSHAKE_DEADLINE.min(Duration::from_millis(
             self.cluster.settings.io_timeout_ms.max(1),
         ));
         let shaken = tokio::select! {
-            r = server_handshake(&mut conn, &self.secret, deadline) => r.map_err(|e| vocab_pipeline::chain(&e)),
-            () = evict.notified() => Err("evicted: the oldest of a full set of handshakes".into()),
+            r = server_handshake(&mut conn, &self.secret, deadline) => r.map_err(ServeError::Handshake),
+            () = evict.notified() => Err(ServeError::Evicted),
         };
         handshake_done();
         let peer = shaken?;
@@ -190,39 +249,45 @@ impl Worker {
         let _slot = slots
             .acquire_owned()
             .await
-            .map_err(|_| "the worker is stopping".to_string())?;
-        while let Some(frame) = conn
-            .read_frame()
-            .await
-            .map_err(|e| format!("{peer}: {}", vocab_pipeline::chain(&e)))?
-        {
+            .map_err(|_| ServeError::Stopping)?;
+        let broken = |source| ServeError::Connection {
+            peer: peer.clone(),
+            source,
+        };
+        while let Some(frame) = conn.read_frame().await.map_err(broken)? {
             match frame {
                 Frame::Ping { seq } => conn
                     .write_frame(&Frame::Pong { seq })
                     .await
-                    .map_err(|e| vocab_pipeline::chain(&e))?,
+                    .map_err(broken)?,
                 Frame::Control(body) => {
-                    let message = crate::messages::decode(&body)
-                        .map_err(|e| format!("{peer}: {}", vocab_pipeline::chain(&e)))?;
+                    let message =
+                        crate::messages::decode(&body).map_err(|source| ServeError::Message {
+                            peer: peer.clone(),
+                            source,
+                        })?;
                     return match message {
                         Message::Join(join) => self.join(&peer, conn, join).await,
                         Message::Link(link) => {
                             let stale = Duration::from_millis(
                                 self.cluster.settings.io_timeout_ms.saturating_mul(4),
                             );
-                            self.forming.link(peer.clone(), conn, &link, stale)
+                            Ok(self.forming.link(peer.clone(), conn, &link, stale)?)
                         }
-                        other => Err(format!("{peer}: unexpected {}", other.name())),
+                        other => Err(ServeError::Unexpected {
+                            peer: peer.clone(),
+                            what: other.name().into(),
+                        }),
                     };
                 }
                 other => {
-                    let message = format!("unexpected {}", other.describe());
+                    let what = other.describe();
                     let _ = conn
                         .write_frame(&Frame::Error {
-                            message: message.clone(),
+                            message: format!("unexpected {what}"),
                         })
                         .await;
-                    return Err(message);
+                    return Err(ServeError::Unexpected { peer, what });
                 }
             }
         }
@@ -235,7 +300,7 @@ impl Worker {
         peer: &str,
         conn: Connection,
         join: crate::messages::Join,
-    ) -> Result<(), String> {
+    ) -> Result<(), ServeError> {
         let (job, epoch) = (join.job, join.epoch);
         let counter = Arc::clone(self);
         let on_received: crate::transport::tcp::OnReceived =
@@ -248,7 +313,7 @@ impl Worker {
         };
         let transport = team::join(host, peer, conn, join, Some(on_received))
             .await
-            .map_err(|e| format!("job {job:x} epoch {epoch}: {}", vocab_pipeline::chain(&e)))?;
+            .map_err(|source| ServeError::Join { job, epoch, source })?;
         let worker = Arc::clone(self);
         let faults = crate::spmd::Faults {
             exit_at_step: self.faults.exit_at_step,
@@ -271,12 +336,7 @@ impl Worker {
                 }
             })
             .map(|_| ())
-            .map_err(|e| {
-                format!(
-                    "cannot start a thread for job {job:x}: {}",
-                    vocab_pipeline::chain(&e)
-                )
-            })
+            .map_err(|source| ServeError::Thread { job, source })
     }
 
     fn count_and_maybe_exit(&self, n: u64) {

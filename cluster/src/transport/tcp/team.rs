@@ -62,14 +62,68 @@ async fn open(
     me: &str,
     name: &str,
     first: &Message,
-) -> Result<Connection, String> {
-    let mut conn = dial_name(cluster, name, secret, me)
-        .await
-        .map_err(|e| vocab_pipeline::chain(&e))?;
-    send(&mut conn, first)
-        .await
-        .map_err(|e| vocab_pipeline::chain(&e))?;
+) -> Result<Connection, OpenError> {
+    let mut conn = dial_name(cluster, name, secret, me).await?;
+    send(&mut conn, first).await?;
     Ok(conn)
+}
+
+/// Why a member could not be reached with a first message.
+#[derive(Debug, Error)]
+pub enum OpenError {
+    /// Dialing or the handshake failed.
+    #[error(transparent)]
+    Dial(#[from] crate::peer::DialError),
+    /// The first message could not be sent.
+    #[error("cannot send the first message")]
+    Send(#[from] MessageError),
+}
+
+/// Why a link from another member was not filed.
+#[derive(Debug, Error)]
+pub enum LinkError {
+    /// Too many links of forming teams wait already.
+    #[error("{held} links of forming teams are waiting already")]
+    Full {
+        /// Links held.
+        held: usize,
+    },
+    /// A rank that is no index.
+    #[error("rank {0} out of range")]
+    Rank(u64),
+}
+
+/// Why a worker refuses a join.
+#[derive(Debug, Error)]
+pub enum Refusal {
+    /// Another build.
+    #[error("it runs {ours}, the driver runs {theirs}; start the same build on every node")]
+    Build {
+        /// This worker's build.
+        ours: String,
+        /// The driver's.
+        theirs: String,
+    },
+    /// The team does not name this worker where the join says.
+    #[error("the team does not name {me} as rank {rank}")]
+    NotMember {
+        /// This worker.
+        me: String,
+        /// The rank the join gives it.
+        rank: u64,
+    },
+    /// The join's driver is not the peer that sent it.
+    #[error("{peer} sent a join that names another driver")]
+    OtherDriver {
+        /// The sender.
+        peer: String,
+    },
+    /// A member this worker's cluster file does not list.
+    #[error("member {0} is not in this worker's cluster file")]
+    Unknown(String),
+    /// A member named twice.
+    #[error("member {0} is named twice")]
+    Twice(String),
 }
 
 /// How long forming may take: dialing, then each member's handshake and answer.
@@ -117,7 +171,7 @@ pub async fn form(
                 };
                 let mut conn = open(&cluster, &secret, &me, &name, &Message::Join(join))
                     .await
-                    .map_err(unreachable)?;
+                    .map_err(|e| unreachable(vocab_pipeline::chain(&e)))?;
                 let unreachable = |e: MessageError| unreachable(e.to_string());
                 match recv(&mut conn, limit).await {
                     Ok(Message::Joined) => Ok(conn),
@@ -195,14 +249,14 @@ impl Forming {
         conn: Connection,
         link: &Link,
         stale: Duration,
-    ) -> Result<(), String> {
+    ) -> Result<(), LinkError> {
         let mut pending = self.lock();
         pending.retain(|_, p| p.since.elapsed() < stale);
         let held: usize = pending.values().map(|p| p.links.len()).sum();
         if held >= MAX_PENDING {
-            return Err(format!("{held} links of forming teams are waiting already"));
+            return Err(LinkError::Full { held });
         }
-        let rank = usize::try_from(link.rank).map_err(|_| "rank out of range".to_string())?;
+        let rank = usize::try_from(link.rank).map_err(|_| LinkError::Rank(link.rank))?;
         pending
             .entry((link.job, link.epoch))
             .or_insert_with(|| Pending {
@@ -299,28 +353,29 @@ async fn refuse(conn: &mut Connection, message: String) -> MessageError {
 }
 
 /// Checks a join against this worker (`me`, dialed by `peer`).
-fn check_join(cluster: &Cluster, me: &str, peer: &str, join: &Join) -> Result<usize, String> {
+fn check_join(cluster: &Cluster, me: &str, peer: &str, join: &Join) -> Result<usize, Refusal> {
     if join.build != BUILD {
-        return Err(format!(
-            "it runs {BUILD}, the driver runs {}; start the same build on every node",
-            join.build
-        ));
+        return Err(Refusal::Build {
+            ours: BUILD.into(),
+            theirs: join.build.clone(),
+        });
     }
     let rank = usize::try_from(join.rank).unwrap_or(usize::MAX);
     if join.members.get(rank).is_none_or(|m| m != me) || rank == 0 {
-        return Err(format!("the team does not name {me} as rank {rank}"));
+        return Err(Refusal::NotMember {
+            me: me.into(),
+            rank: join.rank,
+        });
     }
     if join.members.first().is_none_or(|d| d != peer) {
-        return Err(format!("{peer} sent a join that names another driver"));
+        return Err(Refusal::OtherDriver { peer: peer.into() });
     }
     for (i, name) in join.members.iter().enumerate().skip(1) {
         if !cluster.nodes.iter().any(|n| n.name == *name) {
-            return Err(format!(
-                "member {name} is not in this worker's cluster file"
-            ));
+            return Err(Refusal::Unknown(name.clone()));
         }
         if join.members[..i].contains(name) {
-            return Err(format!("member {name} is named twice"));
+            return Err(Refusal::Twice(name.clone()));
         }
     }
     Ok(rank)
@@ -344,7 +399,7 @@ pub async fn join(
     } = host;
     let rank = match check_join(cluster, me, peer, &join) {
         Ok(rank) => rank,
-        Err(message) => return Err(refuse(&mut conn, message).await),
+        Err(refusal) => return Err(refuse(&mut conn, refusal.to_string()).await),
     };
     let limit = deadline(cluster);
     let mut dials = JoinSet::new();
@@ -371,7 +426,7 @@ pub async fn join(
         match done {
             Ok((r, _, Ok(c))) => links[r] = Some(c),
             Ok((_, node, Err(reason))) => {
-                failed.get_or_insert((node, reason));
+                failed.get_or_insert((node, vocab_pipeline::chain(&reason)));
             }
             Err(e) => {
                 failed.get_or_insert((me.to_string(), e.to_string()));
