@@ -15,9 +15,8 @@ use vocab_pipeline::kernel_map::KernelMap;
 use vocab_pipeline::patch::Sampling;
 use vocab_pipeline::svm::{Classifier, SvmParams, choose_c, metrics};
 
-use crate::cli::{ClassifyArgs, EvaluateArgs};
 use crate::progress::Ui;
-use crate::settings::{Split, TrainSettings};
+use crate::settings::{ClassifySettings, EvaluateSettings, Split, TrainSettings};
 
 /// C values tried by cross-validation (the scale of scikit-learn's usual grid).
 const C_GRID: [f64; 5] = [0.01, 0.1, 1.0, 10.0, 100.0];
@@ -183,7 +182,7 @@ pub struct Scores {
 }
 
 /// `vocab evaluate`, reporting to `out`.
-pub fn evaluate(args: &EvaluateArgs, out: &mut dyn std::io::Write) -> anyhow::Result<Scores> {
+pub fn evaluate(args: &EvaluateSettings, out: &mut dyn std::io::Write) -> anyhow::Result<Scores> {
     let model = ModelFile::load(&args.model)?;
     let table = read_histograms(&args.histograms)?;
     let labels = read_labels(&args.labels, &model.attribute)?;
@@ -322,7 +321,7 @@ pub fn evaluate(args: &EvaluateArgs, out: &mut dyn std::io::Write) -> anyhow::Re
 }
 
 /// `vocab classify`: encodes new photos as the model's training data was encoded, then predicts.
-pub fn classify(args: &ClassifyArgs, ui: &Ui) -> anyhow::Result<()> {
+pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
     let model = ModelFile::load(&args.model)?;
     let enc = model.encoding.clone().with_context(|| {
         format!(

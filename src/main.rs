@@ -22,7 +22,8 @@ use clap::Parser;
 
 use crate::cli::{BenchCommand, Cli, ClusterCommand, Command, ConfigCommand, DatasetsCommand};
 use crate::settings::{
-    EncodeSettings, FeatureSettings, KmeansSettings, OrFlag, PartitionSettings, TrainSettings,
+    ClassifySettings, EncodeSettings, EvaluateSettings, FeatureSettings, KmeansSettings, OrFlag,
+    PartitionSettings, PhotoSetSettings, TrainSettings,
 };
 
 fn main() -> ExitCode {
@@ -91,9 +92,16 @@ fn dispatch(
             let settings = TrainSettings::from_args(&args).or_flag()?;
             classify_cmd::train(&settings, &mut stdout())
         }
-        Command::Evaluate(args) => classify_cmd::evaluate(&args, &mut stdout()).map(|_| ()),
-        Command::Classify(args) => classify_cmd::classify(&args, &ui),
-        Command::Datasets(DatasetsCommand::Photos(args)) => stages::photos(&args, &mut stdout()),
+        Command::Evaluate(args) => {
+            classify_cmd::evaluate(&EvaluateSettings::from_args(&args), &mut stdout()).map(|_| ())
+        }
+        Command::Classify(args) => {
+            classify_cmd::classify(&ClassifySettings::from_args(&args).or_flag()?, &ui)
+        }
+        Command::Datasets(DatasetsCommand::Photos(args)) => {
+            let settings = PhotoSetSettings::new(&args.out, args.per_kind, args.seed).or_flag()?;
+            stages::photos(&settings, &mut stdout())
+        }
         Command::Datasets(DatasetsCommand::Synth(args)) => kmeans::synth(&args),
         Command::Partition(args) => {
             let settings =

@@ -716,6 +716,78 @@ impl TrainSettings {
     }
 }
 
+/// Settings of `vocab evaluate` and of the run's scoring.
+#[derive(Debug, Clone)]
+pub struct EvaluateSettings {
+    /// Model file.
+    pub model: PathBuf,
+    /// Histogram file.
+    pub histograms: PathBuf,
+    /// Labels CSV.
+    pub labels: PathBuf,
+    /// Score only the photos the model held out.
+    pub held_out: bool,
+}
+
+impl EvaluateSettings {
+    /// From `vocab evaluate`.
+    pub fn from_args(args: &crate::cli::EvaluateArgs) -> Self {
+        Self {
+            model: args.model.clone(),
+            histograms: args.histograms.clone(),
+            labels: args.labels.clone(),
+            held_out: args.held_out,
+        }
+    }
+}
+
+/// Settings of `vocab classify`.
+#[derive(Debug, Clone)]
+pub struct ClassifySettings {
+    /// Model file.
+    pub model: PathBuf,
+    /// Photos to label.
+    pub input: PathBuf,
+    /// CSV to write.
+    pub out: PathBuf,
+}
+
+impl ClassifySettings {
+    /// From `vocab classify`.
+    pub fn from_args(args: &crate::cli::ClassifyArgs) -> Result<Self, Invalid> {
+        output("out", &args.out)?;
+        Ok(Self {
+            model: args.model.clone(),
+            input: args.input.clone(),
+            out: args.out.clone(),
+        })
+    }
+}
+
+/// Settings of the synthetic photo set (`vocab datasets photos`, a config's
+/// `[dataset.synthetic]`).
+#[derive(Debug, Clone)]
+pub struct PhotoSetSettings {
+    /// Folder of the photos and labels.csv.
+    pub out: PathBuf,
+    /// Photos per scene kind.
+    pub per_kind: usize,
+    /// Generator seed.
+    pub seed: u64,
+}
+
+impl PhotoSetSettings {
+    /// Checks the settings.
+    pub fn new(out: &Path, per_kind: usize, seed: u64) -> Result<Self, Invalid> {
+        at_least("per_kind", per_kind, 1, " photo")?;
+        Ok(Self {
+            out: out.to_path_buf(),
+            per_kind,
+            seed,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

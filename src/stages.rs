@@ -14,9 +14,9 @@ use vocab_pipeline::patch::Sampling;
 use vocab_pipeline::store::{self, Format};
 use vocab_pipeline::synth;
 
-use crate::cli::{ConvertArgs, NormArg, PhotosArgs};
+use crate::cli::{ConvertArgs, NormArg};
 use crate::progress::Ui;
-use crate::settings::{EncodeSettings, FeatureSettings};
+use crate::settings::{EncodeSettings, FeatureSettings, PhotoSetSettings};
 
 fn describe_sampling(s: &Sampling) -> String {
     match s {
@@ -190,8 +190,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
 }
 
 /// `vocab datasets photos`.
-pub fn photos(args: &PhotosArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    ensure!(args.per_kind > 0, "--per-kind must be at least 1");
+pub fn photos(args: &PhotoSetSettings, out: &mut dyn Write) -> anyhow::Result<()> {
     let summary = synth::generate_photos(&args.out, args.per_kind, args.seed)?;
     writeln!(
         out,

@@ -9,8 +9,9 @@ use serde_json::json;
 use vocab_pipeline::classify::SplitSpec;
 
 use super::step::{Stage, digest, file_fingerprint, folder_fingerprint};
-use crate::cli::{PhotosArgs, RunArgs};
+use crate::cli::RunArgs;
 use crate::config::{Config, SyntheticConfig};
+use crate::settings::PhotoSetSettings;
 
 /// The photo folder and labels file of a run, with their fingerprint.
 #[derive(Debug, Clone)]
@@ -128,14 +129,8 @@ impl Stage for Generate {
     }
 
     fn run(&self, tmp: &Path, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
-        crate::stages::photos(
-            &PhotosArgs {
-                out: tmp.join("photos"),
-                per_kind: self.0.per_kind,
-                seed: self.0.seed,
-            },
-            out,
-        )
+        let settings = PhotoSetSettings::new(&tmp.join("photos"), self.0.per_kind, self.0.seed)?;
+        crate::stages::photos(&settings, out)
     }
 
     fn cached(&self, _dir: &Path) -> anyhow::Result<()> {

@@ -11,13 +11,13 @@ use vocab_pipeline::kmeans::files::RunMeta;
 use super::dataset::{self, Dataset};
 use super::step::{Stage, digest};
 use crate::classify_cmd::Scores;
-use crate::cli::{EvaluateArgs, FileFormat, KernelArg, KernelMapArg};
+use crate::cli::{FileFormat, KernelArg, KernelMapArg};
 use crate::config::Config;
 use crate::engine::Mpi;
 use crate::progress::Ui;
 use crate::settings::{
-    EncodeSettings, Engine, FeatureSettings, KmeansSettings, PartitionSettings, Split,
-    TrainSettings,
+    EncodeSettings, Engine, EvaluateSettings, FeatureSettings, KmeansSettings, PartitionSettings,
+    Split, TrainSettings,
 };
 
 /// The vocabulary's sample: the split, then random patches of the training photos.
@@ -370,7 +370,7 @@ impl Stage for Svm<'_> {
         };
         crate::classify_cmd::train(&settings, out)?;
         let scores = crate::classify_cmd::evaluate(
-            &EvaluateArgs {
+            &EvaluateSettings {
                 model,
                 histograms: self.histograms.to_path_buf(),
                 labels: self.dataset.labels.clone(),

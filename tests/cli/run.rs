@@ -418,4 +418,10 @@ fn a_newcomers_mistakes_are_refused_up_front_naming_each_thing_once() {
     .expect("write");
     let plan = ok(&["run", s(&small), "--labels", s(&labels), "--plan"]);
     assert!(plan.contains("8 photos"), "{plan}");
+
+    // The help says what a newcomer would otherwise find out the hard way.
+    let help = ok(&["cluster", "local", "--help"]);
+    assert!(help.contains("foreground") && help.contains("Ctrl-C"), "{help}");
+    let help = ok(&["kmeans", "--help"]);
+    assert!(help.contains("one centroid per line"), "{help}");
 }
