@@ -421,7 +421,10 @@ fn a_newcomers_mistakes_are_refused_up_front_naming_each_thing_once() {
 
     // The help says what a newcomer would otherwise find out the hard way.
     let help = ok(&["cluster", "local", "--help"]);
-    assert!(help.contains("foreground") && help.contains("Ctrl-C"), "{help}");
+    assert!(
+        help.contains("foreground") && help.contains("Ctrl-C"),
+        "{help}"
+    );
     let help = ok(&["kmeans", "--help"]);
     assert!(help.contains("one centroid per line"), "{help}");
 }
