@@ -15,6 +15,12 @@ decode.bin    for each of rgb.png and gray.png: u32 height, u32 width, luminance
     computed with vocab's formula in float32 (0.2125 R + 0.7154 G + 0.0721 B), then the block
     grid as in dense.bin
 kinds.txt     the names of the patch kinds, one per line, indexed by `kind`
+jpeg/*.jpg    JPEG photos for the decoder's parity (libjpeg-turbo, as Pillow, OpenCV and scikit-image
+    read them): the first scene15 photo as it is (gray, progressive, EXIF) and synthetic ones of
+    odd sizes (gray baseline; RGB 4:2:0, 4:2:2 progressive, 4:4:4 with restart markers, and 4:2:0
+    with an EXIF orientation of 6, turned as Pillow's exif_transpose turns it)
+jpeg.bin      u32 count, then per JPEG: u32 name length, the name (in jpeg/), then the grid as in
+    decode.bin, from the pixels Pillow decodes (libjpeg-turbo)
 
 The luminance arrays are handed to scikit-image as float64 holding float32 values, which is the
 precision vocab works in; all little-endian.
@@ -22,10 +28,11 @@ precision vocab works in; all little-endian.
 
 import argparse
 import pathlib
+import shutil
 import struct
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageOps
 from skimage.feature import hog
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -96,6 +103,51 @@ def write_grid(f, lum):
     f.write(blocks.astype("<f8").tobytes())
 
 
+def jpeg_luminance(path):
+    """Luminance of a JPEG as Pillow decodes it (libjpeg-turbo), turned by its EXIF orientation."""
+    img = ImageOps.exif_transpose(Image.open(path))
+    if img.mode == "L":
+        return np.asarray(img).astype(np.float32)
+    return luminance(np.asarray(img.convert("RGB")))
+
+
+def write_jpegs(rng, photos):
+    """The JPEG parity cases (see the module doc); returns their names."""
+    folder = OUT / "jpeg"
+    folder.mkdir(exist_ok=True)
+    names = []
+    if photos is not None and photos.is_dir():
+        first = sorted(p for p in photos.rglob("*") if p.suffix.lower() in {".jpg", ".jpeg"})[0]
+        shutil.copyfile(first, folder / "scene15.jpg")
+        names.append("scene15.jpg")
+    h, w = 97, 131
+    rgb = np.clip(rng.normal(0, 1, size=(h, w, 3)).cumsum(axis=1) * 18 + 128, 0, 255).astype(np.uint8)
+    rgb[30:70, 40:90] = [40, 200, 90]
+    rgb[::9, :] = 255
+    cases = [
+        ("gray_baseline.jpg", Image.fromarray(rgb[..., 0], "L"), dict(quality=90)),
+        ("rgb_420.jpg", Image.fromarray(rgb, "RGB"), dict(quality=85, subsampling=2)),
+        ("rgb_422_progressive.jpg", Image.fromarray(rgb, "RGB"),
+         dict(quality=80, subsampling=1, progressive=True)),
+        ("rgb_444_restart.jpg", Image.fromarray(rgb, "RGB"),
+         dict(quality=95, subsampling=0, restart_marker_blocks=5)),
+    ]
+    exif = Image.Exif()
+    exif[0x0112] = 6  # orientation: turn 90 degrees clockwise to show
+    cases.append(("rgb_420_orientation6.jpg", Image.fromarray(rgb, "RGB"),
+                  dict(quality=85, subsampling=2, exif=exif.tobytes())))
+    for name, img, options in cases:
+        img.save(folder / name, **options)
+        names.append(name)
+    with open(OUT / "jpeg.bin", "wb") as f:
+        f.write(struct.pack("<I", len(names)))
+        for name in names:
+            f.write(struct.pack("<I", len(name)))
+            f.write(name.encode())
+            write_grid(f, jpeg_luminance(folder / name))
+    return names
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--photos", type=pathlib.Path,
@@ -145,6 +197,8 @@ def main():
     with open(OUT / "decode.bin", "wb") as f:
         write_grid(f, luminance(np.asarray(Image.open(OUT / "rgb.png").convert("RGB"))))
         write_grid(f, np.asarray(Image.open(OUT / "gray.png")).astype(np.float32))
+    jpegs = write_jpegs(rng, args.photos)
+    print(f"{len(jpegs)} JPEG photos")
     print(f"{len(cases)} patches ({len(photos) * 3} from photos), {len(images)} dense images -> {OUT}")
 
 

@@ -6,7 +6,10 @@
 //! byte-wise) and a photo's *picture id* is its index in that order, so ids are stable for a given
 //! folder (and labels file) whatever the decoding outcome of other photos.
 //!
-//! Decoding applies the EXIF orientation, accepts 8- and 16-bit gray, gray+alpha, RGB and RGBA (and
+//! JPEG photos are decoded by libjpeg-turbo's decoder, so their pixels are exactly those that
+//! scikit-image, OpenCV, Pillow and MATLAB read (checked against Pillow's and OpenCV's on every
+//! scene15 photo by `eval/jpeg_decode`, and by the parity fixtures); other formats, and CMYK JPEGs,
+//! by the `image` crate. Decoding applies the EXIF orientation, accepts 8- and 16-bit gray, gray+alpha, RGB and RGBA (and
 //! the float variants), ignores alpha, and returns luminance `0.2125 R + 0.7154 G + 0.0721 B` on a
 //! 0..255 scale. A photo that cannot be used is a [`Skip`] value with a reason, not an error: a run
 //! over a real collection goes on and reports it.
@@ -472,22 +475,21 @@ fn decode_oriented(path: &Path, max_pixels: u64) -> Result<DynamicImage, Skip> {
     let reader = ImageReader::new(io::Cursor::new(bytes.as_slice()))
         .with_guessed_format()
         .map_err(|e| Skip::Unreadable(io_reason(&e)))?;
-    if reader.format() == Some(image::ImageFormat::Jpeg) && jpeg_is_truncated(&bytes) {
-        // The JPEG decoder fills a missing tail with gray instead of failing; such pixels are
-        // made up, so the photo is skipped.
-        return Err(Skip::Corrupt(
-            "truncated file (JPEG without end-of-image marker)".into(),
-        ));
+    if reader.format() == Some(image::ImageFormat::Jpeg) {
+        if jpeg_is_truncated(&bytes) {
+            // Decoders fill a missing tail with gray instead of failing; such pixels are made up,
+            // so the photo is skipped.
+            return Err(Skip::Corrupt(
+                "truncated file (JPEG without end-of-image marker)".into(),
+            ));
+        }
+        if let Some(img) = decode_jpeg(&bytes, max_pixels)? {
+            return Ok(img);
+        }
     }
     let mut decoder = reader.into_decoder().map_err(image_reason)?;
     let (width, height) = decoder.dimensions();
-    if u64::from(width) * u64::from(height) > max_pixels {
-        return Err(Skip::TooManyPixels {
-            width,
-            height,
-            limit: max_pixels,
-        });
-    }
+    check_pixels(u64::from(width), u64::from(height), max_pixels)?;
     // A broken EXIF block is not a reason to lose the photo: fall back to no rotation.
     let orientation = decoder
         .orientation()
@@ -495,6 +497,105 @@ fn decode_oriented(path: &Path, max_pixels: u64) -> Result<DynamicImage, Skip> {
     let mut img = DynamicImage::from_decoder(decoder).map_err(image_reason)?;
     img.apply_orientation(orientation);
     Ok(img)
+}
+
+fn check_pixels(width: u64, height: u64, limit: u64) -> Result<(), Skip> {
+    if width.saturating_mul(height) > limit {
+        return Err(Skip::TooManyPixels {
+            width: u32::try_from(width).unwrap_or(u32::MAX),
+            height: u32::try_from(height).unwrap_or(u32::MAX),
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// Names the decoders whose pixels a photo becomes; results cached under a key that includes it
+/// are not reused once decoding changes (JPEG moved from the `image` crate's decoder to
+/// libjpeg-turbo's).
+pub const DECODING: &str =
+    "jpeg: libjpeg-turbo (mozjpeg 4, islow, fancy upsampling); other: image 0.25";
+
+/// A JPEG with more scans than this is refused before decoding: each progressive scan passes over
+/// the whole coefficient buffer, so a small file of thousands of tiny scans would take minutes.
+/// Real progressive photos have about ten.
+pub const MAX_JPEG_SCANS: usize = 1000;
+
+/// Decodes a JPEG with libjpeg-turbo's decoder, so that its pixels equal those scikit-image,
+/// OpenCV, Pillow and MATLAB read (the `image` crate's own decoder differs by up to 3 levels,
+/// enough to move HOG values by 0.15). The decoder is the one of mozjpeg, a fork of libjpeg-turbo
+/// that leaves decompression unchanged, built from source without assembly so that the build
+/// needs only a C compiler; `eval/jpeg_decode` checks its pixels against Pillow's and OpenCV's and
+/// times it against the `image` crate's decoder.
+///
+/// Returns `Ok(None)` for four-channel (CMYK, YCCK) files, which libjpeg does not convert to
+/// RGB; those go through the `image` crate's decoder.
+fn decode_jpeg(bytes: &[u8], max_pixels: u64) -> Result<Option<DynamicImage>, Skip> {
+    let scans = count_markers(bytes, 0xDA);
+    if scans > MAX_JPEG_SCANS {
+        return Err(Skip::Corrupt(format!(
+            "{scans} JPEG scans, more than the {MAX_JPEG_SCANS} a photo may have"
+        )));
+    }
+    // libjpeg reports fatal errors by unwinding (without the panic hook) with its message.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        libjpeg_decode(bytes, max_pixels)
+    }))
+    .unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<String>()
+            .map(|m| m.trim_start_matches("libjpeg fatal error: ").to_string())
+            .unwrap_or_else(|| "the JPEG decoder failed".into());
+        Err(Skip::Corrupt(message))
+    })
+}
+
+fn libjpeg_decode(bytes: &[u8], max_pixels: u64) -> Result<Option<DynamicImage>, Skip> {
+    use image::metadata::Orientation;
+    use mozjpeg::{ColorSpace, Marker};
+
+    let exif = [Marker::APP(1)];
+    let jpeg = mozjpeg::Decompress::with_markers(&exif)
+        .from_mem(bytes)
+        .map_err(|e| Skip::Corrupt(e.to_string()))?;
+    let (width, height) = jpeg.size();
+    check_pixels(width as u64, height as u64, max_pixels)?;
+    // The first EXIF block names the orientation; a broken one means none, as for other formats.
+    let orientation = jpeg
+        .markers()
+        .find_map(|m| m.data.strip_prefix(b"Exif\0\0"))
+        .and_then(Orientation::from_exif_chunk)
+        .unwrap_or(Orientation::NoTransforms);
+    let corrupt = |e: io::Error| Skip::Corrupt(e.to_string());
+    let (width, height) = (
+        u32::try_from(width).map_err(|_| Skip::TooLarge { width, height })?,
+        u32::try_from(height).map_err(|_| Skip::TooLarge { width, height })?,
+    );
+    let mut img = match jpeg.color_space() {
+        ColorSpace::JCS_CMYK | ColorSpace::JCS_YCCK => return Ok(None),
+        ColorSpace::JCS_GRAYSCALE => {
+            let mut started = jpeg.grayscale().map_err(corrupt)?;
+            let pixels: Vec<u8> = started.read_scanlines().map_err(corrupt)?;
+            started.finish().map_err(corrupt)?;
+            image::GrayImage::from_raw(width, height, pixels).map(DynamicImage::ImageLuma8)
+        }
+        _ => {
+            let mut started = jpeg.rgb().map_err(corrupt)?;
+            let pixels: Vec<u8> = started.read_scanlines().map_err(corrupt)?;
+            started.finish().map_err(corrupt)?;
+            image::RgbImage::from_raw(width, height, pixels).map(DynamicImage::ImageRgb8)
+        }
+    }
+    .ok_or_else(|| Skip::Corrupt("the JPEG decoder returned fewer rows than declared".into()))?;
+    img.apply_orientation(orientation);
+    Ok(Some(img))
+}
+
+/// How many times the marker `FF code` occurs in a JPEG stream (an upper bound on how many of
+/// its segments have that code: entropy-coded data never holds `FF` followed by a marker code
+/// other than a restart, but embedded thumbnails may add a few).
+fn count_markers(bytes: &[u8], code: u8) -> usize {
+    bytes.windows(2).filter(|w| w == &[0xFF, code]).count()
 }
 
 /// Whether a JPEG stream lacks the end-of-image marker (`FF D9`) after its first scan.
@@ -590,6 +691,93 @@ mod tests {
         // A lower limit is the caller's to set.
         let skip = load_luminance(&edge, None, 50_000_000).expect_err("over the limit");
         assert!(skip.to_string().contains("the limit is 50 Mpix"), "{skip}");
+    }
+
+    /// A baseline gray JPEG of `width` x `height` (encoded by the `image` crate).
+    fn gray_jpeg(width: u32, height: u32) -> Vec<u8> {
+        let pixels: Vec<u8> = (0..width * height).map(|i| (i * 7 % 256) as u8).collect();
+        let mut out = Vec::new();
+        image::codecs::jpeg::JpegEncoder::new(&mut out)
+            .encode(&pixels, width, height, image::ExtendedColorType::L8)
+            .expect("encode");
+        out
+    }
+
+    /// Where the start-of-frame segment's precision byte is.
+    fn sof_at(jpeg: &[u8]) -> usize {
+        jpeg.windows(2)
+            .position(|w| w == [0xFF, 0xC0])
+            .expect("SOF0")
+            + 4
+    }
+
+    /// Why a photo file of these bytes is skipped.
+    fn skip_of(name: &str, bytes: &[u8]) -> Skip {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).expect("write");
+        load_luminance(&path, None, MAX_PIXELS).expect_err("skipped")
+    }
+
+    #[test]
+    fn a_jpeg_declaring_too_many_pixels_is_skipped_before_decoding() {
+        let mut jpeg = gray_jpeg(16, 16);
+        let sof = sof_at(&jpeg);
+        jpeg[sof + 1..sof + 5].copy_from_slice(&[0xEA, 0x60, 0xEA, 0x60]); // 60,000 x 60,000
+        assert_eq!(
+            skip_of("bomb.jpg", &jpeg),
+            Skip::TooManyPixels {
+                width: 60_000,
+                height: 60_000,
+                limit: MAX_PIXELS
+            }
+        );
+    }
+
+    #[test]
+    fn libjpeg_errors_are_skips_with_its_message() {
+        let mut jpeg = gray_jpeg(16, 16);
+        let sof = sof_at(&jpeg);
+        jpeg[sof] = 12; // 12-bit samples: not an 8-bit decoder's
+        assert_eq!(
+            skip_of("twelve.jpg", &jpeg).to_string(),
+            "cannot decode: Unsupported JPEG data precision 12"
+        );
+    }
+
+    #[test]
+    fn a_jpeg_of_too_many_scans_is_refused_before_decoding() {
+        let mut jpeg = vec![0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x02];
+        for _ in 0..=MAX_JPEG_SCANS {
+            jpeg.extend_from_slice(&[0xFF, 0xDA, 0x00, 0x02]);
+        }
+        jpeg.extend_from_slice(&[0xFF, 0xD9]);
+        assert_eq!(
+            skip_of("scans.jpg", &jpeg).to_string(),
+            "cannot decode: 1001 JPEG scans, more than the 1000 a photo may have"
+        );
+    }
+
+    #[test]
+    fn cmyk_jpegs_go_through_the_image_crate() {
+        // libjpeg keeps CMYK as CMYK; the fallback decoder turns it into RGB. Paper white
+        // (no ink) must come out white.
+        let mut c = mozjpeg::Compress::new(mozjpeg::ColorSpace::JCS_CMYK);
+        c.set_size(16, 16);
+        c.set_quality(95.0);
+        let mut started = c.start_compress(Vec::new()).expect("start");
+        // Adobe CMYK JPEGs store inverted ink: 255 means none.
+        started
+            .write_scanlines(&[255u8; 16 * 16 * 4])
+            .expect("write");
+        let jpeg = started.finish().expect("finish");
+        assert!(decode_jpeg(&jpeg, MAX_PIXELS).expect("header").is_none());
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("cmyk.jpg");
+        std::fs::write(&path, jpeg).expect("write");
+        let lum = load_luminance(&path, None, MAX_PIXELS).expect("decodes");
+        assert_eq!((lum.width, lum.height), (16, 16));
+        assert!(lum.data.iter().all(|&v| v > 250.0), "{:?}", &lum.data[..4]);
     }
 
     #[test]

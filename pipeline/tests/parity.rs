@@ -202,3 +202,32 @@ fn decoded_photos_give_the_reference_luminance_and_grid() {
         check_grid_against(&lum.data, w, h, (br, bc), &expected, name);
     }
 }
+
+#[test]
+fn jpeg_photos_decode_to_the_pixels_libjpeg_turbo_gives() {
+    // Luminance from Pillow's decode (libjpeg-turbo, as OpenCV and scikit-image read JPEGs):
+    // bit-identical, then the block grid within the tolerance.
+    let mut cur = Cursor::open("jpeg.bin");
+    let count = cur.u32();
+    assert!(count >= 6, "at least 6 JPEG cases, found {count}");
+    for _ in 0..count {
+        let len = cur.u32();
+        let name = String::from_utf8(cur.take(len).to_vec()).expect("name");
+        let (h, w) = (cur.u32(), cur.u32());
+        let want_lum = cur.f32s(h * w);
+        let (br, bc) = (cur.u32(), cur.u32());
+        let expected = cur.f64s(br * bc * BLOCK_LEN);
+        let path = fixtures().join("jpeg").join(&name);
+        let lum = load_luminance(&path, None, vocab_pipeline::image_io::MAX_PIXELS)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!((lum.width, lum.height), (w, h), "{name}: size");
+        let differing = lum.data.iter().zip(&want_lum).filter(|(a, b)| a != b);
+        assert_eq!(
+            differing.count(),
+            0,
+            "{name}: luminance must be bit-identical to libjpeg-turbo's"
+        );
+        check_grid_against(&lum.data, w, h, (br, bc), &expected, &name);
+    }
+    assert!(cur.done(), "trailing bytes in jpeg.bin");
+}

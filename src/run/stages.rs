@@ -71,7 +71,8 @@ impl Stage for Features<'_> {
             self.dataset.key,
             self.config.features,
             self.split_by,
-            self.config.classify.split_seed
+            self.config.classify.split_seed,
+            vocab_pipeline::image_io::DECODING
         ]))
     }
 
@@ -284,7 +285,8 @@ impl Stage for Encode<'_> {
         digest(&json!([
             self.kmeans_key,
             self.dataset.key,
-            self.config.encode
+            self.config.encode,
+            vocab_pipeline::image_io::DECODING
         ]))
     }
 

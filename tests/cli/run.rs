@@ -195,7 +195,9 @@ fn pruned_and_int8_configs_run_in_one_process_under_their_own_kmeans_keys() {
             let csv =
                 std::fs::read_to_string(work.join(step).join("vocabulary.bin.iterations.csv"))
                     .expect("iterations");
-            assert_eq!(csv.lines().count(), 7, "{step}: {csv}");
+            // Up to 6 iterations (fewer if the assignments stop changing).
+            let lines = csv.lines().count();
+            assert!((4..=7).contains(&lines), "{step}: {csv}");
             csv.lines()
                 .skip(1)
                 .filter_map(|l| l.rsplit(',').next()?.parse::<u64>().ok())
