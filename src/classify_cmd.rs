@@ -345,6 +345,7 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
         },
         levels: enc.pyramid,
         soft: enc.soft,
+        kernel: enc.kernel,
     };
     let tmp = tempfile::tempdir().context("cannot create a temporary folder")?;
     let hist = tmp.path().join("histograms.bin");

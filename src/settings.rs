@@ -325,6 +325,15 @@ pub struct EncodeOptions {
     #[arg(long, value_name = "S", default_value_t = DEFAULT_SHARPNESS)]
     #[serde(skip_serializing_if = "is_default_sharpness")]
     pub sharpness: f32,
+    /// How patches find their words: the f32 GEMM, or 7-bit integer products with exact
+    /// re-ranking (words are the arg-min of direct distances; eval/encode_bench).
+    #[arg(long, value_enum, default_value_t = KernelArg::F32)]
+    #[serde(skip_serializing_if = "is_f32")]
+    pub kernel: KernelArg,
+}
+
+fn is_f32(kernel: &KernelArg) -> bool {
+    *kernel == KernelArg::F32
 }
 
 impl Default for EncodeOptions {
@@ -337,6 +346,7 @@ impl Default for EncodeOptions {
             max_pixels: DEFAULT_MAX_MPIX,
             soft: 0,
             sharpness: DEFAULT_SHARPNESS,
+            kernel: KernelArg::F32,
         }
     }
 }
@@ -387,6 +397,7 @@ impl EncodeOptions {
             },
             levels: self.pyramid,
             soft,
+            kernel: self.kernel.into(),
         })
     }
 }

@@ -140,6 +140,7 @@ pub fn encode(
         pyramid: o.pyramid,
         max_side: o.max_side,
         soft: settings.params.soft,
+        kernel: settings.params.kernel,
     };
     let encoding_path = manifest_path(&settings.out, "encoding.json");
     vocab_pipeline::atomic::write(

@@ -25,7 +25,7 @@ use crate::features::{
 };
 use crate::hog::{DIMS, PATCH_SIDE};
 use crate::image_io::{Collection, Photo};
-use crate::kmeans::{Centroids, assign, nearest_few};
+use crate::kmeans::{Centroids, Kernel, assign, nearest_few, quant};
 use crate::partition::Matrix;
 use crate::store::{FeatureWriter, Format, StoreError};
 
@@ -196,6 +196,9 @@ pub struct Encoding {
     /// Soft assignment (none: each patch to its nearest word).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soft: Option<Soft>,
+    /// How patches found their words (absent in older records: f32).
+    #[serde(default, skip_serializing_if = "Kernel::is_f32")]
+    pub kernel: Kernel,
 }
 
 /// Settings of the encoding stage.
@@ -209,6 +212,10 @@ pub struct EncodeParams {
     pub levels: usize,
     /// Soft assignment (none: each patch to its nearest word).
     pub soft: Option<Soft>,
+    /// How patches find their words: the f32 GEMM ([`assign`], [`nearest_few`]) or integer
+    /// products with exact re-ranking ([`quant::assign_quantized`],
+    /// [`quant::nearest_few_quantized`]: the arg-min of direct distances).
+    pub kernel: Kernel,
 }
 
 /// Where histograms go.
@@ -313,6 +320,8 @@ pub fn encode(
         Sink::Bin(FeatureWriter::create(out, Format::Bin, len)?)
     };
     let soft = params.soft;
+    // Centroids are quantised once; each photo's patches when it is encoded.
+    let quantized = (params.kernel == Kernel::Int8).then(|| quant::QuantCentroids::new(vocabulary));
     let compute = |describers: &mut crate::features::Describers, _: &Photo, d: Described| {
         let n = d.positions.len();
         let shape = Shape {
@@ -323,29 +332,29 @@ pub fn encode(
             norm,
         };
         let x = Matrix::dense(&d.values, DIMS);
-        match soft {
-            None => {
-                let (mut labels, mut dist) = (vec![0u32; n], vec![0f32; n]);
-                assign(
-                    x,
-                    vocabulary,
-                    &mut describers.assign,
-                    &mut labels,
-                    &mut dist,
-                );
-                weighted_histogram(&labels, None, 1, &d.positions, shape)
+        let r = soft.map_or(1, |s| s.words);
+        let (mut words, mut dists) = (vec![0u32; n * r], vec![0f32; n * r]);
+        let scratch = &mut describers.assign;
+        match (&quantized, soft) {
+            (None, None) => assign(x, vocabulary, scratch, &mut words, &mut dists),
+            (None, Some(_)) => nearest_few(x, vocabulary, scratch, r, &mut words, &mut dists),
+            (Some(cq), None) => {
+                let xq = quant::QuantRows::new(x);
+                let scratch = &mut describers.quant;
+                let xq = xq.slice(0, n);
+                quant::assign_quantized(x, xq, cq, vocabulary, scratch, &mut words, &mut dists);
             }
-            Some(soft) => {
-                let r = soft.words;
-                let (mut words, mut dists) = (vec![0u32; n * r], vec![0f32; n * r]);
-                nearest_few(
-                    x,
-                    vocabulary,
-                    &mut describers.assign,
-                    r,
-                    &mut words,
-                    &mut dists,
+            (Some(cq), Some(_)) => {
+                let xq = quant::QuantRows::new(x);
+                let (xq, scratch) = (xq.slice(0, n), &mut describers.few);
+                quant::nearest_few_quantized(
+                    x, xq, cq, vocabulary, scratch, r, &mut words, &mut dists,
                 );
+            }
+        }
+        match soft {
+            None => weighted_histogram(&words, None, 1, &d.positions, shape),
+            Some(soft) => {
                 let mut weights = vec![0f32; n * r];
                 for (w, dd) in weights.chunks_exact_mut(r).zip(dists.chunks_exact(r)) {
                     soft.weights(dd, w);

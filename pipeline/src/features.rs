@@ -101,6 +101,9 @@ pub(crate) struct Describers {
     grid: BlockGrid,
     /// For stages that assign patches to words.
     pub assign: crate::kmeans::AssignScratch,
+    /// The same with the integer kernel (nearest word, nearest few).
+    pub quant: crate::kmeans::quant::QuantScratch,
+    pub few: crate::kmeans::quant::FewScratch,
 }
 
 /// Describes the patches of one decoded photo.

@@ -414,6 +414,31 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
     assert!(nonzero(&csv_rows(&soft_csv)) > nonzero(&csv_rows(&hard_csv)));
     let recorded = std::fs::read_to_string(dir.path().join("soft.csv.encoding.json")).expect("enc");
     assert!(recorded.contains(r#""words": 3"#), "{recorded}");
+    assert!(
+        !recorded.contains("kernel"),
+        "f32 is not recorded: {recorded}"
+    );
+    // The integer kernel finds the same words (by direct distance; the f32 GEMM's expansion can
+    // differ on near-ties only) and is recorded for classify.
+    for (f32_csv, extra) in [
+        (&hard_csv, &[][..]),
+        (&soft_csv, &["--soft", "3", "--sharpness", "5"][..]),
+    ] {
+        let int8_csv = dir.path().join("int8.csv");
+        encode_l1(&int8_csv, &[extra, &["--kernel", "int8"]].concat());
+        let (a, b) = (csv_rows(f32_csv), csv_rows(&int8_csv));
+        assert_eq!(a.len(), b.len());
+        let differing: f64 = a
+            .iter()
+            .zip(&b)
+            .flat_map(|(x, y)| x[2..].iter().zip(&y[2..]))
+            .map(|(x, y)| (x.parse::<f64>().expect("x") - y.parse::<f64>().expect("y")).abs())
+            .sum();
+        assert!(differing < 1e-3 * a.len() as f64, "{extra:?}: {differing}");
+        let recorded =
+            std::fs::read_to_string(dir.path().join("int8.csv.encoding.json")).expect("enc");
+        assert!(recorded.contains(r#""kernel": "int8""#), "{recorded}");
+    }
     let err = fails(&[
         "encode",
         "--vocabulary",

@@ -125,7 +125,8 @@ pub struct Params {
 }
 
 /// The kernel of the full assignment pass.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Kernel {
     /// f32 GEMM with a fused arg-min ([`assign`]).
     #[default]
@@ -142,6 +143,11 @@ impl Kernel {
             Kernel::F32 => "f32",
             Kernel::Int8 => "int8",
         }
+    }
+
+    /// Whether this is the default kernel (f32).
+    pub fn is_f32(&self) -> bool {
+        *self == Kernel::F32
     }
 }
 

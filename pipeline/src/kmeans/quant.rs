@@ -141,6 +141,24 @@ impl QuantRows {
 /// Quantises `row` into `codes`; returns its terms (`lo`, `step`, `length`, `error`, `slack`,
 /// as in [`QuantRows`]).
 fn quantise_row(row: &[f32], slack: f64, codes: &mut [u8]) -> [f32; 5] {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was detected.
+        return unsafe { quantise_row_avx2(row, slack, codes) };
+    }
+    quantise_row_body(row, slack, codes)
+}
+
+/// [`quantise_row_body`] compiled for AVX2: the same operations in the same order (no FMA), so
+/// the same codes and terms; vectorised, it matters where rows are quantised per photo (encoding).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn quantise_row_avx2(row: &[f32], slack: f64, codes: &mut [u8]) -> [f32; 5] {
+    quantise_row_body(row, slack, codes)
+}
+
+#[inline(always)]
+fn quantise_row_body(row: &[f32], slack: f64, codes: &mut [u8]) -> [f32; 5] {
     let lo = row.iter().copied().fold(f32::INFINITY, f32::min);
     let hi = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let step = if hi > lo { (hi - lo) / ROW_LEVELS } else { 1.0 };
@@ -173,6 +191,51 @@ fn quantise_row(row: &[f32], slack: f64, codes: &mut [u8]) -> [f32; 5] {
         up(error.sqrt() + scan),
         up(slack * norm),
     ]
+}
+
+impl QuantRows {
+    /// Row `g`'s constants of the scan.
+    fn terms(&self, g: usize) -> RowTerms {
+        RowTerms {
+            lo: self.lo[g],
+            step: self.step[g],
+            length: self.length[g],
+            error: self.error[g],
+        }
+    }
+}
+
+/// The integer products of rows `rows` (whole kernel groups may read the zero rows past them)
+/// and centroids `centroids` (whole panels) into `dots`, `CENTROID_BLOCK` per row.
+fn block_products(
+    kernel: Isa,
+    xq: &QuantRows,
+    rows: std::ops::Range<usize>,
+    cq: &QuantCentroids,
+    centroids: std::ops::Range<usize>,
+    dots: &mut [i32],
+) {
+    let width = xq.width;
+    for panel in 0..centroids.len() / NR {
+        let codes = &cq.panels[(centroids.start + panel * NR) * width..][..NR * width];
+        for group in (0..rows.len()).step_by(MR) {
+            let x = &xq.codes[(rows.start + group) * width..][..MR * width];
+            let out = &mut dots[group * CENTROID_BLOCK + panel * NR..];
+            kernel.products(x, width, codes, out);
+        }
+    }
+}
+
+/// Panics unless the rows, their codes, the quantised centroids and the centroids agree.
+fn check_shapes(x: Matrix<'_>, xq: QuantSlice<'_>, cq: &QuantCentroids, centroids: &Centroids) {
+    assert!(
+        x.dims() == xq.rows.dims
+            && cq.dims == x.dims()
+            && cq.width == xq.rows.width
+            && centroids.dims() == x.dims(),
+        "dims differ"
+    );
+    assert_eq!(cq.k, centroids.k(), "quantised centroids are another set");
 }
 
 /// Rows `start..start + len` of a [`QuantRows`].
@@ -349,16 +412,8 @@ pub fn assign_quantized(
         xq.len == n && labels.len() == n && dist.len() == n,
         "quantised rows and outputs must hold {n} rows"
     );
-    assert!(
-        x.dims() == xq.rows.dims
-            && cq.dims == x.dims()
-            && cq.width == xq.rows.width
-            && centroids.dims() == x.dims(),
-        "dims differ"
-    );
-    assert_eq!(cq.k, centroids.k(), "quantised centroids are another set");
+    check_shapes(x, xq, cq, centroids);
     let rows = xq.rows;
-    let width = rows.width;
     let padded = cq.norm.len();
     let QuantScratch {
         dots,
@@ -377,24 +432,12 @@ pub fn assign_quantized(
         candidates[..bm].iter_mut().for_each(Vec::clear);
         for c0 in (0..padded).step_by(CENTROID_BLOCK) {
             let bn = CENTROID_BLOCK.min(padded - c0);
-            for panel in 0..bn / NR {
-                let codes = &cq.panels[(c0 + panel * NR) * width..][..NR * width];
-                for group in (0..bm).step_by(MR) {
-                    let x = &rows.codes[(first + group) * width..][..MR * width];
-                    let out = &mut dots[group * CENTROID_BLOCK + panel * NR..];
-                    kernel.products(x, width, codes, out);
-                }
-            }
+            block_products(kernel, rows, first..first + bm, cq, c0..c0 + bn, dots);
             for i in 0..bm {
                 let g = first + i;
-                let terms = RowTerms {
-                    lo: rows.lo[g],
-                    step: rows.step[g],
-                    length: rows.length[g],
-                    error: rows.error[g],
-                };
+                let terms = rows.terms(g);
                 let dots = &dots[i * CENTROID_BLOCK..][..bn];
-                let least = kernel.bounds(dots, cq, c0, terms, &mut lower[..bn]);
+                let least = kernel.bounds(dots, cq, c0, terms, &mut lower[..bn], None);
                 min_upper[i] = min_upper[i].min(least);
                 let threshold = min_upper[i] + 4.0 * rows.slack[g];
                 let list = &mut candidates[i];
@@ -418,6 +461,144 @@ pub fn assign_quantized(
             }
             labels[r0 + i] = label;
             dist[r0 + i] = best;
+        }
+    }
+}
+
+/// Reusable buffers of [`nearest_few_quantized`].
+#[derive(Debug, Default, Clone)]
+pub struct FewScratch {
+    dots: Vec<i32>,
+    lower: Vec<f32>,
+    upper: Vec<f32>,
+    /// Per row of a block, the `r` least upper bounds seen so far, ascending.
+    uppers: Vec<f32>,
+    threshold: Vec<f32>,
+    candidates: Vec<Vec<(u32, f32)>>,
+}
+
+/// The `r` nearest centroids of each row of `x` (quantised as `xq`): row `i`'s words at
+/// `words[i * r..][..r]` and their [`dist2`] distances at `dists[i * r..][..r]`, nearest first,
+/// ties to the lower index: exactly the first `r` of all centroids sorted by (`dist2`, index).
+/// With `r > k` the extra slots hold `u32::MAX` and infinity.
+///
+/// Exact by the same argument as [`assign_quantized`], with the `r`-th least upper bound in place
+/// of the least: the `r` true nearest have values at most that bound, so their lower bounds are
+/// too. Candidates are verified by increasing lower bound until the next one cannot beat the
+/// `r`-th distance found.
+///
+/// # Panics
+/// As [`assign_quantized`], with outputs of `x.rows() * r` entries.
+#[allow(clippy::too_many_arguments)]
+pub fn nearest_few_quantized(
+    x: Matrix<'_>,
+    xq: QuantSlice<'_>,
+    cq: &QuantCentroids,
+    centroids: &Centroids,
+    scratch: &mut FewScratch,
+    r: usize,
+    words: &mut [u32],
+    dists: &mut [f32],
+) {
+    let kernel = cq.isa;
+    let n = x.rows();
+    assert!(
+        xq.len == n && words.len() == n * r && dists.len() == n * r,
+        "quantised rows and outputs must hold {n} rows"
+    );
+    check_shapes(x, xq, cq, centroids);
+    if r == 0 {
+        return;
+    }
+    let rows = xq.rows;
+    let (k, padded) = (cq.k, cq.norm.len());
+    let FewScratch {
+        dots,
+        lower,
+        upper,
+        uppers,
+        threshold,
+        candidates,
+    } = scratch;
+    dots.resize(ROW_BLOCK * CENTROID_BLOCK, 0);
+    lower.resize(CENTROID_BLOCK, 0.0);
+    upper.resize(CENTROID_BLOCK, 0.0);
+    uppers.resize(ROW_BLOCK * r, 0.0);
+    threshold.resize(ROW_BLOCK, 0.0);
+    candidates.resize_with(ROW_BLOCK, Vec::new);
+    for r0 in (0..n).step_by(ROW_BLOCK) {
+        let bm = ROW_BLOCK.min(n - r0);
+        let first = xq.start + r0;
+        uppers[..bm * r].fill(f32::INFINITY);
+        threshold[..bm].fill(f32::INFINITY);
+        candidates[..bm].iter_mut().for_each(Vec::clear);
+        for c0 in (0..padded).step_by(CENTROID_BLOCK) {
+            let bn = CENTROID_BLOCK.min(padded - c0);
+            block_products(kernel, rows, first..first + bm, cq, c0..c0 + bn, dots);
+            for i in 0..bm {
+                let g = first + i;
+                let terms = rows.terms(g);
+                let dots = &dots[i * CENTROID_BLOCK..][..bn];
+                let upper = &mut upper[..bn];
+                kernel.bounds(dots, cq, c0, terms, &mut lower[..bn], Some(upper));
+                // The r least upper bounds so far (padding's are infinite and never enter).
+                let least = &mut uppers[i * r..][..r];
+                for &u in upper.iter() {
+                    if u < least[r - 1] {
+                        let mut at = r - 1;
+                        while at > 0 && u < least[at - 1] {
+                            least[at] = least[at - 1];
+                            at -= 1;
+                        }
+                        least[at] = u;
+                    }
+                }
+                threshold[i] = least[r - 1] + 4.0 * rows.slack[g];
+                let list = &mut candidates[i];
+                kernel.candidates(&lower[..bn], c0, threshold[i], list);
+                if list.len() > COMPACT_AT {
+                    let t = threshold[i];
+                    list.retain(|&(_, lower)| lower <= t);
+                }
+            }
+        }
+        for i in 0..bm {
+            let g = first + i;
+            let xi = x.row(r0 + i);
+            let (w, d) = (
+                &mut words[(r0 + i) * r..][..r],
+                &mut dists[(r0 + i) * r..][..r],
+            );
+            w.fill(u32::MAX);
+            d.fill(f32::INFINITY);
+            // Verify candidates by increasing lower bound, and stop once the next lower bound
+            // exceeds the r-th distance found (with the slack of both sides' rounding): every
+            // later one is then strictly farther.
+            let list = &mut candidates[i];
+            list.retain(|&(j, lower)| (j as usize) < k && lower <= threshold[i]);
+            list.sort_unstable_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+            let own = super::assign::dot(xi, xi);
+            let mut stop = f32::INFINITY;
+            for &(j, lower) in list.iter() {
+                if lower > stop {
+                    break;
+                }
+                let dist = kernel.dist2(xi, centroids.row(j as usize));
+                // Strictly nearer than the r-th, or as near with a lower index.
+                if (dist, j) < (d[r - 1], w[r - 1]) {
+                    let mut at = r - 1;
+                    while at > 0 && (dist, j) < (d[at - 1], w[at - 1]) {
+                        d[at] = d[at - 1];
+                        w[at] = w[at - 1];
+                        at -= 1;
+                    }
+                    (d[at], w[at]) = (dist, j);
+                    if w[r - 1] != u32::MAX {
+                        let far = w[r - 1] as usize;
+                        stop = d[r - 1] - own + 4.0 * (rows.slack[g] + cq.slack[far]);
+                    }
+                }
+            }
         }
     }
 }
@@ -457,8 +638,8 @@ impl Isa {
         }
     }
 
-    /// Writes the lower bounds `v - 2e` of the block's centroids to `lower` and returns the
-    /// least upper bound `v + 2e`.
+    /// Writes the lower bounds `v - 2e` of the block's centroids to `lower` (and the upper
+    /// bounds `v + 2e` to `upper` when given) and returns the least upper bound.
     fn bounds(
         self,
         dots: &[i32],
@@ -466,15 +647,17 @@ impl Isa {
         c0: usize,
         row: RowTerms,
         lower: &mut [f32],
+        upper: Option<&mut [f32]>,
     ) -> f32 {
         assert!(
             dots.len() % 8 == 0 && lower.len() == dots.len() && c0 + dots.len() <= cq.norm.len()
         );
+        assert!(upper.as_ref().is_none_or(|u| u.len() == dots.len()));
         match self {
-            Isa::Portable => bounds_portable(dots, cq, c0, row, lower),
+            Isa::Portable => bounds_portable(dots, cq, c0, row, lower, upper),
             // SAFETY: AVX2 and FMA were detected; the lengths were checked.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { avx2::bounds(dots, cq, c0, row, lower) },
+            Isa::Avx2 => unsafe { avx2::bounds(dots, cq, c0, row, lower, upper) },
         }
     }
 
@@ -540,12 +723,17 @@ fn bounds_portable(
     c0: usize,
     row: RowTerms,
     lower: &mut [f32],
+    mut upper: Option<&mut [f32]>,
 ) -> f32 {
     let mut least = f32::INFINITY;
     for (j, (&dot, l)) in dots.iter().zip(lower).enumerate() {
         let (v, e) = bounds(dot, cq, c0 + j, row);
-        least = least.min(2f32.mul_add(e, v));
+        let u = 2f32.mul_add(e, v);
+        least = least.min(u);
         *l = (-2f32).mul_add(e, v);
+        if let Some(upper) = upper.as_deref_mut() {
+            upper[j] = u;
+        }
     }
     least
 }
@@ -630,6 +818,7 @@ mod avx2 {
         c0: usize,
         row: RowTerms,
         lower: &mut [f32],
+        mut upper: Option<&mut [f32]>,
     ) -> f32 {
         let (two, minus_two) = (_mm256_set1_ps(2.0), _mm256_set1_ps(-2.0));
         let mut least = _mm256_set1_ps(f32::INFINITY);
@@ -637,8 +826,12 @@ mod avx2 {
             // SAFETY: in bounds by the caller's contract.
             unsafe {
                 let (v, e) = lanes(dots, at, cq, c0 + at, row);
-                least = _mm256_min_ps(least, _mm256_fmadd_ps(two, e, v));
+                let u = _mm256_fmadd_ps(two, e, v);
+                least = _mm256_min_ps(least, u);
                 _mm256_storeu_ps(lower.as_mut_ptr().add(at), _mm256_fmadd_ps(minus_two, e, v));
+                if let Some(upper) = upper.as_deref_mut() {
+                    _mm256_storeu_ps(upper.as_mut_ptr().add(at), u);
+                }
             }
         }
         let mut out = [0f32; 8];
@@ -771,6 +964,71 @@ mod tests {
         }
     }
 
+    /// [`nearest_few_quantized`] against the first `r` of all centroids sorted by (`dist2`,
+    /// index), for several `r` (including `r > k`).
+    fn check_few(x: Matrix<'_>, centroids: &Centroids, kernel: Isa) {
+        let n = x.rows();
+        let xq = QuantRows::new(x);
+        let mut cq = QuantCentroids::new(centroids);
+        cq.isa = kernel;
+        let mut scratch = FewScratch::default();
+        for r in [1, 2, 5, centroids.k() + 2] {
+            let (mut words, mut dists) = (vec![7u32; n * r], vec![0f32; n * r]);
+            let xs = xq.slice(0, n);
+            nearest_few_quantized(
+                x,
+                xs,
+                &cq,
+                centroids,
+                &mut scratch,
+                r,
+                &mut words,
+                &mut dists,
+            );
+            for i in 0..n {
+                let mut all: Vec<(f32, u32)> = (0..centroids.k())
+                    .map(|j| (dist2(x.row(i), centroids.row(j)), j as u32))
+                    .collect();
+                all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                all.resize(r.max(all.len()), (f32::INFINITY, u32::MAX));
+                let want: Vec<(f32, u32)> = all[..r].to_vec();
+                let got: Vec<(f32, u32)> = (0..r)
+                    .map(|s| (dists[i * r + s], words[i * r + s]))
+                    .collect();
+                assert_eq!(
+                    got,
+                    want,
+                    "row {i}, r = {r}, k = {}, {kernel:?}",
+                    centroids.k()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn nearest_few_are_the_brute_force_first_r_with_ties_to_the_lower_index() {
+        for kernel in kernels() {
+            for (n, k, d, shift) in [
+                (1, 1, 3, 0.0),
+                (7, 3, 5, 0.0),
+                (130, 530, 16, 0.3),
+                (67, 1100, 512, 0.0),
+                (65, 33, 64, 50.0),
+            ] {
+                let x = values(n * d, 1, shift);
+                let centroids = Centroids::new(values(k * d, 2, shift), d);
+                check_few(Matrix::dense(&x, d), &centroids, kernel);
+            }
+            // Rows that are centroids, duplicated centroids (exact ties) and a zero centroid.
+            let d = 24;
+            let raw = values(90 * d, 5, 0.1);
+            let mut cents: Vec<f32> = raw[..40 * d].to_vec();
+            cents.extend_from_slice(&raw[..10 * d]);
+            cents.extend(std::iter::repeat_n(0.0, d));
+            check_few(Matrix::dense(&raw, d), &Centroids::new(cents, d), kernel);
+        }
+    }
+
     #[test]
     fn each_error_term_is_needed_and_enough() {
         // One side exactly on its code grid (no quantisation error), the other with a coarse
@@ -831,6 +1089,22 @@ mod tests {
         );
         for (i, &label) in labels.iter().enumerate() {
             assert_eq!(label, brute(x.row(start + i), &centroids).0, "row {i}");
+        }
+    }
+
+    #[test]
+    fn the_avx2_build_of_row_quantisation_gives_the_same_codes_and_terms() {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            for (dims, seed, shift) in [(512, 3, 0.0), (37, 4, 9.0), (8, 5, -1.0)] {
+                let row = values(dims, seed, shift);
+                let (mut a, mut b) = (vec![0u8; width(dims)], vec![0u8; width(dims)]);
+                let slack = rounding(dims);
+                let plain = quantise_row_body(&row, slack, &mut a);
+                // SAFETY: AVX2 was detected.
+                let simd = unsafe { quantise_row_avx2(&row, slack, &mut b) };
+                assert_eq!((plain.map(f32::to_bits), &a), (simd.map(f32::to_bits), &b));
+            }
         }
     }
 
