@@ -335,17 +335,15 @@ pub fn encode(
         let r = soft.map_or(1, |s| s.words);
         let (mut words, mut dists) = (vec![0u32; n * r], vec![0f32; n * r]);
         let scratch = &mut describers.assign;
-        match (&quantized, soft) {
-            (None, None) => assign(x, vocabulary, scratch, &mut words, &mut dists),
-            (None, Some(_)) => nearest_few(x, vocabulary, scratch, r, &mut words, &mut dists),
-            (Some(cq), None) => {
-                let xq = quant::QuantRows::new(x);
-                let scratch = &mut describers.quant;
-                let xq = xq.slice(0, n);
+        // The integer kernel quantises this photo's windows once.
+        match quantized.as_ref().map(|cq| (cq, quant::QuantRows::new(x))) {
+            None if soft.is_none() => assign(x, vocabulary, scratch, &mut words, &mut dists),
+            None => nearest_few(x, vocabulary, scratch, r, &mut words, &mut dists),
+            Some((cq, xq)) if soft.is_none() => {
+                let (xq, scratch) = (xq.slice(0, n), &mut describers.quant);
                 quant::assign_quantized(x, xq, cq, vocabulary, scratch, &mut words, &mut dists);
             }
-            (Some(cq), Some(_)) => {
-                let xq = quant::QuantRows::new(x);
+            Some((cq, xq)) => {
                 let (xq, scratch) = (xq.slice(0, n), &mut describers.few);
                 quant::nearest_few_quantized(
                     x, xq, cq, vocabulary, scratch, r, &mut words, &mut dists,
