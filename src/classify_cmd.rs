@@ -346,6 +346,8 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
         levels: enc.pyramid,
         soft: enc.soft,
         kernel: enc.kernel,
+        scales: crate::settings::scales(&enc.scales)
+            .with_context(|| format!("model {}: its encoding's scales", args.model.display()))?,
     };
     let tmp = tempfile::tempdir().context("cannot create a temporary folder")?;
     let hist = tmp.path().join("histograms.bin");

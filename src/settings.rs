@@ -31,6 +31,10 @@ pub const MAX_PYRAMID: usize = 5;
 
 /// Words of a soft assignment at most.
 pub const MAX_SOFT: usize = 64;
+/// Most patch scales an encoding may use.
+pub const MAX_SCALES: usize = 4;
+/// Largest patch side of a scale: 8x the base (the photo downscaled 8 times).
+pub const MAX_SCALE_SIDE: usize = 320;
 
 /// Frequencies of a kernel map at most.
 pub const MAX_MAP_ORDER: usize = 10;
@@ -330,6 +334,11 @@ pub struct EncodeOptions {
     #[arg(long, value_enum, default_value_t = KernelArg::F32)]
     #[serde(skip_serializing_if = "is_f32")]
     pub kernel: KernelArg,
+    /// Patch sides in pixels, 40 first: each larger side S also describes the photo downscaled
+    /// by 40/S, so its patches cover S pixels (e.g. 40,64).
+    #[arg(long, value_name = "PX,PX", value_delimiter = ',', default_values_t = [40])]
+    #[serde(skip_serializing_if = "vocab_pipeline::encode::is_base_scale")]
+    pub scales: Vec<usize>,
 }
 
 fn is_f32(kernel: &KernelArg) -> bool {
@@ -347,6 +356,7 @@ impl Default for EncodeOptions {
             soft: 0,
             sharpness: DEFAULT_SHARPNESS,
             kernel: KernelArg::F32,
+            scales: vocab_pipeline::encode::base_scale(),
         }
     }
 }
@@ -398,8 +408,39 @@ impl EncodeOptions {
             levels: self.pyramid,
             soft,
             kernel: self.kernel.into(),
+            scales: scales(&self.scales)?,
         })
     }
+}
+
+/// The patch scales of an encoding: 40 first, then larger sides ascending, at most
+/// [`MAX_SCALES`] of them, none above [`MAX_SCALE_SIDE`].
+pub fn scales(sides: &[usize]) -> Result<Vec<usize>, Invalid> {
+    let shown = || {
+        sides
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let base = vocab_pipeline::hog::PATCH_SIDE;
+    let ascending = sides.windows(2).all(|w| w[0] < w[1]);
+    if sides.first() != Some(&base)
+        || !ascending
+        || sides.len() > MAX_SCALES
+        || sides.iter().any(|&s| s > MAX_SCALE_SIDE)
+    {
+        return Err(Invalid::new(
+            "scales",
+            shown(),
+            format!(
+                "must be {base} followed by up to {} larger patch sides, ascending, at most \
+                 {MAX_SCALE_SIDE} (e.g. 40,64)",
+                MAX_SCALES - 1
+            ),
+        ));
+    }
+    Ok(sides.to_vec())
 }
 
 /// Settings of the encode stage.

@@ -141,6 +141,7 @@ pub fn encode(
         max_side: o.max_side,
         soft: settings.params.soft,
         kernel: settings.params.kernel,
+        scales: settings.params.scales.clone(),
     };
     let encoding_path = manifest_path(&settings.out, "encoding.json");
     vocab_pipeline::atomic::write(

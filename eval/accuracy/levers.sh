@@ -29,6 +29,8 @@ stride8|--stride 8 --norm hellinger --pyramid 2|
 stride8-chi2-pyramid3|--stride 8 --norm l1 --pyramid 3|--kernel-map chi2
 stride8-soft|--stride 8 --norm hellinger --pyramid 2 --soft 5|
 stride8-soft-chi2-pyramid3|--stride 8 --norm l1 --pyramid 3 --soft 5|--kernel-map chi2
+stride8-soft-chi2-pyramid3-int8|--stride 8 --norm l1 --pyramid 3 --soft 5 --kernel int8|--kernel-map chi2
+stride8-soft-chi2-pyramid3-scales|--stride 8 --norm l1 --pyramid 3 --soft 5 --kernel int8 --scales 40,64|--kernel-map chi2
 stride4|--stride 4 --norm hellinger --pyramid 2|
 stride4-chi2-pyramid3|--stride 4 --norm l1 --pyramid 3|--kernel-map chi2
 "

@@ -11,6 +11,10 @@
 //!   otherwise; the levels are concatenated (level 0 first, cells in row-major order);
 //! * with soft assignment ([`Soft`]), a patch counts toward its few nearest words instead of one,
 //!   with weights that fall with distance and sum to 1;
+//! * with several scales (`scales`, patch sides in pixels after the base 40), the photo is also
+//!   downscaled by `40 / side` (area averaging) and described densely at the same stride, so its
+//!   40-px patches cover `side`-px patches of the photo; every scale's patches count in the one
+//!   histogram, placed in the pyramid by their centres in the photo;
 //! * then normalised: `l1` divides by the sum (rows sum to 1), `hellinger` takes the square root of
 //!   the L1-normalised vector (a common improvement for linear SVMs on histograms).
 //!
@@ -21,10 +25,11 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::features::{
-    Described, FeatureParams, FeatureSummary, FeaturesError, Progress, StageOutput, run_stage,
+    Described, FeatureParams, FeatureSummary, FeaturesError, Progress, StageOutput, describe,
+    run_stage,
 };
 use crate::hog::{DIMS, PATCH_SIDE};
-use crate::image_io::{Collection, Photo};
+use crate::image_io::{Collection, Luminance, Photo};
 use crate::kmeans::{Centroids, Kernel, assign, nearest_few, quant};
 use crate::partition::Matrix;
 use crate::store::{FeatureWriter, Format, StoreError};
@@ -199,10 +204,23 @@ pub struct Encoding {
     /// How patches found their words (absent in older records: f32).
     #[serde(default, skip_serializing_if = "Kernel::is_f32")]
     pub kernel: Kernel,
+    /// Patch sides the photo is described at (absent in older records: the base 40 alone).
+    #[serde(default = "base_scale", skip_serializing_if = "is_base_scale")]
+    pub scales: Vec<usize>,
+}
+
+/// The base scale alone: 40-px patches of the photo as it is.
+pub fn base_scale() -> Vec<usize> {
+    vec![PATCH_SIDE]
+}
+
+/// Whether `scales` is the base scale alone.
+pub fn is_base_scale(scales: &Vec<usize>) -> bool {
+    scales.as_slice() == [PATCH_SIDE]
 }
 
 /// Settings of the encoding stage.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EncodeParams {
     /// Dense sampling and decoding (the sampling must be dense).
     pub features: FeatureParams,
@@ -216,6 +234,9 @@ pub struct EncodeParams {
     /// products with exact re-ranking ([`quant::assign_quantized`],
     /// [`quant::nearest_few_quantized`]: the arg-min of direct distances).
     pub kernel: Kernel,
+    /// Patch sides, the base [`PATCH_SIDE`] first, then larger ones ascending (see the module
+    /// docs).
+    pub scales: Vec<usize>,
 }
 
 /// Where histograms go.
@@ -265,6 +286,33 @@ impl StageOutput<Vec<f32>> for Sink {
         }
         Ok(())
     }
+}
+
+/// The photo described at patch side `side`: downscaled by `PATCH_SIDE / side`, described densely,
+/// and its patches placed where their centres fall in the photo; `None` when the downscaled photo
+/// cannot hold a patch.
+fn coarser(
+    lum: &Luminance,
+    side: usize,
+    picture_id: u32,
+    params: &EncodeParams,
+    describers: &mut crate::features::Describers,
+) -> Option<Described> {
+    let longest = lum.width.max(lum.height);
+    let target = (longest * PATCH_SIDE).div_ceil(side).max(1);
+    let small = lum.clone().fit_within(target);
+    let mut d = describe(&small, picture_id, &params.features.sampling, describers).ok()?;
+    let (fy, fx) = (
+        lum.height as f64 / small.height as f64,
+        lum.width as f64 / small.width as f64,
+    );
+    let half = (PATCH_SIDE / 2) as f64;
+    for (r, c) in &mut d.positions {
+        // Same centre: (r' + 20) = (r + 20) f; f >= 1, so r' >= 0.
+        *r = ((*r as f64 + half) * fy - half).round() as usize;
+        *c = ((*c as f64 + half) * fx - half).round() as usize;
+    }
+    Some(d)
 }
 
 /// Quotes a CSV field when it needs it.
@@ -320,22 +368,16 @@ pub fn encode(
         Sink::Bin(FeatureWriter::create(out, Format::Bin, len)?)
     };
     let soft = params.soft;
-    // Centroids are quantised once; each photo's patches when it is encoded.
+    // Centroids are quantised once; each scale's patches when they are described.
     let quantized = (params.kernel == Kernel::Int8).then(|| quant::QuantCentroids::new(vocabulary));
-    let compute = |describers: &mut crate::features::Describers, _: &Photo, d: Described| {
+    let r = soft.map_or(1, |s| s.words);
+    // Words (r per patch) and their squared distances for one scale's patches.
+    let find_words = |describers: &mut crate::features::Describers, d: &Described| {
         let n = d.positions.len();
-        let shape = Shape {
-            k,
-            width: d.width,
-            height: d.height,
-            levels,
-            norm,
-        };
         let x = Matrix::dense(&d.values, DIMS);
-        let r = soft.map_or(1, |s| s.words);
         let (mut words, mut dists) = (vec![0u32; n * r], vec![0f32; n * r]);
         let scratch = &mut describers.assign;
-        // The integer kernel quantises this photo's windows once.
+        // The integer kernel quantises the patches once.
         match quantized.as_ref().map(|cq| (cq, quant::QuantRows::new(x))) {
             None if soft.is_none() => assign(x, vocabulary, scratch, &mut words, &mut dists),
             None => nearest_few(x, vocabulary, scratch, r, &mut words, &mut dists),
@@ -350,16 +392,42 @@ pub fn encode(
                 );
             }
         }
-        match soft {
-            None => weighted_histogram(&words, None, 1, &d.positions, shape),
+        (words, dists)
+    };
+    let compute = |describers: &mut crate::features::Describers,
+                   photo: &Photo,
+                   lum: &Luminance,
+                   d: Described| {
+        let shape = Shape {
+            k,
+            width: d.width,
+            height: d.height,
+            levels,
+            norm,
+        };
+        let (mut words, mut dists) = find_words(describers, &d);
+        let mut positions = d.positions;
+        // (Checked by the caller: larger sides, ascending; anything else adds nothing.)
+        for &side in params.scales.iter().skip(1).filter(|&&s| s > PATCH_SIDE) {
+            let Some(coarse) = coarser(lum, side, photo.picture_id, params, describers) else {
+                continue; // too small at this scale: no patches from it
+            };
+            let (w, ds) = find_words(describers, &coarse);
+            words.extend(w);
+            dists.extend(ds);
+            positions.extend(coarse.positions);
+        }
+        let histogram = match soft {
+            None => weighted_histogram(&words, None, 1, &positions, shape),
             Some(soft) => {
-                let mut weights = vec![0f32; n * r];
+                let mut weights = vec![0f32; words.len()];
                 for (w, dd) in weights.chunks_exact_mut(r).zip(dists.chunks_exact(r)) {
                     soft.weights(dd, w);
                 }
-                weighted_histogram(&words, Some(&weights), r, &d.positions, shape)
+                weighted_histogram(&words, Some(&weights), r, &positions, shape)
             }
-        }
+        };
+        (histogram, positions.len())
     };
     run_stage(collection, &params.features, out, sink, &compute, progress)
 }
@@ -378,6 +446,51 @@ mod tests {
         for (a, b) in g.iter().zip(&h) {
             assert!((a - b.sqrt()).abs() < 1e-7);
         }
+    }
+
+    fn params_with(scales: Vec<usize>) -> EncodeParams {
+        EncodeParams {
+            features: FeatureParams {
+                sampling: crate::patch::Sampling::Dense { stride: 8 },
+                max_side: None,
+                max_pixels: crate::image_io::MAX_PIXELS,
+            },
+            norm: Norm::L1,
+            levels: 2,
+            soft: None,
+            kernel: Kernel::F32,
+            scales,
+        }
+    }
+
+    #[test]
+    fn a_coarser_scale_describes_the_downscaled_photo_with_centres_in_the_photo() {
+        let (width, height) = (200, 120);
+        let lum = Luminance {
+            width,
+            height,
+            data: (0..width * height).map(|i| (i * 7 % 251) as f32).collect(),
+        };
+        let params = params_with(vec![40, 64]);
+        let mut describers = crate::features::Describers::default();
+        let d = coarser(&lum, 64, 3, &params, &mut describers).expect("holds patches");
+        // 200 x 120 by 40/64 is 125 x 75: a dense grid of 11 x 5 patches at stride 8.
+        assert_eq!(d.positions.len(), 11 * 5);
+        assert_eq!(d.values.len(), 11 * 5 * DIMS);
+        let half = PATCH_SIDE / 2;
+        for &(r, c) in &d.positions {
+            // Centres inside the photo, at least a coarse patch's half from the edges.
+            assert!(r + half >= 32 && r + half <= height - 32, "row {r}");
+            assert!(c + half >= 32 && c + half <= width - 32, "col {c}");
+        }
+        assert_eq!(d.positions[0], (12, 12)); // centre 20 in the small photo is 32 in the photo
+        // A photo that cannot hold a patch once downscaled gives nothing at that scale.
+        let small = Luminance {
+            width: 60,
+            height: 45,
+            data: vec![1.0; 60 * 45],
+        };
+        assert!(coarser(&small, 80, 0, &params, &mut describers).is_none());
     }
 
     #[test]

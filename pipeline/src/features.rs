@@ -107,7 +107,7 @@ pub(crate) struct Describers {
 }
 
 /// Describes the patches of one decoded photo.
-fn describe(
+pub(crate) fn describe(
     lum: &Luminance,
     picture_id: u32,
     sampling: &Sampling,
@@ -215,15 +215,21 @@ struct Computed<T> {
     value: T,
 }
 
+/// What a photo stage makes of one described photo (given its luminance too): a result and the
+/// number of patches it used.
+pub(crate) type Compute<'a, T> =
+    dyn Fn(&mut Describers, &Photo, &Luminance, Described) -> (T, usize) + Sync + 'a;
+
 /// The shared driver of the photo stages (features, encode): decodes and describes photos in
-/// parallel batches, lets `compute` turn each description into a result (in parallel, with the
-/// thread's buffers), then writes results and manifest rows in picture-id order.
+/// parallel batches, lets `compute` turn each description (and the photo's luminance) into a
+/// result and the number of patches it used (in parallel, with the thread's buffers), then writes
+/// results and manifest rows in picture-id order.
 pub(crate) fn run_stage<T: Send, O: StageOutput<T>>(
     collection: &Collection,
     params: &FeatureParams,
     out: &Path,
     mut output: O,
-    compute: &(dyn Fn(&mut Describers, &Photo, Described) -> T + Sync),
+    compute: &Compute<'_, T>,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<FeatureSummary, FeaturesError> {
     let mut manifests = Manifests::create(out)?;
@@ -244,12 +250,12 @@ pub(crate) fn run_stage<T: Send, O: StageOutput<T>>(
                 )?;
                 let described = describe(&lum, photo.picture_id, &params.sampling, describers)?;
                 let (width, height) = (described.width, described.height);
-                let patches = described.positions.len();
+                let (value, patches) = compute(describers, photo, &lum, described);
                 Ok(Computed {
                     width,
                     height,
                     patches,
-                    value: compute(describers, photo, described),
+                    value,
                 })
             })
             .collect();
@@ -324,7 +330,10 @@ pub fn extract(
         params,
         out,
         writer,
-        &|_, _, described| described,
+        &|_, _, _, described| {
+            let patches = described.positions.len();
+            (described, patches)
+        },
         progress,
     )
 }

@@ -327,7 +327,7 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
             "l1",
         ];
         args.extend_from_slice(extra);
-        ok(&args);
+        ok(&args)
     };
     let l1 = dir.path().join("hist-l1.bin");
     encode_l1(&l1, &[]);
@@ -439,6 +439,50 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
             std::fs::read_to_string(dir.path().join("int8.csv.encoding.json")).expect("enc");
         assert!(recorded.contains(r#""kernel": "int8""#), "{recorded}");
     }
+    // A second scale adds the patches of the photo downscaled by 40/64 to the same histogram,
+    // is recorded for classify, and a list without the base scale is refused.
+    let scaled_csv = dir.path().join("scaled.csv");
+    let patches = |summary: &str| -> u64 {
+        let before = summary.split(" patches").next().expect("summary");
+        before
+            .rsplit(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .expect(summary)
+    };
+    let base_patches = patches(&encode_l1(&hard_csv, &[]));
+    let summary = encode_l1(&scaled_csv, &["--scales", "40,64"]);
+    let (base, scaled) = (csv_rows(&hard_csv), csv_rows(&scaled_csv));
+    assert_eq!(base.len(), scaled.len());
+    assert!(base.iter().zip(&scaled).any(|(a, b)| a[2..] != b[2..]));
+    for row in &scaled {
+        let sum: f64 = row[2..]
+            .iter()
+            .map(|v| v.parse::<f64>().expect("value"))
+            .sum();
+        assert!((sum - 1.0).abs() < 1e-4, "{row:?}");
+    }
+    let recorded =
+        std::fs::read_to_string(dir.path().join("scaled.csv.encoding.json")).expect("enc");
+    assert!(recorded.contains(r#""scales": ["#), "{recorded}");
+    // Every scale's patches are counted: the coarse scale adds about 40% (1 / 1.6^2).
+    let more = patches(&summary) as f64 / base_patches as f64;
+    assert!((1.2..1.5).contains(&more), "{summary}");
+    let err = fails(&[
+        "encode",
+        "--vocabulary",
+        s(&vocab),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&scaled_csv),
+        "--scales",
+        "64,40",
+    ]);
+    assert!(
+        err.contains("--scales 64,40: must be 40 followed by"),
+        "{err}"
+    );
     let err = fails(&[
         "encode",
         "--vocabulary",
