@@ -312,9 +312,9 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
         "{err}"
     );
 
-    // A chi-squared kernel map on L1 histograms: the model keeps it and applies it to every
-    // photo it scores, in evaluate and in classify.
-    let encode_l1 = |out: &Path, extra: &[&str]| {
+    // `vocab encode` of the photo set with this vocabulary into `out`, L1, plus `extra`: its
+    // output when it should succeed, its error when it should fail.
+    let encode = |out: &Path, extra: &[&str], succeeds: bool| {
         let mut args = vec![
             "encode",
             "--vocabulary",
@@ -327,8 +327,12 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
             "l1",
         ];
         args.extend_from_slice(extra);
-        ok(&args)
+        if succeeds { ok(&args) } else { fails(&args) }
     };
+    let encode_l1 = |out: &Path, extra: &[&str]| encode(out, extra, true);
+    let encode_fails = |out: &Path, extra: &[&str]| encode(out, extra, false);
+    // A chi-squared kernel map on L1 histograms: the model keeps it and applies it to every
+    // photo it scores, in evaluate and in classify.
     let l1 = dir.path().join("hist-l1.bin");
     encode_l1(&l1, &[]);
     let mapped = dir.path().join("urban-chi2.json");
@@ -468,32 +472,12 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
     // Every scale's patches are counted: the coarse scale adds about 40% (1 / 1.6^2).
     let more = patches(&summary) as f64 / base_patches as f64;
     assert!((1.2..1.5).contains(&more), "{summary}");
-    let err = fails(&[
-        "encode",
-        "--vocabulary",
-        s(&vocab),
-        "--input",
-        s(&photos),
-        "--out",
-        s(&scaled_csv),
-        "--scales",
-        "64,40",
-    ]);
+    let err = encode_fails(&scaled_csv, &["--scales", "64,40"]);
     assert!(
         err.contains("--scales 64,40: must be 40 followed by"),
         "{err}"
     );
-    let err = fails(&[
-        "encode",
-        "--vocabulary",
-        s(&vocab),
-        "--input",
-        s(&photos),
-        "--out",
-        s(&soft_csv),
-        "--soft",
-        "1",
-    ]);
+    let err = encode_fails(&soft_csv, &["--soft", "1"]);
     assert!(err.contains("--soft 1"), "{err}");
     // The map takes L1 histograms: on Hellinger ones it says how to encode.
     let args = train_map(&hist);
