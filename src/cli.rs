@@ -643,7 +643,8 @@ pub struct KmeansArgs {
     /// centroids settle. Keeps 4 x min(k/10, 256) bytes of bounds per vector.
     #[arg(long)]
     pub prune: bool,
-    /// Kernel of the full assignment pass (also on cluster workers; not with --prune).
+    /// Kernel of the full assignment passes (also on cluster workers; with --prune, of the full
+    /// passes pruning still makes: the first iteration and searches too wide to pay off).
     #[arg(long, value_enum, default_value_t = KernelArg::F32)]
     pub kernel: KernelArg,
     /// Continue from the checkpoint of a previous run with the same --out, k, seed and input.

@@ -130,7 +130,7 @@ pub struct KmeansConfig {
     /// (`nodes = 0`, no cluster).
     #[serde(default, skip_serializing_if = "is_default")]
     pub prune: bool,
-    /// Kernel of the full assignment pass (`vocab kmeans --kernel`); `int8` not with `prune`.
+    /// Kernel of the full assignment passes (`vocab kmeans --kernel`), pruned or not.
     #[serde(default, skip_serializing_if = "is_default")]
     pub kernel: KernelArg,
     /// Rack of each host for `--engine mpi` (`[kmeans.racks]`, `"host" = "rack"` lines; the
@@ -142,6 +142,13 @@ pub struct KmeansConfig {
     /// (measured links).
     #[serde(default, skip_serializing_if = "is_default")]
     pub order: crate::cli::OrderArg,
+}
+
+impl KmeansConfig {
+    /// The assignment `prune` and `kernel` choose.
+    pub fn assignment(&self) -> vocab_pipeline::kmeans::Assignment {
+        vocab_pipeline::kmeans::Assignment::new(self.prune, self.kernel.into())
+    }
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -312,8 +319,7 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
             k,
             km.iterations,
             km.tol,
-            km.prune,
-            km.kernel,
+            km.assignment(),
             km.nodes > 0 || km.cluster.is_some(),
         )
         .map_err(|e| {
@@ -431,14 +437,13 @@ mod tests {
             load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nprune = true\nnodes = 0\n")
                 .expect("prune on one process");
         assert!(c.kmeans.prune);
-        let err = load_text(
+        let c = load_text(
             "[dataset]\nsynthetic = {}\n[kmeans]\nkernel = \"int8\"\nk = [4]\nprune = true\nnodes = 0\n",
         )
-        .expect_err("int8 with prune")
-        .to_string();
-        assert!(
-            err.contains("[kmeans] kernel, line 4") && err.contains("prune"),
-            "{err}"
+        .expect("int8 with prune");
+        assert_eq!(
+            c.kmeans.assignment(),
+            vocab_pipeline::kmeans::Assignment::Pruned(vocab_pipeline::kmeans::Kernel::Int8)
         );
         let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nkernel = \"int8\"\n")
             .expect("int8 on loopback workers");

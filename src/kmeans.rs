@@ -179,14 +179,9 @@ pub fn run(
         seed: args.seed,
         init,
         threads: 0,
-        prune: args.prune,
-        kernel: args.kernel.into(),
+        assignment: args.assignment,
     };
-    let assignment = if args.prune {
-        "pruned"
-    } else {
-        vocab_pipeline::kmeans::Kernel::from(args.kernel).name()
-    };
+    let assignment = args.assignment.name();
     let start = if args.resume {
         let state = load_checkpoint(&args.out, args.k, args.seed, input.checksum(), assignment)?;
         writeln!(
@@ -228,7 +223,7 @@ pub fn run(
     let started = Instant::now();
     let mut on_state = |state: &State, report: Option<&StepReport>| -> anyhow::Result<()> {
         let last = state.history.last().copied().context("an iteration ran")?;
-        let kept = if args.prune {
+        let kept = if args.assignment.pruned() {
             format!(" kept {:.1}%", 100.0 * last.kept as f64 / n.max(1) as f64)
         } else {
             String::new()
@@ -379,7 +374,7 @@ fn run_mpi(
             chains: 2,
         },
         stage1: args.local_aggregation,
-        kernel: args.kernel.into(),
+        kernel: args.assignment.kernel(),
         racks,
         // Rank 0 is a compute rank like the others.
         root_maps: true,
@@ -519,7 +514,7 @@ fn run_cluster(
         dir: dir.display().to_string(),
         algorithm: Algorithm::from(args.broadcast),
         stage1: args.local_aggregation,
-        kernel: args.kernel.into(),
+        kernel: args.assignment.kernel(),
         auto: auto_order(args, set),
         known: links_file(args).and_then(|p| read_links(&p)),
     };

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use vocab_pipeline::encode::{EncodeParams, Norm, Soft};
 use vocab_pipeline::features::FeatureParams;
 use vocab_pipeline::hog::PATCH_SIDE;
+use vocab_pipeline::kmeans::{Assignment, KMeansError};
 use vocab_pipeline::patch::{MAX_PER_IMAGE, Sampling};
 use vocab_pipeline::store::Format;
 
@@ -502,10 +503,8 @@ pub struct KmeansSettings {
     pub init: InitMethod,
     /// Initial centroids instead of `init`.
     pub init_centroids: Option<PathBuf>,
-    /// Yinyang pruning.
-    pub prune: bool,
-    /// Kernel of the full pass.
-    pub kernel: KernelArg,
+    /// How vectors are assigned (`--prune`, `--kernel`).
+    pub assignment: Assignment,
     /// Continue from the checkpoint beside `out`.
     pub resume: bool,
     /// Where it runs.
@@ -552,8 +551,7 @@ pub fn kmeans_rules(
     k: usize,
     iterations: u64,
     tol: f64,
-    prune: bool,
-    kernel: KernelArg,
+    assignment: Assignment,
     distributed: bool,
 ) -> Result<(), Invalid> {
     at_least("k", k, 1, " word")?;
@@ -563,22 +561,10 @@ pub fn kmeans_rules(
     if tol.is_nan() || tol < 0.0 {
         return Err(Invalid::new("tol", tol, "must be 0 or more"));
     }
-    if prune && kernel != KernelArg::F32 {
-        return Err(Invalid::new(
-            "kernel",
-            "int8",
-            "a full-pass kernel; it does not combine with prune",
-        ));
-    }
-    if prune && distributed {
-        return Err(Invalid::new(
-            "prune",
-            true,
-            "runs on the single-process engine only (the distributed engines do the full \
-             assignment)",
-        ));
-    }
-    Ok(())
+    assignment.check(distributed).map_err(|e| match e {
+        KMeansError::Assignment { reason, .. } => Invalid::new("prune", true, reason),
+        other => Invalid::new("prune", true, other.to_string()),
+    })
 }
 
 impl KmeansSettings {
@@ -635,8 +621,7 @@ impl KmeansSettings {
             seed: args.seed,
             init: args.init,
             init_centroids: args.init_centroids.clone(),
-            prune: args.prune,
-            kernel: args.kernel,
+            assignment: Assignment::new(args.prune, args.kernel.into()),
             resume: args.resume,
             engine,
             broadcast: args.broadcast,
@@ -655,8 +640,7 @@ impl KmeansSettings {
             self.k,
             self.iterations,
             self.tol,
-            self.prune,
-            self.kernel,
+            self.assignment,
             distributed,
         )?;
         if !distributed && self.order == OrderArg::Auto {
@@ -843,6 +827,7 @@ impl PhotoSetSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vocab_pipeline::kmeans::Kernel;
 
     #[test]
     fn a_broken_rule_names_the_flag_or_the_key_with_the_value() {
@@ -872,10 +857,11 @@ mod tests {
         assert!(svm_rules(Some(0.0), 1, 3).is_err());
         assert!(svm_rules(Some(1.0), 1, 3).is_ok());
         assert_eq!(
-            kmeans_rules(4, 10, 0.0, true, KernelArg::F32, true)
+            kmeans_rules(4, 10, 0.0, Assignment::Pruned(Kernel::F32), true)
                 .expect_err("prune on workers")
                 .key,
             "prune"
         );
+        assert!(kmeans_rules(4, 10, 0.0, Assignment::Pruned(Kernel::Int8), false).is_ok());
     }
 }

@@ -857,7 +857,7 @@ mod tests {
             (3, true, Algorithm::MultiChain, 20, Kernel::Int8),
         ] {
             let params = Params {
-                kernel,
+                assignment: vocab_pipeline::kmeans::Assignment::Full(kernel),
                 ..params(k)
             };
             let local = kmeans::fit::<KMeansError>(&set.matrices(), &params, None, &mut |_| Ok(()))

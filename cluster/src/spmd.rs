@@ -1426,8 +1426,7 @@ mod tests {
             seed: 3,
             init: Init::Random,
             threads: 2,
-            kernel,
-            ..Params::default()
+            assignment: vocab_pipeline::kmeans::Assignment::Full(kernel),
         }
     }
 

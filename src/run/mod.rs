@@ -301,8 +301,7 @@ fn engine(
             k,
             km.iterations,
             km.tol,
-            km.prune,
-            km.kernel,
+            km.assignment(),
             engine.distributed(),
         )
         .map_err(|e| {

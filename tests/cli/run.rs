@@ -179,16 +179,22 @@ fn pruned_and_int8_configs_run_in_one_process_under_their_own_kmeans_keys() {
         "--work",
         s(&work),
     ]);
+    ok(&[
+        "run",
+        s(&config("pruned-int8", "prune = true\nkernel = \"int8\"")),
+        "--work",
+        s(&work),
+    ]);
     let kmeans: Vec<String> = steps(&work)
         .into_iter()
         .filter(|s| s.starts_with("kmeans/k12-"))
         .collect();
     assert_eq!(
         kmeans.len(),
-        3,
-        "pruned, full and int8 runs share a key: {kmeans:?}"
+        4,
+        "pruned, full, int8 and pruned-int8 runs share a key: {kmeans:?}"
     );
-    // Labels kept by the bounds (last column): some in the pruned run, none in the others.
+    // Labels kept by the bounds (last column): some in the pruned runs, none in the others.
     let mut kept: Vec<u64> = kmeans
         .iter()
         .map(|step| {
@@ -206,7 +212,7 @@ fn pruned_and_int8_configs_run_in_one_process_under_their_own_kmeans_keys() {
         .collect();
     kept.sort_unstable();
     assert!(
-        kept[0] == 0 && kept[1] == 0 && kept[2] > 0,
+        kept[0] == 0 && kept[1] == 0 && kept[2] > 0 && kept[3] > 0,
         "kept per run: {kept:?}"
     );
 }

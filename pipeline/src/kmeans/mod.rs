@@ -77,6 +77,14 @@ pub enum KMeansError {
     /// A file error.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// An assignment that cannot run where it was asked to.
+    #[error("assignment {assignment} {reason}")]
+    Assignment {
+        /// [`Assignment::name`].
+        assignment: &'static str,
+        /// Why not.
+        reason: &'static str,
+    },
     /// A checkpoint that cannot be used.
     #[error("checkpoint {path}: {message}")]
     Checkpoint {
@@ -118,10 +126,72 @@ pub struct Params {
     pub init: Init,
     /// Accumulators (and threads) of the map step; 0 for rayon's thread count.
     pub threads: usize,
-    /// Prune the assignment with Yinyang bounds (same labels, fewer distance computations).
-    pub prune: bool,
-    /// The full pass's kernel (ignored by pruned iterations).
-    pub kernel: Kernel,
+    /// How vectors are assigned to centroids.
+    pub assignment: Assignment,
+}
+
+/// How a run assigns vectors to their nearest centroid: every choice gives the nearest centroid
+/// (up to float ties, see [`prune`] and [`quant`]); they differ in speed and memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Assignment {
+    /// Every vector against every centroid, every iteration, through `kernel`.
+    Full(Kernel),
+    /// Yinyang bounds carried across iterations ([`prune`]): only vectors whose bounds do not
+    /// prove their label are searched; the full passes pruning still needs (the first
+    /// iteration, searches too wide to pay off) go through `kernel`.
+    Pruned(Kernel),
+}
+
+impl Default for Assignment {
+    fn default() -> Self {
+        Assignment::Full(Kernel::F32)
+    }
+}
+
+impl Assignment {
+    /// From the CLI's and configs' two switches (`prune`, `kernel`).
+    pub fn new(prune: bool, kernel: Kernel) -> Self {
+        if prune {
+            Assignment::Pruned(kernel)
+        } else {
+            Assignment::Full(kernel)
+        }
+    }
+
+    /// The kernel of the full passes.
+    pub fn kernel(self) -> Kernel {
+        match self {
+            Assignment::Full(k) | Assignment::Pruned(k) => k,
+        }
+    }
+
+    /// Whether bounds prune the search.
+    pub fn pruned(self) -> bool {
+        matches!(self, Assignment::Pruned(_))
+    }
+
+    /// The name in messages, summaries and cache keys: `f32`, `int8`, `pruned`, `pruned-int8`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Assignment::Full(Kernel::F32) => "f32",
+            Assignment::Full(Kernel::Int8) => "int8",
+            Assignment::Pruned(Kernel::F32) => "pruned",
+            Assignment::Pruned(Kernel::Int8) => "pruned-int8",
+        }
+    }
+
+    /// Whether this assignment can run where it is asked to (`distributed`: on cluster workers
+    /// or MPI ranks); the one place that says which combinations exist.
+    pub fn check(self, distributed: bool) -> Result<(), KMeansError> {
+        if self.pruned() && distributed {
+            return Err(KMeansError::Assignment {
+                assignment: self.name(),
+                reason: "runs on the single-process engine only (the distributed engines do the \
+                         full assignment)",
+            });
+        }
+        Ok(())
+    }
 }
 
 /// The kernel of the full assignment pass.
@@ -160,8 +230,7 @@ impl Default for Params {
             seed: 0,
             init: Init::Random,
             threads: 0,
-            prune: false,
-            kernel: Kernel::F32,
+            assignment: Assignment::default(),
         }
     }
 }
@@ -453,8 +522,9 @@ fn units<'a>(shards: &[Shard<'a>]) -> Vec<Unit<'a>> {
 pub enum Mode<'a> {
     /// The f32 GEMM full pass.
     Full,
-    /// Yinyang bounds carried across iterations.
-    Pruned(&'a mut Pruner),
+    /// Yinyang bounds carried across iterations; with the shards' quantised rows, the full
+    /// passes go through the integer kernel.
+    Pruned(&'a mut Pruner, Option<&'a [&'a quant::QuantRows]>),
     /// The integer full pass, with the shards' quantised rows (one per shard, in order).
     Quantized(&'a [&'a quant::QuantRows]),
 }
@@ -476,18 +546,22 @@ pub fn map_tasks(
     };
     let units = units(shards);
     let (k, dims) = (centroids.k(), centroids.dims());
-    let (mut pruner, quantized) = match mode {
-        Mode::Full => (None, None),
-        Mode::Pruned(p) => (Some(p), None),
-        Mode::Quantized(rows) => {
-            assert_eq!(
-                rows.len(),
-                shards.len(),
-                "one set of quantised rows per shard"
-            );
-            (None, Some((rows, quant::QuantCentroids::new(centroids))))
-        }
+    let (mut pruner, codes, quantized) = match mode {
+        Mode::Full => (None, None, None),
+        Mode::Pruned(p, codes) => (Some(p), codes, None),
+        Mode::Quantized(rows) => (
+            None,
+            Some(rows),
+            Some(quant::QuantCentroids::new(centroids)),
+        ),
     };
+    if let Some(rows) = codes {
+        assert_eq!(
+            rows.len(),
+            shards.len(),
+            "one set of quantised rows per shard"
+        );
+    }
     if let Some(p) = pruner.as_deref_mut()
         && p.groups.as_ref().is_none_or(|g| g.k() != k)
     {
@@ -499,7 +573,8 @@ pub fn map_tasks(
     let (geometry, bounds) = match pruner.as_deref_mut() {
         Some(p) => {
             let groups = p.groups.as_ref().expect("groups were just made");
-            let geometry = prune::Geometry::new(centroids, p.previous.as_ref(), groups);
+            let geometry =
+                prune::Geometry::new(centroids, p.previous.as_ref(), groups, codes.is_some());
             p.units.resize_with(units.len(), Default::default);
             let bounds: Vec<_> = p.units.iter_mut().map(Some).collect();
             (Some((geometry, groups)), bounds)
@@ -531,10 +606,12 @@ pub fn map_tasks(
             ) in items
             {
                 let n = unit.rows();
+                let unit_codes = codes.map(|rows| rows[shard].slice(start, start + n));
                 match (bounds, &geometry, &quantized) {
                     (Some(b), Some((geometry, groups)), _) => {
                         kept += b.step(
                             unit,
+                            unit_codes,
                             centroids,
                             groups,
                             geometry,
@@ -543,9 +620,9 @@ pub fn map_tasks(
                             &mut dist[..n],
                         );
                     }
-                    (_, _, Some((rows, cq))) => quant::assign_quantized(
+                    (_, _, Some(cq)) => quant::assign_quantized(
                         unit,
-                        rows[shard].slice(start, start + n),
+                        unit_codes.expect("the integer pass has the rows' codes"),
                         cq,
                         centroids,
                         &mut quant_scratch,
@@ -625,12 +702,12 @@ pub fn fit<E: From<KMeansError>>(
     };
     let shards = Shard::numbered(parts);
     let scale = data_scale(&shards)?;
-    let mut pruner = params.prune.then(Pruner::default);
+    let mut pruner = params.assignment.pruned().then(Pruner::default);
     let mut quantized = None;
     while state.iteration < params.max_iter && !state.converged {
         let started = Instant::now();
         // The rows are quantised once, inside the first iteration's time.
-        if quantized.is_none() && !params.prune && params.kernel == Kernel::Int8 {
+        if quantized.is_none() && params.assignment.kernel() == Kernel::Int8 {
             let rows: Vec<_> = shards
                 .par_iter()
                 .map(|s| quant::QuantRows::new(s.rows))
@@ -638,10 +715,11 @@ pub fn fit<E: From<KMeansError>>(
             quantized = Some(rows);
         }
         let rows: Vec<&quant::QuantRows> = quantized.iter().flatten().collect();
-        let mode = match pruner.as_mut() {
-            Some(p) => Mode::Pruned(p),
-            None if quantized.is_some() => Mode::Quantized(&rows),
-            None => Mode::Full,
+        let codes = quantized.is_some().then_some(&rows[..]);
+        let mode = match (pruner.as_mut(), codes) {
+            (Some(p), codes) => Mode::Pruned(p, codes),
+            (None, Some(rows)) => Mode::Quantized(rows),
+            (None, None) => Mode::Full,
         };
         let (partial, kept) = local_step(&shards, &state.centroids, scale, params.threads, mode);
         let means = partial::means(&partial.sums, &partial.counts, dims, scale);
@@ -705,8 +783,7 @@ mod tests {
                     seed: 4,
                     init: init.clone(),
                     threads: 2,
-                    prune: false,
-                    kernel: Kernel::F32,
+                    assignment: Assignment::new(false, Kernel::F32),
                 },
             );
             for w in state.history.windows(2) {
@@ -737,8 +814,7 @@ mod tests {
             seed: 1,
             init: Init::Random,
             threads: 2,
-            prune: false,
-            kernel: Kernel::F32,
+            assignment: Assignment::new(false, Kernel::F32),
         };
         // Large but ordinary data passes: the scale follows the magnitude.
         let big: Vec<f32> = data.iter().map(|v| v * 1e6).collect();
@@ -755,7 +831,7 @@ mod tests {
             let err = fit::<KMeansError>(
                 &parts,
                 &Params {
-                    kernel,
+                    assignment: Assignment::Full(kernel),
                     ..params.clone()
                 },
                 None,
@@ -778,8 +854,7 @@ mod tests {
             seed: 1,
             init: Init::PlusPlus { sample: None },
             threads: 2,
-            prune: false,
-            kernel: Kernel::F32,
+            assignment: Assignment::new(false, Kernel::F32),
         };
         let state = run(&data, 8, &params);
         assert!(state.converged, "{:?}", state.history);
@@ -807,8 +882,7 @@ mod tests {
             seed: 11,
             init: Init::Random,
             threads: 2,
-            prune: false,
-            kernel: Kernel::F32,
+            assignment: Assignment::new(false, Kernel::F32),
         };
         let a = run(&data, 8, &params);
         let b = run(&data, 8, &params);
@@ -831,8 +905,7 @@ mod tests {
             seed: 2,
             init: Init::Random,
             threads: 1,
-            prune: false,
-            kernel: Kernel::F32,
+            assignment: Assignment::new(false, Kernel::F32),
         };
         let one = run(&data, 12, &params);
         let parts = [
@@ -962,39 +1035,40 @@ mod tests {
                 seed: 3,
                 init: Init::Random,
                 threads: 2,
-                prune: false,
-                kernel: Kernel::F32,
+                assignment: Assignment::new(false, Kernel::F32),
             };
             let full = run(&data, 32, &params);
-            let pruned = run(
-                &data,
-                32,
-                &Params {
-                    prune: true,
+            let others: Vec<(Assignment, State)> = [
+                Assignment::Pruned(Kernel::F32),
+                Assignment::Full(Kernel::Int8),
+                Assignment::Pruned(Kernel::Int8),
+            ]
+            .into_iter()
+            .map(|assignment| {
+                let params = Params {
+                    assignment,
                     ..params.clone()
-                },
-            );
-            let quantized = run(
-                &data,
-                32,
-                &Params {
-                    kernel: Kernel::Int8,
-                    ..params
-                },
-            );
-            assert_eq!(full.centroids, pruned.centroids, "k = {k}");
-            assert_eq!(full.centroids, quantized.centroids, "k = {k}, int8");
-            for other in [&pruned, &quantized] {
+                };
+                (assignment, run(&data, 32, &params))
+            })
+            .collect();
+            for (assignment, other) in &others {
+                let what = assignment.name();
+                assert_eq!(full.centroids, other.centroids, "k = {k}, {what}");
                 for (a, b) in full.history.iter().zip(&other.history) {
                     assert!(
                         (a.inertia - b.inertia).abs() <= 1e-5 * a.inertia.max(1.0),
-                        "k = {k}: {a:?} vs {b:?}"
+                        "k = {k}, {what}: {a:?} vs {b:?}"
                     );
                 }
+                // Bounds exist from iteration 2 on (k = 1 reaches its fixed point there).
+                let kept: usize = other.history.iter().skip(1).map(|h| h.kept).sum();
+                assert_eq!(
+                    kept > 0,
+                    assignment.pruned(),
+                    "k = {k}, {what}: kept {kept}"
+                );
             }
-            // Bounds exist from iteration 2 on (k = 1 reaches its fixed point there).
-            let kept: usize = pruned.history.iter().skip(1).map(|h| h.kept).sum();
-            assert!(kept > 0, "k = {k}: pruning never kept a label");
             assert!(full.history.iter().all(|h| h.kept == 0));
         }
     }

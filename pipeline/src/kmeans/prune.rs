@@ -28,6 +28,7 @@
 //! same distance to float precision (and the same label then gives the same sums).
 
 use super::assign::{AssignScratch, Centroids, ROW_BLOCK, dist2, dot, for_each_block};
+use super::quant::{self, QuantCentroids, QuantScratch, QuantSlice, Runs};
 use crate::partition::Matrix;
 
 const SLACK_RELATIVE: f32 = 1e-3;
@@ -137,11 +138,20 @@ pub struct Geometry {
     /// The centroids in group order (`Groups::members`), so a group is a contiguous run of
     /// GEMM columns.
     sorted: Centroids,
+    /// `sorted` quantised, when the full passes run through the integer kernel.
+    quantized: Option<QuantCentroids>,
 }
 
 impl Geometry {
-    /// Geometry of `current` centroids that moved from `previous` (if any).
-    pub fn new(current: &Centroids, previous: Option<&Centroids>, groups: &Groups) -> Self {
+    /// Geometry of `current` centroids that moved from `previous` (if any); with `int8`, the
+    /// full passes (first iteration, wide searches) go through the integer kernel
+    /// ([`quant`]), and [`UnitBounds::step`] needs the rows' codes.
+    pub fn new(
+        current: &Centroids,
+        previous: Option<&Centroids>,
+        groups: &Groups,
+        int8: bool,
+    ) -> Self {
         let k = current.k();
         let drift: Vec<f32> = match previous {
             Some(prev) if prev.k() == k && groups.k() == k => (0..k)
@@ -162,10 +172,12 @@ impl Geometry {
                 .collect(),
             current.dims(),
         );
+        let quantized = int8.then(|| QuantCentroids::new(&sorted));
         Self {
             drift,
             group_drift,
             sorted,
+            quantized,
         }
     }
 }
@@ -183,6 +195,7 @@ pub struct UnitBounds {
 #[derive(Debug, Default)]
 pub struct PruneScratch {
     assign: AssignScratch,
+    quant: QuantScratch,
     /// Centroids met in a vector's search: `(centroid, distance or lower bound)`.
     met: Vec<(u32, f32)>,
     searched: Vec<u32>,
@@ -195,12 +208,17 @@ pub struct PruneScratch {
 }
 
 impl UnitBounds {
-    /// Assigns the vectors of `x`, writing `labels` and squared distances `dist`; returns how many
-    /// vectors kept their label without a search (the global filter).
+    /// Assigns the vectors of `x` (quantised as `xq` when the geometry is for the integer
+    /// kernel), writing `labels` and squared distances `dist`; returns how many vectors kept
+    /// their label without a search (the global filter).
+    ///
+    /// # Panics
+    /// If the geometry is for the integer kernel and `xq` is `None`, or `xq` is not `x`'s rows.
     #[allow(clippy::too_many_arguments)]
     pub fn step(
         &mut self,
         x: Matrix<'_>,
+        xq: Option<QuantSlice<'_>>,
         centroids: &Centroids,
         groups: &Groups,
         geometry: &Geometry,
@@ -215,9 +233,10 @@ impl UnitBounds {
             self.lower.resize(n * count, 0.0);
             grouped_assign(
                 x,
+                xq,
                 geometry,
                 groups,
-                &mut scratch.assign,
+                (&mut scratch.assign, &mut scratch.quant),
                 labels,
                 dist,
                 &mut self.lower,
@@ -306,14 +325,17 @@ impl UnitBounds {
                 dist2(xi, centroids.row(best))
             };
         }
-        self.assign_dense(x, geometry, groups, scratch, labels, dist);
+        self.assign_dense(x, xq, geometry, groups, scratch, labels, dist);
         kept
     }
 
-    /// Assigns the vectors in `scratch.dense` by the GEMM, renewing all their bounds.
+    /// Assigns the vectors in `scratch.dense` by the GEMM (or the integer kernel), renewing all
+    /// their bounds.
+    #[allow(clippy::too_many_arguments)]
     fn assign_dense(
         &mut self,
         x: Matrix<'_>,
+        xq: Option<QuantSlice<'_>>,
         geometry: &Geometry,
         groups: &Groups,
         scratch: &mut PruneScratch,
@@ -331,11 +353,13 @@ impl UnitBounds {
         scratch.dense_labels.resize(m, 0);
         scratch.dense_dist.resize(m, 0.0);
         scratch.dense_lower.resize(m * count, 0.0);
+        let codes = xq.map(|xq| xq.gather(&scratch.dense));
         grouped_assign(
             Matrix::dense(&scratch.gathered, d),
+            codes.as_ref().map(|q| q.slice(0, m)),
             geometry,
             groups,
-            &mut scratch.assign,
+            (&mut scratch.assign, &mut scratch.quant),
             &mut scratch.dense_labels,
             &mut scratch.dense_dist,
             &mut scratch.dense_lower,
@@ -349,16 +373,23 @@ impl UnitBounds {
     }
 }
 
-/// The full blocked-GEMM assignment of `x`, also writing each vector's nearest distance in every
-/// group other than its label's (and in its label's group, the nearest other member) into `lower`
-/// (`x.rows() x G`). The GEMM runs against the centroids in group order, so each group's minimum
-/// is a contiguous run; the label is the minimum of `||c||^2 - 2 x.c` (the arithmetic of
-/// [`super::assign`]), ties to the lowest centroid index.
+/// The full assignment of `x`, also writing each vector's nearest distance in every group other
+/// than its label's (and in its label's group, the nearest other member) into `lower`
+/// (`x.rows() x G`).
+///
+/// With the f32 GEMM (`xq` is `None`), the GEMM runs against the centroids in group order, so
+/// each group's minimum is a contiguous run; the label is the minimum of `||c||^2 - 2 x.c` (the
+/// arithmetic of [`super::assign`]), ties to the lowest centroid index. With the integer kernel
+/// (the geometry's quantised centroids and the rows' codes `xq`), the label is the brute-force
+/// arg-min of [`dist2`] ([`quant::assign_quantized_runs`]) and a group's bound is the least of
+/// its members' lower bounds, a looser bound but a bound all the same.
+#[allow(clippy::too_many_arguments)]
 fn grouped_assign(
     x: Matrix<'_>,
+    xq: Option<QuantSlice<'_>>,
     geometry: &Geometry,
     groups: &Groups,
-    scratch: &mut AssignScratch,
+    (scratch, quant_scratch): (&mut AssignScratch, &mut QuantScratch),
     labels: &mut [u32],
     dist: &mut [f32],
     lower: &mut [f32],
@@ -371,6 +402,26 @@ fn grouped_assign(
         x.rows()
     );
     let max_norm = sorted.norms().iter().copied().fold(0f32, f32::max);
+    if let Some(cq) = &geometry.quantized {
+        let xq = xq.expect("the integer kernel's geometry needs the rows' codes");
+        let runs = Runs {
+            start: &groups.start,
+            ids: &groups.members,
+        };
+        quant::assign_quantized_runs(x, xq, cq, sorted, runs, quant_scratch, labels, dist, lower);
+        for i in 0..x.rows() {
+            let low = &mut lower[i * count..][..count];
+            finish_bounds(
+                x.row(i),
+                labels[i] as usize,
+                max_norm,
+                geometry,
+                groups,
+                low,
+            );
+        }
+        return;
+    }
     let best = &mut scratch.best;
     best.resize(ROW_BLOCK, 0.0);
     for_each_block(x, sorted, &mut scratch.dots, |block, r0, c0, dots| {
@@ -414,22 +465,34 @@ fn grouped_assign(
         }
         for i in 0..bm {
             let xi = block.row(i);
-            let xx = dot(xi, xi);
-            let label = labels[r0 + i] as usize;
-            dist[r0 + i] = (xx + best[i]).max(0.0);
-            let err = EXPANSION_ERROR * (xx + max_norm);
+            dist[r0 + i] = (dot(xi, xi) + best[i]).max(0.0);
             let low = &mut lower[(r0 + i) * count..][..count];
-            for v in low.iter_mut() {
-                *v = (xx + *v - err).max(0.0).sqrt();
-            }
-            // The label's own group: its nearest other member, directly.
-            let g = groups.of[label] as usize;
-            low[g] = (groups.start[g]..groups.start[g + 1])
-                .filter(|&pos| groups.members[pos] as usize != label)
-                .map(|pos| dist2(xi, sorted.row(pos)).sqrt())
-                .fold(f32::INFINITY, f32::min);
+            finish_bounds(xi, labels[r0 + i] as usize, max_norm, geometry, groups, low);
         }
     });
+}
+
+/// Turns a vector's group minima of `||c||^2 - 2 x.c` (`low`) into lower bounds on distances,
+/// lowered by a bound on the expansion's rounding, and sets its label's group to the nearest
+/// other member, directly.
+fn finish_bounds(
+    xi: &[f32],
+    label: usize,
+    max_norm: f32,
+    geometry: &Geometry,
+    groups: &Groups,
+    low: &mut [f32],
+) {
+    let xx = dot(xi, xi);
+    let err = EXPANSION_ERROR * (xx + max_norm);
+    for v in low.iter_mut() {
+        *v = (xx + *v - err).max(0.0).sqrt();
+    }
+    let g = groups.of[label] as usize;
+    low[g] = (groups.start[g]..groups.start[g + 1])
+        .filter(|&pos| groups.members[pos] as usize != label)
+        .map(|pos| dist2(xi, geometry.sorted.row(pos)).sqrt())
+        .fold(f32::INFINITY, f32::min);
 }
 
 #[cfg(test)]
@@ -482,10 +545,12 @@ mod tests {
     fn drive(
         data: &[f32],
         d: usize,
+        int8: bool,
         mut check: impl FnMut(u32, &[usize], &[u32], &[f32], &Centroids),
     ) -> usize {
         let x = Matrix::dense(data, d);
         let n = x.rows();
+        let codes = int8.then(|| quant::QuantRows::new(x));
         let mut centroids = Centroids::new(data[..96 * d].to_vec(), d);
         let groups = Groups::new(&centroids);
         let mut bounds = UnitBounds::default();
@@ -494,10 +559,11 @@ mod tests {
         let mut previous: Option<Centroids> = None;
         let mut kept = 0;
         for step in 0..8u32 {
-            let geometry = Geometry::new(&centroids, previous.as_ref(), &groups);
+            let geometry = Geometry::new(&centroids, previous.as_ref(), &groups, int8);
             let full = !bounds.ready || previous.is_none();
             kept += bounds.step(
                 x,
+                codes.as_ref().map(|c| c.slice(0, n)),
                 &centroids,
                 &groups,
                 &geometry,
@@ -530,7 +596,7 @@ mod tests {
         let d = 16;
         let data = blobs(12, 60, d, 4);
         let x = Matrix::dense(&data, d);
-        let kept = drive(&data, d, |step, _, labels, dist, centroids| {
+        let kept = drive(&data, d, false, |step, _, labels, dist, centroids| {
             let n = labels.len();
             let (mut want, mut want_dist) = (vec![0u32; n], vec![0f32; n]);
             super::super::assign(
@@ -562,7 +628,7 @@ mod tests {
         let data: Vec<f32> = blobs(12, 60, d, 9).iter().map(|v| v + 100.0).collect();
         let x = Matrix::dense(&data, d);
         let mut searched = 0;
-        let kept = drive(&data, d, |step, dense, labels, _, centroids| {
+        let kept = drive(&data, d, false, |step, dense, labels, _, centroids| {
             for (i, &label) in labels.iter().enumerate() {
                 if dense.contains(&i) {
                     continue;
@@ -588,5 +654,39 @@ mod tests {
             "only {searched} labels decided by the bounds"
         );
         assert!(kept > 0, "the bounds never proved a label");
+    }
+
+    #[test]
+    fn pruned_steps_through_the_integer_kernel_give_the_brute_force_nearest() {
+        // Every row, whether its label was kept, searched or found by the integer full pass,
+        // gets the arg-min of direct distances (lowest index on ties) and that distance; far
+        // from the origin too, where the integer bounds are loosest.
+        let d = 16;
+        for shift in [0.0, 100.0] {
+            let data: Vec<f32> = blobs(12, 60, d, 5).iter().map(|v| v + shift).collect();
+            let x = Matrix::dense(&data, d);
+            let mut passes = 0;
+            let kept = drive(&data, d, true, |step, dense, labels, dist, centroids| {
+                passes += dense.len();
+                for (i, (&label, &got)) in labels.iter().zip(dist).enumerate() {
+                    let (want, want_dist) = (0..centroids.k())
+                        .map(|j| (dist2(x.row(i), centroids.row(j)), j as u32))
+                        .fold((u32::MAX, f32::INFINITY), |(bj, bd), (dj, j)| {
+                            if dj < bd { (j, dj) } else { (bj, bd) }
+                        });
+                    assert_eq!(
+                        (label, got),
+                        (want, want_dist),
+                        "shift {shift} step {step} row {i}"
+                    );
+                }
+            });
+            // Far from the origin the integer bounds are too loose to prove labels (the
+            // quantisation error scales with the vectors' length): correct, not faster.
+            if shift == 0.0 {
+                assert!(kept > 0, "the bounds never proved a label");
+            }
+            assert!(passes > data.len() / d, "shift {shift}: no wide search");
+        }
     }
 }

@@ -361,6 +361,37 @@ impl QuantSlice<'_> {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    /// A copy of rows `indices` of the slice (relative to its start), in that order.
+    ///
+    /// # Panics
+    /// If an index is outside the slice.
+    pub fn gather(&self, indices: &[usize]) -> QuantRows {
+        let src = self.rows;
+        let (m, width) = (indices.len(), src.width);
+        let mut out = QuantRows {
+            rows: m,
+            dims: src.dims,
+            width,
+            codes: vec![0; (m + MR - 1) * width],
+            lo: Vec::with_capacity(m),
+            step: Vec::with_capacity(m),
+            length: Vec::with_capacity(m),
+            error: Vec::with_capacity(m),
+            slack: Vec::with_capacity(m),
+        };
+        for (codes, &i) in out.codes.chunks_exact_mut(width).zip(indices) {
+            assert!(i < self.len, "row {i} outside a slice of {}", self.len);
+            let g = self.start + i;
+            codes.copy_from_slice(&src.codes[g * width..][..width]);
+            out.lo.push(src.lo[g]);
+            out.step.push(src.step[g]);
+            out.length.push(src.length[g]);
+            out.error.push(src.error[g]);
+            out.slack.push(src.slack[g]);
+        }
+        out
+    }
 }
 
 /// Quantised centroids, packed for the kernel: made once per iteration.
@@ -511,6 +542,72 @@ pub fn assign_quantized(
     labels: &mut [u32],
     dist: &mut [f32],
 ) {
+    scan(x, xq, cq, centroids, scratch, labels, dist, None);
+}
+
+/// Centroids in runs (groups): for the pruned assignment, which needs each row's least lower
+/// bound over every run besides its nearest centroid.
+#[derive(Debug, Clone, Copy)]
+pub struct Runs<'a> {
+    /// Run `g` is columns `start[g]..start[g + 1]` (`start` ends at `k`).
+    pub start: &'a [usize],
+    /// The index each column is known by (ties go to the lowest of these).
+    pub ids: &'a [u32],
+}
+
+/// [`assign_quantized`] over centroids in runs: `labels[i]` is the id ([`Runs::ids`]) of the
+/// brute-force arg-min of [`dist2`] (the lowest id on ties), and `least[i * G + g]` a lower bound
+/// on `||c||^2 - 2 x.c` over the columns of run `g` (`G` runs), float rounding of `||x||^2` aside.
+///
+/// # Panics
+/// As [`assign_quantized`], and if `least` is not `x.rows() x G` or the runs do not cover the
+/// centroids.
+#[allow(clippy::too_many_arguments)]
+pub fn assign_quantized_runs(
+    x: Matrix<'_>,
+    xq: QuantSlice<'_>,
+    cq: &QuantCentroids,
+    centroids: &Centroids,
+    runs: Runs<'_>,
+    scratch: &mut QuantScratch,
+    labels: &mut [u32],
+    dist: &mut [f32],
+    least: &mut [f32],
+) {
+    let count = runs.start.len().saturating_sub(1);
+    assert!(
+        runs.start.first() == Some(&0)
+            && runs.start.last() == Some(&centroids.k())
+            && runs.ids.len() == centroids.k()
+            && least.len() == x.rows() * count,
+        "runs must cover the {} centroids and `least` hold {} x {count} values",
+        centroids.k(),
+        x.rows()
+    );
+    scan(
+        x,
+        xq,
+        cq,
+        centroids,
+        scratch,
+        labels,
+        dist,
+        Some((runs, least)),
+    );
+}
+
+/// The scan behind [`assign_quantized`] and [`assign_quantized_runs`].
+#[allow(clippy::too_many_arguments)]
+fn scan(
+    x: Matrix<'_>,
+    xq: QuantSlice<'_>,
+    cq: &QuantCentroids,
+    centroids: &Centroids,
+    scratch: &mut QuantScratch,
+    labels: &mut [u32],
+    dist: &mut [f32],
+    mut runs: Option<(Runs<'_>, &mut [f32])>,
+) {
     let kernel = cq.isa;
     let n = x.rows();
     assert!(
@@ -530,6 +627,9 @@ pub fn assign_quantized(
     lower.resize(CENTROID_BLOCK, 0.0);
     min_upper.resize(ROW_BLOCK, 0.0);
     candidates.resize_with(ROW_BLOCK, Vec::new);
+    if let Some((_, least)) = runs.as_mut() {
+        least.fill(f32::INFINITY);
+    }
     for r0 in (0..n).step_by(ROW_BLOCK) {
         let bm = ROW_BLOCK.min(n - r0);
         let first = xq.start + r0;
@@ -550,23 +650,46 @@ pub fn assign_quantized(
                 if list.len() > COMPACT_AT {
                     list.retain(|&(_, lower)| lower <= threshold);
                 }
+                if let Some((runs, least)) = runs.as_mut() {
+                    run_minima(runs, c0, &lower[..bn], least, r0 + i);
+                }
             }
         }
+        let ids = runs.as_ref().map(|(r, _)| r.ids);
         for i in 0..bm {
             let threshold = min_upper[i] + 4.0 * rows.slack[first + i];
             let xi = x.row(r0 + i);
-            let (mut best, mut label) = (f32::INFINITY, 0u32);
+            let (mut best, mut label) = (f32::INFINITY, u32::MAX);
             for &(j, lower) in &candidates[i] {
                 if lower <= threshold {
                     let d = kernel.dist2(xi, centroids.row(j as usize));
-                    if d < best {
-                        (best, label) = (d, j);
+                    let id = ids.map_or(j, |ids| ids[j as usize]);
+                    if d < best || (d == best && id < label) {
+                        (best, label) = (d, id);
                     }
                 }
             }
             labels[r0 + i] = label;
             dist[r0 + i] = best;
         }
+    }
+}
+
+/// Lowers row `row`'s run minima in `least` by the lower bounds of columns `c0..` (`lower`).
+fn run_minima(runs: &Runs<'_>, c0: usize, lower: &[f32], least: &mut [f32], row: usize) {
+    let count = runs.start.len() - 1;
+    let end = (c0 + lower.len()).min(runs.start[count]);
+    if c0 >= end {
+        return;
+    }
+    // Runs with columns in c0..end (empty runs give empty ranges).
+    let first = runs.start.partition_point(|&s| s <= c0) - 1;
+    let last = runs.start[..count].partition_point(|&s| s < end);
+    let least = &mut least[row * count..][..count];
+    for (g, slot) in (first..last).zip(&mut least[first..last]) {
+        let lo = runs.start[g].max(c0) - c0;
+        let hi = runs.start[g + 1].min(end) - c0;
+        *slot = lower[lo..hi].iter().copied().fold(*slot, f32::min);
     }
 }
 
