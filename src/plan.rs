@@ -191,7 +191,8 @@ pub fn print(
     );
     println!(
         "    per iteration: bytes summed over the nodes (stage 2 with / without stage-1 \
-         aggregation);\n    memory and partial sums per node"
+         aggregation,\n    sparse pieces where a partial touches few centroids: an upper \
+         estimate);\n    memory and partial sums per node"
     );
     println!(
         "    {:<8} {:>9} {:>21} {:>9} {:>9} {:>6} {:>9} {:>9}",
@@ -201,12 +202,13 @@ pub fn print(
         let k = k as u64;
         let bcast = k * DIMS * 4;
         let partial = k * (DIMS + 1) * 8;
-        let stage2_on = (nodes - 1) * partial;
-        let stage2_off = tasks * stage2_on;
+        let per_node = n.div_ceil(nodes.max(1));
+        let stage2_on = stage2_bytes(k, per_node, nodes, 1);
+        let stage2_off = stage2_bytes(k, per_node.div_ceil(tasks.max(1)), nodes, tasks);
         let stage3 = k * (4 * DIMS + 8);
         let flops = 2.0 * n as f64 * k as f64 * DIMS as f64;
         let seconds = (bcast as f64 + (nodes - 1) as f64 * 65536.0) / link
-            + (nodes - 1) as f64 / nodes as f64 * partial as f64 / link
+            + stage2_on as f64 / nodes.max(1) as f64 / link
             + stage3 as f64 / link;
         println!(
             "    {k:<8} {:>9} {:>21} {:>9} {:>9.2e} {:>6.1} {:>9} {:>9}",
@@ -234,4 +236,50 @@ pub fn print(
         config.plan.link_mbit
     );
     Ok(())
+}
+
+/// Stage-2 bytes of one iteration, summed over `nodes` nodes that each ship `partials`
+/// partials of `vectors` vectors: each partial sends a piece of every other node's range of
+/// `k / nodes` centroids, dense or sparse, whichever is smaller (the wire layout of
+/// `vocab_cluster::aggregate`). The centroids a partial touches are estimated as if its vectors
+/// fell uniformly on the `k` centroids, `k (1 - (1 - 1/k)^vectors)`: clustered data touches
+/// fewer, so this is an upper estimate.
+pub fn stage2_bytes(k: u64, vectors: u64, nodes: u64, partials: u64) -> u64 {
+    if nodes < 2 || k == 0 {
+        return 0;
+    }
+    let touched = k as f64 * (1.0 - (1.0 - 1.0 / k as f64).powf(vectors as f64));
+    let range = k as f64 / nodes as f64;
+    let dense = range * (DIMS + 1) as f64;
+    let sparse = touched / nodes as f64 * (DIMS + 2) as f64;
+    let piece = 8.0 * (1.0 + dense.min(sparse));
+    (piece * (nodes * (nodes - 1) * partials) as f64).round() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_two_counts_sparse_pieces_at_the_papers_shape() {
+        // 742 vectors per map task and 1M centroids: a task touches at most 742 of them.
+        let (k, nodes) = (1 << 20, 125);
+        let dense = stage2_bytes(k, 1 << 30, nodes, 1);
+        let sparse = stage2_bytes(k, 742, nodes, 1);
+        let full = (nodes * (nodes - 1)) as f64 * 8.0 * (1.0 + (k * (DIMS + 1)) as f64 / 125.0);
+        assert!(
+            (dense as f64 - full).abs() < 1e-6 * full,
+            "{dense} vs {full}"
+        );
+        assert!(
+            sparse * 500 < dense,
+            "sparse {sparse} is not 2.5 orders below dense {dense}"
+        );
+        // Few centroids, many vectors: every piece dense.
+        assert_eq!(
+            stage2_bytes(20, 1000, 4, 1),
+            4 * 3 * 8 * (1 + 5 * (DIMS + 1))
+        );
+        assert_eq!(stage2_bytes(20, 1000, 1, 1), 0);
+    }
 }

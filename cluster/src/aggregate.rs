@@ -6,9 +6,18 @@
 //! fixed-point integers, so chunks are added the moment they arrive, in any order, and the
 //! accumulator is the only buffer: a worker's stage-2 memory is its range, not `k x workers`.
 //!
-//! Wire layout of a range `[start, end)` of `r` centroids from `t` partials: for each partial, `r`
-//! counts (`u64`) then `r x dims` sums (`i64`), little-endian. Stage 3 ships a reduced range as
-//! `r` counts (`u64`) then `r x dims` means (`f32`).
+//! Wire layout of a range `[start, end)` of `r > 0` centroids from `t` partials, little-endian
+//! 8-byte words: for each partial a **piece**, dense or sparse, whichever is smaller:
+//! - dense: the word [`DENSE`], then `r` counts (`u64`), then `r x dims` sums (`i64`);
+//! - sparse: the number `m <= r` of centroids of the range the partial touched (count above
+//!   zero), then for each, in increasing order, its index within the range, its count and its
+//!   `dims` sums. A centroid with no vectors has zero sums, so leaving it out is exact.
+//!
+//! A map task of the paper's shape (742 vectors, 1M centroids) touches at most 742 of a range's
+//! centroids: its pieces are sparse and stage 2 ships its touched centroids, not the range. An
+//! empty range ships nothing. Stage 3 ships a reduced range as `r` counts (`u64`) then
+//! `r x dims` means (`f32`): the gather's ranges are the whole vocabulary, in which every
+//! centroid holds vectors after the first iteration, so it stays dense.
 
 use std::ops::Range;
 
@@ -43,35 +52,97 @@ pub enum AggregateError {
         /// Byte offset.
         at: u64,
     },
+    /// A sparse piece naming more centroids than its range holds, or an index outside it.
+    #[error("a sparse piece names centroid {index} of a range of {len}")]
+    SparseIndex {
+        /// The index or count given.
+        index: u64,
+        /// Centroids in the range.
+        len: usize,
+    },
+    /// A sender's bytes ended inside a piece, or held another number of pieces than announced.
+    #[error("{pieces} complete pieces received where {announced} were announced")]
+    Pieces {
+        /// Complete pieces parsed.
+        pieces: u64,
+        /// Pieces announced.
+        announced: u64,
+    },
 }
+
+/// First word of a dense piece (a sparse piece starts with its entry count, at most `r`).
+pub const DENSE: u64 = u64::MAX;
 
 /// The centroid range of worker `j` of `workers`: `[k j / w, k (j + 1) / w)`.
 pub fn range_of(k: usize, workers: usize, j: usize) -> Range<usize> {
     (k * j / workers)..(k * (j + 1) / workers)
 }
 
-/// Bytes of range `r` of each of `partials`, in the wire layout.
+/// Bytes of range `r` of each of `partials`, in the wire layout (dense or sparse per piece,
+/// whichever is smaller; nothing for an empty range).
 pub fn encode_range(partials: &[Partial], r: Range<usize>) -> Vec<u8> {
     let dims = partials.first().map_or(0, Partial::dims);
-    let mut out = Vec::with_capacity(partials.len() * r.len() * (dims + 1) * 8);
+    let mut out = Vec::new();
+    if r.is_empty() {
+        return out;
+    }
+    let word = |out: &mut Vec<u8>, v: u64| out.extend_from_slice(&v.to_le_bytes());
     for p in partials {
-        for &c in &p.counts[r.clone()] {
-            out.extend_from_slice(&c.to_le_bytes());
-        }
-        for &s in &p.sums[r.start * dims..r.end * dims] {
-            out.extend_from_slice(&s.to_le_bytes());
+        let counts = &p.counts[r.clone()];
+        let touched = counts.iter().filter(|&&c| c > 0).count();
+        if touched * (dims + 2) < r.len() * (dims + 1) {
+            out.reserve(8 + touched * (dims + 2) * 8);
+            word(&mut out, touched as u64);
+            for (i, &c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+                word(&mut out, i as u64);
+                word(&mut out, c);
+                let j = r.start + i;
+                for &s in &p.sums[j * dims..(j + 1) * dims] {
+                    out.extend_from_slice(&s.to_le_bytes());
+                }
+            }
+        } else {
+            out.reserve(8 + r.len() * (dims + 1) * 8);
+            word(&mut out, DENSE);
+            for &c in counts {
+                word(&mut out, c);
+            }
+            for &s in &p.sums[r.start * dims..r.end * dims] {
+                out.extend_from_slice(&s.to_le_bytes());
+            }
         }
     }
     out
 }
 
-/// Length of [`encode_range`]'s output; saturates at `u64::MAX` (sizes announced by a peer
-/// are compared with it, so a hostile header cannot make it overflow).
+/// Largest length of [`encode_range`]'s output for `tasks` partials (every piece dense, the
+/// bound a peer's announced length is checked against); saturates at `u64::MAX`, so a hostile
+/// header cannot make it overflow. Zero for an empty range.
 pub fn range_len(tasks: usize, centroids: usize, dims: usize) -> u64 {
-    (tasks as u64)
-        .saturating_mul(centroids as u64)
+    if centroids == 0 {
+        return 0;
+    }
+    (centroids as u64)
         .saturating_mul((dims as u64).saturating_add(1))
+        .saturating_add(1)
         .saturating_mul(8)
+        .saturating_mul(tasks as u64)
+}
+
+/// Where the stage-2 parser is within a sender's pieces.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Parse {
+    /// Expecting a piece's first word.
+    Header,
+    /// In a dense piece, at word `at` after the header.
+    Dense { at: usize },
+    /// In a sparse piece: `left` entries to go after this one, at word `word` of an entry
+    /// (0: index, 1: count, 2..: sums) of centroid `index`.
+    Sparse {
+        left: u64,
+        word: usize,
+        index: usize,
+    },
 }
 
 /// Stage-2 accumulator of one range.
@@ -85,6 +156,10 @@ pub struct RangeSum {
     pub counts: Vec<u64>,
     /// Sums (`centroids x dims`).
     pub sums: Vec<i64>,
+    /// Position in the current sender's bytes.
+    parse: Parse,
+    /// Complete pieces of the current sender.
+    pieces: u64,
 }
 
 impl RangeSum {
@@ -95,6 +170,8 @@ impl RangeSum {
             dims,
             counts: vec![0; r.len()],
             sums: vec![0; r.len() * dims],
+            parse: Parse::Header,
+            pieces: 0,
         }
     }
 
@@ -118,8 +195,9 @@ impl RangeSum {
         );
     }
 
-    /// Adds a chunk at byte `offset` of a blob in the wire layout (`offset` and the length must
-    /// be multiples of 8).
+    /// Adds the next chunk of one sender's bytes in the wire layout; `offset` is where it starts
+    /// in them (chunks arrive in order; offset and length multiples of 8). After a sender's
+    /// last chunk, [`RangeSum::end_sender`] checks that its pieces were whole.
     pub fn add_chunk(&mut self, offset: u64, data: &[u8]) -> Result<(), AggregateError> {
         if offset % 8 != 0 || data.len() % 8 != 0 {
             return Err(AggregateError::Misaligned {
@@ -128,25 +206,108 @@ impl RangeSum {
                 align: 8,
             });
         }
-        let per_task = self.len() * (self.dims + 1);
-        if per_task == 0 {
+        let (r, dims) = (self.len(), self.dims);
+        if r == 0 && !data.is_empty() {
             return Err(AggregateError::EmptyRange);
         }
-        let (first, r) = ((offset / 8) as usize, self.len());
-        for (i, bytes) in data.chunks_exact(8).enumerate() {
-            let at = (first + i) % per_task;
-            let word: [u8; 8] = bytes.try_into().map_err(|_| AggregateError::Misaligned {
-                offset,
-                len: data.len(),
-                align: 8,
-            })?;
-            if at < r {
-                self.counts[at] += u64::from_le_bytes(word);
-            } else {
-                self.sums[at - r] += i64::from_le_bytes(word);
-            }
+        let dense_words = r * (dims + 1);
+        for bytes in data.chunks_exact(8) {
+            let word =
+                u64::from_le_bytes(bytes.try_into().map_err(|_| AggregateError::Misaligned {
+                    offset,
+                    len: data.len(),
+                    align: 8,
+                })?);
+            self.parse = match self.parse {
+                Parse::Header if word == DENSE => Parse::Dense { at: 0 },
+                Parse::Header if word > r as u64 => {
+                    return Err(AggregateError::SparseIndex {
+                        index: word,
+                        len: r,
+                    });
+                }
+                Parse::Header if word == 0 => {
+                    self.pieces += 1;
+                    Parse::Header
+                }
+                Parse::Header => Parse::Sparse {
+                    left: word - 1,
+                    word: 0,
+                    index: 0,
+                },
+                Parse::Dense { at: pos } => {
+                    if pos < r {
+                        self.counts[pos] += word;
+                    } else {
+                        self.sums[pos - r] += word as i64;
+                    }
+                    if pos + 1 == dense_words {
+                        self.pieces += 1;
+                        Parse::Header
+                    } else {
+                        Parse::Dense { at: pos + 1 }
+                    }
+                }
+                Parse::Sparse {
+                    left,
+                    word: 0,
+                    index: _,
+                } => {
+                    if word >= r as u64 {
+                        return Err(AggregateError::SparseIndex {
+                            index: word,
+                            len: r,
+                        });
+                    }
+                    Parse::Sparse {
+                        left,
+                        word: 1,
+                        index: word as usize,
+                    }
+                }
+                Parse::Sparse {
+                    left,
+                    word: pos,
+                    index,
+                } => {
+                    if pos == 1 {
+                        self.counts[index] += word;
+                    } else {
+                        self.sums[index * dims + pos - 2] += word as i64;
+                    }
+                    match (pos + 1 == dims + 2, left) {
+                        (false, _) => Parse::Sparse {
+                            left,
+                            word: pos + 1,
+                            index,
+                        },
+                        (true, 0) => {
+                            self.pieces += 1;
+                            Parse::Header
+                        }
+                        (true, left) => Parse::Sparse {
+                            left: left - 1,
+                            word: 0,
+                            index: 0,
+                        },
+                    }
+                }
+            };
         }
         Ok(())
+    }
+
+    /// Ends one sender's bytes: they must have held exactly `announced` whole pieces. The
+    /// parser is then ready for the next sender.
+    pub fn end_sender(&mut self, announced: u64) -> Result<(), AggregateError> {
+        let (pieces, whole) = (self.pieces, self.parse == Parse::Header);
+        self.parse = Parse::Header;
+        self.pieces = 0;
+        if whole && pieces == announced {
+            Ok(())
+        } else {
+            Err(AggregateError::Pieces { pieces, announced })
+        }
     }
 
     /// Stage-3 bytes: counts then the means of the range.
@@ -236,7 +397,8 @@ mod tests {
 
     #[test]
     fn announced_sizes_saturate_instead_of_overflowing() {
-        assert_eq!(range_len(2, 3, 4), 2 * 3 * 5 * 8);
+        assert_eq!(range_len(2, 3, 4), 2 * (1 + 3 * 5) * 8);
+        assert_eq!(range_len(5, 0, 4), 0);
         assert_eq!(range_len(usize::MAX, 2, 3), u64::MAX);
         assert_eq!(range_len(1, 1, usize::MAX), u64::MAX);
     }
@@ -268,14 +430,15 @@ mod tests {
                 partials[..2].iter().for_each(|p| first_two.merge(p));
                 let a = encode_range(&partials[2..], r.clone());
                 let b = encode_range(std::slice::from_ref(&first_two), r.clone());
-                assert_eq!(a.len() as u64, range_len(2, r.len(), dims));
+                assert!(a.len() as u64 <= range_len(2, r.len(), dims));
                 let mut acc = RangeSum::new(r.clone(), dims);
                 for chunk in [8usize, 16, 40] {
                     acc = RangeSum::new(r.clone(), dims);
-                    for blob in [&b, &a] {
+                    for (blob, pieces) in [(&b, 1), (&a, 2)] {
                         for (i, c) in blob.chunks(chunk).enumerate() {
                             acc.add_chunk((i * chunk) as u64, c).expect("add");
                         }
+                        acc.end_sender(pieces).expect("whole pieces");
                     }
                 }
                 assert_eq!(acc.counts, merged.counts[r.clone()]);
@@ -306,6 +469,102 @@ mod tests {
         assert!(matches!(
             RangeSum::new(0..2, 3).add_chunk(4, &[0; 8]),
             Err(AggregateError::Misaligned { offset: 4, .. })
+        ));
+    }
+
+    /// A partial of `k` centroids whose `rows` vectors go to the centroids `labels` gives.
+    fn touching(k: usize, dims: usize, labels: &[u32], seed: u32) -> Partial {
+        let x: Vec<f32> = (0..labels.len() * dims)
+            .map(|i| ((i as u32 * 7 + seed * 13) % 23) as f32 - 11.0)
+            .collect();
+        let mut p = Partial::new(k, dims, 30);
+        p.accumulate(
+            u64::from(seed),
+            Matrix::dense(&x, dims),
+            labels,
+            &vec![1.0; labels.len()],
+        );
+        p
+    }
+
+    #[test]
+    fn sparse_pieces_ship_only_touched_centroids_and_reduce_to_the_dense_sums() {
+        let (k, dims) = (1000, 6);
+        // Few vectors over many centroids (sparse), and one partial touching every centroid of
+        // a range (dense): both in one sender's bytes.
+        let few = touching(k, dims, &[3, 3, 17, 640, 999], 1);
+        let many = touching(k, dims, &(0..k as u32).collect::<Vec<_>>(), 2);
+        let other = touching(k, dims, &[5, 640, 641], 3);
+        let mut merged = Partial::new(k, dims, 30);
+        for p in [&few, &many, &other] {
+            merged.merge(p);
+        }
+        for workers in [1, 3, 4] {
+            for j in 0..workers {
+                let r = range_of(k, workers, j);
+                let both = encode_range(&[few.clone(), many.clone()], r.clone());
+                let alone = encode_range(std::slice::from_ref(&other), r.clone());
+                let touched = |p: &Partial| p.counts[r.clone()].iter().filter(|&&c| c > 0).count();
+                // The sparse pieces: a header and (index, count, sums) per touched centroid.
+                assert_eq!(
+                    alone.len(),
+                    8 * (1 + touched(&other) * (dims + 2)),
+                    "range {r:?}"
+                );
+                assert_eq!(
+                    both.len(),
+                    8 * (2 + touched(&few) * (dims + 2) + r.len() * (dims + 1)),
+                    "range {r:?}"
+                );
+                assert!(both.len() as u64 <= range_len(2, r.len(), dims));
+                for chunk in [8usize, 24, 56, 4096] {
+                    let mut acc = RangeSum::new(r.clone(), dims);
+                    for (blob, pieces) in [(&both, 2), (&alone, 1)] {
+                        for (i, c) in blob.chunks(chunk).enumerate() {
+                            acc.add_chunk((i * chunk) as u64, c).expect("add");
+                        }
+                        acc.end_sender(pieces).expect("whole pieces");
+                    }
+                    assert_eq!(acc.counts, merged.counts[r.clone()], "range {r:?}");
+                    assert_eq!(acc.sums, merged.sums[r.start * dims..r.end * dims]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_stage_two_bytes_are_errors() {
+        let word = |v: u64| v.to_le_bytes().to_vec();
+        let (r, dims) = (0..4, 2);
+        // More entries than the range holds, an index outside it.
+        let mut acc = RangeSum::new(r.clone(), dims);
+        assert!(matches!(
+            acc.add_chunk(0, &word(5)),
+            Err(AggregateError::SparseIndex { index: 5, len: 4 })
+        ));
+        let mut acc = RangeSum::new(r.clone(), dims);
+        let bad = [word(1), word(4)].concat();
+        assert!(matches!(
+            acc.add_chunk(0, &bad),
+            Err(AggregateError::SparseIndex { index: 4, .. })
+        ));
+        // Bytes that end inside a piece, or fewer pieces than announced.
+        let p = touching(4, dims, &[1], 1);
+        let blob = encode_range(std::slice::from_ref(&p), r.clone());
+        let mut acc = RangeSum::new(r.clone(), dims);
+        acc.add_chunk(0, &blob[..blob.len() - 8]).expect("add");
+        assert!(matches!(
+            acc.end_sender(1),
+            Err(AggregateError::Pieces { pieces: 0, .. })
+        ));
+        let mut acc = RangeSum::new(r.clone(), dims);
+        acc.add_chunk(0, &blob).expect("add");
+        assert!(acc.end_sender(2).is_err());
+        // An empty range takes no bytes.
+        assert!(encode_range(std::slice::from_ref(&p), 2..2).is_empty());
+        assert!(matches!(
+            RangeSum::new(2..2, dims).add_chunk(0, &word(0)),
+            Err(AggregateError::EmptyRange)
         ));
     }
 }

@@ -789,8 +789,11 @@ pub fn reduce_ranges(
     for d in 1..w {
         let (to, from) = ((me + d) % w, (me + w - d) % w);
         let blob = encode_range(partials, range_of(k, w, to));
-        let mine = (partials.len() as u64).to_le_bytes();
-        let mut theirs = [0u8; 8];
+        // Announced: pieces (partials) and bytes (pieces are dense or sparse).
+        let mut mine = [0u8; 16];
+        mine[..8].copy_from_slice(&(partials.len() as u64).to_le_bytes());
+        mine[8..].copy_from_slice(&(blob.len() as u64).to_le_bytes());
+        let mut theirs = [0u8; 16];
         team.exchange(
             &[Send {
                 to,
@@ -803,21 +806,26 @@ pub fn reduce_ranges(
                 buf: &mut theirs,
             }],
         )?;
-        let tasks = u64::from_le_bytes(theirs);
-        // A partial per map task at most; anything larger than a range per thread is a bug.
-        let incoming = if own.is_empty() {
-            0
-        } else {
-            let limit = 1u64 << 20;
-            if tasks > limit {
-                return Err(CollectiveError::TooLarge {
-                    member: from,
-                    bytes: tasks,
-                    limit,
-                });
-            }
-            range_len(tasks as usize, own.len(), dims)
-        };
+        let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0xff; 8]));
+        let (tasks, incoming) = (word(&theirs[..8]), word(&theirs[8..]));
+        // A partial per map task at most, each piece at most dense: anything larger is a bug
+        // or an attack.
+        let limit = 1u64 << 20;
+        if tasks > limit {
+            return Err(CollectiveError::TooLarge {
+                member: from,
+                bytes: tasks,
+                limit,
+            });
+        }
+        let most = range_len(tasks as usize, own.len(), dims);
+        if incoming > most {
+            return Err(CollectiveError::TooLarge {
+                member: from,
+                bytes: incoming,
+                limit: most,
+            });
+        }
         let mut buf = vec![0u8; chunk.min(incoming as usize)];
         let (mut out_at, mut in_at) = (0usize, 0u64);
         while out_at < blob.len() || in_at < incoming {
@@ -841,6 +849,9 @@ pub fn reduce_ranges(
             sent += (send_end - out_at) as u64;
             out_at = send_end;
             in_at += recv_len as u64;
+        }
+        if !own.is_empty() {
+            acc.end_sender(tasks).map_err(CollectiveError::Stage2)?;
         }
     }
     Ok((acc, sent))
