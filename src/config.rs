@@ -126,8 +126,8 @@ pub struct KmeansConfig {
     /// Cluster file (relative to the config) to run on instead of loopback workers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<PathBuf>,
-    /// Yinyang-pruned assignment (`vocab kmeans --prune`); single-process engine only
-    /// (`nodes = 0`, no cluster).
+    /// Yinyang-pruned assignment (`vocab kmeans --prune`), on any engine (the bounds stay at
+    /// the workers).
     #[serde(default, skip_serializing_if = "is_default")]
     pub prune: bool,
     /// Kernel of the full assignment passes (`vocab kmeans --kernel`), pruned or not.
@@ -315,25 +315,7 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
         return Err(fail("kmeans", "k", "list vocabulary sizes of at least 1"));
     }
     for &k in &km.k {
-        settings::kmeans_rules(
-            k,
-            km.iterations,
-            km.tol,
-            km.assignment(),
-            km.nodes > 0 || km.cluster.is_some(),
-        )
-        .map_err(|e| {
-            let e = match e.key {
-                // Distributed because of `nodes` (or `cluster`): say how to run in one process.
-                "prune" => Invalid {
-                    rule: "runs on the single-process engine only: set nodes = 0 and no cluster"
-                        .into(),
-                    ..e
-                },
-                _ => e,
-            };
-            invalid("kmeans", e)
-        })?;
+        settings::kmeans_rules(k, km.iterations, km.tol).map_err(|e| invalid("kmeans", e))?;
     }
     let e = &config.encode;
     e.params().map_err(|err| invalid("encode", err))?;
@@ -426,13 +408,9 @@ mod tests {
                 .expect_err("pyramid")
                 .to_string();
         assert!(err.contains("[encode] pyramid, line 4"), "{err}");
-        let err = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nprune = true\n")
-            .expect_err("prune on loopback workers")
-            .to_string();
-        assert!(
-            err.contains("[kmeans] prune, line 5") && err.contains("nodes = 0"),
-            "{err}"
-        );
+        let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nprune = true\n")
+            .expect("prune on loopback workers");
+        assert!(c.kmeans.prune && c.kmeans.nodes == 2);
         let c =
             load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nprune = true\nnodes = 0\n")
                 .expect("prune on one process");

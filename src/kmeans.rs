@@ -374,7 +374,7 @@ fn run_mpi(
             chains: 2,
         },
         stage1: args.local_aggregation,
-        kernel: args.assignment.kernel(),
+        assignment: args.assignment,
         racks,
         // Rank 0 is a compute rank like the others.
         root_maps: true,
@@ -514,7 +514,7 @@ fn run_cluster(
         dir: dir.display().to_string(),
         algorithm: Algorithm::from(args.broadcast),
         stage1: args.local_aggregation,
-        kernel: args.assignment.kernel(),
+        assignment: args.assignment,
         auto: auto_order(args, set),
         known: links_file(args).and_then(|p| read_links(&p)),
     };

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use vocab_pipeline::encode::{EncodeParams, Norm, Soft};
 use vocab_pipeline::features::FeatureParams;
 use vocab_pipeline::hog::PATCH_SIDE;
-use vocab_pipeline::kmeans::{Assignment, KMeansError};
+use vocab_pipeline::kmeans::Assignment;
 use vocab_pipeline::patch::{MAX_PER_IMAGE, Sampling};
 use vocab_pipeline::store::Format;
 
@@ -545,15 +545,8 @@ impl Engine {
     }
 }
 
-/// The rules of a k-means run that a config can break before anything runs (`distributed`: on
-/// workers or ranks).
-pub fn kmeans_rules(
-    k: usize,
-    iterations: u64,
-    tol: f64,
-    assignment: Assignment,
-    distributed: bool,
-) -> Result<(), Invalid> {
+/// The rules of a k-means run that a config can break before anything runs.
+pub fn kmeans_rules(k: usize, iterations: u64, tol: f64) -> Result<(), Invalid> {
     at_least("k", k, 1, " word")?;
     if iterations == 0 {
         return Err(Invalid::new("iterations", 0, "must be at least 1"));
@@ -561,10 +554,7 @@ pub fn kmeans_rules(
     if tol.is_nan() || tol < 0.0 {
         return Err(Invalid::new("tol", tol, "must be 0 or more"));
     }
-    assignment.check(distributed).map_err(|e| match e {
-        KMeansError::Assignment { reason, .. } => Invalid::new("prune", true, reason),
-        other => Invalid::new("prune", true, other.to_string()),
-    })
+    Ok(())
 }
 
 impl KmeansSettings {
@@ -636,13 +626,7 @@ impl KmeansSettings {
     /// Checks the rules across settings.
     pub fn checked(self) -> Result<Self, Invalid> {
         let distributed = self.engine.distributed();
-        kmeans_rules(
-            self.k,
-            self.iterations,
-            self.tol,
-            self.assignment,
-            distributed,
-        )?;
+        kmeans_rules(self.k, self.iterations, self.tol)?;
         if !distributed && self.order == OrderArg::Auto {
             return Err(Invalid::new(
                 "order",
@@ -827,7 +811,6 @@ impl PhotoSetSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vocab_pipeline::kmeans::Kernel;
 
     #[test]
     fn a_broken_rule_names_the_flag_or_the_key_with_the_value() {
@@ -856,12 +839,12 @@ mod tests {
         assert!(svm_rules(None, 1, 3).is_err());
         assert!(svm_rules(Some(0.0), 1, 3).is_err());
         assert!(svm_rules(Some(1.0), 1, 3).is_ok());
+        assert_eq!(kmeans_rules(0, 10, 0.0).expect_err("k = 0").key, "k");
         assert_eq!(
-            kmeans_rules(4, 10, 0.0, Assignment::Pruned(Kernel::F32), true)
-                .expect_err("prune on workers")
-                .key,
-            "prune"
+            kmeans_rules(4, 0, 0.0).expect_err("no iterations").key,
+            "iterations"
         );
-        assert!(kmeans_rules(4, 10, 0.0, Assignment::Pruned(Kernel::Int8), false).is_ok());
+        assert_eq!(kmeans_rules(4, 10, f64::NAN).expect_err("NaN").key, "tol");
+        assert!(kmeans_rules(4, 10, 0.0).is_ok());
     }
 }

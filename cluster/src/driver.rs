@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 use tokio::task::JoinSet;
-use vocab_pipeline::kmeans::{Centroids, Kernel, Params, State};
+use vocab_pipeline::kmeans::{Assignment, Centroids, Params, State};
 use vocab_pipeline::partition::Manifest;
 
 use crate::auth::Secret;
@@ -195,9 +195,10 @@ pub struct Options {
     pub algorithm: Algorithm,
     /// Stage-1 aggregation (off: every map task ships its own partial sums).
     pub stage1: bool,
-    /// Kernel of the workers' full pass. The int8 kernel's labels do not depend on the partition
-    /// layout, so its distributed runs match its single-process runs bit for bit as well.
-    pub kernel: Kernel,
+    /// How the workers assign their vectors. The int8 kernel's labels do not depend on the
+    /// partition layout, so its distributed runs match its single-process runs bit for bit as
+    /// well; pruned runs keep their bounds at the workers, beside the partitions.
+    pub assignment: Assignment,
     /// Build the chain from measured links (`--order auto`) instead of the cluster file's
     /// order; measured again whenever a new team forms.
     pub auto: Option<spmd::Auto>,
@@ -458,7 +459,7 @@ impl Driver {
             dir: options.dir,
             plan,
             stage1: options.stage1,
-            kernel: options.kernel,
+            assignment: options.assignment,
             // Ranks follow the cluster file's chain order already.
             racks: BTreeMap::new(),
             root_maps: false,
@@ -781,7 +782,7 @@ fn classify(e: EngineError, names: &[String]) -> Attempt {
 
 #[cfg(test)]
 mod tests {
-    use vocab_pipeline::kmeans::{self, Init, KMeansError, initial_centroids};
+    use vocab_pipeline::kmeans::{self, Init, KMeansError, Kernel, initial_centroids};
     use vocab_pipeline::partition::{PartitionSet, read_manifest, split};
     use vocab_pipeline::store::{Element, Format};
 
@@ -804,7 +805,7 @@ mod tests {
             dir: dir.into(),
             algorithm: Algorithm::Chain,
             stage1: true,
-            kernel: Kernel::F32,
+            assignment: Assignment::default(),
             auto: None,
             known: None,
         };
@@ -848,20 +849,39 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tmp");
         let parts = dataset(tmp.path());
         let set = PartitionSet::open(&parts).expect("open");
-        for (n, stage1, algorithm, k, kernel) in [
-            (1, true, Algorithm::Chain, 20, Kernel::F32),
-            (2, true, Algorithm::Chain, 20, Kernel::F32),
-            (4, false, Algorithm::Mst, 20, Kernel::F32),
+        let (f32, int8) = (
+            Assignment::Full(Kernel::F32),
+            Assignment::Full(Kernel::Int8),
+        );
+        for (n, stage1, algorithm, k, assignment) in [
+            (1, true, Algorithm::Chain, 20, f32),
+            (2, true, Algorithm::Chain, 20, f32),
+            (4, false, Algorithm::Mst, 20, f32),
             // Fewer centroids than workers: one worker reduces an empty range.
-            (4, true, Algorithm::Chain, 3, Kernel::F32),
-            (3, true, Algorithm::MultiChain, 20, Kernel::Int8),
+            (4, true, Algorithm::Chain, 3, f32),
+            (3, true, Algorithm::MultiChain, 20, int8),
             // Half as many centroids as vectors: map tasks touch few of a range's centroids
             // and ship sparse pieces.
-            (3, false, Algorithm::Chain, 1500, Kernel::F32),
-            (2, true, Algorithm::Chain, 1500, Kernel::F32),
+            (3, false, Algorithm::Chain, 1500, f32),
+            (2, true, Algorithm::Chain, 1500, f32),
+            // Pruned on the workers, their bounds kept beside their partitions.
+            (
+                3,
+                true,
+                Algorithm::Chain,
+                20,
+                Assignment::Pruned(Kernel::F32),
+            ),
+            (
+                2,
+                false,
+                Algorithm::Mst,
+                20,
+                Assignment::Pruned(Kernel::Int8),
+            ),
         ] {
             let params = Params {
-                assignment: vocab_pipeline::kmeans::Assignment::Full(kernel),
+                assignment,
                 ..params(k)
             };
             let local = kmeans::fit::<KMeansError>(&set.matrices(), &params, None, &mut |_| Ok(()))
@@ -871,7 +891,7 @@ mod tests {
                 dir: parts.display().to_string(),
                 algorithm,
                 stage1,
-                kernel,
+                assignment,
                 auto: None,
                 known: None,
             };
@@ -890,8 +910,10 @@ mod tests {
                 })
                 .expect("fit");
             assert_eq!(
-                state.centroids, local.centroids,
-                "{n} workers, k = {k}, {kernel:?}"
+                state.centroids,
+                local.centroids,
+                "{n} workers, k = {k}, {}",
+                assignment.name()
             );
             let bits = |s: &State| {
                 s.history
@@ -900,6 +922,14 @@ mod tests {
                     .collect::<Vec<_>>()
             };
             assert_eq!(bits(&state), bits(&local), "{n} workers, k = {k}");
+            // The workers' bounds proved the same labels as the single process's.
+            let kept = |s: &State| s.history.iter().map(|h| h.kept).collect::<Vec<_>>();
+            assert_eq!(kept(&state), kept(&local), "{n} workers, k = {k}");
+            assert_eq!(
+                kept(&state).iter().sum::<usize>() > 0,
+                assignment.pruned(),
+                "{n} workers, k = {k}"
+            );
             let r = &reports[0];
             assert_eq!((r.workers, r.attempts), (n, 1));
             assert_eq!(r.broadcast_bytes, (k * 24 * 4 * n) as u64);

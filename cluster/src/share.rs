@@ -1,7 +1,8 @@
 //! A member's share of a k-means job: its cached partitions (the paper's static data, opened and
 //! verified once, kept mapped for every iteration), their quantised rows for the int8 kernel
-//! (made at the first such step and kept like the partitions), and the map step over them with
-//! stage-1 aggregation. The TCP worker and an SPMD rank hold the same type.
+//! (made at the first such step and kept like the partitions), the pruning bounds of their
+//! vectors (kept across iterations beside them), and the map step over them with stage-1
+//! aggregation. The TCP worker and an SPMD rank hold the same type.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,7 +11,9 @@ use std::time::Instant;
 
 use thiserror::Error;
 use vocab_pipeline::kmeans::quant::QuantRows;
-use vocab_pipeline::kmeans::{Centroids, Mode, Partial, Shard, map_tasks, max_abs};
+use vocab_pipeline::kmeans::{
+    Assignment, Centroids, Kernel, Mode, Partial, Pruner, Shard, map_tasks, max_abs,
+};
 use vocab_pipeline::partition::{Manifest, Partition, Verify};
 use vocab_pipeline::store::StoreError;
 
@@ -50,6 +53,15 @@ pub struct Share {
     pub dir: String,
     parts: BTreeMap<u32, Arc<Partition>>,
     quant: Mutex<BTreeMap<u32, Arc<QuantRows>>>,
+    pruning: Mutex<Pruning>,
+}
+
+/// The pruned assignment's state at a member, and the iteration it is ready for.
+#[derive(Debug, Default)]
+struct Pruning {
+    /// The iteration whose step may use the bounds (the one after the last step mapped).
+    next: u64,
+    pruner: Pruner,
 }
 
 /// What one map step over a share did.
@@ -107,11 +119,16 @@ impl Share {
             };
             parts.insert(idx, part);
         }
+        // The bounds of the partitions kept stay with them (the others' are dropped at the next
+        // pruned step; partitions new here start with a full pass).
+        let pruning =
+            keep.map_or_else(Pruning::default, |k| std::mem::take(&mut *lock(&k.pruning)));
         Ok(Self {
             job,
             dir: dir.to_string(),
             parts,
             quant: Mutex::new(quant),
+            pruning: Mutex::new(pruning),
         })
     }
 
@@ -138,8 +155,19 @@ impl Share {
         })
     }
 
-    /// The map step from `centroids` (full pass, f32 or int8), then stage 1 if asked.
-    pub fn map(&self, centroids: &Centroids, scale: i32, int8: bool, stage1: bool) -> Mapped {
+    /// The map step of iteration `iteration` from `centroids` by `assignment`, then stage 1 if
+    /// asked. Pruning uses the bounds of the previous step only when that step was iteration
+    /// `iteration - 1`: an iteration run again (after a failure) or out of turn starts from a
+    /// full pass, as a resumed single-process run does.
+    pub fn map(
+        &self,
+        centroids: &Centroids,
+        scale: i32,
+        assignment: Assignment,
+        stage1: bool,
+        iteration: u64,
+    ) -> Mapped {
+        let int8 = assignment.kernel() == Kernel::Int8;
         let shards: Vec<Shard<'_>> = self
             .parts
             .iter()
@@ -167,12 +195,21 @@ impl Share {
             Vec::new()
         };
         let rows: Vec<&QuantRows> = quant.iter().map(|q| &**q).collect();
-        let mode = if int8 {
-            Mode::Quantized(&rows)
-        } else {
-            Mode::Full
+        let mut pruning = assignment.pruned().then(|| lock(&self.pruning));
+        if let Some(p) = pruning.as_deref_mut() {
+            if p.next != iteration {
+                p.pruner.reset();
+            }
+            p.next = iteration.saturating_add(1);
+        }
+        let codes = int8.then_some(&rows[..]);
+        let mode = match (pruning.as_deref_mut(), codes) {
+            (Some(p), codes) => Mode::Pruned(&mut p.pruner, codes),
+            (None, Some(rows)) => Mode::Quantized(rows),
+            (None, None) => Mode::Full,
         };
         let (tasks, kept) = map_tasks(&shards, centroids, scale, 0, mode);
+        drop(pruning);
         let map_seconds = started.elapsed().as_secs_f64();
         let started = Instant::now();
         let count = tasks.len();

@@ -22,7 +22,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use vocab_pipeline::kmeans::partial::inertia_of;
-use vocab_pipeline::kmeans::{Centroids, Kernel, Params, State, fixed_scale};
+use vocab_pipeline::kmeans::{Assignment, Centroids, Kernel, Params, State, fixed_scale};
 use vocab_pipeline::partition::{Manifest, read_manifest};
 
 use crate::aggregate::{place_result, range_of, result_len};
@@ -115,6 +115,9 @@ enum Command {
         scale: i32,
         stage1: bool,
         int8: bool,
+        /// Pruned assignment (bounds kept at each member across iterations).
+        #[serde(default)]
+        prune: bool,
         algorithm: String,
         chunk: u64,
         chains: u64,
@@ -192,8 +195,8 @@ pub struct Options {
     pub plan: BroadcastPlan,
     /// Stage-1 aggregation.
     pub stage1: bool,
-    /// The full pass's kernel.
-    pub kernel: Kernel,
+    /// How the members assign their vectors.
+    pub assignment: Assignment,
     /// Host name -> rack; hosts not listed are racks of their own.
     pub racks: BTreeMap<String, String>,
     /// The root maps a share of the partitions and reduces a centroid range like every member
@@ -636,6 +639,7 @@ fn member_step(
         scale,
         stage1,
         int8,
+        prune,
         ref algorithm,
         chunk,
         chains,
@@ -695,7 +699,13 @@ fn member_step(
         tasks,
         map_seconds,
         stage1_seconds,
-    } = share.map(centroids, scale, int8, stage1);
+    } = share.map(
+        centroids,
+        scale,
+        Assignment::new(prune, if int8 { Kernel::Int8 } else { Kernel::F32 }),
+        stage1,
+        iteration,
+    );
     if faults.exit_at_step == Some(iteration) {
         eprintln!(
             "rank {}: exiting in iteration {iteration} (fault injection)",
@@ -1290,7 +1300,8 @@ impl<'t> Root<'t> {
             dims: dims as u64,
             scale: self.scale,
             stage1: self.options.stage1,
-            int8: self.options.kernel == Kernel::Int8,
+            int8: self.options.assignment.kernel() == Kernel::Int8,
+            prune: self.options.assignment.pruned(),
             algorithm: self.options.plan.algorithm.name().into(),
             chunk: self.options.plan.chunk as u64,
             chains: self.options.plan.chains as u64,
@@ -1418,7 +1429,7 @@ mod tests {
         parts
     }
 
-    fn params(k: usize, kernel: Kernel) -> Params {
+    fn params(k: usize, assignment: Assignment) -> Params {
         Params {
             k,
             max_iter: 5,
@@ -1426,7 +1437,7 @@ mod tests {
             seed: 3,
             init: Init::Random,
             threads: 2,
-            assignment: vocab_pipeline::kmeans::Assignment::Full(kernel),
+            assignment,
         }
     }
 
@@ -1473,7 +1484,7 @@ mod tests {
         parts: &std::path::Path,
         algorithm: Algorithm,
         stage1: bool,
-        kernel: Kernel,
+        assignment: Assignment,
     ) -> Options {
         Options {
             dir: parts.display().to_string(),
@@ -1483,7 +1494,7 @@ mod tests {
                 chains: 2,
             },
             stage1,
-            kernel,
+            assignment,
             racks: BTreeMap::new(),
             root_maps: true,
             auto: None,
@@ -1497,19 +1508,92 @@ mod tests {
         let parts = dataset(tmp.path());
         let set = PartitionSet::open(&parts).expect("open");
         let manifest = read_manifest(&parts).expect("manifest");
-        for (w, algorithm, stage1, k, kernel, root_maps) in [
-            (1, Algorithm::Chain, true, 20, Kernel::F32, true),
-            (2, Algorithm::Chain, true, 20, Kernel::F32, true),
-            (3, Algorithm::MultiChain, false, 20, Kernel::F32, true),
-            (4, Algorithm::Mst, true, 20, Kernel::F32, true),
+        for (w, algorithm, stage1, k, assignment, root_maps) in [
+            (
+                1,
+                Algorithm::Chain,
+                true,
+                20,
+                Assignment::Full(Kernel::F32),
+                true,
+            ),
+            (
+                2,
+                Algorithm::Chain,
+                true,
+                20,
+                Assignment::Full(Kernel::F32),
+                true,
+            ),
+            (
+                3,
+                Algorithm::MultiChain,
+                false,
+                20,
+                Assignment::Full(Kernel::F32),
+                true,
+            ),
+            (
+                4,
+                Algorithm::Mst,
+                true,
+                20,
+                Assignment::Full(Kernel::F32),
+                true,
+            ),
             // Fewer centroids than members: some reduce an empty range.
-            (4, Algorithm::Simple, true, 3, Kernel::F32, true),
-            (3, Algorithm::Chain, true, 20, Kernel::Int8, true),
+            (
+                4,
+                Algorithm::Simple,
+                true,
+                3,
+                Assignment::Full(Kernel::F32),
+                true,
+            ),
+            (
+                3,
+                Algorithm::Chain,
+                true,
+                20,
+                Assignment::Full(Kernel::Int8),
+                true,
+            ),
             // A root that only drives (the TCP driver): the others map and reduce.
-            (2, Algorithm::Chain, true, 20, Kernel::F32, false),
-            (4, Algorithm::MultiChain, false, 20, Kernel::Int8, false),
+            (
+                2,
+                Algorithm::Chain,
+                true,
+                20,
+                Assignment::Full(Kernel::F32),
+                false,
+            ),
+            (
+                4,
+                Algorithm::MultiChain,
+                false,
+                20,
+                Assignment::Full(Kernel::Int8),
+                false,
+            ),
+            // Pruned at the members, bounds kept beside their partitions across iterations.
+            (
+                3,
+                Algorithm::Chain,
+                true,
+                20,
+                Assignment::Pruned(Kernel::F32),
+                true,
+            ),
+            (
+                4,
+                Algorithm::Mst,
+                false,
+                20,
+                Assignment::Pruned(Kernel::Int8),
+                false,
+            ),
         ] {
-            let params = params(k, kernel);
+            let params = params(k, assignment);
             let local = kmeans::fit::<KMeansError>(&set.matrices(), &params, None, &mut |_| Ok(()))
                 .expect("local");
             let hosts: Vec<&str> = ["a", "b", "a", "b"][..w].to_vec();
@@ -1518,13 +1602,16 @@ mod tests {
                 &parts,
                 Options {
                     root_maps,
-                    ..options(&parts, algorithm, stage1, kernel)
+                    ..options(&parts, algorithm, stage1, assignment)
                 },
                 manifest.clone(),
                 &params,
             )
             .expect("spmd");
-            let what = format!("{w} members, {algorithm:?}, k = {k}, {kernel:?}, {root_maps}");
+            let what = format!(
+                "{w} members, {algorithm:?}, k = {k}, {}, {root_maps}",
+                assignment.name()
+            );
             assert_eq!(state.centroids, local.centroids, "{what}");
             let bits = |s: &State| {
                 s.history
@@ -1533,6 +1620,14 @@ mod tests {
                     .collect::<Vec<_>>()
             };
             assert_eq!(bits(&state), bits(&local), "{what}");
+            // The members' bounds proved the same labels as the single process's.
+            let kept = |s: &State| s.history.iter().map(|h| h.kept).collect::<Vec<_>>();
+            assert_eq!(kept(&state), kept(&local), "{what}");
+            assert_eq!(
+                kept(&state).iter().sum::<usize>() > 0,
+                assignment.pruned(),
+                "{what}"
+            );
             // Hosts a, b, a, b: the chain keeps host a's ranks together.
             let want = ["0@a", "2@a", "1@b", "3@b"];
             let want: Vec<&str> = want
@@ -1562,7 +1657,7 @@ mod tests {
         let parts = dataset(dir);
         let set = PartitionSet::open(&parts).expect("open");
         let manifest = read_manifest(&parts).expect("manifest");
-        let params = params(20, Kernel::F32);
+        let params = params(20, Assignment::Full(Kernel::F32));
         let local = kmeans::fit::<KMeansError>(&set.matrices(), &params, None, &mut |_| Ok(()))
             .expect("local");
         (parts, manifest, params, local)
@@ -1587,7 +1682,12 @@ mod tests {
                 Options {
                     auto: Some(auto),
                     root_maps,
-                    ..options(&parts, Algorithm::Chain, true, Kernel::F32)
+                    ..options(
+                        &parts,
+                        Algorithm::Chain,
+                        true,
+                        Assignment::Full(Kernel::F32),
+                    )
                 },
                 manifest.clone(),
                 &params,
@@ -1634,7 +1734,7 @@ mod tests {
                     auto: Some(auto),
                     known: Some(topology::Saved::new(&labels, &links, 1.0)),
                     root_maps,
-                    ..options(&parts, Algorithm::Mst, true, Kernel::F32)
+                    ..options(&parts, Algorithm::Mst, true, Assignment::Full(Kernel::F32))
                 },
                 manifest.clone(),
                 &params,
@@ -1676,7 +1776,12 @@ mod tests {
                 },
                 bytes: 1e6,
             }),
-            ..options(&parts, Algorithm::Chain, true, Kernel::F32)
+            ..options(
+                &parts,
+                Algorithm::Chain,
+                true,
+                Assignment::Full(Kernel::F32),
+            )
         };
         std::thread::scope(|s| {
             let (root, members) = team.split_first().expect("a root");
@@ -1710,9 +1815,14 @@ mod tests {
         let err = run(
             &["h0", "h1"],
             &parts,
-            options(&parts, Algorithm::Chain, true, Kernel::F32),
+            options(
+                &parts,
+                Algorithm::Chain,
+                true,
+                Assignment::Full(Kernel::F32),
+            ),
             manifest,
-            &params(5, Kernel::F32),
+            &params(5, Assignment::Full(Kernel::F32)),
         )
         .expect_err("refused");
         let text = err.to_string();
@@ -1727,10 +1837,10 @@ mod tests {
                 std::path::Path::new("/nonexistent/parts"),
                 Algorithm::Chain,
                 true,
-                Kernel::F32,
+                Assignment::Full(Kernel::F32),
             ),
             read_manifest(&parts).expect("manifest"),
-            &params(5, Kernel::F32),
+            &params(5, Assignment::Full(Kernel::F32)),
         );
         // The root's own read fails first here, naming the folder.
         let text = err.expect_err("refused").to_string();
@@ -1757,9 +1867,14 @@ mod tests {
         let err = run(
             &["h0", "h1"],
             &parts,
-            options(&parts, Algorithm::Chain, true, Kernel::F32),
+            options(
+                &parts,
+                Algorithm::Chain,
+                true,
+                Assignment::Full(Kernel::F32),
+            ),
             read_manifest(&parts).expect("manifest"),
-            &params(3, Kernel::F32),
+            &params(3, Assignment::Full(Kernel::F32)),
         )
         .expect_err("refused");
         assert!(matches!(err, EngineError::Range { .. }), "{err}");

@@ -294,27 +294,5 @@ fn engine(
         (engine == Engine::Mpi) == on_mpi,
         "--engine mpi: this process is not rank 0 of an MPI job"
     );
-    // The stage's own rule, checked here before any stage runs (the engine can come from
-    // the command line, which the config's check did not see).
-    if let Some(&k) = km.k.first() {
-        crate::settings::kmeans_rules(
-            k,
-            km.iterations,
-            km.tol,
-            km.assignment(),
-            engine.distributed(),
-        )
-        .map_err(|e| {
-            let on = match &engine {
-                Engine::Local => "one process",
-                Engine::Mpi => "the MPI ranks (--engine mpi)",
-                Engine::Tcp {
-                    cluster: Some(_), ..
-                } => "a cluster (--cluster or [kmeans] cluster)",
-                Engine::Tcp { .. } => "loopback workers ([kmeans] nodes or --engine tcp)",
-            };
-            anyhow::anyhow!("[kmeans] {e}; this run asks for {on}")
-        })?;
-    }
     Ok(engine)
 }

@@ -157,21 +157,22 @@ fn distributed_kmeans_equals_local_and_survives_a_killed_worker() {
     let dir = tempfile::tempdir().expect("tempdir");
     let p = |name: &str| dir.path().join(name);
     let parts = synth_parts(dir.path(), 40000, 48, 30, 4, 9);
+    let common = [
+        "kmeans",
+        "--features",
+        s(&parts),
+        "--k",
+        "40",
+        "--iterations",
+        "8",
+        "--tol",
+        "0",
+        "--seed",
+        "6",
+    ];
     let kmeans = |out: &str, extra: &[&str]| {
-        let mut args = vec![
-            "kmeans",
-            "--features",
-            s(&parts),
-            "--k",
-            "40",
-            "--iterations",
-            "8",
-            "--tol",
-            "0",
-            "--seed",
-            "6",
-            "--out",
-        ];
+        let mut args = common.to_vec();
+        args.push("--out");
         let out = p(out);
         let out = s(&out).to_string();
         args.push(&out);
@@ -198,72 +199,70 @@ fn distributed_kmeans_equals_local_and_survives_a_killed_worker() {
     assert_eq!(stages.len(), 8);
     assert_eq!(stages[0][1], "4");
 
-    // Four worker processes: w1 is killed once the run is under way, later w2 stalls, and w3
-    // dies in the middle of iteration 6 (after its map tasks, before stage 2).
-    let (cluster, ports) = cluster_file(dir.path(), "cluster.toml", 4, 3);
-    let text = std::fs::read_to_string(&cluster).expect("read").replace(
-        "io_timeout_ms = 5000",
-        "io_timeout_ms = 3000\nconnect_timeout_ms = 500",
-    );
-    std::fs::write(&cluster, text).expect("write");
-    let mut workers = Workers(
-        ports
-            .iter()
-            .enumerate()
-            .map(|(i, &port)| spawn_worker_with(&cluster, i, port, None, (i == 3).then_some(6)))
-            .collect(),
-    );
-    let out = p("killed.bin");
-    let mut driver = Command::new(env!("CARGO_BIN_EXE_vocab"))
-        .args([
-            "kmeans",
-            "--features",
-            s(&parts),
-            "--k",
-            "40",
-            "--iterations",
-            "8",
-            "--tol",
-            "0",
-            "--seed",
-            "6",
-            "--quiet",
-            "--cluster",
-            s(&cluster),
-            "--out",
-            s(&out),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("driver starts");
-    let stdout = driver.stdout.take().expect("stdout");
-    let mut lines = Vec::new();
-    for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
-        let line = line.expect("line");
-        if line.starts_with("iter 2 ") {
-            workers.0[1].kill().expect("kill w1");
+    // The full pass, and pruning with the int8 kernel (bounds at the workers; a worker that
+    // runs an iteration again, or takes over a dead one's partitions, starts those from a full
+    // pass).
+    for (name, assignment) in [
+        ("full", &[][..]),
+        ("pruned-int8", &["--prune", "--kernel", "int8"][..]),
+    ] {
+        let local = if assignment.is_empty() {
+            local.clone()
+        } else {
+            kmeans(&format!("local-{name}.bin"), assignment).0
+        };
+        // Four worker processes: w1 is killed once the run is under way, later w2 stalls, and w3
+        // dies in the middle of iteration 6 (after its map tasks, before stage 2).
+        let (cluster, ports) = cluster_file(dir.path(), &format!("cluster-{name}.toml"), 4, 3);
+        let text = std::fs::read_to_string(&cluster).expect("read").replace(
+            "io_timeout_ms = 5000",
+            "io_timeout_ms = 3000\nconnect_timeout_ms = 500",
+        );
+        std::fs::write(&cluster, text).expect("write");
+        let mut workers = Workers(
+            ports
+                .iter()
+                .enumerate()
+                .map(|(i, &port)| spawn_worker_with(&cluster, i, port, None, (i == 3).then_some(6)))
+                .collect(),
+        );
+        let out = p(&format!("killed-{name}.bin"));
+        let mut driver = Command::new(env!("CARGO_BIN_EXE_vocab"))
+            .args(common)
+            .args(["--quiet", "--cluster", s(&cluster), "--out", s(&out)])
+            .args(assignment)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("driver starts");
+        let stdout = driver.stdout.take().expect("stdout");
+        let mut lines = Vec::new();
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let line = line.expect("line");
+            if line.starts_with("iter 2 ") {
+                workers.0[1].kill().expect("kill w1");
+            }
+            if line.starts_with("iter 4 ") {
+                // w2 stalls: alive to the kernel, silent to its peers.
+                let stopped = Command::new("kill")
+                    .args(["-STOP", &workers.0[2].id().to_string()])
+                    .status()
+                    .expect("kill -STOP");
+                assert!(stopped.success());
+            }
+            lines.push(line);
         }
-        if line.starts_with("iter 4 ") {
-            // w2 stalls: alive to the kernel, silent to its peers.
-            let stopped = Command::new("kill")
-                .args(["-STOP", &workers.0[2].id().to_string()])
-                .status()
-                .expect("kill -STOP");
-            assert!(stopped.success());
-        }
-        lines.push(line);
+        let status = driver.wait().expect("driver ends");
+        let all = lines.join("\n");
+        assert!(status.success(), "driver failed:\n{all}");
+        assert!(all.contains("dropped w1"), "{all}");
+        assert!(all.contains("dropped w2"), "{all}");
+        assert!(all.contains("dropped w3"), "{all}");
+        assert!(
+            std::fs::read(&out).expect("vocabulary") == local,
+            "recovered {name} run differs:\n{all}"
+        );
     }
-    let status = driver.wait().expect("driver ends");
-    let all = lines.join("\n");
-    assert!(status.success(), "driver failed:\n{all}");
-    assert!(all.contains("dropped w1"), "{all}");
-    assert!(all.contains("dropped w2"), "{all}");
-    assert!(all.contains("dropped w3"), "{all}");
-    assert!(
-        std::fs::read(&out).expect("vocabulary") == local,
-        "recovered run differs:\n{all}"
-    );
 }
 
 #[cfg(not(feature = "mpi"))]

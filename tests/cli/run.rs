@@ -427,27 +427,6 @@ fn a_newcomers_mistakes_are_refused_up_front_naming_each_thing_once() {
     let plan = ok(&["run", s(&small), "--labels", s(&labels), "--plan"]);
     assert!(plan.contains("8 photos"), "{plan}");
 
-    // A rule of the k-means stage broken by the command line is named before any stage.
-    let pruned = dir.path().join("pruned.toml");
-    std::fs::write(
-        &pruned,
-        "[dataset]\npath = \"photos\"\n[kmeans]\nk = [8]\nnodes = 0\nprune = true\n",
-    )
-    .expect("write");
-    let err = fails(&[
-        "run",
-        s(&pruned),
-        "--labels",
-        s(&labels),
-        "--engine",
-        "tcp",
-        "--plan",
-    ]);
-    assert!(
-        err.contains("prune") && err.contains("--engine tcp"),
-        "{err}"
-    );
-
     // The help says what a newcomer would otherwise find out the hard way.
     let help = ok(&["cluster", "local", "--help"]);
     assert!(

@@ -77,14 +77,6 @@ pub enum KMeansError {
     /// A file error.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// An assignment that cannot run where it was asked to.
-    #[error("assignment {assignment} {reason}")]
-    Assignment {
-        /// [`Assignment::name`].
-        assignment: &'static str,
-        /// Why not.
-        reason: &'static str,
-    },
     /// A checkpoint that cannot be used.
     #[error("checkpoint {path}: {message}")]
     Checkpoint {
@@ -131,7 +123,10 @@ pub struct Params {
 }
 
 /// How a run assigns vectors to their nearest centroid: every choice gives the nearest centroid
-/// (up to float ties, see [`prune`] and [`quant`]); they differ in speed and memory.
+/// (up to float ties, see [`prune`] and [`quant`]); they differ in speed and memory. Every
+/// variant runs on every engine (single process, TCP workers, MPI ranks), so the one choice
+/// needs no validation beyond its type: the CLI's `--prune` / `--kernel` and the configs'
+/// `prune` / `kernel` only build it ([`Assignment::new`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Assignment {
     /// Every vector against every centroid, every iteration, through `kernel`.
@@ -178,19 +173,6 @@ impl Assignment {
             Assignment::Pruned(Kernel::F32) => "pruned",
             Assignment::Pruned(Kernel::Int8) => "pruned-int8",
         }
-    }
-
-    /// Whether this assignment can run where it is asked to (`distributed`: on cluster workers
-    /// or MPI ranks); the one place that says which combinations exist.
-    pub fn check(self, distributed: bool) -> Result<(), KMeansError> {
-        if self.pruned() && distributed {
-            return Err(KMeansError::Assignment {
-                assignment: self.name(),
-                reason: "runs on the single-process engine only (the distributed engines do the \
-                         full assignment)",
-            });
-        }
-        Ok(())
     }
 }
 
@@ -417,13 +399,23 @@ fn plus_plus(rows: &[&[f32]], k: usize, rng: &mut ChaCha8Rng) -> Centroids {
     Centroids::new(data, dims)
 }
 
-/// State of the pruned assignment across iterations: bounds per map unit and the previous
-/// centroids. Not checkpointed: after a resume the first iteration is a full pass.
+/// State of the pruned assignment across iterations: bounds per map unit (keyed like the unit's
+/// inertia, by partition and unit, so they stay with their rows whatever other partitions come
+/// and go) and the previous centroids. Not checkpointed: after a resume the first iteration is
+/// a full pass, and so is a unit whose bounds are not here (a partition new to this node).
 #[derive(Debug, Default)]
 pub struct Pruner {
-    units: Vec<prune::UnitBounds>,
+    units: std::collections::BTreeMap<u64, prune::UnitBounds>,
     groups: Option<prune::Groups>,
     previous: Option<Centroids>,
+}
+
+impl Pruner {
+    /// Forgets every bound: the next step is a full pass (for a node whose bounds may no longer
+    /// match the centroids it is given, e.g. an iteration run again after a failure).
+    pub fn reset(&mut self) {
+        *self = Self::default();
+    }
 }
 
 /// A partition's rows and its index in the partition set (which keys its units' inertia).
@@ -575,8 +567,15 @@ pub fn map_tasks(
             let groups = p.groups.as_ref().expect("groups were just made");
             let geometry =
                 prune::Geometry::new(centroids, p.previous.as_ref(), groups, codes.is_some());
-            p.units.resize_with(units.len(), Default::default);
-            let bounds: Vec<_> = p.units.iter_mut().map(Some).collect();
+            // Bounds of units no longer here go; units new here start without bounds.
+            let keys: std::collections::BTreeSet<u64> = units.iter().map(|u| u.key).collect();
+            p.units.retain(|key, _| keys.contains(key));
+            for &key in &keys {
+                p.units.entry(key).or_default();
+            }
+            let mut by_key: std::collections::HashMap<u64, &mut prune::UnitBounds> =
+                p.units.iter_mut().map(|(&key, b)| (key, b)).collect();
+            let bounds: Vec<_> = units.iter().map(|u| by_key.remove(&u.key)).collect();
             (Some((geometry, groups)), bounds)
         }
         None => (None, (0..units.len()).map(|_| None).collect()),
