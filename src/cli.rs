@@ -640,7 +640,7 @@ pub struct KmeansArgs {
     pub init_centroids: Option<PathBuf>,
     /// Prune the assignment with Yinyang bounds (centroids in groups, a lower bound per group):
     /// the nearest centroid still, up to float ties, with far fewer distance computations once
-    /// centroids settle. Keeps 4 x min(k/10, 256) bytes of bounds per vector.
+    /// centroids settle. Keeps 4 x min(k/10, 1024) bytes of bounds per vector.
     #[arg(long)]
     pub prune: bool,
     /// Kernel of the full assignment passes (also on cluster workers; with --prune, of the full

@@ -88,7 +88,7 @@ pub fn kmeans_bytes(config: &Config, n: u64, k: u64, nodes: u64, tasks: u64) -> 
         };
     let partial = k * (DIMS + 1) * 8;
     let bounds = if config.kmeans.prune {
-        share * 4 * (k / 10).clamp(1, 256)
+        share * 4 * (k / 10).clamp(1, 1024)
     } else {
         0
     };

@@ -8,7 +8,7 @@
 # usage: eval/netsim/kmeans.sh --nodes N --parts DIR --k K --csv OUT [--iterations I] [--racks R]
 #          [--link-mbit M] [--core-mbit C] [--cpu-per-node CORES] [--threads T]
 #          [--no-local-aggregation] [--broadcast chain|simple|mst|multichain] [--vocab PATH]
-#          [--engine tcp|mpi]
+#          [--engine tcp|mpi] [--prune] [--kernel f32|int8]
 #
 # --engine mpi runs the same job as an MPI job (a release build with --features mpi, Open MPI's
 # mpirun): N ranks in the node namespaces (rank 0 drives and maps), mpirun in the driver's
@@ -18,6 +18,7 @@ set -euo pipefail
 
 nodes=4 racks=1 link=100 core=2000 order=rack chunk=65536 sockbuf=4194304 chains=1 seed=1
 iterations=2 k=256 parts= csv= cpu= threads= local_agg=1 algorithm=chain engine=tcp
+assign=()
 here=$(cd "$(dirname "$0")" && pwd)
 vocab="$here/../../target/release/vocab"
 while [ $# -gt 0 ]; do
@@ -36,6 +37,8 @@ while [ $# -gt 0 ]; do
     --broadcast) algorithm=$2; shift 2 ;;
     --vocab) vocab=$2; shift 2 ;;
     --engine) engine=$2; shift 2 ;;
+    --prune) assign+=(--prune); shift ;;
+    --kernel) assign+=(--kernel "$2"); shift 2 ;;
     *) echo "kmeans.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -45,7 +48,7 @@ parts=$(cd "$parts" && pwd)
 . "$here/lib.sh"
 netsim_init
 netsim_topology
-extra=()
+extra=("${assign[@]}")
 [ "$local_agg" = 0 ] && extra+=(--no-local-aggregation)
 if [ "$engine" = mpi ]; then
   : > "$work/hosts"
