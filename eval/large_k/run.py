@@ -1,6 +1,7 @@
 """Exact k-means at large k: vocab (f32, int8, pruned, pruned-int8) against faiss, side by side.
 
 usage: eval/large_k/run.sh [--per-image P] [--ks 16384,65536] [--iterations 20] [--full-iterations 3]
+                          [--modes faiss,f32,int8,pruned,pruned-int8] [--faiss-iterations I]
 
 Data: real 512-d HOG, P random patches per scene15 photo (`vocab features --per-image P`, the
 paper's sampling; 134 per photo gives ~200,000 vectors), f32. Initial centroids: k rows drawn with
@@ -9,8 +10,10 @@ threads, one after another in one process tree, in the order faiss, f32, int8, p
 pruned-int8 per k.
 
 A full pass costs the same every iteration, so the full-pass runs (vocab f32 and int8) are timed
-over --full-iterations and their 20-iteration time is that mean x 20 (marked "projected"); faiss
-and the pruned runs, whose point is the whole run, run all --iterations. Inertia: the last
+over --full-iterations and their 20-iteration time is that mean x 20 (marked "projected"); the
+pruned runs, whose point is the whole run, run all --iterations, and so does faiss unless
+--faiss-iterations makes it a projected full pass too (large k, where 20 faiss iterations take
+half an hour). Inertia: the last
 iteration's (faiss: its last `obj`; vocab: the assignment to the previous centroids, as faiss
 reports it). Per-iteration seconds of every run go to iterations.csv.
 """
@@ -50,6 +53,9 @@ def main():
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--full-iterations", type=int, default=3)
     ap.add_argument("--modes", default="faiss,f32,int8,pruned,pruned-int8")
+    ap.add_argument("--name", default="", help="suffix of the output files (results-NAME.csv ...)")
+    ap.add_argument("--faiss-iterations", type=int, default=None,
+                    help="run faiss this many iterations and project (default: all --iterations)")
     args = ap.parse_args()
     work = HERE / "work"
     work.mkdir(exist_ok=True)
@@ -68,8 +74,10 @@ def main():
         init = work / f"init-k{k}.txt"
         np.savetxt(init, c0, fmt="%.9g")
         for mode in modes:
-            full = mode in ("f32", "int8")
+            full = mode in ("f32", "int8") or (mode == "faiss" and args.faiss_iterations is not None)
             iters = args.full_iterations if full else args.iterations
+            if mode == "faiss" and args.faiss_iterations is not None:
+                iters = args.faiss_iterations
             if mode == "faiss":
                 r = run_faiss(x, c0, iters)
                 rows = [(1, r["per_iter"] * iters, r["inertia"], 0)]
@@ -89,11 +97,12 @@ def main():
                                 final_inertia=inertia if not full else ""))
             print(f"k={k} {mode}: {per:.2f} s/iteration, {to_20:.0f} s to {args.iterations}"
                   f"{' (projected)' if full else ''}, inertia {inertia:.6e}", flush=True)
-    with open(HERE / "iterations.csv", "w", newline="") as f:
+    suffix = f"-{args.name}" if args.name else ""
+    with open(HERE / f"iterations{suffix}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(per_iteration[0]))
         w.writeheader()
         w.writerows(per_iteration)
-    with open(HERE / "results.csv", "w", newline="") as f:
+    with open(HERE / f"results{suffix}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(summary[0]))
         w.writeheader()
         w.writerows(summary)
@@ -107,7 +116,7 @@ def main():
         inertia = f"{r['final_inertia']:.6e}" if r["final_inertia"] != "" else "(not run to the end)"
         lines.append(f"| {r['k']} | {r['mode']} | {r['seconds_per_iteration']:.2f} | "
                      f"{r['seconds_to_all']:.0f}{mark} | {ratio} | {inertia} |")
-    (HERE / "results.md").write_text("\n".join(lines) + "\n")
+    (HERE / f"results{suffix}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

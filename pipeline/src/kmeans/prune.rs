@@ -21,6 +21,10 @@
 //! and assigned by the blocked GEMM, which also records every group's minimum, as the first
 //! iteration does for all. So a pruned iteration never costs much more than the full pass.
 //!
+//! With the integer kernel (`Assignment::Pruned(Kernel::Int8)`), those full passes run through
+//! [`quant::assign_quantized_runs`] instead: labels by direct distance, and a group's bound the
+//! least of its members' integer lower bounds (looser than the GEMM's, a bound all the same).
+//!
 //! Bounds from the GEMM's expansion `||x||^2 - 2 x.c + ||c||^2` are lowered by a bound on its
 //! rounding error, and every comparison carries a slack (1e-3 relative plus 1e-6 absolute) far
 //! wider than the rounding of the direct distances. So a centroid is ruled out only where the full
