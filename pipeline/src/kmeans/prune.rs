@@ -31,6 +31,8 @@
 //! pass would rule it out too: labels can differ from the full pass only between centroids at the
 //! same distance to float precision (and the same label then gives the same sums).
 
+use rayon::prelude::*;
+
 use super::assign::{AssignScratch, Centroids, ROW_BLOCK, dist2, dot, for_each_block};
 use super::quant::{self, QuantCentroids, QuantScratch, QuantSlice, Runs};
 use crate::partition::Matrix;
@@ -76,10 +78,18 @@ impl Groups {
         let all = Matrix::dense(centroids.as_slice(), d);
         let mut of = vec![0u32; k];
         let mut dist = vec![0f32; k];
-        let mut scratch = AssignScratch::default();
         for step in 0..6 {
             let current = Centroids::new(centers.clone(), d);
-            super::assign(all, &current, &mut scratch, &mut of, &mut dist);
+            // In parallel over whole GEMM row blocks (the same blocks as one call, so the same
+            // labels on every node whatever its thread count).
+            let rows = 16 * ROW_BLOCK;
+            of.par_chunks_mut(rows)
+                .zip(dist.par_chunks_mut(rows))
+                .enumerate()
+                .for_each_init(AssignScratch::default, |scratch, (i, (of, dist))| {
+                    let block = all.slice(i * rows, i * rows + of.len());
+                    super::assign(block, &current, scratch, of, dist);
+                });
             if step == 5 {
                 break;
             }
@@ -491,7 +501,9 @@ fn finish_bounds(
     let xx = dot(xi, xi);
     let err = EXPANSION_ERROR * (xx + max_norm);
     for v in low.iter_mut() {
-        *v = (xx + *v - err).max(0.0).sqrt();
+        // Not `f32::max`: its NaN rule keeps the loop from vectorising (no NaN reaches here).
+        let t = xx + *v - err;
+        *v = if t > 0.0 { t } else { 0.0 }.sqrt();
     }
     let g = groups.of[label] as usize;
     low[g] = (groups.start[g]..groups.start[g + 1])

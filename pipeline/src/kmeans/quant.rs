@@ -689,8 +689,25 @@ fn run_minima(runs: &Runs<'_>, c0: usize, lower: &[f32], least: &mut [f32], row:
     for (g, slot) in (first..last).zip(&mut least[first..last]) {
         let lo = runs.start[g].max(c0) - c0;
         let hi = runs.start[g + 1].min(end) - c0;
-        *slot = lower[lo..hi].iter().copied().fold(*slot, f32::min);
+        *slot = slot.min(least_of(&lower[lo..hi]));
     }
+}
+
+/// The least value of `v` (infinity when empty; the bounds hold no NaN): eight independent
+/// lanes, so the compiler keeps them in one vector register.
+fn least_of(v: &[f32]) -> f32 {
+    let mut lanes = [f32::INFINITY; 8];
+    let chunks = v.chunks_exact(8);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for (m, &x) in lanes.iter_mut().zip(chunk) {
+            *m = if x < *m { x } else { *m };
+        }
+    }
+    for (m, &x) in lanes.iter_mut().zip(rest) {
+        *m = if x < *m { x } else { *m };
+    }
+    lanes.into_iter().fold(f32::INFINITY, f32::min)
 }
 
 /// Reusable buffers of [`nearest_few_quantized`].
@@ -1346,6 +1363,19 @@ mod tests {
                 // SAFETY: AVX2 was detected.
                 let simd = unsafe { quantise_row_avx2(&row, slack, &mut b) };
                 assert_eq!((plain.map(f32::to_bits), &a), (simd.map(f32::to_bits), &b));
+            }
+        }
+    }
+
+    #[test]
+    fn least_of_is_the_minimum_at_every_length() {
+        let v: Vec<f32> = (0..40)
+            .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.5)
+            .collect();
+        for start in 0..5 {
+            for end in start..v.len() {
+                let want = v[start..end].iter().copied().fold(f32::INFINITY, f32::min);
+                assert_eq!(least_of(&v[start..end]), want, "{start}..{end}");
             }
         }
     }
