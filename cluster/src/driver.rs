@@ -909,27 +909,8 @@ mod tests {
                     Ok(())
                 })
                 .expect("fit");
-            assert_eq!(
-                state.centroids,
-                local.centroids,
-                "{n} workers, k = {k}, {}",
-                assignment.name()
-            );
-            let bits = |s: &State| {
-                s.history
-                    .iter()
-                    .map(|h| h.inertia.to_bits())
-                    .collect::<Vec<_>>()
-            };
-            assert_eq!(bits(&state), bits(&local), "{n} workers, k = {k}");
-            // The workers' bounds proved the same labels as the single process's.
-            let kept = |s: &State| s.history.iter().map(|h| h.kept).collect::<Vec<_>>();
-            assert_eq!(kept(&state), kept(&local), "{n} workers, k = {k}");
-            assert_eq!(
-                kept(&state).iter().sum::<usize>() > 0,
-                assignment.pruned(),
-                "{n} workers, k = {k}"
-            );
+            let what = format!("{n} workers, k = {k}, {}", assignment.name());
+            crate::spmd::assert_same_run(&state, &local, assignment, &what);
             let r = &reports[0];
             assert_eq!((r.workers, r.attempts), (n, 1));
             assert_eq!(r.broadcast_bytes, (k * 24 * 4 * n) as u64);

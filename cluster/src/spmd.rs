@@ -1410,6 +1410,28 @@ impl<'t> Root<'t> {
     }
 }
 
+/// Test helper: the distributed run `state` is the single-process run `local` bit for bit:
+/// centroids, every iteration's inertia, and (pruned or not, as `assignment` says) the labels
+/// the bounds kept.
+#[cfg(test)]
+pub(crate) fn assert_same_run(state: &State, local: &State, assignment: Assignment, what: &str) {
+    assert_eq!(state.centroids, local.centroids, "{what}");
+    let bits = |s: &State| {
+        s.history
+            .iter()
+            .map(|h| h.inertia.to_bits())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bits(state), bits(local), "{what}");
+    let kept = |s: &State| s.history.iter().map(|h| h.kept).collect::<Vec<_>>();
+    assert_eq!(kept(state), kept(local), "{what}");
+    assert_eq!(
+        kept(state).iter().sum::<usize>() > 0,
+        assignment.pruned(),
+        "{what}"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use vocab_pipeline::kmeans::{self, Init, KMeansError, initial_centroids};
@@ -1612,22 +1634,7 @@ mod tests {
                 "{w} members, {algorithm:?}, k = {k}, {}, {root_maps}",
                 assignment.name()
             );
-            assert_eq!(state.centroids, local.centroids, "{what}");
-            let bits = |s: &State| {
-                s.history
-                    .iter()
-                    .map(|h| h.inertia.to_bits())
-                    .collect::<Vec<_>>()
-            };
-            assert_eq!(bits(&state), bits(&local), "{what}");
-            // The members' bounds proved the same labels as the single process's.
-            let kept = |s: &State| s.history.iter().map(|h| h.kept).collect::<Vec<_>>();
-            assert_eq!(kept(&state), kept(&local), "{what}");
-            assert_eq!(
-                kept(&state).iter().sum::<usize>() > 0,
-                assignment.pruned(),
-                "{what}"
-            );
+            assert_same_run(&state, &local, assignment, &what);
             // Hosts a, b, a, b: the chain keeps host a's ranks together.
             let want = ["0@a", "2@a", "1@b", "3@b"];
             let want: Vec<&str> = want
