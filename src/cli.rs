@@ -73,6 +73,9 @@ pub struct WorkerArgs {
     /// Fault injection for tests: exit in k-means iteration N, after its map tasks.
     #[arg(long, value_name = "N", hide = true)]
     pub exit_at_step: Option<u64>,
+    /// Fault injection for tests: exit when given the photos of round N of a photo stage.
+    #[arg(long, value_name = "N", hide = true)]
+    pub exit_at_round: Option<u64>,
 }
 
 /// `vocab cluster ...`

@@ -61,6 +61,7 @@ pub fn worker(args: &WorkerArgs) -> anyhow::Result<()> {
         let faults = Faults {
             exit_after_bytes: args.exit_after_bytes,
             exit_at_step: args.exit_at_step,
+            exit_at_round: args.exit_at_round,
         };
         let worker = Worker::new(&args.name, cluster, secret, faults);
         tokio::select! {
@@ -175,6 +176,32 @@ impl From<BroadcastAlgorithm> for Algorithm {
             BroadcastAlgorithm::Simple => Self::Simple,
             BroadcastAlgorithm::Mst => Self::Mst,
             BroadcastAlgorithm::Multichain => Self::MultiChain,
+        }
+    }
+}
+
+/// Loopback workers and the folder of their cluster file, stopped (then removed) when dropped.
+pub type Loopback = (LocalCluster, tempfile::TempDir);
+
+/// The cluster file of a TCP engine: `--cluster`'s, or that of loopback workers started now
+/// (`--local-nodes`, `[kmeans] nodes`; their logs in `logs`), returned with them.
+pub fn workers_of(
+    engine: &crate::settings::Engine,
+    logs: &Path,
+) -> anyhow::Result<(std::path::PathBuf, Option<Loopback>)> {
+    use crate::settings::Engine;
+    match engine {
+        Engine::Tcp {
+            cluster: Some(path),
+            ..
+        } => Ok((path.clone(), None)),
+        Engine::Local | Engine::Mpi => anyhow::bail!("the TCP engine runs on TCP workers"),
+        Engine::Tcp { .. } => {
+            let n = engine.local_nodes();
+            let tmp = tempfile::tempdir().context("cannot create a folder for local workers")?;
+            let threads = (rayon::current_num_threads() / n).max(1);
+            let local = LocalCluster::start(tmp.path(), n, 1, threads, logs)?;
+            Ok((local.path.clone(), Some((local, tmp))))
         }
     }
 }

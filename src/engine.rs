@@ -64,6 +64,7 @@ pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
             Command::Kmeans(args) => match parse_fault(args.exit_rank_at.as_deref())? {
                 Some((r, step)) if r == rank => Faults {
                     exit_at_step: Some(step),
+                    ..Faults::default()
                 },
                 _ => Faults::default(),
             },

@@ -21,7 +21,6 @@ use vocab_pipeline::store::{FeatureReader, Format, Record};
 use vocab_pipeline::synth;
 
 use crate::cli::{InitMethod, SynthArgs};
-use crate::cluster_cmd::LocalCluster;
 use crate::engine::Mpi;
 use crate::progress::Ui;
 use crate::settings::{Engine, KmeansSettings, PartitionSettings, format_for};
@@ -481,31 +480,16 @@ fn run_cluster(
     out: &RefCell<&mut dyn Write>,
     on_state: &mut dyn FnMut(&State, Option<&StepReport>) -> anyhow::Result<()>,
 ) -> anyhow::Result<State> {
-    // Dropped in reverse order: the workers stop before their folder goes.
-    let mut _local: Option<(tempfile::TempDir, LocalCluster)> = None;
-    let cluster_path = match &args.engine {
-        Engine::Tcp {
-            cluster: Some(path),
-            ..
-        } => path.clone(),
-        Engine::Local | Engine::Mpi => anyhow::bail!("the TCP engine runs on TCP workers"),
-        Engine::Tcp { local_nodes, .. } => {
-            let n = (*local_nodes).max(1);
-            let tmp = tempfile::tempdir().context("cannot create a folder for local workers")?;
-            let threads = (rayon::current_num_threads() / n).max(1);
-            // Logs beside the vocabulary, where they outlive the run.
-            let logs = vocab_pipeline::features::manifest_path(&args.out, "workers");
-            let local = LocalCluster::start(tmp.path(), n, 1, threads, &logs)?;
-            writeln!(
-                out.borrow_mut(),
-                "kmeans: {n} loopback workers, logs in {}",
-                logs.display()
-            )?;
-            let path = local.path.clone();
-            _local = Some((tmp, local));
-            path
-        }
-    };
+    let logs = vocab_pipeline::features::manifest_path(&args.out, "workers");
+    let (cluster_path, _local) = crate::cluster_cmd::workers_of(&args.engine, &logs)?;
+    if _local.is_some() {
+        writeln!(
+            out.borrow_mut(),
+            "kmeans: {} loopback workers, logs in {}",
+            args.engine.local_nodes(),
+            logs.display()
+        )?;
+    }
     let (cluster, secret) = crate::cluster_cmd::load(&cluster_path)?;
     let dir = std::fs::canonicalize(&args.features)
         .with_context(|| format!("cannot resolve {}", args.features.display()))?;

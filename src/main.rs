@@ -12,6 +12,7 @@ mod plan;
 mod progress;
 mod run;
 mod settings;
+mod sharded;
 mod stages;
 
 use std::io::stdout;
@@ -74,7 +75,7 @@ fn dispatch(
     match command {
         Command::Features(args) => {
             let settings = FeatureSettings::from_args(&args).or_flag()?;
-            stages::features(&settings, &ui, &mut stdout()).map(|_| ())
+            stages::features(&settings, &ui, sharded::On::here(), &mut stdout()).map(|_| ())
         }
         Command::Convert(args) => stages::convert(&args),
         Command::Encode(args) => {
@@ -86,7 +87,7 @@ fn dispatch(
                 &args.options,
             )
             .or_flag()?;
-            stages::encode(&settings, &ui, &mut stdout()).map(|_| ())
+            stages::encode(&settings, &ui, sharded::On::here(), &mut stdout()).map(|_| ())
         }
         Command::Train(args) => {
             let settings = TrainSettings::from_args(&args).or_flag()?;

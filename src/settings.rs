@@ -543,6 +543,17 @@ impl Engine {
     pub fn distributed(&self) -> bool {
         !matches!(self, Self::Local)
     }
+
+    /// Loopback workers this engine starts (at least 1 without a cluster file; 0 otherwise).
+    pub fn local_nodes(&self) -> usize {
+        match self {
+            Self::Tcp {
+                cluster: None,
+                local_nodes,
+            } => (*local_nodes).max(1),
+            _ => 0,
+        }
+    }
 }
 
 /// The rules of a k-means run that a config can break before anything runs.

@@ -17,6 +17,8 @@ use vocab_pipeline::synth;
 use crate::cli::{ConvertArgs, NormArg};
 use crate::progress::Ui;
 use crate::settings::{EncodeSettings, FeatureSettings, PhotoSetSettings};
+use crate::sharded::On;
+use vocab_cluster::photos::PhotoStage;
 
 fn describe_sampling(s: &Sampling) -> String {
     match s {
@@ -30,33 +32,55 @@ fn describe_sampling(s: &Sampling) -> String {
     }
 }
 
-/// Runs the features stage and reports it to `out`.
+/// The photos of a photo stage: the folder made absolute when other nodes read it too.
+fn open_collection(input: &Path, labels: Option<&Path>, on: On<'_>) -> anyhow::Result<Collection> {
+    let root = if on.engine.distributed() {
+        std::fs::canonicalize(input)
+            .with_context(|| format!("cannot resolve {}", input.display()))?
+    } else {
+        input.to_path_buf()
+    };
+    let collection = Collection::open(&root, labels)?;
+    if collection.photos().is_empty() {
+        bail!("no photos found in {}", input.display());
+    }
+    Ok(collection)
+}
+
+/// Runs the features stage (here, or sharded over the nodes of `on`) and reports it to `out`.
 pub fn features(
     settings: &FeatureSettings,
     ui: &Ui,
+    on: On<'_>,
     out: &mut dyn Write,
 ) -> anyhow::Result<FeatureSummary> {
     let started = Instant::now();
-    let collection = Collection::open(&settings.input, settings.labels.as_deref())?;
-    if collection.photos().is_empty() {
-        bail!("no photos found in {}", settings.input.display());
-    }
+    let collection = open_collection(&settings.input, settings.labels.as_deref(), on)?;
     let bar = ui.bar(collection.photos().len() as u64, "features");
-    let summary = features::extract(
-        &collection,
-        &settings.params,
-        &settings.out,
-        settings.format,
-        &|p| {
-            bar.set_position(p.images as u64);
-            let secs = bar.elapsed().as_secs_f64().max(1e-9);
-            bar.set_message(format!(
-                "{} patches, {:.0}/s",
-                p.patches,
-                p.patches as f64 / secs
-            ));
-        },
-    )?;
+    let progress = |p: features::Progress| {
+        bar.set_position(p.images as u64);
+        let secs = bar.elapsed().as_secs_f64().max(1e-9);
+        bar.set_message(format!(
+            "{} patches, {:.0}/s",
+            p.patches,
+            p.patches as f64 / secs
+        ));
+    };
+    let (file, format) = (&settings.out, settings.format);
+    let (summary, spread) = if on.engine.distributed() {
+        let (summary, spread) = crate::sharded::run(
+            on,
+            &collection,
+            PhotoStage::Features(settings.params),
+            None,
+            &manifest_path(file, "workers"),
+            &mut |source| features::extract_from(&collection, file, format, source, &progress),
+        )?;
+        (summary, Some(spread))
+    } else {
+        let summary = features::extract(&collection, &settings.params, file, format, &progress)?;
+        (summary, None)
+    };
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     writeln!(
@@ -85,6 +109,9 @@ pub fn features(
         "  manifest {}",
         manifest_path(&settings.out, "images.csv").display()
     )?;
+    if let Some(spread) = spread {
+        spread.write(out)?;
+    }
     skipped_line(out, summary.skipped, &settings.out)?;
     Ok(summary)
 }
@@ -101,29 +128,38 @@ fn skipped_line(out: &mut dyn Write, skipped: usize, file: &Path) -> std::io::Re
     Ok(())
 }
 
-/// Runs the encode stage and reports it to `out`.
+/// Runs the encode stage (here, or sharded over the nodes of `on`) and reports it to `out`.
 pub fn encode(
     settings: &EncodeSettings,
     ui: &Ui,
+    on: On<'_>,
     out: &mut dyn Write,
 ) -> anyhow::Result<FeatureSummary> {
     let started = Instant::now();
     let vocabulary = read_word_vocabulary(&settings.vocabulary)?;
-    let collection = Collection::open(&settings.input, settings.labels.as_deref())?;
-    if collection.photos().is_empty() {
-        bail!("no photos found in {}", settings.input.display());
-    }
+    let collection = open_collection(&settings.input, settings.labels.as_deref(), on)?;
     let bar = ui.bar(collection.photos().len() as u64, "encode");
-    let summary = encode::encode(
-        &collection,
-        &vocabulary,
-        &settings.params,
-        &settings.out,
-        &|p| {
-            bar.set_position(p.images as u64);
-            bar.set_message(format!("{} patches", p.patches));
-        },
-    )?;
+    let progress = |p: features::Progress| {
+        bar.set_position(p.images as u64);
+        bar.set_message(format!("{} patches", p.patches));
+    };
+    let file = &settings.out;
+    let (summary, spread) = if on.engine.distributed() {
+        let encoder = encode::Encoder::new(vocabulary.clone(), settings.params.clone(), file)?;
+        let (summary, spread) = crate::sharded::run(
+            on,
+            &collection,
+            PhotoStage::Encode(settings.params.clone()),
+            Some(&vocabulary),
+            &manifest_path(file, "workers"),
+            &mut |source| encode::encode_from(&collection, &encoder, file, source, &progress),
+        )?;
+        (summary, Some(spread))
+    } else {
+        let params = &settings.params;
+        let summary = encode::encode(&collection, &vocabulary, params, file, &progress)?;
+        (summary, None)
+    };
     bar.finish_and_clear();
     let o = &settings.options;
     let encoding = Encoding {
@@ -166,6 +202,9 @@ pub fn encode(
         settings.out.display(),
         manifest_path(&settings.out, "images.csv").display()
     )?;
+    if let Some(spread) = spread {
+        spread.write(out)?;
+    }
     skipped_line(out, summary.skipped, &settings.out)?;
     Ok(summary)
 }

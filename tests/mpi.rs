@@ -227,22 +227,42 @@ fn vocab_run_under_mpi_builds_the_single_process_vocabularies() {
     );
     assert!(stdout.contains("(r7)"), "{stdout}");
     vocab(&["run", s(&quickstart), "--work", s(&single)]);
-    let vocabularies = |work: &Path| -> Vec<(String, Vec<u8>)> {
-        let mut all: Vec<(String, Vec<u8>)> = std::fs::read_dir(work.join("kmeans"))
-            .expect("kmeans folder")
+    // The features and encode stages ran sharded over the ranks.
+    assert!(stdout.contains("on MPI ranks (2 nodes): 0@"), "{stdout}");
+    // Files of the steps of `stage`, by step.
+    let outputs = |work: &Path, stage: &str, files: &[&str]| -> Vec<(String, Vec<u8>)> {
+        let mut all: Vec<(String, Vec<u8>)> = std::fs::read_dir(work.join(stage))
+            .expect("stage folder")
             .map(|e| e.expect("entry").path())
-            .filter(|p| p.join("vocabulary.bin").is_file())
-            .map(|p| {
-                let name = p.file_name().expect("name").to_string_lossy().into_owned();
-                (name, std::fs::read(p.join("vocabulary.bin")).expect("read"))
-            })
+            .flat_map(|p| files.iter().map(move |f| p.join(f)))
+            .filter(|p| p.is_file())
+            .map(|p| (p.display().to_string(), std::fs::read(&p).expect("read")))
+            .map(|(name, bytes)| (name.replace(&work.display().to_string(), ""), bytes))
             .collect();
         all.sort();
         all
     };
-    let (a, b) = (vocabularies(&mpi), vocabularies(&single));
-    assert_eq!(a.len(), 3);
-    assert_eq!(a, b);
+    for (stage, files, n) in [
+        ("kmeans", &["vocabulary.bin"][..], 3),
+        (
+            "features",
+            &[
+                "sample.bin",
+                "sample.bin.images.csv",
+                "sample.bin.skipped.csv",
+            ][..],
+            3,
+        ),
+        (
+            "encode",
+            &["histograms.bin", "histograms.bin.images.csv"][..],
+            6,
+        ),
+    ] {
+        let (a, b) = (outputs(&mpi, stage, files), outputs(&single, stage, files));
+        assert_eq!(a.len(), n, "{stage}");
+        assert!(a == b, "{stage} differs under MPI");
+    }
 }
 
 #[test]

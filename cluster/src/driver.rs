@@ -15,10 +15,13 @@
 //! bit-identical results with any membership.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 use tokio::task::JoinSet;
+use vocab_pipeline::features::Outcome;
+use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::kmeans::{Assignment, Centroids, Params, State};
 use vocab_pipeline::partition::Manifest;
 
@@ -27,6 +30,7 @@ use crate::collective::Algorithm;
 use crate::collective::{BroadcastPlan, CollectiveError};
 use crate::config::Cluster;
 use crate::peer::ping;
+use crate::photos::{MemberTime, PhotoRoot, PhotoStage, Value};
 use crate::spmd::{self, EngineError, Root};
 use crate::topology::tree::Tree;
 use crate::transport::tcp::TcpTransport;
@@ -565,6 +569,149 @@ impl Driver {
 impl Drop for Driver {
     fn drop(&mut self) {
         // Let the workers leave the team at once instead of noticing the closed links.
+        if let Some(root) = self.root.take() {
+            let _ = spmd::exit(root.transport());
+        }
+    }
+}
+
+/// A photo stage (features or encode) on the daemons: the driver deals rounds of photos out to
+/// the workers and takes their results in picture-id order (`crate::photos`). A round lost with
+/// a member is redone on a new team of the members that answer; rounds already returned stay
+/// returned.
+pub struct PhotoDriver {
+    crew: Crew,
+    collection: Collection,
+    stage: PhotoStage,
+    vocabulary: Option<Centroids>,
+    root: Option<PhotoRoot<'static>>,
+    /// Time per member over every team so far, by name.
+    times: BTreeMap<String, MemberTime>,
+    bytes: u64,
+}
+
+impl std::fmt::Debug for PhotoDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PhotoDriver")
+            .field("members", &self.crew.members)
+            .field("dropped", &self.crew.dropped)
+            .field("epoch", &self.crew.epoch)
+            .finish()
+    }
+}
+
+/// Starts a photo job on a new team: every member's hello, then the job (names by rank as the
+/// members' labels).
+fn start_photos(
+    transport: TcpTransport,
+    collection: &Collection,
+    stage: &PhotoStage,
+    vocabulary: Option<&Centroids>,
+) -> Result<PhotoRoot<'static>, Attempt> {
+    let names = transport.names().to_vec();
+    spmd::hello(&transport)
+        .and_then(|_| {
+            let members = spmd::Members {
+                hosts: names.clone(),
+            };
+            PhotoRoot::start(
+                Box::new(transport),
+                &members,
+                collection,
+                stage,
+                vocabulary,
+                false,
+            )
+        })
+        .map_err(|e| classify(e, &names))
+}
+
+impl PhotoDriver {
+    /// Forms a team of every node of `cluster` and starts the photo job on it: each worker
+    /// reads `collection`'s photos at the same path (it checks a few are there) and, for
+    /// encode, takes the `vocabulary`. Unreachable nodes are dropped; a node that refuses the
+    /// job (other build, photos missing) is an error.
+    ///
+    /// Call it from a plain thread, not from inside a tokio runtime.
+    pub fn connect(
+        cluster: Cluster,
+        secret: Secret,
+        collection: Collection,
+        stage: PhotoStage,
+        vocabulary: Option<Centroids>,
+    ) -> Result<Self, DriverError> {
+        let mut driver = Self {
+            crew: Crew::new(cluster, secret)?,
+            collection,
+            stage,
+            vocabulary,
+            root: None,
+            times: BTreeMap::new(),
+            bytes: 0,
+        };
+        let (c, st, v) = (
+            &driver.collection,
+            &driver.stage,
+            driver.vocabulary.as_ref(),
+        );
+        driver.crew.recover(
+            "starting the photo job",
+            &mut driver.root,
+            |t| start_photos(t, c, st, v),
+            |_| Ok(()),
+        )?;
+        Ok(driver)
+    }
+
+    /// Current members, in rank order.
+    pub fn members(&self) -> Vec<String> {
+        self.crew.members.clone()
+    }
+
+    /// Members dropped so far.
+    pub fn dropped(&self) -> &[String] {
+        &self.crew.dropped
+    }
+
+    /// Has the workers do the photos `range` and returns their results in picture-id order,
+    /// redoing the round on a new team when a member is lost.
+    pub fn round<T: Value>(&mut self, range: Range<usize>) -> Result<Vec<Outcome<T>>, DriverError> {
+        let (c, st, v) = (&self.collection, &self.stage, self.vocabulary.as_ref());
+        let done = self.crew.recover(
+            &format!("photos {}..{}", range.start, range.end),
+            &mut self.root,
+            |t| start_photos(t, c, st, v),
+            |root| {
+                let outcomes = root.round::<T>(range.clone())?;
+                Ok((outcomes, root.take_times(), root.take_bytes()))
+            },
+        )?;
+        let (outcomes, times, bytes) = done.value;
+        for t in times {
+            let entry = self.times.entry(t.host.clone()).or_insert(MemberTime {
+                host: t.host,
+                ..MemberTime::default()
+            });
+            entry.seconds += t.seconds;
+            entry.photos += t.photos;
+        }
+        self.bytes += bytes;
+        Ok(outcomes)
+    }
+
+    /// Each member's time over the stage (members dropped on the way included).
+    pub fn times(&self) -> Vec<MemberTime> {
+        self.times.values().cloned().collect()
+    }
+
+    /// Bytes the stage moved: the job to every member and the results to the driver.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl Drop for PhotoDriver {
+    fn drop(&mut self) {
         if let Some(root) = self.root.take() {
             let _ = spmd::exit(root.transport());
         }

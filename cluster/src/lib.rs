@@ -15,6 +15,7 @@ pub mod driver;
 pub mod frame;
 pub mod messages;
 pub mod peer;
+pub mod photos;
 pub mod share;
 pub mod spmd;
 pub mod topology;

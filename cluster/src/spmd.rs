@@ -89,7 +89,7 @@ pub enum EngineError {
 /// What the root tells the members.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-enum Command {
+pub(crate) enum Command {
     /// Cache a share of these partitions.
     Load {
         job: u64,
@@ -144,6 +144,15 @@ enum Command {
     },
     /// Measure every link ([`calibrate`]).
     Calibrate { small: u64, pings: u64, large: u64 },
+    /// Start a photo job: its settings and listing follow as a broadcast of `job_bytes`, then
+    /// the vocabulary's `vocabulary_bytes` ([`crate::photos`]).
+    Photos {
+        job_bytes: u64,
+        vocabulary_bytes: u64,
+        build: String,
+    },
+    /// Do the photos `ranges[rank]` of the photo job and gather the results at the root.
+    Shard { ranges: Vec<(u64, u64)> },
     /// Leave [`serve`].
     Exit,
 }
@@ -485,14 +494,19 @@ pub fn calibrate_links(
 pub struct Faults {
     /// Exit (status 3) after the map tasks of this iteration, before stage 2.
     pub exit_at_step: Option<u64>,
+    /// Exit (status 3) when told to do the photos of this round (counted from 1) of a photo job.
+    pub exit_at_round: Option<u64>,
 }
 
-fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     // Plain data structs and strings always serialise.
     serde_json::to_vec(value).unwrap_or_default()
 }
 
-fn decode<T: for<'de> Deserialize<'de>>(rank: usize, bytes: &[u8]) -> Result<T, EngineError> {
+pub(crate) fn decode<T: for<'de> Deserialize<'de>>(
+    rank: usize,
+    bytes: &[u8],
+) -> Result<T, EngineError> {
     serde_json::from_slice(bytes).map_err(|e| EngineError::Malformed {
         rank,
         reason: vocab_pipeline::chain(&e),
@@ -763,6 +777,8 @@ pub fn serve_cached(
     gather(&control, &encode(&hello), MAX_CONTROL)?;
     let share = cache;
     let mut loaded: Option<Loaded> = None;
+    let mut photos: Option<crate::photos::Work> = None;
+    let mut rounds = 0u64;
     loop {
         let bytes = broadcast_message(&control, None)?;
         let received = Instant::now();
@@ -885,6 +901,21 @@ pub fn serve_cached(
                     large: size(large),
                 };
                 calibrate(&control, probe)?;
+            }
+            Command::Photos {
+                job_bytes,
+                vocabulary_bytes,
+                ref build,
+            } => {
+                photos = crate::photos::serve_job(transport, job_bytes, vocabulary_bytes, build)?;
+            }
+            Command::Shard { ref ranges } => {
+                rounds += 1;
+                if faults.exit_at_round == Some(rounds) {
+                    eprintln!("rank {me}: exiting in photo round {rounds} (fault injection)");
+                    std::process::exit(3);
+                }
+                crate::photos::serve_shard(transport, photos.as_ref(), ranges)?;
             }
             Command::Exit => return Ok(()),
         }

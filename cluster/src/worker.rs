@@ -126,6 +126,8 @@ pub struct Faults {
     pub exit_after_bytes: Option<u64>,
     /// Exit in the middle of k-means iteration `n`: after the map tasks, before stage 2.
     pub exit_at_step: Option<u64>,
+    /// Exit when told to do the `n`-th round of a photo job's photos.
+    pub exit_at_round: Option<u64>,
 }
 
 impl Worker {
@@ -317,6 +319,7 @@ impl Worker {
         let worker = Arc::clone(self);
         let faults = crate::spmd::Faults {
             exit_at_step: self.faults.exit_at_step,
+            exit_at_round: self.faults.exit_at_round,
         };
         std::thread::Builder::new()
             .name(format!("{}-job", self.name))

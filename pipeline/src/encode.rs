@@ -24,9 +24,11 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use std::ops::Range;
+
 use crate::features::{
-    Described, FeatureParams, FeatureSummary, FeaturesError, Progress, StageOutput, describe,
-    run_stage,
+    Described, Describers, FeatureParams, FeatureSummary, FeaturesError, Outcome, Progress, Source,
+    StageOutput, compute_range, describe, here, run_stage,
 };
 use crate::hog::{DIMS, PATCH_SIDE};
 use crate::image_io::{Collection, Luminance, Photo};
@@ -35,7 +37,7 @@ use crate::partition::Matrix;
 use crate::store::{FeatureWriter, Format, StoreError};
 
 /// Histogram normalisation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Norm {
     /// Divide by the sum.
     #[default]
@@ -220,7 +222,7 @@ pub fn is_base_scale(scales: &Vec<usize>) -> bool {
 }
 
 /// Settings of the encoding stage.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EncodeParams {
     /// Dense sampling and decoding (the sampling must be dense).
     pub features: FeatureParams,
@@ -245,6 +247,8 @@ enum Sink {
     Csv {
         path: PathBuf,
         tmp: std::io::BufWriter<tempfile::NamedTempFile>,
+        /// Values per histogram.
+        len: usize,
     },
 }
 
@@ -252,7 +256,15 @@ impl StageOutput<Vec<f32>> for Sink {
     fn write(&mut self, photo: &Photo, hist: Vec<f32>) -> Result<(), FeaturesError> {
         match self {
             Self::Bin(w) => w.write(photo.picture_id, 0, 0, &hist)?,
-            Self::Csv { path, tmp } => {
+            Self::Csv { path, tmp, len } => {
+                if hist.len() != *len {
+                    return Err(StoreError::Record {
+                        path: path.clone(),
+                        location: format!("picture {}", photo.picture_id),
+                        message: format!("has {} values, histograms hold {len}", hist.len()),
+                    }
+                    .into());
+                }
                 let mut line = format!("{},{}", photo.picture_id, csv_field(&photo.rel_path));
                 let mut buf = ryu::Buffer::new();
                 for v in hist {
@@ -275,7 +287,7 @@ impl StageOutput<Vec<f32>> for Sink {
             Self::Bin(w) => {
                 w.finish()?;
             }
-            Self::Csv { path, tmp } => {
+            Self::Csv { path, tmp, .. } => {
                 let io = |source| StoreError::Io {
                     path: path.clone(),
                     source,
@@ -324,6 +336,141 @@ fn csv_field(s: &str) -> String {
     }
 }
 
+/// A vocabulary ready to encode photos with: checked, and quantised once for the integer kernel.
+#[derive(Debug)]
+pub struct Encoder {
+    vocabulary: Centroids,
+    params: EncodeParams,
+    quantized: Option<quant::QuantCentroids>,
+}
+
+impl Encoder {
+    /// Encodes with `vocabulary` as `params` say; its words must have the descriptor's dims
+    /// (`out` names the histograms in the error).
+    pub fn new(
+        vocabulary: Centroids,
+        params: EncodeParams,
+        out: &Path,
+    ) -> Result<Self, FeaturesError> {
+        if vocabulary.dims() != DIMS {
+            return Err(StoreError::Format {
+                path: out.to_path_buf(),
+                message: format!(
+                    "vocabulary has {} dims, the HOG descriptor {DIMS}",
+                    vocabulary.dims()
+                ),
+            }
+            .into());
+        }
+        // Centroids are quantised once; each scale's patches when they are described.
+        let quantized =
+            (params.kernel == Kernel::Int8).then(|| quant::QuantCentroids::new(&vocabulary));
+        Ok(Self {
+            vocabulary,
+            params,
+            quantized,
+        })
+    }
+
+    /// Values per histogram.
+    pub fn len(&self) -> usize {
+        encoded_len(self.vocabulary.k(), self.params.levels.max(1))
+    }
+
+    /// Whether histograms are empty (never: a vocabulary has words).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The settings.
+    pub fn params(&self) -> &EncodeParams {
+        &self.params
+    }
+
+    /// Words (r per patch) and their squared distances for one scale's patches.
+    fn find_words(&self, describers: &mut Describers, d: &Described) -> (Vec<u32>, Vec<f32>) {
+        let (vocabulary, soft) = (&self.vocabulary, self.params.soft);
+        let r = soft.map_or(1, |s| s.words);
+        let n = d.positions.len();
+        let x = Matrix::dense(&d.values, DIMS);
+        let (mut words, mut dists) = (vec![0u32; n * r], vec![0f32; n * r]);
+        let scratch = &mut describers.assign;
+        // The integer kernel quantises the patches once.
+        match self
+            .quantized
+            .as_ref()
+            .map(|cq| (cq, quant::QuantRows::new(x)))
+        {
+            None if soft.is_none() => assign(x, vocabulary, scratch, &mut words, &mut dists),
+            None => nearest_few(x, vocabulary, scratch, r, &mut words, &mut dists),
+            Some((cq, xq)) if soft.is_none() => {
+                let (xq, scratch) = (xq.slice(0, n), &mut describers.quant);
+                quant::assign_quantized(x, xq, cq, vocabulary, scratch, &mut words, &mut dists);
+            }
+            Some((cq, xq)) => {
+                let (xq, scratch) = (xq.slice(0, n), &mut describers.few);
+                quant::nearest_few_quantized(
+                    x, xq, cq, vocabulary, scratch, r, &mut words, &mut dists,
+                );
+            }
+        }
+        (words, dists)
+    }
+
+    /// One photo's histogram and the number of patches it counts.
+    fn compute(
+        &self,
+        describers: &mut Describers,
+        photo: &Photo,
+        lum: &Luminance,
+        d: Described,
+    ) -> (Vec<f32>, usize) {
+        let params = &self.params;
+        let shape = Shape {
+            k: self.vocabulary.k(),
+            width: d.width,
+            height: d.height,
+            levels: params.levels.max(1),
+            norm: params.norm,
+        };
+        let (mut words, mut dists) = self.find_words(describers, &d);
+        let mut positions = d.positions;
+        // (Checked by the caller: larger sides, ascending; anything else adds nothing.)
+        for &side in params.scales.iter().skip(1).filter(|&&s| s > PATCH_SIDE) {
+            let Some(coarse) = coarser(lum, side, photo.picture_id, params, describers) else {
+                continue; // too small at this scale: no patches from it
+            };
+            let (w, ds) = self.find_words(describers, &coarse);
+            words.extend(w);
+            dists.extend(ds);
+            positions.extend(coarse.positions);
+        }
+        let histogram = match params.soft {
+            None => weighted_histogram(&words, None, 1, &positions, shape),
+            Some(soft) => {
+                let r = soft.words;
+                let mut weights = vec![0f32; words.len()];
+                for (w, dd) in weights.chunks_exact_mut(r).zip(dists.chunks_exact(r)) {
+                    soft.weights(dd, w);
+                }
+                weighted_histogram(&words, Some(&weights), r, &positions, shape)
+            }
+        };
+        (histogram, positions.len())
+    }
+
+    /// Encodes the photos `range` of `collection` (what one node does of a sharded encode;
+    /// [`encode_from`] writes the results).
+    pub fn encode_range(
+        &self,
+        collection: &Collection,
+        range: Range<usize>,
+    ) -> Vec<Outcome<Vec<f32>>> {
+        let compute = |ds: &mut Describers, p: &Photo, l: &Luminance, d| self.compute(ds, p, l, d);
+        compute_range(collection, &self.params.features, range, &compute)
+    }
+}
+
 /// Encodes every photo of `collection` with `vocabulary` into `out` (CSV or binary, see the module
 /// docs). Nothing appears at `out` or its manifests unless the whole run succeeds.
 pub fn encode(
@@ -333,18 +480,22 @@ pub fn encode(
     out: &Path,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<FeatureSummary, FeaturesError> {
-    if vocabulary.dims() != DIMS {
-        return Err(StoreError::Format {
-            path: out.to_path_buf(),
-            message: format!(
-                "vocabulary has {} dims, the HOG descriptor {DIMS}",
-                vocabulary.dims()
-            ),
-        }
-        .into());
-    }
-    let (k, levels, norm) = (vocabulary.k(), params.levels.max(1), params.norm);
-    let len = encoded_len(k, levels);
+    let encoder = Encoder::new(vocabulary.clone(), params.clone(), out)?;
+    let compute = |ds: &mut Describers, p: &Photo, l: &Luminance, d| encoder.compute(ds, p, l, d);
+    let mut source = here(collection, &params.features, &compute);
+    encode_from(collection, &encoder, out, &mut source, progress)
+}
+
+/// [`encode`] with the photos' histograms from `source` (computed elsewhere, by
+/// [`Encoder::encode_range`]): the same file and manifests, byte for byte.
+pub fn encode_from(
+    collection: &Collection,
+    encoder: &Encoder,
+    out: &Path,
+    source: &mut dyn Source<Vec<f32>>,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<FeatureSummary, FeaturesError> {
+    let len = encoder.len();
     let sink = if out
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
@@ -363,73 +514,12 @@ pub fn encode(
         Sink::Csv {
             path: out.to_path_buf(),
             tmp,
+            len,
         }
     } else {
         Sink::Bin(FeatureWriter::create(out, Format::Bin, len)?)
     };
-    let soft = params.soft;
-    // Centroids are quantised once; each scale's patches when they are described.
-    let quantized = (params.kernel == Kernel::Int8).then(|| quant::QuantCentroids::new(vocabulary));
-    let r = soft.map_or(1, |s| s.words);
-    // Words (r per patch) and their squared distances for one scale's patches.
-    let find_words = |describers: &mut crate::features::Describers, d: &Described| {
-        let n = d.positions.len();
-        let x = Matrix::dense(&d.values, DIMS);
-        let (mut words, mut dists) = (vec![0u32; n * r], vec![0f32; n * r]);
-        let scratch = &mut describers.assign;
-        // The integer kernel quantises the patches once.
-        match quantized.as_ref().map(|cq| (cq, quant::QuantRows::new(x))) {
-            None if soft.is_none() => assign(x, vocabulary, scratch, &mut words, &mut dists),
-            None => nearest_few(x, vocabulary, scratch, r, &mut words, &mut dists),
-            Some((cq, xq)) if soft.is_none() => {
-                let (xq, scratch) = (xq.slice(0, n), &mut describers.quant);
-                quant::assign_quantized(x, xq, cq, vocabulary, scratch, &mut words, &mut dists);
-            }
-            Some((cq, xq)) => {
-                let (xq, scratch) = (xq.slice(0, n), &mut describers.few);
-                quant::nearest_few_quantized(
-                    x, xq, cq, vocabulary, scratch, r, &mut words, &mut dists,
-                );
-            }
-        }
-        (words, dists)
-    };
-    let compute = |describers: &mut crate::features::Describers,
-                   photo: &Photo,
-                   lum: &Luminance,
-                   d: Described| {
-        let shape = Shape {
-            k,
-            width: d.width,
-            height: d.height,
-            levels,
-            norm,
-        };
-        let (mut words, mut dists) = find_words(describers, &d);
-        let mut positions = d.positions;
-        // (Checked by the caller: larger sides, ascending; anything else adds nothing.)
-        for &side in params.scales.iter().skip(1).filter(|&&s| s > PATCH_SIDE) {
-            let Some(coarse) = coarser(lum, side, photo.picture_id, params, describers) else {
-                continue; // too small at this scale: no patches from it
-            };
-            let (w, ds) = find_words(describers, &coarse);
-            words.extend(w);
-            dists.extend(ds);
-            positions.extend(coarse.positions);
-        }
-        let histogram = match soft {
-            None => weighted_histogram(&words, None, 1, &positions, shape),
-            Some(soft) => {
-                let mut weights = vec![0f32; words.len()];
-                for (w, dd) in weights.chunks_exact_mut(r).zip(dists.chunks_exact(r)) {
-                    soft.weights(dd, w);
-                }
-                weighted_histogram(&words, Some(&weights), r, &positions, shape)
-            }
-        };
-        (histogram, positions.len())
-    };
-    run_stage(collection, &params.features, out, sink, &compute, progress)
+    run_stage(collection, out, sink, source, progress)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 
 use std::ffi::OsString;
 use std::io::{self, BufWriter};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
@@ -33,6 +34,17 @@ pub enum FeaturesError {
     /// Writing the feature file failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The photos' results came from elsewhere (other nodes) and that failed.
+    #[error(transparent)]
+    Source(Box<dyn std::error::Error + Send + Sync>),
+    /// A source of results gave a batch that does not fit the photos left.
+    #[error("a batch of {got} photo results came for {left} photos left")]
+    Batch {
+        /// Results in the batch.
+        got: usize,
+        /// Photos not yet written.
+        left: usize,
+    },
     /// Writing a manifest failed.
     #[error("cannot write manifest {path}")]
     Manifest {
@@ -44,7 +56,7 @@ pub enum FeaturesError {
 }
 
 /// Settings of the features stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct FeatureParams {
     /// Where patches are cut.
     pub sampling: Sampling,
@@ -86,12 +98,42 @@ pub fn manifest_path(out: &Path, suffix: &str) -> PathBuf {
 }
 
 /// The patches of one photo.
-#[derive(Debug)]
-pub(crate) struct Described {
+#[derive(Debug, Clone, PartialEq)]
+pub struct Described {
+    /// Width of the photo the patches were cut from (after EXIF orientation and `max_side`).
     pub width: usize,
+    /// Its height.
     pub height: usize,
+    /// Top-left `(row, col)` of each patch.
     pub positions: Vec<(usize, usize)>,
+    /// [`DIMS`] values per patch, in the order of `positions`.
     pub values: Vec<f32>,
+}
+
+/// What a photo stage made of one photo.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome<T> {
+    /// The photo was described.
+    Done {
+        /// Width of the photo the patches were cut from.
+        width: usize,
+        /// Its height.
+        height: usize,
+        /// Patches it gave.
+        patches: usize,
+        /// The stage's result.
+        value: T,
+    },
+    /// The photo was skipped, for this reason (the skipped manifest's text).
+    Skipped(String),
+}
+
+/// Where a photo stage's results come from, batch after batch in picture-id order: computed
+/// here ([`run_stage`]'s own batches) or by other nodes (the cluster's sharded stages).
+pub trait Source<T> {
+    /// The results of the photos from index `from` on (at least one, at most the rest), or
+    /// `None` when the source has nothing more.
+    fn next(&mut self, from: usize) -> Result<Option<Vec<Outcome<T>>>, FeaturesError>;
 }
 
 /// Per-thread buffers of the photo stages.
@@ -207,39 +249,24 @@ pub(crate) trait StageOutput<T> {
     fn finish(self) -> Result<(), FeaturesError>;
 }
 
-/// A stage's result for one photo, with the facts the summary and manifest need.
-struct Computed<T> {
-    width: usize,
-    height: usize,
-    patches: usize,
-    value: T,
-}
-
 /// What a photo stage makes of one described photo (given its luminance too): a result and the
 /// number of patches it used.
 pub(crate) type Compute<'a, T> =
     dyn Fn(&mut Describers, &Photo, &Luminance, Described) -> (T, usize) + Sync + 'a;
 
-/// The shared driver of the photo stages (features, encode): decodes and describes photos in
-/// parallel batches, lets `compute` turn each description (and the photo's luminance) into a
-/// result and the number of patches it used (in parallel, with the thread's buffers), then writes
-/// results and manifest rows in picture-id order.
-pub(crate) fn run_stage<T: Send, O: StageOutput<T>>(
+/// Decodes and describes the photos `range` of `collection` in parallel (rayon) and lets
+/// `compute` turn each description into a result, in picture-id order.
+pub(crate) fn compute_range<T: Send>(
     collection: &Collection,
     params: &FeatureParams,
-    out: &Path,
-    mut output: O,
+    range: Range<usize>,
     compute: &Compute<'_, T>,
-    progress: &(dyn Fn(Progress) + Sync),
-) -> Result<FeatureSummary, FeaturesError> {
-    let mut manifests = Manifests::create(out)?;
-    let mut summary = FeatureSummary::default();
-    let batch = (rayon::current_num_threads() * 8).max(16);
-    let mut processed = 0;
-    for chunk in collection.photos().chunks(batch) {
-        let results: Vec<Result<Computed<T>, Skip>> = chunk
-            .par_iter()
-            .map_init(Describers::default, |describers, photo: &Photo| {
+) -> Vec<Outcome<T>> {
+    let photos = collection.photos().get(range).unwrap_or_default();
+    photos
+        .par_iter()
+        .map_init(Describers::default, |describers, photo: &Photo| {
+            let computed = (|| {
                 if let Some(reason) = &photo.unusable {
                     return Err(Skip::Unusable(reason.clone()));
                 }
@@ -251,33 +278,98 @@ pub(crate) fn run_stage<T: Send, O: StageOutput<T>>(
                 let described = describe(&lum, photo.picture_id, &params.sampling, describers)?;
                 let (width, height) = (described.width, described.height);
                 let (value, patches) = compute(describers, photo, &lum, described);
-                Ok(Computed {
+                Ok(Outcome::Done {
                     width,
                     height,
                     patches,
                     value,
                 })
-            })
-            .collect();
-        for (photo, result) in chunk.iter().zip(results) {
+            })();
+            computed.unwrap_or_else(|skip: Skip| Outcome::Skipped(skip.to_string()))
+        })
+        .collect()
+}
+
+/// The photos' results computed here, in batches of bounded size.
+struct Here<'c, 'f, T> {
+    collection: &'c Collection,
+    params: &'c FeatureParams,
+    compute: &'c Compute<'f, T>,
+    batch: usize,
+}
+
+impl<T: Send> Source<T> for Here<'_, '_, T> {
+    fn next(&mut self, from: usize) -> Result<Option<Vec<Outcome<T>>>, FeaturesError> {
+        let n = self.collection.photos().len();
+        if from >= n {
+            return Ok(None);
+        }
+        let range = from..n.min(from.saturating_add(self.batch));
+        Ok(Some(compute_range(
+            self.collection,
+            self.params,
+            range,
+            self.compute,
+        )))
+    }
+}
+
+/// The photo stages' own source: batches of a few per thread computed in this process.
+pub(crate) fn here<'c, 'f, T: Send>(
+    collection: &'c Collection,
+    params: &'c FeatureParams,
+    compute: &'c Compute<'f, T>,
+) -> impl Source<T> + use<'c, 'f, T> {
+    Here {
+        collection,
+        params,
+        compute,
+        batch: (rayon::current_num_threads() * 8).max(16),
+    }
+}
+
+/// The shared writer of the photo stages (features, encode): takes the photos' results from
+/// `source` batch by batch and writes results and manifest rows in picture-id order. Memory is
+/// bounded by one batch.
+pub(crate) fn run_stage<T, O: StageOutput<T>>(
+    collection: &Collection,
+    out: &Path,
+    mut output: O,
+    source: &mut dyn Source<T>,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<FeatureSummary, FeaturesError> {
+    let mut manifests = Manifests::create(out)?;
+    let mut summary = FeatureSummary::default();
+    let photos = collection.photos();
+    let mut processed = 0;
+    while processed < photos.len() {
+        let left = photos.len() - processed;
+        let batch = source.next(processed)?.unwrap_or_default();
+        if batch.is_empty() || batch.len() > left {
+            return Err(FeaturesError::Batch {
+                got: batch.len(),
+                left,
+            });
+        }
+        let chunk = &photos[processed..processed + batch.len()];
+        for (photo, outcome) in chunk.iter().zip(batch) {
             let id = photo.picture_id.to_string();
-            match result {
-                Ok(Computed {
+            match outcome {
+                Outcome::Done {
                     width,
                     height,
                     patches,
                     value,
-                }) => {
+                } => {
                     output.write(photo, value)?;
                     summary.images += 1;
                     summary.patches += patches as u64;
-                    summary.pixels += (width * height) as u64;
+                    summary.pixels += (width as u64).saturating_mul(height as u64);
                     let (w, h) = (width.to_string(), height.to_string());
                     Manifests::row(&mut manifests.images, &[&id, &photo.rel_path, &w, &h])?;
                 }
-                Err(skip) => {
+                Outcome::Skipped(reason) => {
                     summary.skipped += 1;
-                    let reason = skip.to_string();
                     Manifests::row(&mut manifests.skipped, &[&id, &photo.rel_path, &reason])?;
                 }
             }
@@ -323,17 +415,41 @@ pub fn extract(
     format: Format,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<FeatureSummary, FeaturesError> {
-    // Create the output first so an unwritable destination fails before any decoding.
-    let writer = FeatureWriter::create(out, format, DIMS)?;
-    run_stage(
+    extract_from(
         collection,
-        params,
         out,
-        writer,
-        &|_, _, _, described| {
-            let patches = described.positions.len();
-            (described, patches)
-        },
+        format,
+        &mut here(collection, params, &patches_of),
         progress,
     )
+}
+
+/// The features stage's result for one photo: its patches.
+fn patches_of(_: &mut Describers, _: &Photo, _: &Luminance, d: Described) -> (Described, usize) {
+    let patches = d.positions.len();
+    (d, patches)
+}
+
+/// Describes the photos `range` of `collection` (what one node does of a sharded features stage;
+/// [`extract_from`] writes the results).
+pub fn describe_range(
+    collection: &Collection,
+    params: &FeatureParams,
+    range: Range<usize>,
+) -> Vec<Outcome<Described>> {
+    compute_range(collection, params, range, &patches_of)
+}
+
+/// [`extract`] with the photos' patches from `source` (computed elsewhere, by
+/// [`describe_range`]): the same file and manifests, byte for byte.
+pub fn extract_from(
+    collection: &Collection,
+    out: &Path,
+    format: Format,
+    source: &mut dyn Source<Described>,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<FeatureSummary, FeaturesError> {
+    // Create the output first so an unwritable destination fails before any decoding.
+    let writer = FeatureWriter::create(out, format, DIMS)?;
+    run_stage(collection, out, writer, source, progress)
 }

@@ -95,10 +95,22 @@ impl Collection {
         };
         paths.sort_unstable();
         paths.dedup_by(|a, b| a.0 == b.0);
-        if paths.len() > u32::MAX as usize {
+        Self::listed(root, paths)
+    }
+
+    /// The collection of `root` whose photos are `listed` (relative path, why unusable), in
+    /// picture-id order: another node's collection, as [`Collection::listing`] gave it.
+    pub fn listed(
+        root: &Path,
+        listed: Vec<(String, Option<String>)>,
+    ) -> Result<Self, CollectionError> {
+        if !root.is_dir() {
+            return Err(CollectionError::MissingFolder(root.to_path_buf()));
+        }
+        if listed.len() > u32::MAX as usize {
             return Err(CollectionError::TooMany(root.to_path_buf()));
         }
-        let photos = paths
+        let photos = listed
             .into_iter()
             .enumerate()
             .map(|(idx, (rel_path, unusable))| Photo {
@@ -111,6 +123,13 @@ impl Collection {
             root: root.to_path_buf(),
             photos,
         })
+    }
+
+    /// The photos as [`Collection::listed`] takes them.
+    pub fn listing(&self) -> Vec<(String, Option<String>)> {
+        (self.photos.iter())
+            .map(|p| (p.rel_path.clone(), p.unusable.clone()))
+            .collect()
     }
 
     /// The collection root.

@@ -15,7 +15,7 @@ use crate::hog::{CELL_SIDE, PATCH_SIDE};
 pub const MAX_PER_IMAGE: usize = 100_000;
 
 /// How patches are placed in an image.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Sampling {
     /// `per_image` top-left corners drawn uniformly (with replacement) over all valid positions.
     Random {

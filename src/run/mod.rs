@@ -82,6 +82,11 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
         _ => m.clone(),
     });
     let mpi = mpi.as_ref();
+    // The photo stages run where k-means does, sharded over the nodes.
+    let on = crate::sharded::On {
+        engine: &engine,
+        mpi,
+    };
 
     let dataset = match &source {
         Source::Synthetic(s) => {
@@ -103,6 +108,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
         dataset: &dataset,
         labels: &labels_text,
         split_by: &split_by,
+        on,
         ui,
     };
     let features_key = features.key();
@@ -146,6 +152,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
             kmeans_key: &kmeans_key,
             k,
             vocabulary: &vocabulary,
+            on,
             ui,
         };
         let encode_key = encode.key();

@@ -19,6 +19,7 @@ use crate::settings::{
     EncodeSettings, Engine, EvaluateSettings, FeatureSettings, KmeansSettings, PartitionSettings,
     Split, TrainSettings,
 };
+use crate::sharded::On;
 
 /// The vocabulary's sample: the split, then random patches of the training photos.
 pub struct Features<'a> {
@@ -30,6 +31,8 @@ pub struct Features<'a> {
     pub labels: &'a str,
     /// The column the split is stratified by.
     pub split_by: &'a str,
+    /// Where the photos are described.
+    pub on: On<'a>,
     /// Progress.
     pub ui: &'a Ui,
 }
@@ -95,7 +98,7 @@ impl Stage for Features<'_> {
             &tmp.join("train.csv"),
             &tmp.join(self.file()),
         )?;
-        let summary = crate::stages::features(&settings, self.ui, out)?;
+        let summary = crate::stages::features(&settings, self.ui, self.on, out)?;
         Ok(Sample {
             train,
             test,
@@ -265,6 +268,8 @@ pub struct Encode<'a> {
     pub k: usize,
     /// The vocabulary file.
     pub vocabulary: &'a Path,
+    /// Where the photos are encoded.
+    pub on: On<'a>,
     /// Progress.
     pub ui: &'a Ui,
 }
@@ -297,7 +302,7 @@ impl Stage for Encode<'_> {
             &tmp.join("histograms.bin"),
             &self.config.encode,
         )?;
-        crate::stages::encode(&settings, self.ui, out).map(|_| ())
+        crate::stages::encode(&settings, self.ui, self.on, out).map(|_| ())
     }
 
     fn cached(&self, _dir: &Path) -> anyhow::Result<()> {

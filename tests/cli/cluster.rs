@@ -301,3 +301,134 @@ fn a_secret_file_others_can_read_is_refused_naming_it() {
         "{err}"
     );
 }
+
+#[test]
+fn sharded_photo_stages_write_the_one_machine_files_and_survive_a_killed_worker() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = |name: &str| dir.path().join(name);
+    let photos = p("photos");
+    ok(&[
+        "datasets",
+        "photos",
+        "--out",
+        s(&photos),
+        "--per-kind",
+        "6",
+        "--seed",
+        "4",
+    ]);
+    // Two photos every node skips: one that is not a JPEG, one too small for a patch.
+    std::fs::write(photos.join("city/broken.jpg"), b"not a jpeg").expect("broken");
+    image::RgbImage::from_pixel(30, 20, image::Rgb([40, 90, 140]))
+        .save(photos.join("field/zz.jpg"))
+        .expect("tiny jpeg");
+    let labels = photos.join("labels.csv");
+    let mut text = std::fs::read_to_string(&labels).expect("labels");
+    text.push_str("city/broken.jpg,city,urban,flat\nfield/zz.jpg,field,rural,flat\n");
+    std::fs::write(&labels, text).expect("labels");
+    let config = |name: &str, nodes: usize| {
+        let path = p(name);
+        std::fs::write(
+            &path,
+            format!(
+                "[dataset]\npath = {:?}\nlabels = {:?}\n[features]\nper_image = 9\n\
+                 [kmeans]\nk = [6]\niterations = 3\ntol = 0\nnodes = {nodes}\n\
+                 [encode]\nstride = 16\nkernel = \"int8\"\n\
+                 [classify]\nattributes = [\"elevation\"]\ncv = 2\n",
+                s(&photos),
+                s(&labels)
+            ),
+        )
+        .expect("config");
+        path
+    };
+    // The files of the features and encode steps, by step.
+    let files = |work: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut all = Vec::new();
+        for step in steps(work) {
+            if !(step.starts_with("features/") || step.starts_with("encode/")) {
+                continue;
+            }
+            for name in [
+                "sample.bin",
+                "sample.bin.images.csv",
+                "sample.bin.skipped.csv",
+                "histograms.bin",
+                "histograms.bin.images.csv",
+                "histograms.bin.skipped.csv",
+            ] {
+                let path = work.join(&step).join(name);
+                if path.is_file() {
+                    all.push((
+                        format!("{step}/{name}"),
+                        std::fs::read(&path).expect("read"),
+                    ));
+                }
+            }
+        }
+        all
+    };
+    let local = p("local");
+    ok(&["run", s(&config("local.toml", 0)), "--work", s(&local)]);
+    let want = files(&local);
+    assert_eq!(
+        want.len(),
+        6,
+        "{:?}",
+        want.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    let skipped = (want.iter())
+        .find(|(name, _)| name.ends_with("histograms.bin.skipped.csv"))
+        .map(|(_, bytes)| String::from_utf8_lossy(bytes).to_string())
+        .expect("skipped photos of encode");
+    assert!(
+        skipped.contains("broken.jpg") && skipped.contains("zz.jpg"),
+        "{skipped}"
+    );
+
+    // Three loopback workers: the same files, and per-node times in the summary.
+    let three = p("three");
+    let out = ok(&["run", s(&config("three.toml", 3)), "--work", s(&three)]);
+    assert!(files(&three) == want, "3 loopback workers differ:\n{out}");
+    assert!(
+        out.contains("(3 nodes): w0 ") && out.contains("slowest node w"),
+        "{out}"
+    );
+
+    // Three worker daemons, w1 dies in the second round of the features stage: its photos are
+    // done by the others and every file is still the one machine's.
+    let (cluster, ports) = cluster_file(dir.path(), "cluster.toml", 3, 3);
+    let text = std::fs::read_to_string(&cluster).expect("read").replace(
+        "io_timeout_ms = 5000",
+        "io_timeout_ms = 3000\nconnect_timeout_ms = 500",
+    );
+    std::fs::write(&cluster, text).expect("write");
+    let _workers = Workers(
+        ports
+            .iter()
+            .enumerate()
+            .map(|(i, &port)| {
+                let extra: &[&str] = if i == 1 {
+                    &["--exit-at-round", "2"]
+                } else {
+                    &[]
+                };
+                spawn_worker_args(&cluster, i, port, extra)
+            })
+            .collect(),
+    );
+    let killed = p("killed");
+    let out = ok(&[
+        "run",
+        s(&config("on-cluster.toml", 0)),
+        "--work",
+        s(&killed),
+        "--cluster",
+        s(&cluster),
+    ]);
+    assert!(out.contains("dropped w1"), "{out}");
+    assert!(
+        files(&killed) == want,
+        "the run that lost w1 differs:\n{out}"
+    );
+}

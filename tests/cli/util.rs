@@ -207,6 +207,24 @@ pub fn spawn_worker_with(
     exit_after: Option<u64>,
     exit_at_step: Option<u64>,
 ) -> std::process::Child {
+    let mut extra = Vec::new();
+    if let Some(n) = exit_after {
+        extra.extend(["--exit-after-bytes".to_string(), n.to_string()]);
+    }
+    if let Some(n) = exit_at_step {
+        extra.extend(["--exit-at-step".to_string(), n.to_string()]);
+    }
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    spawn_worker_args(cluster, i, port, &extra)
+}
+
+/// A worker daemon `w{i}` of `cluster` on `port`, with `extra` arguments; waits until it listens.
+pub fn spawn_worker_args(
+    cluster: &Path,
+    i: usize,
+    port: u16,
+    extra: &[&str],
+) -> std::process::Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_vocab"));
     cmd.args([
         "worker",
@@ -216,13 +234,8 @@ pub fn spawn_worker_with(
         &format!("w{i}"),
         "--cluster",
         s(cluster),
-    ]);
-    if let Some(n) = exit_after {
-        cmd.args(["--exit-after-bytes", &n.to_string()]);
-    }
-    if let Some(n) = exit_at_step {
-        cmd.args(["--exit-at-step", &n.to_string()]);
-    }
+    ])
+    .args(extra);
     let child = cmd
         .stderr(std::process::Stdio::null())
         .spawn()

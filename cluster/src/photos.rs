@@ -1,0 +1,1151 @@
+//! The photo stages (features, encode) sharded over an SPMD team: every member decodes and
+//! describes contiguous ranges of the collection with its own threads, the root writes the
+//! results in picture-id order, so the files are byte for byte those of one machine.
+//!
+//! A job starts with [`PhotoRoot::start`]: the root broadcasts the stage's settings and the
+//! collection's listing (relative paths, as every member sees the photo folder) and, for encode,
+//! the vocabulary; each member rebuilds the collection, checks that photos the root sees are
+//! there too, and answers. Then [`PhotoRoot::round`] deals a run of photos out in contiguous
+//! ranges (rank order is photo order) and gathers each member's results: per photo its size and
+//! patches, or the reason it was skipped. The root checks every piece (counts, lengths, positions
+//! inside the photo, finite values) before anything is written.
+//!
+//! Rounds are small (a few dozen photos per member), so memory at the root is bounded and a
+//! round lost with a member is cheap to redo: the TCP driver redoes it on a new team
+//! (`crate::driver::PhotoDriver`); results already written stay written.
+
+use std::ops::Range;
+use std::path::{Component, Path};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use vocab_pipeline::encode::{EncodeParams, Encoder};
+use vocab_pipeline::features::{self, Described, FeatureParams, FeaturesError, Outcome, Source};
+use vocab_pipeline::hog::{DIMS, PATCH_SIDE};
+use vocab_pipeline::image_io::Collection;
+use vocab_pipeline::kmeans::Centroids;
+use vocab_pipeline::patch::{MAX_PER_IMAGE, Sampling};
+
+use crate::collective::{
+    Algorithm, BroadcastPlan, MAX_CONTROL, Team, broadcast, broadcast_message, gather,
+};
+use crate::messages::BUILD;
+use crate::spmd::{Command, EngineError, Members, decode, encode};
+use crate::transport::Transport;
+
+/// Largest piece of one round a member sends (bytes): far above a round of dense photos, it
+/// only stops a corrupt size from allocating.
+const MAX_PIECE: u64 = 1 << 34;
+
+/// Photos the root checks are present at every member.
+const PRESENT: usize = 16;
+
+/// Which stage a photo job runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum PhotoStage {
+    /// Patches of every photo (the features stage).
+    Features(FeatureParams),
+    /// A histogram of every photo over the vocabulary sent with the job (encode).
+    Encode(EncodeParams),
+}
+
+/// What the members receive when a job starts (JSON).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Job {
+    /// The photo folder, as every member sees it.
+    root: String,
+    /// Relative path and why unusable, in picture-id order.
+    photos: Vec<(String, Option<String>)>,
+    /// Photos the root found in its folder: each member checks it finds them too.
+    present: Vec<u32>,
+    stage: PhotoStage,
+    /// Words of the vocabulary that follows (encode).
+    k: u64,
+}
+
+/// A member's answer to a job.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Ready {
+    error: Option<String>,
+}
+
+/// A member's job: the collection and what to make of its photos.
+#[derive(Debug)]
+pub(crate) struct Work {
+    collection: Collection,
+    stage: Stage,
+}
+
+#[derive(Debug)]
+enum Stage {
+    Features(FeatureParams),
+    Encode(Box<Encoder>),
+}
+
+/// Bytes of `k` words of the descriptor's dims, if they can be counted.
+fn vocabulary_bytes(k: u64) -> Option<u64> {
+    k.checked_mul(DIMS as u64)?.checked_mul(4)
+}
+
+/// Checks settings that came over the network before any photo is touched.
+fn check_stage(stage: &PhotoStage, k: u64) -> Result<(), String> {
+    let check_features = |p: &FeatureParams| match p.sampling {
+        Sampling::Random { per_image, .. } if !(1..=MAX_PER_IMAGE).contains(&per_image) => {
+            Err(format!("{per_image} patches per photo"))
+        }
+        Sampling::Dense { stride: 0 } => Err("stride 0".to_string()),
+        _ if p.max_side.is_some_and(|s| s < PATCH_SIDE) => Err("max_side below a patch".into()),
+        _ if p.max_pixels == 0 => Err("max_pixels 0".into()),
+        _ => Ok(()),
+    };
+    match stage {
+        PhotoStage::Features(p) => check_features(p),
+        PhotoStage::Encode(p) => {
+            check_features(&p.features)?;
+            if !matches!(p.features.sampling, Sampling::Dense { .. }) {
+                return Err("encoding needs dense sampling".into());
+            }
+            if !(1..=8).contains(&p.levels) {
+                return Err(format!("{} pyramid levels", p.levels));
+            }
+            if let Some(s) = p.soft {
+                if s.words == 0 || s.words as u64 > k || !s.sharpness.is_finite() {
+                    return Err(format!("soft assignment over {} words", s.words));
+                }
+            }
+            if k == 0 || vocabulary_bytes(k).is_none_or(|b| b > MAX_CONTROL) {
+                return Err(format!("a vocabulary of {k} words"));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A relative path that stays inside the photo folder.
+fn inside(rel: &str) -> bool {
+    Path::new(rel)
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
+/// Builds a member's work from the job (and the vocabulary), or says why it cannot.
+fn open_work(job: Job, vocabulary: Vec<u8>) -> Result<Work, String> {
+    check_stage(&job.stage, job.k)?;
+    if let Some((bad, _)) = job.photos.iter().find(|(p, _)| !inside(p)) {
+        return Err(format!("photo path {bad:?} leaves the photo folder"));
+    }
+    let root = Path::new(&job.root);
+    let collection = Collection::listed(root, job.photos).map_err(|e| vocab_pipeline::chain(&e))?;
+    for &id in &job.present {
+        let photo = collection
+            .photos()
+            .get(id as usize)
+            .ok_or_else(|| format!("photo {id} of {}", collection.photos().len()))?;
+        let path = collection.path_of(photo);
+        if !path.is_file() {
+            return Err(format!(
+                "{} is not there; the photo folder must hold the same photos on every node",
+                path.display()
+            ));
+        }
+    }
+    let stage = match job.stage {
+        PhotoStage::Features(p) => Stage::Features(p),
+        PhotoStage::Encode(p) => {
+            let values = vocabulary
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect::<Vec<_>>();
+            if values.iter().any(|v| !v.is_finite()) {
+                return Err("the vocabulary holds values that are not finite".into());
+            }
+            let encoder = Encoder::new(Centroids::new(values, DIMS), p, root)
+                .map_err(|e| vocab_pipeline::chain(&e))?;
+            Stage::Encode(Box::new(encoder))
+        }
+    };
+    Ok(Work { collection, stage })
+}
+
+impl Work {
+    /// The results of the photos `range`, as a piece: compute seconds, then the outcomes.
+    fn piece(&self, range: Range<usize>) -> Vec<u8> {
+        let started = Instant::now();
+        let mut out = Vec::new();
+        match &self.stage {
+            Stage::Features(p) => {
+                put_outcomes(
+                    &mut out,
+                    &features::describe_range(&self.collection, p, range),
+                );
+            }
+            Stage::Encode(encoder) => {
+                put_outcomes(&mut out, &encoder.encode_range(&self.collection, range));
+            }
+        }
+        let mut piece = started.elapsed().as_secs_f64().to_le_bytes().to_vec();
+        piece.extend_from_slice(&out);
+        piece
+    }
+}
+
+/// A member's side of [`Command::Photos`]: the job and vocabulary broadcasts, then its answer.
+/// Errors of the job itself go back to the root in the answer; the member keeps serving.
+pub(crate) fn serve_job(
+    transport: &dyn Transport,
+    job_bytes: u64,
+    vocabulary_bytes: u64,
+    build: &str,
+) -> Result<Option<Work>, EngineError> {
+    let control = Team::ranks(transport);
+    let (job, vocabulary) = receive_job(&control, job_bytes, vocabulary_bytes)?;
+    let work = if build != BUILD {
+        Err(format!("it runs {BUILD}, the root runs {build}"))
+    } else {
+        decode::<Job>(0, &job)
+            .map_err(|e| e.to_string())
+            .and_then(|job| {
+                let want = vocabulary_bytes_of(&job);
+                if want != Some(vocabulary.len() as u64) {
+                    return Err(format!(
+                        "a vocabulary of {} bytes for {} words",
+                        vocabulary.len(),
+                        job.k
+                    ));
+                }
+                open_work(job, vocabulary)
+            })
+    };
+    let (reply, work) = match work {
+        Ok(w) => (Ready { error: None }, Some(w)),
+        Err(error) => (Ready { error: Some(error) }, None),
+    };
+    gather(&control, &encode(&reply), MAX_CONTROL)?;
+    Ok(work)
+}
+
+/// Vocabulary bytes a job comes with.
+fn vocabulary_bytes_of(job: &Job) -> Option<u64> {
+    match job.stage {
+        PhotoStage::Features(_) => Some(0),
+        PhotoStage::Encode(_) => vocabulary_bytes(job.k),
+    }
+}
+
+/// The plan of the job's broadcasts: the pipelined chain in rank order.
+fn job_plan() -> BroadcastPlan {
+    BroadcastPlan {
+        algorithm: Algorithm::Chain,
+        chunk: 1 << 20,
+        chains: 1,
+    }
+}
+
+/// Receives the job and vocabulary broadcasts (both lengths checked first).
+fn receive_job(
+    control: &Team<'_>,
+    job_bytes: u64,
+    vocabulary_bytes: u64,
+) -> Result<(Vec<u8>, Vec<u8>), EngineError> {
+    let mut bufs = Vec::new();
+    for bytes in [job_bytes, vocabulary_bytes] {
+        if bytes > MAX_CONTROL {
+            return Err(EngineError::Shape {
+                got: usize::try_from(bytes).unwrap_or(usize::MAX),
+                want: MAX_CONTROL as usize,
+            });
+        }
+        let mut data = vec![0u8; bytes as usize];
+        broadcast(control, job_plan(), &mut data)?;
+        bufs.push(data);
+    }
+    let vocabulary = bufs.pop().unwrap_or_default();
+    let job = bufs.pop().unwrap_or_default();
+    Ok((job, vocabulary))
+}
+
+/// A member's side of [`Command::Shard`]: its range of this round, computed and gathered.
+pub(crate) fn serve_shard(
+    transport: &dyn Transport,
+    work: Option<&Work>,
+    ranges: &[(u64, u64)],
+) -> Result<(), EngineError> {
+    let control = Team::ranks(transport);
+    let me = transport.rank();
+    let piece = match (work, ranges.get(me)) {
+        (Some(work), Some(&(start, end))) => {
+            let n = work.collection.photos().len() as u64;
+            if start > end || end > n {
+                return Err(EngineError::Malformed {
+                    rank: 0,
+                    reason: format!("photos {start}..{end} of a collection of {n}"),
+                });
+            }
+            work.piece(start as usize..end as usize)
+        }
+        (None, _) => return Err(EngineError::NotLoaded(me)),
+        (Some(_), None) => {
+            return Err(EngineError::Malformed {
+                rank: 0,
+                reason: format!("{} ranges for rank {me}", ranges.len()),
+            });
+        }
+    };
+    gather(&control, &piece, MAX_PIECE)?;
+    Ok(())
+}
+
+/// A member's time in a photo stage.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemberTime {
+    /// Its host (or node name).
+    pub host: String,
+    /// Seconds it spent decoding and describing.
+    pub seconds: f64,
+    /// Photos it did.
+    pub photos: u64,
+}
+
+/// The root of a photo job on an SPMD team.
+pub struct PhotoRoot<'t> {
+    transport: Box<dyn Transport + 't>,
+    /// The root does a share of the photos too (an MPI rank 0), else only the others.
+    root_works: bool,
+    own: Option<Work>,
+    /// Values of a histogram (encode), for checking pieces.
+    histogram: usize,
+    /// Per rank.
+    times: Vec<MemberTime>,
+    /// Bytes of results gathered so far, and of the job's broadcasts.
+    bytes: u64,
+}
+
+impl std::fmt::Debug for PhotoRoot<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PhotoRoot")
+            .field("root_works", &self.root_works)
+            .field("times", &self.times)
+            .finish()
+    }
+}
+
+impl<'t> PhotoRoot<'t> {
+    /// Starts a photo job on every member of `transport` (whose hosts `members` gathered):
+    /// `collection` as the members see it, `stage`, and for encode the `vocabulary`.
+    pub fn start(
+        transport: Box<dyn Transport + 't>,
+        members: &Members,
+        collection: &Collection,
+        stage: &PhotoStage,
+        vocabulary: Option<&Centroids>,
+        root_works: bool,
+    ) -> Result<Self, EngineError> {
+        let k = vocabulary.map_or(0, |v| v.k() as u64);
+        let histogram = match stage {
+            PhotoStage::Encode(p) => {
+                vocab_pipeline::encode::encoded_len(k as usize, p.levels.max(1))
+            }
+            PhotoStage::Features(_) => 0,
+        };
+        let job = Job {
+            root: collection.root().display().to_string(),
+            photos: collection.listing(),
+            present: present(collection),
+            stage: stage.clone(),
+            k,
+        };
+        let job = encode(&job);
+        let mut vocabulary: Vec<u8> = vocabulary
+            .map(|v| v.as_slice().iter().flat_map(|x| x.to_le_bytes()).collect())
+            .unwrap_or_default();
+        let control = Team::ranks(transport.as_ref());
+        let command = Command::Photos {
+            job_bytes: job.len() as u64,
+            vocabulary_bytes: vocabulary.len() as u64,
+            build: BUILD.into(),
+        };
+        broadcast_message(&control, Some(&encode(&command)))?;
+        let mut job_copy = job.clone();
+        broadcast(&control, job_plan(), &mut job_copy)?;
+        broadcast(&control, job_plan(), &mut vocabulary)?;
+        let own = if root_works {
+            let job: Job = decode(0, &job)?;
+            Some(
+                open_work(job, vocabulary.clone()).map_err(|reason| EngineError::Refused {
+                    rank: 0,
+                    host: transport.host(),
+                    reason,
+                })?,
+            )
+        } else {
+            None
+        };
+        let replies =
+            gather(&control, &encode(&Ready { error: None }), MAX_CONTROL)?.unwrap_or_default();
+        for (rank, bytes) in replies.iter().enumerate() {
+            let ready: Ready = decode(rank, bytes)?;
+            if let Some(reason) = ready.error {
+                return Err(EngineError::Refused {
+                    rank,
+                    host: members.hosts.get(rank).cloned().unwrap_or_default(),
+                    reason,
+                });
+            }
+        }
+        let size = transport.size();
+        let times = (0..size)
+            .map(|r| MemberTime {
+                host: members.hosts.get(r).cloned().unwrap_or_default(),
+                ..MemberTime::default()
+            })
+            .collect();
+        let bytes = (job.len() + vocabulary.len()) as u64 * (size as u64 - 1);
+        Ok(Self {
+            transport,
+            root_works,
+            own,
+            histogram,
+            times,
+            bytes,
+        })
+    }
+
+    /// Members that do photos.
+    pub fn workers(&self) -> usize {
+        let size = self.transport.size();
+        if self.root_works { size } else { size - 1 }
+    }
+
+    /// The members' times so far (ranks that do no photos left out).
+    pub fn times(&self) -> Vec<MemberTime> {
+        let skip = usize::from(!self.root_works);
+        self.times[skip..].to_vec()
+    }
+
+    /// [`PhotoRoot::times`], counted from zero again after.
+    pub fn take_times(&mut self) -> Vec<MemberTime> {
+        let times = self.times();
+        for t in &mut self.times {
+            t.seconds = 0.0;
+            t.photos = 0;
+        }
+        times
+    }
+
+    /// Bytes the job moved so far: its broadcasts to every member and the results gathered.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// [`PhotoRoot::bytes`], counted from zero again after.
+    pub fn take_bytes(&mut self) -> u64 {
+        std::mem::take(&mut self.bytes)
+    }
+
+    /// The transport (to release the members with [`crate::spmd::exit`]).
+    pub fn transport(&self) -> &dyn Transport {
+        self.transport.as_ref()
+    }
+
+    /// Has the members do the photos `range` (contiguous, even ranges in rank order) and
+    /// returns their results in picture-id order, every piece checked.
+    pub fn round<T: Value>(&mut self, range: Range<usize>) -> Result<Vec<Outcome<T>>, EngineError> {
+        let size = self.transport.size();
+        let first = usize::from(!self.root_works);
+        let workers = size - first;
+        let n = range.len();
+        let ranges: Vec<(u64, u64)> = (0..size)
+            .map(|r| match r.checked_sub(first) {
+                None => (range.start as u64, range.start as u64),
+                Some(j) => (
+                    (range.start + n * j / workers) as u64,
+                    (range.start + n * (j + 1) / workers) as u64,
+                ),
+            })
+            .collect();
+        let control = Team::ranks(self.transport.as_ref());
+        let command = Command::Shard {
+            ranges: ranges.clone(),
+        };
+        broadcast_message(&control, Some(&encode(&command)))?;
+        let own = match &self.own {
+            Some(work) => work.piece(ranges[0].0 as usize..ranges[0].1 as usize),
+            None => Vec::new(),
+        };
+        let pieces = gather(&control, &own, MAX_PIECE)?.unwrap_or_default();
+        let mut outcomes = Vec::with_capacity(n);
+        for (rank, piece) in pieces.iter().enumerate().skip(first) {
+            let (start, end) = ranges.get(rank).copied().unwrap_or_default();
+            let expect = Expect {
+                photos: (end - start) as usize,
+                histogram: self.histogram,
+            };
+            let (seconds, mut got) =
+                take_piece::<T>(piece, &expect).map_err(|reason| EngineError::Malformed {
+                    rank,
+                    reason: format!("photos {start}..{end}: {reason}"),
+                })?;
+            let time = &mut self.times[rank];
+            time.seconds += seconds;
+            time.photos += end - start;
+            self.bytes += piece.len() as u64;
+            outcomes.append(&mut got);
+        }
+        Ok(outcomes)
+    }
+}
+
+/// Up to [`PRESENT`] photos spread over the collection that the root finds in its folder.
+fn present(collection: &Collection) -> Vec<u32> {
+    let photos = collection.photos();
+    let step = photos.len().div_ceil(PRESENT).max(1);
+    (photos.iter().step_by(step))
+        .filter(|p| p.unusable.is_none() && collection.path_of(p).is_file())
+        .map(|p| p.picture_id)
+        .collect()
+}
+
+/// Photos per member in one round: a few dozen, fewer when the collection is small so that every
+/// member gets several rounds.
+pub fn shard_photos(photos: usize, workers: usize) -> usize {
+    (photos / (workers.max(1) * 4)).clamp(1, 32)
+}
+
+/// A photo stage's source of results fed by rounds on a team: `round` does the photos of a
+/// range (on whichever members it has) and returns their results in order.
+pub struct Rounds<F> {
+    round: F,
+    /// Photos per round.
+    per_round: usize,
+    total: usize,
+}
+
+impl<F> std::fmt::Debug for Rounds<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rounds")
+            .field("per_round", &self.per_round)
+            .field("total", &self.total)
+            .finish()
+    }
+}
+
+impl<F> Rounds<F> {
+    /// Rounds of `per_round` photos of a collection of `total`.
+    pub fn new(round: F, per_round: usize, total: usize) -> Self {
+        Self {
+            round,
+            per_round: per_round.max(1),
+            total,
+        }
+    }
+}
+
+impl<T, E, F> Source<T> for Rounds<F>
+where
+    E: std::error::Error + Send + Sync + 'static,
+    F: FnMut(Range<usize>) -> Result<Vec<Outcome<T>>, E>,
+{
+    fn next(&mut self, from: usize) -> Result<Option<Vec<Outcome<T>>>, FeaturesError> {
+        if from >= self.total {
+            return Ok(None);
+        }
+        let range = from..self.total.min(from.saturating_add(self.per_round));
+        (self.round)(range)
+            .map(Some)
+            .map_err(|e| FeaturesError::Source(Box::new(e)))
+    }
+}
+
+/// What a piece must hold.
+#[derive(Debug, Clone, Copy)]
+pub struct Expect {
+    /// Photos in it.
+    pub photos: usize,
+    /// Values of a histogram (encode).
+    pub histogram: usize,
+}
+
+/// A stage's result for one photo, as it travels.
+pub trait Value: Sized {
+    /// Appends it.
+    fn put(&self, out: &mut Vec<u8>);
+    /// Reads one, checked against the photo's size and `expect`.
+    fn take(
+        input: &mut Reader<'_>,
+        width: usize,
+        height: usize,
+        patches: usize,
+        expect: &Expect,
+    ) -> Result<Self, String>;
+}
+
+/// Reads a piece from the front, every length checked against what is left.
+#[derive(Debug)]
+pub struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if n > self.bytes.len() {
+            return Err(format!("{n} bytes wanted, {} left", self.bytes.len()));
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Ok(head)
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u16(&mut self) -> Result<u16, String> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn f32s(&mut self, n: usize) -> Result<Vec<f32>, String> {
+        let len = n.checked_mul(4).ok_or("a length that overflows")?;
+        let values: Vec<f32> = self
+            .take(len)?
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return Err(format!("value {i} is not finite"));
+        }
+        Ok(values)
+    }
+}
+
+fn put_u32(out: &mut Vec<u8>, v: usize) {
+    // Sizes of one photo (sides below 65,536, counts far below 2^32).
+    out.extend_from_slice(&u32::try_from(v).unwrap_or(u32::MAX).to_le_bytes());
+}
+
+fn put_f32s(out: &mut Vec<u8>, values: &[f32]) {
+    for v in values {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+impl Value for Described {
+    fn put(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.positions.len());
+        for &(r, c) in &self.positions {
+            // `describe` skips photos with a side above u16::MAX.
+            out.extend_from_slice(&(r as u16).to_le_bytes());
+            out.extend_from_slice(&(c as u16).to_le_bytes());
+        }
+        put_f32s(out, &self.values);
+    }
+
+    fn take(
+        input: &mut Reader<'_>,
+        width: usize,
+        height: usize,
+        patches: usize,
+        _: &Expect,
+    ) -> Result<Self, String> {
+        let n = input.u32()? as usize;
+        if n != patches {
+            return Err(format!("{n} positions for {patches} patches"));
+        }
+        let mut positions = Vec::with_capacity(n.min(input.bytes.len() / 4));
+        for _ in 0..n {
+            let (r, c) = (usize::from(input.u16()?), usize::from(input.u16()?));
+            if r + PATCH_SIDE > height || c + PATCH_SIDE > width {
+                return Err(format!(
+                    "a patch at ({r}, {c}) of a {width} x {height} photo"
+                ));
+            }
+            positions.push((r, c));
+        }
+        let values = input.f32s(n.checked_mul(DIMS).ok_or("too many patches")?)?;
+        Ok(Self {
+            width,
+            height,
+            positions,
+            values,
+        })
+    }
+}
+
+impl Value for Vec<f32> {
+    fn put(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.len());
+        put_f32s(out, self);
+    }
+
+    fn take(
+        input: &mut Reader<'_>,
+        _: usize,
+        _: usize,
+        _: usize,
+        expect: &Expect,
+    ) -> Result<Self, String> {
+        let n = input.u32()? as usize;
+        if n != expect.histogram {
+            return Err(format!(
+                "a histogram of {n} values, {} expected",
+                expect.histogram
+            ));
+        }
+        input.f32s(n)
+    }
+}
+
+fn put_outcomes<T: Value>(out: &mut Vec<u8>, outcomes: &[Outcome<T>]) {
+    put_u32(out, outcomes.len());
+    for outcome in outcomes {
+        match outcome {
+            Outcome::Done {
+                width,
+                height,
+                patches,
+                value,
+            } => {
+                out.push(1);
+                put_u32(out, *width);
+                put_u32(out, *height);
+                put_u32(out, *patches);
+                value.put(out);
+            }
+            Outcome::Skipped(reason) => {
+                out.push(0);
+                put_u32(out, reason.len());
+                out.extend_from_slice(reason.as_bytes());
+            }
+        }
+    }
+}
+
+/// Reads a piece: the member's seconds, then exactly `expect.photos` outcomes and nothing more.
+pub fn take_piece<T: Value>(
+    piece: &[u8],
+    expect: &Expect,
+) -> Result<(f64, Vec<Outcome<T>>), String> {
+    let mut input = Reader { bytes: piece };
+    let head = input.take(8)?;
+    let seconds = f64::from_le_bytes(head.try_into().map_err(|_| "a short piece")?);
+    let n = input.u32()? as usize;
+    if n != expect.photos {
+        return Err(format!("{n} results for {} photos", expect.photos));
+    }
+    let mut outcomes = Vec::with_capacity(n);
+    for _ in 0..n {
+        let tag = input.take(1)?[0];
+        let outcome = match tag {
+            1 => {
+                let (width, height) = (input.u32()? as usize, input.u32()? as usize);
+                if width > usize::from(u16::MAX) || height > usize::from(u16::MAX) {
+                    return Err(format!("a photo of {width} x {height}"));
+                }
+                let patches = input.u32()? as usize;
+                let value = T::take(&mut input, width, height, patches, expect)?;
+                Outcome::Done {
+                    width,
+                    height,
+                    patches,
+                    value,
+                }
+            }
+            0 => {
+                let len = input.u32()? as usize;
+                let reason = std::str::from_utf8(input.take(len)?)
+                    .map_err(|_| "a skip reason that is not UTF-8")?;
+                Outcome::Skipped(reason.to_string())
+            }
+            t => return Err(format!("result tag {t}")),
+        };
+        outcomes.push(outcome);
+    }
+    if !input.bytes.is_empty() {
+        return Err(format!("{} bytes after the last result", input.bytes.len()));
+    }
+    Ok((seconds.max(0.0), outcomes))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use vocab_pipeline::encode::{Norm, Soft};
+    use vocab_pipeline::features::FeatureSummary;
+    use vocab_pipeline::kmeans::Kernel;
+    use vocab_pipeline::store::Format;
+
+    use super::*;
+    use crate::spmd::{exit, hello, serve};
+    use crate::transport::memory::MemoryTransport;
+
+    /// Synthetic photos plus two that are skipped (not an image; too small for a patch).
+    fn photos(dir: &Path) -> PathBuf {
+        let root = dir.join("photos");
+        vocab_pipeline::synth::generate_photos(&root, 2, 5).expect("photos");
+        std::fs::write(root.join("broken.jpg"), b"not a jpeg").expect("write");
+        image::GrayImage::from_pixel(20, 30, image::Luma([90u8]))
+            .save(root.join("tiny.png"))
+            .expect("tiny");
+        root
+    }
+
+    fn feature_params() -> FeatureParams {
+        FeatureParams {
+            sampling: Sampling::Random {
+                per_image: 7,
+                seed: 11,
+            },
+            max_side: Some(160),
+            max_pixels: vocab_pipeline::image_io::MAX_PIXELS,
+        }
+    }
+
+    fn encode_params() -> EncodeParams {
+        EncodeParams {
+            features: FeatureParams {
+                sampling: Sampling::Dense { stride: 16 },
+                max_side: Some(160),
+                max_pixels: vocab_pipeline::image_io::MAX_PIXELS,
+            },
+            norm: Norm::Hellinger,
+            levels: 2,
+            soft: Some(Soft {
+                words: 3,
+                sharpness: 10.0,
+            }),
+            kernel: Kernel::Int8,
+            scales: vec![40, 64],
+        }
+    }
+
+    /// Runs a photo stage on an in-memory team of `size` (rank 0 drives, and does photos when
+    /// `root_works`), writing through `write` with the team's rounds as the source.
+    fn sharded<T: Value>(
+        size: usize,
+        root_works: bool,
+        collection: &Collection,
+        stage: &PhotoStage,
+        vocabulary: Option<&Centroids>,
+        write: &mut dyn FnMut(&mut dyn Source<T>) -> Result<FeatureSummary, FeaturesError>,
+    ) -> Result<(FeatureSummary, Vec<MemberTime>), EngineError> {
+        let hosts: Vec<String> = (0..size).map(|r| format!("node{r}")).collect();
+        let team = MemoryTransport::team_on(&hosts);
+        std::thread::scope(|s| {
+            let (root, members) = team.split_first().expect("a root");
+            for m in members {
+                s.spawn(move || serve(m, crate::spmd::Faults::default()));
+            }
+            let driven = (|| {
+                let members = hello(root)?;
+                let mut job = PhotoRoot::start(
+                    Box::new(root),
+                    &members,
+                    collection,
+                    stage,
+                    vocabulary,
+                    root_works,
+                )?;
+                let per_round =
+                    shard_photos(collection.photos().len(), job.workers()) * job.workers();
+                let mut source = Rounds::new(
+                    |range| job.round::<T>(range),
+                    per_round,
+                    collection.photos().len(),
+                );
+                let summary = write(&mut source).map_err(|e| EngineError::Malformed {
+                    rank: 0,
+                    reason: vocab_pipeline::chain(&e),
+                })?;
+                Ok((summary, job.times()))
+            })();
+            let _ = exit(root);
+            driven
+        })
+    }
+
+    fn files(out: &Path) -> Vec<Vec<u8>> {
+        [
+            out.to_path_buf(),
+            features::manifest_path(out, "images.csv"),
+            features::manifest_path(out, "skipped.csv"),
+        ]
+        .iter()
+        .map(|p| std::fs::read(p).expect("read"))
+        .collect()
+    }
+
+    #[test]
+    fn sharded_features_and_encode_write_the_single_machine_bytes() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = photos(tmp.path());
+        let collection = Collection::open(&root, None).expect("collection");
+        let n = collection.photos().len();
+        let none = |_| {};
+        // One machine.
+        let local = tmp.path().join("local.bin");
+        let params = feature_params();
+        let summary =
+            features::extract(&collection, &params, &local, Format::Bin, &none).expect("features");
+        assert_eq!(summary.skipped, 2, "the broken and the tiny photo");
+        let want = files(&local);
+        let vocabulary = {
+            // Twelve of the sample's patches as words.
+            let bytes = &want[0][vocab_pipeline::store::HEADER_LEN..];
+            let record = 8 + 4 * DIMS;
+            let values: Vec<f32> = (0..12)
+                .flat_map(|i| {
+                    bytes[i * 5 * record + 8..(i * 5 + 1) * record]
+                        .chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                })
+                .collect();
+            Centroids::new(values, DIMS)
+        };
+        let encoded = tmp.path().join("local.csv");
+        let ep = encode_params();
+        vocab_pipeline::encode::encode(&collection, &vocabulary, &ep, &encoded, &none)
+            .expect("encode");
+        let want_encoded = files(&encoded);
+        let encoder = Encoder::new(vocabulary.clone(), ep.clone(), &encoded).expect("encoder");
+        for (size, root_works) in [(2, false), (1, true), (2, true), (3, true), (4, false)] {
+            let out = tmp.path().join(format!("f-{size}-{root_works}.bin"));
+            let (s, times) = sharded::<Described>(
+                size,
+                root_works,
+                &collection,
+                &PhotoStage::Features(params),
+                None,
+                &mut |source| features::extract_from(&collection, &out, Format::Bin, source, &none),
+            )
+            .expect("sharded features");
+            assert_eq!(s, summary, "{size} members");
+            assert_eq!(
+                files(&out),
+                want,
+                "{size} members, root works: {root_works}"
+            );
+            assert_eq!(times.iter().map(|t| t.photos).sum::<u64>(), n as u64);
+            assert!(
+                times.iter().all(|t| t.photos > 0),
+                "every member did photos"
+            );
+            let out = tmp.path().join(format!("e-{size}-{root_works}.csv"));
+            sharded::<Vec<f32>>(
+                size,
+                root_works,
+                &collection,
+                &PhotoStage::Encode(ep.clone()),
+                Some(&vocabulary),
+                &mut |source| {
+                    vocab_pipeline::encode::encode_from(&collection, &encoder, &out, source, &none)
+                },
+            )
+            .expect("sharded encode");
+            assert!(files(&out) == want_encoded, "{size} members encode");
+        }
+    }
+
+    #[test]
+    fn members_without_the_photos_or_with_bad_settings_refuse_the_job() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = photos(tmp.path());
+        let collection = Collection::open(&root, None).expect("collection");
+        // A member that sees another folder: the root's photos are not there.
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).expect("mkdir");
+        let job = Job {
+            root: elsewhere.display().to_string(),
+            photos: collection.listing(),
+            present: present(&collection),
+            stage: PhotoStage::Features(feature_params()),
+            k: 0,
+        };
+        let err = open_work(job, Vec::new()).expect_err("absent photos");
+        assert!(err.contains("must hold the same photos"), "{err}");
+        for (stage, k, what) in [
+            (
+                PhotoStage::Features(FeatureParams {
+                    sampling: Sampling::Dense { stride: 0 },
+                    ..feature_params()
+                }),
+                0,
+                "stride 0",
+            ),
+            (
+                PhotoStage::Features(FeatureParams {
+                    sampling: Sampling::Random {
+                        per_image: MAX_PER_IMAGE + 1,
+                        seed: 0,
+                    },
+                    ..feature_params()
+                }),
+                0,
+                "patches per photo",
+            ),
+            (
+                PhotoStage::Encode(encode_params()),
+                2,
+                "soft assignment over 3 words",
+            ),
+            (
+                PhotoStage::Encode(EncodeParams {
+                    levels: 40,
+                    ..encode_params()
+                }),
+                12,
+                "pyramid",
+            ),
+        ] {
+            let job = Job {
+                root: root.display().to_string(),
+                photos: collection.listing(),
+                present: Vec::new(),
+                stage,
+                k,
+            };
+            let err = open_work(job, vec![0; 4 * DIMS * k as usize]).expect_err(what);
+            assert!(err.contains(what), "{err}");
+        }
+        let job = Job {
+            root: root.display().to_string(),
+            photos: vec![("../outside.jpg".into(), None)],
+            present: Vec::new(),
+            stage: PhotoStage::Features(feature_params()),
+            k: 0,
+        };
+        assert!(
+            open_work(job, Vec::new())
+                .expect_err("..")
+                .contains("leaves")
+        );
+        // On a team, a refusal names the member (the root, which does no photos, sends a
+        // listing it did not check).
+        let hosts = vec!["root".to_string(), "far".to_string()];
+        let team = MemoryTransport::team_on(&hosts);
+        let outside = Collection::listed(&root, vec![("../x.jpg".into(), None)]).expect("listed");
+        std::thread::scope(|s| {
+            let (root, members) = team.split_first().expect("a root");
+            s.spawn(move || serve(&members[0], crate::spmd::Faults::default()));
+            let members = hello(root).expect("hello");
+            let stage = PhotoStage::Features(feature_params());
+            let refused = PhotoRoot::start(Box::new(root), &members, &outside, &stage, None, false)
+                .expect_err("refused");
+            let text = refused.to_string();
+            assert!(
+                text.contains("rank 1 on far") && text.contains("leaves"),
+                "{text}"
+            );
+            exit(root).expect("exit");
+        });
+    }
+
+    #[test]
+    fn hostile_pieces_are_errors() {
+        let expect = Expect {
+            photos: 2,
+            histogram: 3,
+        };
+        let good: Vec<Outcome<Vec<f32>>> = vec![
+            Outcome::Done {
+                width: 100,
+                height: 80,
+                patches: 12,
+                value: vec![0.5, 0.25, 0.25],
+            },
+            Outcome::Skipped("cannot decode".into()),
+        ];
+        let mut piece = 1.5f64.to_le_bytes().to_vec();
+        put_outcomes(&mut piece, &good);
+        let (seconds, back) = take_piece::<Vec<f32>>(&piece, &expect).expect("good");
+        assert_eq!((seconds, &back), (1.5, &good));
+        // Every truncation fails, as do trailing bytes, other counts, a NaN and a bad tag.
+        for cut in 0..piece.len() {
+            assert!(
+                take_piece::<Vec<f32>>(&piece[..cut], &expect).is_err(),
+                "cut {cut}"
+            );
+        }
+        let mut long = piece.clone();
+        long.push(0);
+        assert!(
+            take_piece::<Vec<f32>>(&long, &expect)
+                .expect_err("an error")
+                .contains("after")
+        );
+        let three = Expect {
+            photos: 3,
+            ..expect
+        };
+        assert!(
+            take_piece::<Vec<f32>>(&piece, &three)
+                .expect_err("an error")
+                .contains("results")
+        );
+        let wider = Expect {
+            histogram: 4,
+            ..expect
+        };
+        assert!(
+            take_piece::<Vec<f32>>(&piece, &wider)
+                .expect_err("an error")
+                .contains("histogram")
+        );
+        let mut nan = piece.clone();
+        nan[8 + 4 + 1 + 12 + 4..8 + 4 + 1 + 12 + 8].copy_from_slice(&f32::NAN.to_le_bytes());
+        assert!(
+            take_piece::<Vec<f32>>(&nan, &expect)
+                .expect_err("an error")
+                .contains("finite")
+        );
+        let mut tag = piece.clone();
+        tag[12] = 7;
+        assert!(
+            take_piece::<Vec<f32>>(&tag, &expect)
+                .expect_err("an error")
+                .contains("tag")
+        );
+        // Patches must lie inside their photo, and as many as announced.
+        let d = Described {
+            width: 50,
+            height: 45,
+            positions: vec![(0, 10)],
+            values: vec![0.1; DIMS],
+        };
+        let one = Expect {
+            photos: 1,
+            histogram: 0,
+        };
+        for (patches, d, what) in [
+            (1, d.clone(), None),
+            (2, d.clone(), Some("positions")),
+            (
+                1,
+                Described {
+                    positions: vec![(6, 0)],
+                    ..d.clone()
+                },
+                Some("patch at"),
+            ),
+        ] {
+            let mut piece = 0f64.to_le_bytes().to_vec();
+            put_outcomes(
+                &mut piece,
+                &[Outcome::Done {
+                    width: 50,
+                    height: 45,
+                    patches,
+                    value: d,
+                }],
+            );
+            match (take_piece::<Described>(&piece, &one), what) {
+                (Ok(_), None) => {}
+                (Err(e), Some(w)) => assert!(e.contains(w), "{e}"),
+                (r, w) => panic!("{w:?}: {r:?}"),
+            }
+        }
+    }
+}

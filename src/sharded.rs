@@ -1,0 +1,149 @@
+//! The photo stages across nodes: features and encode sharded over the TCP workers or the MPI
+//! ranks (`vocab_cluster::photos`), written here in picture-id order, byte for byte what one
+//! machine writes.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use vocab_cluster::driver::PhotoDriver;
+use vocab_cluster::photos::{MemberTime, PhotoRoot, PhotoStage, Rounds, Value, shard_photos};
+use vocab_pipeline::features::{FeatureSummary, FeaturesError, Source};
+use vocab_pipeline::image_io::Collection;
+use vocab_pipeline::kmeans::Centroids;
+
+use crate::engine::Mpi;
+use crate::settings::Engine;
+
+/// Where a photo stage runs: here, or on the nodes of a distributed engine.
+#[derive(Clone, Copy)]
+pub struct On<'a> {
+    /// The engine (`Local`: this process).
+    pub engine: &'a Engine,
+    /// The MPI job, under `--engine mpi`.
+    pub mpi: Option<&'a Mpi<'a>>,
+}
+
+impl On<'_> {
+    /// This process alone.
+    pub fn here() -> On<'static> {
+        On {
+            engine: &Engine::Local,
+            mpi: None,
+        }
+    }
+}
+
+/// How a sharded stage went.
+#[derive(Debug, Clone, Default)]
+pub struct Spread {
+    /// What the engine is (for the summary).
+    pub what: String,
+    /// Each node's compute time and photos.
+    pub times: Vec<MemberTime>,
+    /// Bytes moved: the job to every node, the results to this one.
+    pub bytes: u64,
+    /// Nodes lost on the way.
+    pub dropped: Vec<String>,
+}
+
+impl Spread {
+    /// The summary's lines: time per node, the slowest, bytes moved.
+    pub fn write(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        let nodes: Vec<String> = (self.times.iter())
+            .map(|t| format!("{} {:.1} s / {} photos", t.host, t.seconds, t.photos))
+            .collect();
+        writeln!(
+            out,
+            "  on {} ({} nodes): {}",
+            self.what,
+            self.times.len(),
+            nodes.join(", ")
+        )?;
+        if let Some(slow) = (self.times.iter()).max_by(|a, b| a.seconds.total_cmp(&b.seconds)) {
+            writeln!(
+                out,
+                "  slowest node {} ({:.1} s); {:.1} MB moved{}",
+                slow.host,
+                slow.seconds,
+                self.bytes as f64 / 1e6,
+                if self.dropped.is_empty() {
+                    String::new()
+                } else {
+                    format!("; dropped {}", self.dropped.join(", "))
+                }
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs a photo stage on the nodes of `on` (which must be distributed): `write` is the stage's
+/// writer, fed the nodes' results round by round. Loopback workers log to `logs`.
+pub fn run<T: Value>(
+    on: On<'_>,
+    collection: &Collection,
+    stage: PhotoStage,
+    vocabulary: Option<&Centroids>,
+    logs: &Path,
+    write: &mut dyn FnMut(&mut dyn Source<T>) -> Result<FeatureSummary, FeaturesError>,
+) -> anyhow::Result<(FeatureSummary, Spread)> {
+    let n = collection.photos().len();
+    if let Some(mpi) = on.mpi {
+        let mut root = PhotoRoot::start(
+            Box::new(mpi.transport),
+            &mpi.members,
+            collection,
+            &stage,
+            vocabulary,
+            true,
+        )
+        .context("starting the photo stage on the MPI ranks")?;
+        let per_round = shard_photos(n, root.workers()) * root.workers();
+        let mut source = Rounds::new(|range| root.round::<T>(range), per_round, n);
+        let summary = write(&mut source)?;
+        let times = (root.times().into_iter().enumerate())
+            .map(|(r, t)| MemberTime {
+                host: format!("{r}@{}", t.host),
+                ..t
+            })
+            .collect();
+        let spread = Spread {
+            what: "MPI ranks".into(),
+            times,
+            bytes: root.bytes(),
+            dropped: Vec::new(),
+        };
+        return Ok((summary, spread));
+    }
+    let (path, local) = crate::cluster_cmd::workers_of(on.engine, logs)?;
+    let (cluster, secret) = crate::cluster_cmd::load(&path)?;
+    let mut driver = PhotoDriver::connect(
+        cluster,
+        secret,
+        collection.clone(),
+        stage,
+        vocabulary.cloned(),
+    )
+    .with_context(|| {
+        format!(
+            "starting the photo stage on the cluster of {}",
+            path.display()
+        )
+    })?;
+    let workers = driver.members().len();
+    let per_round = shard_photos(n, workers) * workers;
+    let mut source = Rounds::new(|range| driver.round::<T>(range), per_round, n);
+    let summary = write(&mut source)?;
+    let what = match local {
+        Some(_) => format!("loopback workers, logs in {}", logs.display()),
+        None => format!("the workers of {}", path.display()),
+    };
+    let spread = Spread {
+        what,
+        times: driver.times(),
+        bytes: driver.bytes(),
+        dropped: driver.dropped().to_vec(),
+    };
+    Ok((summary, spread))
+}
