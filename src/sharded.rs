@@ -7,8 +7,10 @@ use std::path::Path;
 
 use anyhow::Context;
 use vocab_cluster::driver::PhotoDriver;
-use vocab_cluster::photos::{MemberTime, PhotoRoot, PhotoStage, Rounds, Value, shard_photos};
-use vocab_pipeline::features::{FeatureSummary, FeaturesError, Source};
+use vocab_cluster::photos::{
+    Journal, Journaled, MemberTime, PhotoRoot, PhotoStage, Rounds, Value, shard_photos,
+};
+use vocab_pipeline::features::{FeatureSummary, FeaturesError, Source, manifest_path};
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::kmeans::Centroids;
 
@@ -45,6 +47,8 @@ pub struct Spread {
     pub bytes: u64,
     /// Nodes lost on the way.
     pub dropped: Vec<String>,
+    /// Photos whose results an interrupted earlier run had saved.
+    pub resumed: usize,
 }
 
 impl Spread {
@@ -74,21 +78,55 @@ impl Spread {
                 }
             )?;
         }
+        if self.resumed > 0 {
+            writeln!(
+                out,
+                "  resumed: {} photos from the rounds an interrupted run saved",
+                self.resumed
+            )?;
+        }
         Ok(())
     }
 }
 
 /// Runs a photo stage on the nodes of `on` (which must be distributed): `write` is the stage's
-/// writer, fed the nodes' results round by round. Loopback workers log to `logs`.
+/// writer, fed the nodes' results round by round. Rounds are saved in `<out>.rounds/` as they
+/// come and served from there when an interrupted run left them (removed when the stage ends).
+/// Loopback workers log to `<out>.workers/`.
 pub fn run<T: Value>(
     on: On<'_>,
     collection: &Collection,
     stage: PhotoStage,
     vocabulary: Option<&Centroids>,
-    logs: &Path,
+    out: &Path,
     write: &mut dyn FnMut(&mut dyn Source<T>) -> Result<FeatureSummary, FeaturesError>,
 ) -> anyhow::Result<(FeatureSummary, Spread)> {
+    let (summary, mut spread, journal) = sharded(on, collection, stage, vocabulary, out, write)?;
+    let dir = journal.dir().to_path_buf();
+    journal
+        .remove()
+        .with_context(|| format!("cannot remove {}", dir.display()))?;
+    spread.resumed = spread.resumed.min(collection.photos().len());
+    Ok((summary, spread))
+}
+
+/// [`run`] up to the journal's removal.
+fn sharded<T: Value>(
+    on: On<'_>,
+    collection: &Collection,
+    stage: PhotoStage,
+    vocabulary: Option<&Centroids>,
+    out: &Path,
+    write: &mut dyn FnMut(&mut dyn Source<T>) -> Result<FeatureSummary, FeaturesError>,
+) -> anyhow::Result<(FeatureSummary, Spread, Journal)> {
     let n = collection.photos().len();
+    let rounds = journal_dir(out);
+    let journal = Journal::open(
+        &rounds,
+        stage.histogram_len(vocabulary.map_or(0, |v| v.k())),
+    )
+    .with_context(|| format!("cannot create {}", rounds.display()))?;
+    let logs = manifest_path(out, "workers");
     if let Some(mpi) = on.mpi {
         let mut root = PhotoRoot::start(
             Box::new(mpi.transport),
@@ -100,8 +138,10 @@ pub fn run<T: Value>(
         )
         .context("starting the photo stage on the MPI ranks")?;
         let per_round = shard_photos(n, root.workers()) * root.workers();
-        let mut source = Rounds::new(|range| root.round::<T>(range), per_round, n);
+        let rounds = Rounds::new(|range| root.round::<T>(range), per_round, n);
+        let mut source = Journaled::new(rounds, &journal, n);
         let summary = write(&mut source)?;
+        let resumed = source.resumed;
         let times = (root.times().into_iter().enumerate())
             .map(|(r, t)| MemberTime {
                 host: format!("{r}@{}", t.host),
@@ -113,10 +153,11 @@ pub fn run<T: Value>(
             times,
             bytes: root.bytes(),
             dropped: Vec::new(),
+            resumed,
         };
-        return Ok((summary, spread));
+        return Ok((summary, spread, journal));
     }
-    let (path, local) = crate::cluster_cmd::workers_of(on.engine, logs)?;
+    let (path, local) = crate::cluster_cmd::workers_of(on.engine, &logs)?;
     let (cluster, secret) = crate::cluster_cmd::load(&path)?;
     let mut driver = PhotoDriver::connect(
         cluster,
@@ -133,8 +174,10 @@ pub fn run<T: Value>(
     })?;
     let workers = driver.members().len();
     let per_round = shard_photos(n, workers) * workers;
-    let mut source = Rounds::new(|range| driver.round::<T>(range), per_round, n);
+    let rounds = Rounds::new(|range| driver.round::<T>(range), per_round, n);
+    let mut source = Journaled::new(rounds, &journal, n);
     let summary = write(&mut source)?;
+    let resumed = source.resumed;
     let what = match local {
         Some(_) => format!("loopback workers, logs in {}", logs.display()),
         None => format!("the workers of {}", path.display()),
@@ -144,6 +187,12 @@ pub fn run<T: Value>(
         times: driver.times(),
         bytes: driver.bytes(),
         dropped: driver.dropped().to_vec(),
+        resumed,
     };
-    Ok((summary, spread))
+    Ok((summary, spread, journal))
+}
+
+/// Where a photo stage writing `out` keeps its rounds: `<out>.rounds/`.
+pub fn journal_dir(out: &Path) -> std::path::PathBuf {
+    manifest_path(out, "rounds")
 }

@@ -47,6 +47,17 @@ fn open_collection(input: &Path, labels: Option<&Path>, on: On<'_>) -> anyhow::R
     Ok(collection)
 }
 
+/// Removes the rounds a sharded run of a photo stage writing `file` left when it was interrupted
+/// (this run does every photo here).
+fn forget_rounds(file: &Path) -> anyhow::Result<()> {
+    let dir = crate::sharded::journal_dir(file);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("cannot remove {}", dir.display()))?;
+    }
+    Ok(())
+}
+
 /// Runs the features stage (here, or sharded over the nodes of `on`) and reports it to `out`.
 pub fn features(
     settings: &FeatureSettings,
@@ -73,11 +84,12 @@ pub fn features(
             &collection,
             PhotoStage::Features(settings.params),
             None,
-            &manifest_path(file, "workers"),
+            file,
             &mut |source| features::extract_from(&collection, file, format, source, &progress),
         )?;
         (summary, Some(spread))
     } else {
+        forget_rounds(file)?;
         let summary = features::extract(&collection, &settings.params, file, format, &progress)?;
         (summary, None)
     };
@@ -151,11 +163,12 @@ pub fn encode(
             &collection,
             PhotoStage::Encode(settings.params.clone()),
             Some(&vocabulary),
-            &manifest_path(file, "workers"),
+            file,
             &mut |source| encode::encode_from(&collection, &encoder, file, source, &progress),
         )?;
         (summary, Some(spread))
     } else {
+        forget_rounds(file)?;
         let params = &settings.params;
         let summary = encode::encode(&collection, &vocabulary, params, file, &progress)?;
         (summary, None)

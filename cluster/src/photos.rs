@@ -15,7 +15,7 @@
 //! (`crate::driver::PhotoDriver`); results already written stay written.
 
 use std::ops::Range;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -47,6 +47,16 @@ pub enum PhotoStage {
     Features(FeatureParams),
     /// A histogram of every photo over the vocabulary sent with the job (encode).
     Encode(EncodeParams),
+}
+
+impl PhotoStage {
+    /// Values of a result's histogram with a vocabulary of `k` words (0 for features).
+    pub fn histogram_len(&self, k: usize) -> usize {
+        match self {
+            Self::Encode(p) => vocab_pipeline::encode::encoded_len(k, p.levels.max(1)),
+            Self::Features(_) => 0,
+        }
+    }
 }
 
 /// What the members receive when a job starts (JSON).
@@ -343,12 +353,7 @@ impl<'t> PhotoRoot<'t> {
         root_works: bool,
     ) -> Result<Self, EngineError> {
         let k = vocabulary.map_or(0, |v| v.k() as u64);
-        let histogram = match stage {
-            PhotoStage::Encode(p) => {
-                vocab_pipeline::encode::encoded_len(k as usize, p.levels.max(1))
-            }
-            PhotoStage::Features(_) => 0,
-        };
+        let histogram = stage.histogram_len(k as usize);
         let job = Job {
             root: collection.root().display().to_string(),
             photos: collection.listing(),
@@ -555,6 +560,135 @@ where
         (self.round)(range)
             .map(Some)
             .map_err(|e| FeaturesError::Source(Box::new(e)))
+    }
+}
+
+/// Rounds already done, kept on disk beside the stage's output, so that a stage interrupted on the
+/// way (a driver killed, a job ended with a rank) resumes where it stopped: [`Journaled`] serves
+/// a saved round instead of asking the team again. A round is one file (`<start>.round`,
+/// written whole or not at all): magic, the photo range, the CRC-32 of the body, and the body
+/// in the pieces' layout, read back with the same checks.
+#[derive(Debug)]
+pub struct Journal {
+    dir: PathBuf,
+    /// Values of a histogram (encode), for checking saved rounds.
+    histogram: usize,
+}
+
+/// Opens a saved round's file.
+const ROUND_MAGIC: [u8; 8] = *b"VOCABRND";
+
+impl Journal {
+    /// The journal in `dir` (created if absent) of a stage whose histograms hold `histogram`
+    /// values (0 for features).
+    pub fn open(dir: &Path, histogram: usize) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            histogram,
+        })
+    }
+
+    /// Its folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, start: usize) -> PathBuf {
+        self.dir.join(format!("{start:010}.round"))
+    }
+
+    /// The round saved at `from` (photos `from..end` with `end <= total`), if there is a whole
+    /// one; a file that is damaged or does not fit is named on stderr and the round redone.
+    pub fn load<T: Value>(&self, from: usize, total: usize) -> Option<Vec<Outcome<T>>> {
+        let path = self.path(from);
+        let bytes = std::fs::read(&path).ok()?;
+        let read = || -> Result<Vec<Outcome<T>>, String> {
+            let mut input = Reader { bytes: &bytes };
+            if input.take(8)? != ROUND_MAGIC {
+                return Err("not a saved round".into());
+            }
+            let start = u64::from_le_bytes(input.take(8)?.try_into().map_err(|_| "short")?);
+            let end = u64::from_le_bytes(input.take(8)?.try_into().map_err(|_| "short")?);
+            let crc = input.u32()?;
+            if start != from as u64 || end <= start || end > total as u64 {
+                return Err(format!("photos {start}..{end} of {total}"));
+            }
+            if crc32fast::hash(input.bytes) != crc {
+                return Err("checksum mismatch".into());
+            }
+            let expect = Expect {
+                photos: (end - start) as usize,
+                histogram: self.histogram,
+            };
+            take_piece::<T>(input.bytes, &expect).map(|(_, outcomes)| outcomes)
+        };
+        match read() {
+            Ok(outcomes) => Some(outcomes),
+            Err(reason) => {
+                eprintln!("{}: {reason}; doing these photos again", path.display());
+                None
+            }
+        }
+    }
+
+    /// Saves the round of `outcomes` that starts at `from` (atomically).
+    pub fn save<T: Value>(&self, from: usize, outcomes: &[Outcome<T>]) -> std::io::Result<()> {
+        let mut body = 0f64.to_le_bytes().to_vec();
+        put_outcomes(&mut body, outcomes);
+        let mut bytes = ROUND_MAGIC.to_vec();
+        bytes.extend_from_slice(&(from as u64).to_le_bytes());
+        bytes.extend_from_slice(&((from + outcomes.len()) as u64).to_le_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        bytes.extend_from_slice(&body);
+        vocab_pipeline::atomic::write(&self.path(from), &bytes)
+    }
+
+    /// Removes the journal (the stage finished).
+    pub fn remove(self) -> std::io::Result<()> {
+        std::fs::remove_dir_all(&self.dir)
+    }
+}
+
+/// A source whose rounds are saved in a [`Journal`] as they come, and served from it when an
+/// earlier run saved them.
+#[derive(Debug)]
+pub struct Journaled<'j, S> {
+    inner: S,
+    journal: &'j Journal,
+    total: usize,
+    /// Photos served from the journal.
+    pub resumed: usize,
+}
+
+impl<'j, S> Journaled<'j, S> {
+    /// `inner`'s rounds through `journal`, for a collection of `total` photos.
+    pub fn new(inner: S, journal: &'j Journal, total: usize) -> Self {
+        Self {
+            inner,
+            journal,
+            total,
+            resumed: 0,
+        }
+    }
+}
+
+impl<T: Value, S: Source<T>> Source<T> for Journaled<'_, S> {
+    fn next(&mut self, from: usize) -> Result<Option<Vec<Outcome<T>>>, FeaturesError> {
+        if let Some(saved) = self.journal.load::<T>(from, self.total) {
+            self.resumed += saved.len();
+            return Ok(Some(saved));
+        }
+        let batch = self.inner.next(from)?;
+        if let Some(outcomes) = &batch {
+            self.journal.save(from, outcomes).map_err(|source| {
+                FeaturesError::Source(Box::new(vocab_pipeline::store::StoreError::Io {
+                    path: self.journal.path(from),
+                    source,
+                }))
+            })?;
+        }
+        Ok(batch)
     }
 }
 
@@ -1147,5 +1281,60 @@ mod tests {
                 (r, w) => panic!("{w:?}: {r:?}"),
             }
         }
+    }
+
+    #[test]
+    fn saved_rounds_come_back_whole_or_are_done_again() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let journal = Journal::open(&tmp.path().join("j.rounds"), 2).expect("journal");
+        let round: Vec<Outcome<Vec<f32>>> = vec![
+            Outcome::Skipped("cannot decode".into()),
+            Outcome::Done {
+                width: 60,
+                height: 50,
+                patches: 4,
+                value: vec![0.75, 0.25],
+            },
+        ];
+        journal.save(6, &round).expect("save");
+        assert_eq!(journal.load::<Vec<f32>>(6, 10), Some(round.clone()));
+        // Nothing saved there; a round past the collection's end; a damaged file.
+        assert_eq!(journal.load::<Vec<f32>>(0, 10), None);
+        assert_eq!(journal.load::<Vec<f32>>(6, 7), None);
+        let path = journal.path(6);
+        let mut bytes = std::fs::read(&path).expect("read");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&path, &bytes).expect("write");
+        assert_eq!(journal.load::<Vec<f32>>(6, 10), None);
+        // A source through the journal saves what it computes and serves it the next time.
+        let mut computed = 0;
+        let rounds = Rounds::new(
+            |range: Range<usize>| {
+                computed += range.len();
+                Ok::<_, std::io::Error>(range.map(|_| Outcome::Skipped("x".into())).collect())
+            },
+            3,
+            5,
+        );
+        let mut source = Journaled::new(rounds, &journal, 5);
+        let first: Vec<Outcome<Vec<f32>>> = source.next(0).expect("next").expect("a round");
+        assert_eq!((first.len(), source.resumed), (3, 0));
+        let _ = source;
+        assert_eq!(computed, 3);
+        let mut again = Journaled::new(
+            Rounds::new(
+                |_: Range<usize>| -> Result<Vec<Outcome<Vec<f32>>>, std::io::Error> {
+                    panic!("served from the journal")
+                },
+                3,
+                5,
+            ),
+            &journal,
+            5,
+        );
+        assert_eq!(again.next(0).expect("next"), Some(first));
+        assert_eq!(again.resumed, 3);
+        journal.remove().expect("remove");
     }
 }

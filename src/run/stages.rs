@@ -79,6 +79,11 @@ impl Stage for Features<'_> {
         ]))
     }
 
+    /// Sharded over nodes, the stage resumes from the rounds it saved.
+    fn resumes(&self) -> bool {
+        true
+    }
+
     fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<Sample> {
         let split = dataset::split(
             self.labels,
@@ -292,6 +297,11 @@ impl Stage for Encode<'_> {
             self.config.encode,
             vocab_pipeline::image_io::DECODING
         ]))
+    }
+
+    /// Sharded over nodes, the stage resumes from the rounds it saved.
+    fn resumes(&self) -> bool {
+        true
     }
 
     fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<()> {

@@ -431,4 +431,52 @@ fn sharded_photo_stages_write_the_one_machine_files_and_survive_a_killed_worker(
         files(&killed) == want,
         "the run that lost w1 differs:\n{out}"
     );
+    drop(_workers);
+
+    // Without retries w1's death ends the run in the features stage; the rounds done before
+    // are kept, and the next run (w1 back) resumes from them to the same files.
+    let (strict, ports) = cluster_file(dir.path(), "strict.toml", 2, 0);
+    let mut workers = Workers(vec![
+        spawn_worker_args(&strict, 0, ports[0], &[]),
+        spawn_worker_args(&strict, 1, ports[1], &["--exit-at-round", "3"]),
+    ]);
+    let interrupted = p("interrupted");
+    let config = config("on-strict.toml", 0);
+    let run = [
+        "run",
+        s(&config),
+        "--work",
+        s(&interrupted),
+        "--cluster",
+        s(&strict),
+    ];
+    let failed = vocab(&run);
+    assert!(!failed.status.success(), "the run should stop");
+    let tmp = (steps(&interrupted).into_iter())
+        .find(|s| s.starts_with("features/.tmp-sample-"))
+        .expect("the interrupted features step");
+    let saved = std::fs::read_dir(interrupted.join(&tmp).join("sample.bin.rounds"))
+        .expect("saved rounds")
+        .count();
+    assert!(saved >= 2, "{saved} rounds saved");
+    let _ = workers.0[1].wait();
+    workers.0[1] = spawn_worker_args(&strict, 1, ports[1], &[]);
+    let out = ok(&run);
+    assert!(out.contains("resumed: "), "{out}");
+    assert!(
+        files(&interrupted) == want,
+        "the resumed run differs:\n{out}"
+    );
+    let left: Vec<String> = (steps(&interrupted).into_iter())
+        .filter(|s| s.contains(".tmp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    for step in steps(&interrupted) {
+        for name in ["sample.bin.rounds", "histograms.bin.rounds"] {
+            assert!(
+                !interrupted.join(&step).join(name).exists(),
+                "{step}/{name} left"
+            );
+        }
+    }
 }
