@@ -138,7 +138,7 @@ fn sharded<T: Value>(
         )
         .context("starting the photo stage on the MPI ranks")?;
         let per_round = shard_photos(n, root.workers()) * root.workers();
-        let rounds = Rounds::new(|range| root.round::<T>(range), per_round, n);
+        let rounds = Rounds::new(|range, next| root.round::<T>(range, next), per_round, n);
         let mut source = Journaled::new(rounds, &journal, n);
         let summary = write(&mut source)?;
         let resumed = source.resumed;
@@ -174,7 +174,7 @@ fn sharded<T: Value>(
     })?;
     let workers = driver.members().len();
     let per_round = shard_photos(n, workers) * workers;
-    let rounds = Rounds::new(|range| driver.round::<T>(range), per_round, n);
+    let rounds = Rounds::new(|range, next| driver.round::<T>(range, next), per_round, n);
     let mut source = Journaled::new(rounds, &journal, n);
     let summary = write(&mut source)?;
     let resumed = source.resumed;

@@ -675,14 +675,19 @@ impl PhotoDriver {
 
     /// Has the workers do the photos `range` and returns their results in picture-id order,
     /// redoing the round on a new team when a member is lost.
-    pub fn round<T: Value>(&mut self, range: Range<usize>) -> Result<Vec<Outcome<T>>, DriverError> {
+    /// With `next`, the workers start on that range early (see [`PhotoRoot::round`]).
+    pub fn round<T: Value>(
+        &mut self,
+        range: Range<usize>,
+        next: Option<Range<usize>>,
+    ) -> Result<Vec<Outcome<T>>, DriverError> {
         let (c, st, v) = (&self.collection, &self.stage, self.vocabulary.as_ref());
         let done = self.crew.recover(
             &format!("photos {}..{}", range.start, range.end),
             &mut self.root,
             |t| start_photos(t, c, st, v),
             |root| {
-                let outcomes = root.round::<T>(range.clone())?;
+                let outcomes = root.round::<T>(range.clone(), next.clone())?;
                 Ok((outcomes, root.take_times(), root.take_bytes()))
             },
         )?;

@@ -208,7 +208,7 @@ pub(crate) fn serve_job(
     job_bytes: u64,
     vocabulary_bytes: u64,
     build: &str,
-) -> Result<Option<Work>, EngineError> {
+) -> Result<Option<std::sync::Arc<Work>>, EngineError> {
     let control = Team::ranks(transport);
     let (job, vocabulary) = receive_job(&control, job_bytes, vocabulary_bytes)?;
     let work = if build != BUILD {
@@ -229,7 +229,7 @@ pub(crate) fn serve_job(
             })
     };
     let (reply, work) = match work {
-        Ok(w) => (Ready { error: None }, Some(w)),
+        Ok(w) => (Ready { error: None }, Some(std::sync::Arc::new(w))),
         Err(error) => (Ready { error: Some(error) }, None),
     };
     gather(&control, &encode(&reply), MAX_CONTROL)?;
@@ -276,33 +276,70 @@ fn receive_job(
     Ok((job, vocabulary))
 }
 
-/// A member's side of [`Command::Shard`]: its range of this round, computed and gathered.
+/// A member's range of the next round, being computed on a thread of its own while this round's
+/// piece travels.
+#[derive(Debug)]
+pub(crate) struct Ahead {
+    range: (u64, u64),
+    piece: std::sync::mpsc::Receiver<Vec<u8>>,
+}
+
+/// This member's range among `ranges`, checked against the collection.
+fn my_range(work: &Work, ranges: &[(u64, u64)], me: usize) -> Result<(u64, u64), EngineError> {
+    let &(start, end) = ranges.get(me).ok_or_else(|| EngineError::Malformed {
+        rank: 0,
+        reason: format!("{} ranges for rank {me}", ranges.len()),
+    })?;
+    let n = work.collection.photos().len() as u64;
+    if start > end || end > n {
+        return Err(EngineError::Malformed {
+            rank: 0,
+            reason: format!("photos {start}..{end} of a collection of {n}"),
+        });
+    }
+    Ok((start, end))
+}
+
+/// A member's side of [`Command::Shard`]: its range of this round (taken from `ahead` when it
+/// was computed there), then its range of the next round (`next`, if any) started on a thread
+/// of its own, then this round's piece gathered at the root: computing the next round overlaps
+/// sending this one.
 pub(crate) fn serve_shard(
     transport: &dyn Transport,
-    work: Option<&Work>,
+    work: Option<&std::sync::Arc<Work>>,
+    ahead: &mut Option<Ahead>,
     ranges: &[(u64, u64)],
+    next: &[(u64, u64)],
 ) -> Result<(), EngineError> {
     let control = Team::ranks(transport);
     let me = transport.rank();
-    let piece = match (work, ranges.get(me)) {
-        (Some(work), Some(&(start, end))) => {
-            let n = work.collection.photos().len() as u64;
-            if start > end || end > n {
-                return Err(EngineError::Malformed {
-                    rank: 0,
-                    reason: format!("photos {start}..{end} of a collection of {n}"),
+    let work = work.ok_or(EngineError::NotLoaded(me))?;
+    let (start, end) = my_range(work, ranges, me)?;
+    let done = match ahead.take() {
+        Some(a) if a.range == (start, end) => a.piece.recv().ok(),
+        _ => None,
+    };
+    let piece = done.unwrap_or_else(|| work.piece(start as usize..end as usize));
+    if !next.is_empty() {
+        let (s, e) = my_range(work, next, me)?;
+        if s < e {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let work = std::sync::Arc::clone(work);
+            let spawned = std::thread::Builder::new()
+                .name("photos-ahead".into())
+                .spawn(move || {
+                    // The receiver may be gone (the team ended): nothing to do then.
+                    let _ = tx.send(work.piece(s as usize..e as usize));
+                });
+            // Without a thread the range is simply computed when its round comes.
+            if spawned.is_ok() {
+                *ahead = Some(Ahead {
+                    range: (s, e),
+                    piece: rx,
                 });
             }
-            work.piece(start as usize..end as usize)
         }
-        (None, _) => return Err(EngineError::NotLoaded(me)),
-        (Some(_), None) => {
-            return Err(EngineError::Malformed {
-                rank: 0,
-                reason: format!("{} ranges for rank {me}", ranges.len()),
-            });
-        }
-    };
+    }
     gather(&control, &piece, MAX_PIECE)?;
     Ok(())
 }
@@ -454,14 +491,14 @@ impl<'t> PhotoRoot<'t> {
         self.transport.as_ref()
     }
 
-    /// Has the members do the photos `range` (contiguous, even ranges in rank order) and
-    /// returns their results in picture-id order, every piece checked.
-    pub fn round<T: Value>(&mut self, range: Range<usize>) -> Result<Vec<Outcome<T>>, EngineError> {
+    /// Each rank's part of the photos `range`: contiguous, even ranges in rank order (empty for
+    /// a root that does no photos).
+    fn deal(&self, range: &Range<usize>) -> Vec<(u64, u64)> {
         let size = self.transport.size();
         let first = usize::from(!self.root_works);
         let workers = size - first;
         let n = range.len();
-        let ranges: Vec<(u64, u64)> = (0..size)
+        (0..size)
             .map(|r| match r.checked_sub(first) {
                 None => (range.start as u64, range.start as u64),
                 Some(j) => (
@@ -469,10 +506,24 @@ impl<'t> PhotoRoot<'t> {
                     (range.start + n * (j + 1) / workers) as u64,
                 ),
             })
-            .collect();
+            .collect()
+    }
+
+    /// Has the members do the photos `range` and returns their results in picture-id order,
+    /// every piece checked. With `next`, the members start on their part of that range while
+    /// this round's pieces travel (the next call should ask for it).
+    pub fn round<T: Value>(
+        &mut self,
+        range: Range<usize>,
+        next: Option<Range<usize>>,
+    ) -> Result<Vec<Outcome<T>>, EngineError> {
+        let first = usize::from(!self.root_works);
+        let n = range.len();
+        let ranges = self.deal(&range);
         let control = Team::ranks(self.transport.as_ref());
         let command = Command::Shard {
             ranges: ranges.clone(),
+            next: next.map(|r| self.deal(&r)).unwrap_or_default(),
         };
         broadcast_message(&control, Some(&encode(&command)))?;
         let own = match &self.own {
@@ -519,7 +570,8 @@ pub fn shard_photos(photos: usize, workers: usize) -> usize {
 }
 
 /// A photo stage's source of results fed by rounds on a team: `round` does the photos of a
-/// range (on whichever members it has) and returns their results in order.
+/// range (on whichever members it has) and returns their results in order; it is told the
+/// range of the round after, so that the members can start on it early.
 pub struct Rounds<F> {
     round: F,
     /// Photos per round.
@@ -550,14 +602,15 @@ impl<F> Rounds<F> {
 impl<T, E, F> Source<T> for Rounds<F>
 where
     E: std::error::Error + Send + Sync + 'static,
-    F: FnMut(Range<usize>) -> Result<Vec<Outcome<T>>, E>,
+    F: FnMut(Range<usize>, Option<Range<usize>>) -> Result<Vec<Outcome<T>>, E>,
 {
     fn next(&mut self, from: usize) -> Result<Option<Vec<Outcome<T>>>, FeaturesError> {
         if from >= self.total {
             return Ok(None);
         }
-        let range = from..self.total.min(from.saturating_add(self.per_round));
-        (self.round)(range)
+        let end = self.total.min(from.saturating_add(self.per_round));
+        let after = end..self.total.min(end.saturating_add(self.per_round));
+        (self.round)(from..end, (!after.is_empty()).then_some(after))
             .map(Some)
             .map_err(|e| FeaturesError::Source(Box::new(e)))
     }
@@ -986,7 +1039,7 @@ mod tests {
                 let per_round =
                     shard_photos(collection.photos().len(), job.workers()) * job.workers();
                 let mut source = Rounds::new(
-                    |range| job.round::<T>(range),
+                    |range, next| job.round::<T>(range, next),
                     per_round,
                     collection.photos().len(),
                 );
@@ -1310,7 +1363,7 @@ mod tests {
         // A source through the journal saves what it computes and serves it the next time.
         let mut computed = 0;
         let rounds = Rounds::new(
-            |range: Range<usize>| {
+            |range: Range<usize>, _| {
                 computed += range.len();
                 Ok::<_, std::io::Error>(range.map(|_| Outcome::Skipped("x".into())).collect())
             },
@@ -1324,7 +1377,7 @@ mod tests {
         assert_eq!(computed, 3);
         let mut again = Journaled::new(
             Rounds::new(
-                |_: Range<usize>| -> Result<Vec<Outcome<Vec<f32>>>, std::io::Error> {
+                |_: Range<usize>, _| -> Result<Vec<Outcome<Vec<f32>>>, std::io::Error> {
                     panic!("served from the journal")
                 },
                 3,

@@ -152,7 +152,12 @@ pub(crate) enum Command {
         build: String,
     },
     /// Do the photos `ranges[rank]` of the photo job and gather the results at the root.
-    Shard { ranges: Vec<(u64, u64)> },
+    Shard {
+        ranges: Vec<(u64, u64)>,
+        /// Ranges of the round after, by rank, to start on early (empty: none).
+        #[serde(default)]
+        next: Vec<(u64, u64)>,
+    },
     /// Leave [`serve`].
     Exit,
 }
@@ -777,7 +782,8 @@ pub fn serve_cached(
     gather(&control, &encode(&hello), MAX_CONTROL)?;
     let share = cache;
     let mut loaded: Option<Loaded> = None;
-    let mut photos: Option<crate::photos::Work> = None;
+    let mut photos: Option<std::sync::Arc<crate::photos::Work>> = None;
+    let mut ahead: Option<crate::photos::Ahead> = None;
     let mut rounds = 0u64;
     loop {
         let bytes = broadcast_message(&control, None)?;
@@ -907,15 +913,19 @@ pub fn serve_cached(
                 vocabulary_bytes,
                 ref build,
             } => {
+                ahead = None;
                 photos = crate::photos::serve_job(transport, job_bytes, vocabulary_bytes, build)?;
             }
-            Command::Shard { ref ranges } => {
+            Command::Shard {
+                ref ranges,
+                ref next,
+            } => {
                 rounds += 1;
                 if faults.exit_at_round == Some(rounds) {
                     eprintln!("rank {me}: exiting in photo round {rounds} (fault injection)");
                     std::process::exit(3);
                 }
-                crate::photos::serve_shard(transport, photos.as_ref(), ranges)?;
+                crate::photos::serve_shard(transport, photos.as_ref(), &mut ahead, ranges, next)?;
             }
             Command::Exit => return Ok(()),
         }
