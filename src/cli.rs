@@ -743,6 +743,9 @@ pub struct RunArgs {
     /// Fault injection for tests: exit right after k-means checkpoints iteration N (a crash).
     #[arg(long, value_name = "N", hide = true)]
     pub exit_after_iteration: Option<u64>,
+    /// Fault injection for tests (`--engine mpi`): rank R exits when given photo round N.
+    #[arg(long, value_name = "R:N", hide = true)]
+    pub exit_rank_in_round: Option<String>,
     /// Run k-means on `mpi` (under mpirun or srun; rank 0 runs every other stage) or on `tcp`
     /// workers (the default when k-means is distributed).
     #[arg(long, value_enum)]

@@ -68,6 +68,13 @@ pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
                 },
                 _ => Faults::default(),
             },
+            Command::Run(args) => match parse_fault(args.exit_rank_in_round.as_deref())? {
+                Some((r, round)) if r == rank => Faults {
+                    exit_at_round: Some(round),
+                    ..Faults::default()
+                },
+                _ => Faults::default(),
+            },
             _ => Faults::default(),
         };
         if let Err(e) = spmd::serve(&transport, faults) {
@@ -106,11 +113,12 @@ pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
     };
     let result = match &command {
         Command::Kmeans(args) => parse_fault(args.exit_rank_at.as_deref()),
+        Command::Run(args) => parse_fault(args.exit_rank_in_round.as_deref()),
         _ => Ok(None),
     }
     .and_then(|fault| match fault {
         Some((0, _)) => Err(anyhow::anyhow!(
-            "--exit-rank-at: rank 0 drives; name another rank"
+            "fault injection: rank 0 drives; name another rank"
         )),
         _ => crate::dispatch(command, ui, Some(&mpi)),
     });
@@ -131,7 +139,7 @@ pub fn main(_command: Command, _ui: &Ui) -> anyhow::Result<()> {
     )
 }
 
-/// Parses the hidden `--exit-rank-at R:N`.
+/// Parses the hidden `--exit-rank-at R:N` and `--exit-rank-in-round R:N`.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 fn parse_fault(text: Option<&str>) -> anyhow::Result<Option<(usize, u64)>> {
     let Some(text) = text else { return Ok(None) };
@@ -140,5 +148,5 @@ fn parse_fault(text: Option<&str>) -> anyhow::Result<Option<(usize, u64)>> {
         .and_then(|(r, n)| Some((r.parse().ok()?, n.parse().ok()?)));
     parsed
         .map(Some)
-        .with_context(|| format!("--exit-rank-at {text}: expected RANK:ITERATION"))
+        .with_context(|| format!("{text}: expected RANK:N (a fault injection flag)"))
 }

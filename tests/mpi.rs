@@ -285,3 +285,51 @@ fn bad_mpi_settings_are_refused_naming_them() {
         assert!(text(&out).contains(want), "{extra:?}: {}", text(&out));
     }
 }
+
+#[test]
+fn an_mpi_run_that_loses_a_rank_in_a_photo_stage_resumes_from_its_saved_rounds() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
+    let (mpi, single) = (tmp.path().join("mpi"), tmp.path().join("single"));
+    let run = ["run", s(&config), "--work", s(&mpi), "--engine", "mpi"];
+    let mut killed = run.to_vec();
+    killed.extend_from_slice(&["--exit-rank-in-round", "1:3"]);
+    let died = mpirun(2, &killed);
+    assert!(
+        !died.status.success(),
+        "the job should end: {}",
+        text(&died)
+    );
+    let features = mpi.join("features");
+    let tmp_step = std::fs::read_dir(&features)
+        .expect("features folder")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.to_string_lossy().contains(".tmp-sample-"))
+        .expect("the interrupted features step");
+    let saved = std::fs::read_dir(tmp_step.join("sample.bin.rounds"))
+        .expect("saved rounds")
+        .count();
+    assert!(saved >= 2, "{saved} rounds saved");
+    let stdout = mpi_ok(2, &run);
+    assert!(stdout.contains("resumed: "), "{stdout}");
+    vocab(&["run", s(&config), "--work", s(&single)]);
+    let sample = |work: &Path| -> Vec<Vec<u8>> {
+        let step = std::fs::read_dir(work.join("features"))
+            .expect("features folder")
+            .map(|e| e.expect("entry").path())
+            .find(|p| !p.to_string_lossy().contains(".tmp-"))
+            .expect("features step");
+        [
+            "sample.bin",
+            "sample.bin.images.csv",
+            "sample.bin.skipped.csv",
+        ]
+        .iter()
+        .map(|f| std::fs::read(step.join(f)).expect("read"))
+        .collect()
+    };
+    assert!(
+        sample(&mpi) == sample(&single),
+        "the resumed sample differs"
+    );
+}
