@@ -339,6 +339,25 @@ pub struct FeaturesArgs {
     /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
     #[arg(long, value_name = "MPIX", default_value_t = crate::settings::DEFAULT_MAX_MPIX)]
     pub max_pixels: u64,
+    #[command(flatten)]
+    pub nodes: NodesArgs,
+}
+
+/// Where a photo stage runs: here, or sharded over nodes (the same files either way).
+#[derive(Debug, Args)]
+pub struct NodesArgs {
+    /// Share the photos out to the workers of this cluster file (every worker reads the photo
+    /// folder at the same absolute path); the output is this machine's, byte for byte.
+    #[arg(long, value_name = "FILE", conflicts_with = "local_nodes")]
+    pub cluster: Option<PathBuf>,
+    /// Start N workers on loopback and share the photos out to them; their logs go to
+    /// <out>.workers/.
+    #[arg(long, value_name = "N")]
+    pub local_nodes: Option<usize>,
+    /// `mpi`: share the photos out to the ranks of the MPI job this runs in (under mpirun or
+    /// srun; needs a build with `--features mpi`); `tcp`: to worker daemons.
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineArg>,
 }
 
 /// Histogram normalisation.
@@ -368,6 +387,8 @@ pub struct EncodeArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub options: crate::settings::EncodeOptions,
+    #[command(flatten)]
+    pub nodes: NodesArgs,
 }
 
 /// SVM solvers.

@@ -41,6 +41,8 @@ pub fn wants_mpi(command: &Command) -> bool {
     use crate::cli::EngineArg::Mpi;
     match command {
         Command::Kmeans(args) => args.engine == Some(Mpi),
+        Command::Features(args) => args.nodes.engine == Some(Mpi),
+        Command::Encode(args) => args.nodes.engine == Some(Mpi),
         Command::Run(args) => args.engine == Some(Mpi),
         Command::Bench(crate::cli::BenchCommand::Collectives(_)) => true,
         _ => false,

@@ -75,7 +75,12 @@ fn dispatch(
     match command {
         Command::Features(args) => {
             let settings = FeatureSettings::from_args(&args).or_flag()?;
-            stages::features(&settings, &ui, sharded::On::here(), &mut stdout()).map(|_| ())
+            let engine = sharded::engine(&args.nodes, mpi)?;
+            let on = sharded::On {
+                engine: &engine,
+                mpi,
+            };
+            stages::features(&settings, &ui, on, &mut stdout()).map(|_| ())
         }
         Command::Convert(args) => stages::convert(&args),
         Command::Encode(args) => {
@@ -87,7 +92,12 @@ fn dispatch(
                 &args.options,
             )
             .or_flag()?;
-            stages::encode(&settings, &ui, sharded::On::here(), &mut stdout()).map(|_| ())
+            let engine = sharded::engine(&args.nodes, mpi)?;
+            let on = sharded::On {
+                engine: &engine,
+                mpi,
+            };
+            stages::encode(&settings, &ui, on, &mut stdout()).map(|_| ())
         }
         Command::Train(args) => {
             let settings = TrainSettings::from_args(&args).or_flag()?;

@@ -568,37 +568,46 @@ pub fn kmeans_rules(k: usize, iterations: u64, tol: f64) -> Result<(), Invalid> 
     Ok(())
 }
 
+/// The engine of `--engine`, `--cluster` and `--local-nodes`.
+pub fn engine_of(
+    engine: Option<EngineArg>,
+    cluster: Option<&Path>,
+    local_nodes: Option<usize>,
+) -> Result<Engine, Invalid> {
+    Ok(match (engine, cluster, local_nodes) {
+        (Some(EngineArg::Mpi), None, None) => Engine::Mpi,
+        (Some(EngineArg::Mpi), _, _) => {
+            return Err(Invalid::new(
+                "engine",
+                "mpi",
+                "runs on the ranks of the MPI job; --cluster and --local-nodes are for \
+                 --engine tcp",
+            ));
+        }
+        (_, Some(cluster), _) => Engine::Tcp {
+            cluster: Some(cluster.to_path_buf()),
+            local_nodes: 0,
+        },
+        (_, None, Some(n)) => {
+            at_least("local_nodes", n, 1, " worker")?;
+            Engine::Tcp {
+                cluster: None,
+                local_nodes: n,
+            }
+        }
+        (Some(EngineArg::Tcp), None, None) => Engine::Tcp {
+            cluster: None,
+            local_nodes: 1,
+        },
+        (None, None, None) => Engine::Local,
+    })
+}
+
 impl KmeansSettings {
     /// From `vocab kmeans`.
     pub fn from_args(args: &crate::cli::KmeansArgs) -> Result<Self, Invalid> {
         output("out", &args.out)?;
-        let engine = match (args.engine, &args.cluster, args.local_nodes) {
-            (Some(EngineArg::Mpi), None, None) => Engine::Mpi,
-            (Some(EngineArg::Mpi), _, _) => {
-                return Err(Invalid::new(
-                    "engine",
-                    "mpi",
-                    "runs on the ranks of the MPI job; --cluster and --local-nodes are for \
-                     --engine tcp",
-                ));
-            }
-            (_, Some(cluster), _) => Engine::Tcp {
-                cluster: Some(cluster.clone()),
-                local_nodes: 0,
-            },
-            (_, None, Some(n)) => {
-                at_least("local_nodes", n, 1, " worker")?;
-                Engine::Tcp {
-                    cluster: None,
-                    local_nodes: n,
-                }
-            }
-            (Some(EngineArg::Tcp), None, None) => Engine::Tcp {
-                cluster: None,
-                local_nodes: 1,
-            },
-            (None, None, None) => Engine::Local,
-        };
+        let engine = engine_of(args.engine, args.cluster.as_deref(), args.local_nodes)?;
         if args.racks.is_some() && engine != Engine::Mpi {
             return Err(Invalid::new(
                 "racks",

@@ -26,14 +26,17 @@ pub struct On<'a> {
     pub mpi: Option<&'a Mpi<'a>>,
 }
 
-impl On<'_> {
-    /// This process alone.
-    pub fn here() -> On<'static> {
-        On {
-            engine: &Engine::Local,
-            mpi: None,
-        }
-    }
+/// The engine of a photo command's `--cluster`, `--local-nodes` and `--engine` (`mpi`: rank 0's
+/// handle under MPI).
+pub fn engine(args: &crate::cli::NodesArgs, mpi: Option<&Mpi<'_>>) -> anyhow::Result<Engine> {
+    use crate::settings::OrFlag;
+    let engine = crate::settings::engine_of(args.engine, args.cluster.as_deref(), args.local_nodes)
+        .or_flag()?;
+    anyhow::ensure!(
+        (engine == Engine::Mpi) == mpi.is_some(),
+        "--engine mpi: this process is not rank 0 of an MPI job"
+    );
+    Ok(engine)
 }
 
 /// How a sharded stage went.

@@ -333,3 +333,36 @@ fn an_mpi_run_that_loses_a_rank_in_a_photo_stage_resumes_from_its_saved_rounds()
         "the resumed sample differs"
     );
 }
+
+#[test]
+fn vocab_features_under_mpi_writes_the_single_process_file() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let photos = tmp.path().join("photos");
+    vocab(&["datasets", "photos", "--out", s(&photos), "--per-kind", "3"]);
+    std::fs::write(photos.join("broken.jpg"), b"not a jpeg").expect("broken");
+    let (one, three) = (tmp.path().join("one.bin"), tmp.path().join("three.bin"));
+    let args = |out: &Path| -> Vec<String> {
+        [
+            "features",
+            "--input",
+            s(&photos),
+            "--out",
+            s(out),
+            "--per-image",
+            "7",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let local: Vec<String> = args(&one);
+    vocab(&local.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut ranked = args(&three);
+    ranked.extend(["--engine".to_string(), "mpi".to_string()]);
+    let stdout = mpi_ok(3, &ranked.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(stdout.contains("on MPI ranks (3 nodes)"), "{stdout}");
+    for suffix in ["", ".images.csv", ".skipped.csv"] {
+        let read = |p: &Path| std::fs::read(format!("{}{suffix}", p.display())).expect("read");
+        assert!(read(&one) == read(&three), "{suffix} differs under MPI");
+    }
+}

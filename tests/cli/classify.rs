@@ -34,22 +34,31 @@ fn encode_counts_every_dense_patch_under_its_nearest_word() {
         "--out",
         s(&vocab),
     ]);
+    let encode = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "encode",
+            "--vocabulary",
+            s(&vocab),
+            "--input",
+            s(&photos),
+            "--out",
+            s(out),
+            "--stride",
+            "16",
+        ];
+        args.extend_from_slice(extra);
+        ok(&args)
+    };
     let hist = dir.path().join("hist.csv");
-    let out = ok(&[
-        "encode",
-        "--vocabulary",
-        s(&vocab),
-        "--input",
-        s(&photos),
-        "--out",
-        s(&hist),
-        "--stride",
-        "16",
-    ]);
+    let out = encode(&hist, &[]);
     assert!(out.contains("encode: 8 photos, 0 skipped"), "{out}");
     let rows = csv_rows(&hist);
     assert_eq!(rows.len(), 8);
     assert!(rows.iter().all(|r| r.len() == 2 + 8));
+    // Shared out to 2 loopback workers: the same histograms, byte for byte.
+    let sharded = dir.path().join("hist-2.csv");
+    encode(&sharded, &["--local-nodes", "2"]);
+    assert!(std::fs::read(&sharded).expect("sharded") == std::fs::read(&hist).expect("local"));
 
     // Brute force: the same dense patches, each counted under its nearest word.
     let dense = dir.path().join("dense.txt");

@@ -270,6 +270,31 @@ fn bad_photos_are_skipped_with_reasons_and_the_run_goes_on() {
         paths
     );
     assert_eq!(all.last().map(|(id, _)| *id), Some(13));
+
+    // Shared out to 3 loopback workers (14 photos: several rounds, skipped photos in them):
+    // the same files byte for byte, and the nodes named in the summary.
+    let files = |out: &Path| -> Vec<Vec<u8>> {
+        ["", ".images.csv", ".skipped.csv"]
+            .iter()
+            .map(|suffix| {
+                let path = format!("{}{suffix}", out.display());
+                std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+            })
+            .collect()
+    };
+    let sharded = dir.path().join("sharded.bin");
+    let summary = ok(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--out",
+        s(&sharded),
+        "--local-nodes",
+        "3",
+    ]);
+    assert!(files(&sharded) == files(&out), "{summary}");
+    assert!(summary.contains("(3 nodes): w0 "), "{summary}");
+    assert!(!dir.path().join("sharded.bin.rounds").exists());
 }
 
 #[test]
