@@ -126,6 +126,7 @@ fn sharded<T: Value>(
     let rounds = journal_dir(out);
     let journal = Journal::open(
         &rounds,
+        &job_key(collection, &stage, vocabulary)?,
         stage.histogram_len(vocabulary.map_or(0, |v| v.k())),
     )
     .with_context(|| format!("cannot create {}", rounds.display()))?;
@@ -193,6 +194,25 @@ fn sharded<T: Value>(
         resumed,
     };
     Ok((summary, spread, journal))
+}
+
+/// The digest of everything a photo job's results depend on: the stage's settings, the photos
+/// (folder and listing), the decoders and the vocabulary's bytes.
+fn job_key(
+    collection: &Collection,
+    stage: &PhotoStage,
+    vocabulary: Option<&Centroids>,
+) -> anyhow::Result<String> {
+    let mut bytes = serde_json::to_vec(&(
+        stage,
+        collection.root(),
+        collection.listing(),
+        vocab_pipeline::image_io::DECODING,
+    ))?;
+    for v in vocabulary.map(Centroids::as_slice).unwrap_or_default() {
+        bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    Ok(crate::run::step::short_hash(&bytes))
 }
 
 /// Where a photo stage writing `out` keeps its rounds: `<out>.rounds/`.

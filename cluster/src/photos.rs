@@ -120,6 +120,9 @@ fn check_stage(stage: &PhotoStage, k: u64) -> Result<(), String> {
             if !(1..=8).contains(&p.levels) {
                 return Err(format!("{} pyramid levels", p.levels));
             }
+            if p.scales.len() > 8 {
+                return Err(format!("{} patch scales", p.scales.len()));
+            }
             if let Some(s) = p.soft {
                 if s.words == 0 || s.words as u64 > k || !s.sharpness.is_finite() {
                     return Err(format!("soft assignment over {} words", s.words));
@@ -412,20 +415,20 @@ impl<'t> PhotoRoot<'t> {
         let mut job_copy = job.clone();
         broadcast(&control, job_plan(), &mut job_copy)?;
         broadcast(&control, job_plan(), &mut vocabulary)?;
+        // The root's own work (when it does photos) is checked like a member's, and its
+        // answer gathered with theirs, so that every member leaves the job's collectives alike.
         let own = if root_works {
-            let job: Job = decode(0, &job)?;
-            Some(
-                open_work(job, vocabulary.clone()).map_err(|reason| EngineError::Refused {
-                    rank: 0,
-                    host: transport.host(),
-                    reason,
-                })?,
-            )
+            decode::<Job>(0, &job)
+                .map_err(|e| e.to_string())
+                .and_then(|job| open_work(job, vocabulary.clone()))
+                .map(Some)
         } else {
-            None
+            Ok(None)
         };
-        let replies =
-            gather(&control, &encode(&Ready { error: None }), MAX_CONTROL)?.unwrap_or_default();
+        let mine = Ready {
+            error: own.as_ref().err().cloned(),
+        };
+        let replies = gather(&control, &encode(&mine), MAX_CONTROL)?.unwrap_or_default();
         for (rank, bytes) in replies.iter().enumerate() {
             let ready: Ready = decode(rank, bytes)?;
             if let Some(reason) = ready.error {
@@ -436,6 +439,11 @@ impl<'t> PhotoRoot<'t> {
                 });
             }
         }
+        let own = own.map_err(|reason| EngineError::Refused {
+            rank: 0,
+            host: transport.host(),
+            reason,
+        })?;
         let size = transport.size();
         let times = (0..size)
             .map(|r| MemberTime {
@@ -632,10 +640,20 @@ pub struct Journal {
 const ROUND_MAGIC: [u8; 8] = *b"VOCABRND";
 
 impl Journal {
-    /// The journal in `dir` (created if absent) of a stage whose histograms hold `histogram`
-    /// values (0 for features).
-    pub fn open(dir: &Path, histogram: usize) -> std::io::Result<Self> {
+    /// The journal in `dir` (created if absent) of the job named `key` (a digest of everything
+    /// its results depend on: settings, photos, vocabulary), whose histograms hold `histogram`
+    /// values (0 for features). Rounds saved under another key (an earlier run with other
+    /// settings writing the same file) are removed.
+    pub fn open(dir: &Path, key: &str, histogram: usize) -> std::io::Result<Self> {
+        let key_file = dir.join("job.key");
+        let same = std::fs::read_to_string(&key_file).is_ok_and(|k| k == key);
+        if !same && dir.exists() {
+            std::fs::remove_dir_all(dir)?;
+        }
         std::fs::create_dir_all(dir)?;
+        if !same {
+            vocab_pipeline::atomic::write(&key_file, key.as_bytes())?;
+        }
         Ok(Self {
             dir: dir.to_path_buf(),
             histogram,
@@ -1339,7 +1357,8 @@ mod tests {
     #[test]
     fn saved_rounds_come_back_whole_or_are_done_again() {
         let tmp = tempfile::tempdir().expect("tmp");
-        let journal = Journal::open(&tmp.path().join("j.rounds"), 2).expect("journal");
+        let dir = tmp.path().join("j.rounds");
+        let journal = Journal::open(&dir, "job-a", 2).expect("journal");
         let round: Vec<Outcome<Vec<f32>>> = vec![
             Outcome::Skipped("cannot decode".into()),
             Outcome::Done {
@@ -1351,6 +1370,12 @@ mod tests {
         ];
         journal.save(6, &round).expect("save");
         assert_eq!(journal.load::<Vec<f32>>(6, 10), Some(round.clone()));
+        // Reopened for the same job the round is there; for another job it is gone.
+        let same = Journal::open(&dir, "job-a", 2).expect("journal");
+        assert_eq!(same.load::<Vec<f32>>(6, 10), Some(round.clone()));
+        let other = Journal::open(&dir, "job-b", 2).expect("journal");
+        assert_eq!(other.load::<Vec<f32>>(6, 10), None);
+        journal.save(6, &round).expect("save");
         // Nothing saved there; a round past the collection's end; a damaged file.
         assert_eq!(journal.load::<Vec<f32>>(0, 10), None);
         assert_eq!(journal.load::<Vec<f32>>(6, 7), None);
