@@ -44,3 +44,25 @@ print("Describing the photos scales with the nodes; gathering the sample at one 
       f"at the paper's shape the gather takes {gb * 8 / one_core:.0f}x as long as the describing "
       "(one core per node, 1 Gbit/s). That is what partitions born on the nodes that map them "
       "remove (not built yet).")
+
+# Encode: the paper encodes 15,000 photos densely. Measured per photo at k = 256 (1-node run);
+# the word search grows with k (exact assignment: k x 512 multiply-adds per patch), which at
+# the paper's 1M words makes it about k / 256 times dearer per patch.
+enc = re.findall(r"\(1 nodes\): \S+ ([0-9.]+) s / (\d+) photos", log)[1]
+enc_seconds, enc_photos = float(enc[0]), int(enc[1])
+per_photo = enc_seconds * quota / enc_photos
+print()
+print("### Projection: the paper's encode stage (15,000 photos, 125 nodes)")
+print()
+print(f"Measured: {per_photo * 1e3:.1f} ms of one core per photo at k = 256 (stride 8, 3-level "
+      "pyramid, 5 soft words, int8 search; 1-node run).")
+print()
+print("| words | seconds per photo (one core) | 15,000 photos on 125 one-core nodes (s) |")
+print("|---|---|---|")
+for k in (256, 65_536, 1_048_576):
+    t = per_photo * max(1.0, k / 256)
+    print(f"| {k:,} | {t:.3f} | {15_000 * t / 125:.0f} |")
+print()
+print("(An upper estimate past k = 256: the whole photo time scaled with k, though decoding and "
+      "HOG do not grow with it. At a million words exact search is what costs; the approximate "
+      "assignment of issue 16 is what makes it minutes.)")
