@@ -186,20 +186,18 @@ impl Work {
     /// The results of the photos `range`, as a piece: compute seconds, then the outcomes.
     fn piece(&self, range: Range<usize>) -> Vec<u8> {
         let started = Instant::now();
-        let mut out = Vec::new();
+        // The seconds go first, written once the results are in.
+        let mut piece = vec![0u8; 8];
         match &self.stage {
             Stage::Features(p) => {
-                put_outcomes(
-                    &mut out,
-                    &features::describe_range(&self.collection, p, range),
-                );
+                let outcomes = features::describe_range(&self.collection, p, range);
+                put_outcomes(&mut piece, &outcomes);
             }
             Stage::Encode(encoder) => {
-                put_outcomes(&mut out, &encoder.encode_range(&self.collection, range));
+                put_outcomes(&mut piece, &encoder.encode_range(&self.collection, range));
             }
         }
-        let mut piece = started.elapsed().as_secs_f64().to_le_bytes().to_vec();
-        piece.extend_from_slice(&out);
+        piece[..8].copy_from_slice(&started.elapsed().as_secs_f64().to_le_bytes());
         piece
     }
 }
@@ -776,6 +774,8 @@ pub struct Expect {
 pub trait Value: Sized {
     /// Appends it.
     fn put(&self, out: &mut Vec<u8>);
+    /// Bytes [`Value::put`] appends.
+    fn wire_len(&self) -> usize;
     /// Reads one, checked against the photo's size and `expect`.
     fn take(
         input: &mut Reader<'_>,
@@ -838,6 +838,10 @@ fn put_f32s(out: &mut Vec<u8>, values: &[f32]) {
 }
 
 impl Value for Described {
+    fn wire_len(&self) -> usize {
+        4 + 4 * self.positions.len() + 4 * self.values.len()
+    }
+
     fn put(&self, out: &mut Vec<u8>) {
         put_u32(out, self.positions.len());
         for &(r, c) in &self.positions {
@@ -880,6 +884,10 @@ impl Value for Described {
 }
 
 impl Value for Vec<f32> {
+    fn wire_len(&self) -> usize {
+        4 + 4 * self.len()
+    }
+
     fn put(&self, out: &mut Vec<u8>) {
         put_u32(out, self.len());
         put_f32s(out, self);
@@ -904,6 +912,13 @@ impl Value for Vec<f32> {
 }
 
 fn put_outcomes<T: Value>(out: &mut Vec<u8>, outcomes: &[Outcome<T>]) {
+    let len: usize = (outcomes.iter())
+        .map(|o| match o {
+            Outcome::Done { value, .. } => 13 + value.wire_len(),
+            Outcome::Skipped(reason) => 5 + reason.len(),
+        })
+        .sum();
+    out.reserve(4 + len);
     put_u32(out, outcomes.len());
     for outcome in outcomes {
         match outcome {
