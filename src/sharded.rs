@@ -104,25 +104,6 @@ pub fn run<T: Value>(
     out: &Path,
     write: &mut dyn FnMut(&mut dyn Source<T>) -> Result<FeatureSummary, FeaturesError>,
 ) -> anyhow::Result<(FeatureSummary, Spread)> {
-    let (summary, mut spread, journal) = sharded(on, collection, stage, vocabulary, out, write)?;
-    let dir = journal.dir().to_path_buf();
-    journal
-        .remove()
-        .with_context(|| format!("cannot remove {}", dir.display()))?;
-    spread.resumed = spread.resumed.min(collection.photos().len());
-    Ok((summary, spread))
-}
-
-/// [`run`] up to the journal's removal.
-fn sharded<T: Value>(
-    on: On<'_>,
-    collection: &Collection,
-    stage: PhotoStage,
-    vocabulary: Option<&Centroids>,
-    out: &Path,
-    write: &mut dyn FnMut(&mut dyn Source<T>) -> Result<FeatureSummary, FeaturesError>,
-) -> anyhow::Result<(FeatureSummary, Spread, Journal)> {
-    let n = collection.photos().len();
     let rounds = journal_dir(out);
     let journal = Journal::open(
         &rounds,
@@ -130,6 +111,24 @@ fn sharded<T: Value>(
         stage.histogram_len(vocabulary.map_or(0, |v| v.k())),
     )
     .with_context(|| format!("cannot create {}", rounds.display()))?;
+    let done = sharded(on, collection, stage, vocabulary, out, &journal, write)?;
+    journal
+        .remove()
+        .with_context(|| format!("cannot remove {}", rounds.display()))?;
+    Ok(done)
+}
+
+/// [`run`] with its journal open.
+fn sharded<T: Value>(
+    on: On<'_>,
+    collection: &Collection,
+    stage: PhotoStage,
+    vocabulary: Option<&Centroids>,
+    out: &Path,
+    journal: &Journal,
+    write: &mut dyn FnMut(&mut dyn Source<T>) -> Result<FeatureSummary, FeaturesError>,
+) -> anyhow::Result<(FeatureSummary, Spread)> {
+    let n = collection.photos().len();
     let logs = manifest_path(out, "workers");
     if let Some(mpi) = on.mpi {
         let mut root = PhotoRoot::start(
@@ -143,7 +142,7 @@ fn sharded<T: Value>(
         .context("starting the photo stage on the MPI ranks")?;
         let per_round = shard_photos(n, root.workers()) * root.workers();
         let rounds = Rounds::new(|range, next| root.round::<T>(range, next), per_round, n);
-        let mut source = Journaled::new(rounds, &journal, n);
+        let mut source = Journaled::new(rounds, journal, n);
         let summary = write(&mut source)?;
         let resumed = source.resumed;
         let times = (root.times().into_iter().enumerate())
@@ -159,7 +158,7 @@ fn sharded<T: Value>(
             dropped: Vec::new(),
             resumed,
         };
-        return Ok((summary, spread, journal));
+        return Ok((summary, spread));
     }
     let (path, local) = crate::cluster_cmd::workers_of(on.engine, &logs)?;
     let (cluster, secret) = crate::cluster_cmd::load(&path)?;
@@ -179,7 +178,7 @@ fn sharded<T: Value>(
     let workers = driver.members().len();
     let per_round = shard_photos(n, workers) * workers;
     let rounds = Rounds::new(|range, next| driver.round::<T>(range, next), per_round, n);
-    let mut source = Journaled::new(rounds, &journal, n);
+    let mut source = Journaled::new(rounds, journal, n);
     let summary = write(&mut source)?;
     let resumed = source.resumed;
     let what = match local {
@@ -193,7 +192,7 @@ fn sharded<T: Value>(
         dropped: driver.dropped().to_vec(),
         resumed,
     };
-    Ok((summary, spread, journal))
+    Ok((summary, spread))
 }
 
 /// The digest of everything a photo job's results depend on: the stage's settings, the photos
