@@ -176,6 +176,16 @@ pub fn print(
         config.features.per_image,
         human(sample as f64)
     );
+    if engine.distributed() {
+        println!(
+            "    described on the {nodes} node{}; the sample comes to the driver: {} ({:.1} s \
+             into it at {} Mbit/s)",
+            if nodes == 1 { "" } else { "s" },
+            human(sample as f64),
+            sample as f64 / link,
+            config.plan.link_mbit
+        );
+    }
     println!(
         "  partition   {parts} partitions of ~{} vectors ({} each, {} values)",
         n / parts.max(1),
@@ -225,6 +235,21 @@ pub fn print(
         "  encode      every photo, dense patches every {} px, each to its nearest word",
         config.encode.stride
     );
+    if engine.distributed() {
+        // Binary histograms: a record head and a value per bin, per photo and vocabulary.
+        let sizes: Vec<String> = (km.k.iter())
+            .map(|&k| {
+                let values = vocab_pipeline::encode::encoded_len(k, config.encode.pyramid);
+                let bytes = photos * (RECORD_HEAD + 4 * values as u64);
+                format!("{} at k = {k}", human(bytes as f64))
+            })
+            .collect();
+        println!(
+            "    on the {nodes} node{}; histograms come to the driver: {}",
+            if nodes == 1 { "" } else { "s" },
+            sizes.join(", ")
+        );
+    }
     println!(
         "  svm         per vocabulary and attribute: C from {} folds x 5 values on the training \
          half",

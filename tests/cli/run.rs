@@ -142,6 +142,13 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
         plan.contains("\n    128 ") && plan.contains("2 nodes") && plan.contains("memory"),
         "{plan}"
     );
+    // The photo stages run on the nodes too: what they bring to the driver.
+    assert!(
+        plan.contains("the sample comes to the driver: ")
+            && plan.contains("histograms come to the driver: ")
+            && plan.contains(" at k = 128"),
+        "{plan}"
+    );
 }
 
 #[test]
