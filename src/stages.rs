@@ -157,14 +157,16 @@ pub fn encode(
     };
     let file = &settings.out;
     let (summary, spread) = if on.engine.distributed() {
-        let encoder = encode::Encoder::new(vocabulary.clone(), settings.params.clone(), file)?;
+        // The workers quantise the vocabulary; the driver only writes histograms.
+        let stage = PhotoStage::Encode(settings.params.clone());
+        let len = stage.histogram_len(vocabulary.k());
         let (summary, spread) = crate::sharded::run(
             on,
             &collection,
-            PhotoStage::Encode(settings.params.clone()),
+            stage,
             Some(&vocabulary),
             file,
-            &mut |source| encode::encode_from(&collection, &encoder, file, source, &progress),
+            &mut |source| encode::encode_from(&collection, len, file, source, &progress),
         )?;
         (summary, Some(spread))
     } else {

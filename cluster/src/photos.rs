@@ -1161,7 +1161,13 @@ mod tests {
                 &PhotoStage::Encode(ep.clone()),
                 Some(&vocabulary),
                 &mut |source| {
-                    vocab_pipeline::encode::encode_from(&collection, &encoder, &out, source, &none)
+                    vocab_pipeline::encode::encode_from(
+                        &collection,
+                        encoder.len(),
+                        &out,
+                        source,
+                        &none,
+                    )
                 },
             )
             .expect("sharded encode");

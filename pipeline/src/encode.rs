@@ -483,19 +483,18 @@ pub fn encode(
     let encoder = Encoder::new(vocabulary.clone(), params.clone(), out)?;
     let compute = |ds: &mut Describers, p: &Photo, l: &Luminance, d| encoder.compute(ds, p, l, d);
     let mut source = here(collection, &params.features, &compute);
-    encode_from(collection, &encoder, out, &mut source, progress)
+    encode_from(collection, encoder.len(), out, &mut source, progress)
 }
 
-/// [`encode`] with the photos' histograms from `source` (computed elsewhere, by
+/// [`encode`] with the photos' histograms of `len` values from `source` (computed elsewhere, by
 /// [`Encoder::encode_range`]): the same file and manifests, byte for byte.
 pub fn encode_from(
     collection: &Collection,
-    encoder: &Encoder,
+    len: usize,
     out: &Path,
     source: &mut dyn Source<Vec<f32>>,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<FeatureSummary, FeaturesError> {
-    let len = encoder.len();
     let sink = if out
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("csv"))

@@ -132,17 +132,7 @@ fn encode_counts_every_dense_patch_under_its_nearest_word() {
 #[test]
 fn train_evaluate_and_classify_with_a_held_out_split() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let photos = dir.path().join("photos");
-    ok(&[
-        "datasets",
-        "photos",
-        "--out",
-        s(&photos),
-        "--per-kind",
-        "6",
-        "--seed",
-        "4",
-    ]);
+    let photos = photo_set_of(dir.path(), 6, 4);
     let labels = photos.join("labels.csv");
     let sample = dir.path().join("sample.bin");
     ok(&[

@@ -306,17 +306,7 @@ fn a_secret_file_others_can_read_is_refused_naming_it() {
 fn sharded_photo_stages_write_the_one_machine_files_and_survive_a_killed_worker() {
     let dir = tempfile::tempdir().expect("tempdir");
     let p = |name: &str| dir.path().join(name);
-    let photos = p("photos");
-    ok(&[
-        "datasets",
-        "photos",
-        "--out",
-        s(&photos),
-        "--per-kind",
-        "6",
-        "--seed",
-        "4",
-    ]);
+    let photos = photo_set_of(dir.path(), 6, 4);
     // Two photos every node skips: one that is not a JPEG, one too small for a patch.
     std::fs::write(photos.join("city/broken.jpg"), b"not a jpeg").expect("broken");
     image::RgbImage::from_pixel(30, 20, image::Rgb([40, 90, 140]))

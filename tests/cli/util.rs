@@ -36,16 +36,22 @@ pub fn s(p: &Path) -> &str {
 
 /// A folder with the synthetic photo set (2 per kind = 8 photos).
 pub fn photo_set(dir: &Path) -> PathBuf {
+    photo_set_of(dir, 2, 3)
+}
+
+/// `dir/photos`: the synthetic photo set of `per_kind` photos per scene kind, from `seed`.
+pub fn photo_set_of(dir: &Path, per_kind: usize, seed: u64) -> PathBuf {
     let photos = dir.join("photos");
+    let (per_kind, seed) = (per_kind.to_string(), seed.to_string());
     ok(&[
         "datasets",
         "photos",
         "--out",
         s(&photos),
         "--per-kind",
-        "2",
+        &per_kind,
         "--seed",
-        "3",
+        &seed,
     ]);
     photos
 }
