@@ -602,6 +602,9 @@ impl From<ElementArg> for vocab_pipeline::store::Element {
     }
 }
 
+/// Lists the approximate search visits per vector unless told.
+pub const DEFAULT_PROBES: u32 = 8;
+
 /// Initialisation of k-means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -638,6 +641,21 @@ impl From<KernelArg> for vocab_pipeline::kmeans::Kernel {
     }
 }
 
+/// How k-means searches for each vector's nearest centroid.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum AssignArg {
+    /// Every vector against every centroid (or Yinyang-pruned with --prune): the nearest.
+    #[default]
+    Exact,
+    /// An inverted file over the centroids, rebuilt every iteration: each vector searches the
+    /// members of its --probes nearest of --lists lists (for very large k; the run reports how
+    /// often it found the exact nearest on a sample).
+    Approx,
+}
+
 /// Arguments of `vocab kmeans`.
 #[derive(Debug, Args)]
 pub struct KmeansArgs {
@@ -671,6 +689,17 @@ pub struct KmeansArgs {
     /// passes pruning still makes: the first iteration and searches too wide to pay off).
     #[arg(long, value_enum, default_value_t = KernelArg::F32)]
     pub kernel: KernelArg,
+    /// Exact or approximate assignment (approx: for vocabularies of hundreds of thousands to
+    /// millions of words, minutes per iteration instead of hours).
+    #[arg(long, value_enum, default_value_t = AssignArg::Exact)]
+    pub assign: AssignArg,
+    /// Lists of the approximate search's index [default: sqrt(k)].
+    #[arg(long, value_name = "N")]
+    pub lists: Option<u32>,
+    /// Lists the approximate search visits per vector: more finds the nearest more often and
+    /// costs more.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_PROBES)]
+    pub probes: u32,
     /// Continue from the checkpoint of a previous run with the same --out, k, seed and input.
     #[arg(long)]
     pub resume: bool,

@@ -133,6 +133,15 @@ pub struct KmeansConfig {
     /// Kernel of the full assignment passes (`vocab kmeans --kernel`), pruned or not.
     #[serde(default, skip_serializing_if = "is_default")]
     pub kernel: KernelArg,
+    /// Exact or approximate assignment (`vocab kmeans --assign`).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub assign: crate::cli::AssignArg,
+    /// Lists of the approximate search's index (`--lists`; default sqrt(k)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lists: Option<u32>,
+    /// Lists the approximate search visits per vector (`--probes`).
+    #[serde(default = "default_probes", skip_serializing_if = "is_default_probes")]
+    pub probes: u32,
     /// Rack of each host for `--engine mpi` (`[kmeans.racks]`, `"host" = "rack"` lines; the
     /// `--racks` file overrides it): the chain keeps a rack's ranks together. Hosts not
     /// listed are racks of their own.
@@ -145,10 +154,24 @@ pub struct KmeansConfig {
 }
 
 impl KmeansConfig {
-    /// The assignment `prune` and `kernel` choose.
-    pub fn assignment(&self) -> vocab_pipeline::kmeans::Assignment {
-        vocab_pipeline::kmeans::Assignment::new(self.prune, self.kernel.into())
+    /// The assignment `prune`, `kernel`, `assign`, `lists` and `probes` choose.
+    pub fn assignment(&self) -> Result<vocab_pipeline::kmeans::Assignment, settings::Invalid> {
+        settings::assignment_of(
+            self.prune,
+            self.kernel,
+            self.assign,
+            self.lists,
+            self.probes,
+        )
     }
+}
+
+fn default_probes() -> u32 {
+    crate::cli::DEFAULT_PROBES
+}
+
+fn is_default_probes(p: &u32) -> bool {
+    *p == crate::cli::DEFAULT_PROBES
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -315,8 +338,11 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
         return Err(fail("kmeans", "k", "list vocabulary sizes of at least 1"));
     }
     for &k in &km.k {
-        settings::kmeans_rules(k, km.iterations, km.tol).map_err(|e| invalid("kmeans", e))?;
+        settings::kmeans_rules(k, km.iterations, km.tol)
+            .and_then(|_| settings::init_rule(k, km.init))
+            .map_err(|e| invalid("kmeans", e))?;
     }
+    km.assignment().map_err(|e| invalid("kmeans", e))?;
     let e = &config.encode;
     e.params().map_err(|err| invalid("encode", err))?;
     settings::svm_rules(None, config.classify.cv, config.classify.map_order)
@@ -420,7 +446,7 @@ mod tests {
         )
         .expect("int8 with prune");
         assert_eq!(
-            c.kmeans.assignment(),
+            c.kmeans.assignment().expect("valid"),
             vocab_pipeline::kmeans::Assignment::Pruned(vocab_pipeline::kmeans::Kernel::Int8)
         );
         let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nkernel = \"int8\"\n")

@@ -180,7 +180,10 @@ pub fn run(
         threads: 0,
         assignment: args.assignment,
     };
-    let assignment = args.assignment.name();
+    let assignment = &args.assignment.key()[..];
+    if !distributed {
+        check_memory(args, n as u64, parts.first().map_or(0, Matrix::dims) as u64)?;
+    }
     let start = if args.resume {
         let state = load_checkpoint(&args.out, args.k, args.seed, input.checksum(), assignment)?;
         writeln!(
@@ -287,6 +290,26 @@ pub fn run(
     })?;
     bar.finish_and_clear();
     write_vocabulary(&args.out, &state.centroids, format)?;
+    let recall = args.assignment.approx(args.k).map(|(lists, probes)| {
+        kmeans::approx::recall(
+            &parts,
+            &state.centroids,
+            lists,
+            probes,
+            RECALL_SAMPLE,
+            args.seed,
+        )
+    });
+    if let Some(r) = recall {
+        writeln!(
+            out.borrow_mut(),
+            "kmeans: approximate assignment found the exact nearest word for {:.1}% of {} sampled \
+             vectors; their inertia is {:+.2}% against exact assignment",
+            100.0 * r.fraction(),
+            r.sample,
+            100.0 * r.inertia_gap()
+        )?;
+    }
     let final_inertia = state.history.last().map_or(f64::NAN, |h| h.inertia);
     let seconds: f64 = state.history.iter().map(|h| h.seconds).sum();
     let meta = RunMeta {
@@ -301,6 +324,7 @@ pub fn run(
         input_checksum: input.checksum(),
         seconds,
         assignment: assignment.into(),
+        recall,
     };
     let meta_path = vocab_pipeline::features::manifest_path(&args.out, "meta.toml");
     write_toml(&meta_path, &meta)?;
@@ -321,6 +345,28 @@ pub fn run(
         meta_path.display()
     )?;
     Ok(meta)
+}
+
+/// Vectors on which an approximate run's assignment is compared with the exact one.
+pub const RECALL_SAMPLE: usize = 1000;
+
+/// Refuses a single-process run whose largest arrays would not fit in this machine's memory.
+fn check_memory(args: &KmeansSettings, n: u64, dims: u64) -> anyhow::Result<()> {
+    let threads = rayon::current_num_threads() as u64;
+    let plan = kmeans::Memory::estimate(n, args.k as u64, dims, threads, args.assignment, false);
+    let Some(total) = crate::plan::memory_here() else {
+        return Ok(());
+    };
+    ensure!(
+        plan.total() <= total,
+        "k-means at k = {} on {n} vectors needs about {} ({}), and this machine has {}: lower k, \
+         or run on a cluster",
+        args.k,
+        crate::plan::human(plan.total() as f64),
+        crate::plan::breakdown(&plan),
+        crate::plan::human(total as f64)
+    );
+    Ok(())
 }
 
 /// The initial state of a distributed run: the checkpoint's, or the initial centroids sampled

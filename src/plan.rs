@@ -5,7 +5,9 @@
 
 use anyhow::{Context, bail};
 
-use crate::cli::{ElementArg, KernelArg, RunArgs};
+use vocab_pipeline::kmeans;
+
+use crate::cli::{ElementArg, RunArgs};
 use crate::config::Config;
 use crate::settings::Engine;
 
@@ -14,7 +16,7 @@ const DIMS: u64 = 512;
 /// Bytes before the values of a binary feature record.
 const RECORD_HEAD: u64 = 8;
 
-fn human(bytes: f64) -> String {
+pub(crate) fn human(bytes: f64) -> String {
     for (unit, size) in [("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)] {
         if bytes >= size {
             return format!("{:.2} {unit}", bytes / size);
@@ -71,32 +73,40 @@ fn nodes_of(engine: &Engine) -> anyhow::Result<Nodes> {
     })
 }
 
-/// Bytes one node holds during a k-means iteration over `n` vectors on `nodes` nodes: its share
-/// of the partitions, the centroids (and their int8 copy), one partial-sum table per map task in
-/// flight, and the pruning bounds of its vectors.
-pub fn kmeans_bytes(config: &Config, n: u64, k: u64, nodes: u64, tasks: u64) -> u64 {
-    let value = match config.partition.element {
-        ElementArg::F32 => 4,
-        ElementArg::U8 => 1,
-    };
-    let share = n.div_ceil(nodes.max(1));
-    let partitions = share * (RECORD_HEAD + DIMS * value);
-    let centroids = k * DIMS * 4
-        + match config.kmeans.kernel {
-            KernelArg::Int8 => k * DIMS,
-            KernelArg::F32 => 0,
-        };
-    let partial = k * (DIMS + 1) * 8;
-    let bounds = if config.kmeans.prune {
-        share * 4 * (k / 10).clamp(1, 1024)
-    } else {
-        0
-    };
-    partitions + centroids + tasks * partial + bounds
+/// What one node holds during a k-means iteration over `n` vectors on `nodes` nodes
+/// ([`kmeans::Memory`]): its share of the vectors, the centroids, the sums, and what the
+/// assignment adds (int8 codes, pruning bounds, the approximate search's index).
+pub fn kmeans_memory(config: &Config, n: u64, k: u64, nodes: u64, tasks: u64) -> kmeans::Memory {
+    let assignment = config.kmeans.assignment().unwrap_or_default();
+    kmeans::Memory::estimate(
+        n.div_ceil(nodes.max(1)),
+        k,
+        DIMS,
+        tasks,
+        assignment,
+        nodes > 1,
+    )
+}
+
+/// `vectors 2.4 GB, centroids 4.3 GB, ...`: the parts of a memory plan that are not zero.
+pub fn breakdown(m: &kmeans::Memory) -> String {
+    [
+        ("vectors", m.vectors),
+        ("centroids", m.centroids),
+        ("sums", m.sums),
+        ("int8 codes", m.codes),
+        ("bounds", m.bounds),
+        ("index", m.index),
+    ]
+    .iter()
+    .filter(|(_, b)| *b > 0)
+    .map(|(what, b)| format!("{what} {}", human(*b as f64)))
+    .collect::<Vec<_>>()
+    .join(", ")
 }
 
 /// Total memory of this machine, from `/proc/meminfo`.
-fn memory_here() -> Option<u64> {
+pub(crate) fn memory_here() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kb: u64 = text
         .lines()
@@ -128,13 +138,15 @@ pub fn check_sizes(config: &Config, engine: &Engine, training: u64) -> anyhow::R
         if let Some(total) = memory_here() {
             let tasks = rayon::current_num_threads() as u64;
             // Loopback workers share this machine.
-            let need = at.nodes * kmeans_bytes(config, n, largest, at.nodes, tasks);
+            let plan = kmeans_memory(config, n, largest, at.nodes, tasks);
+            let need = at.nodes.saturating_mul(plan.total());
             if need > total {
                 bail!(
-                    "k-means at k = {largest} needs about {} here ({}), and this machine has {}: \
-                     lower k, use [partition] element = \"u8\", or run on a cluster",
+                    "k-means at k = {largest} needs about {} here ({}; per node {}), and this \
+                     machine has {}: lower k, or run on a cluster",
                     human(need as f64),
                     at.name,
+                    breakdown(&plan),
                     human(total as f64)
                 );
             }
@@ -211,12 +223,24 @@ pub fn print(
     for &k in &km.k {
         let k = k as u64;
         let bcast = k * DIMS * 4;
-        let partial = k * (DIMS + 1) * 8;
         let per_node = n.div_ceil(nodes.max(1));
         let stage2_on = stage2_bytes(k, per_node, nodes, 1);
         let stage2_off = stage2_bytes(k, per_node.div_ceil(tasks.max(1)), nodes, tasks);
         let stage3 = k * (4 * DIMS + 8);
-        let flops = 2.0 * n as f64 * k as f64 * DIMS as f64;
+        // Distances per vector: every centroid, or (approximate) the coarse centres and the
+        // members of the probed lists.
+        let searched = match config
+            .kmeans
+            .assignment()
+            .ok()
+            .and_then(|a| a.approx(k as usize))
+        {
+            Some((lists, probes)) => {
+                lists as f64 + probes.min(lists) as f64 * k as f64 / lists.max(1) as f64
+            }
+            None => k as f64,
+        };
+        let flops = 2.0 * n as f64 * searched * DIMS as f64;
         let seconds = (bcast as f64 + (nodes - 1) as f64 * 65536.0) / link
             + stage2_on as f64 / nodes.max(1) as f64 / link
             + stage3 as f64 / link;
@@ -227,8 +251,8 @@ pub fn print(
             human(stage3 as f64),
             flops,
             seconds,
-            human(kmeans_bytes(config, n, k, nodes, tasks) as f64),
-            human((tasks * partial) as f64)
+            human(kmeans_memory(config, n, k, nodes, tasks).total() as f64),
+            human(kmeans_memory(config, n, k, nodes, tasks).sums as f64)
         );
     }
     println!(

@@ -17,8 +17,8 @@ use vocab_pipeline::patch::{MAX_PER_IMAGE, Sampling};
 use vocab_pipeline::store::Format;
 
 use crate::cli::{
-    BroadcastAlgorithm, ElementArg, EngineArg, InitMethod, KernelArg, KernelMapArg, Mode, NormArg,
-    OrderArg, SolverArg,
+    AssignArg, BroadcastAlgorithm, ElementArg, EngineArg, InitMethod, KernelArg, KernelMapArg,
+    Mode, NormArg, OrderArg, SolverArg,
 };
 
 /// Default pixel limit of the photo stages, in megapixels.
@@ -568,6 +568,73 @@ pub fn kmeans_rules(k: usize, iterations: u64, tol: f64) -> Result<(), Invalid> 
     Ok(())
 }
 
+/// k above which k-means++ is refused: its sample of `2k` vectors against `k` centroids costs
+/// `2 k^2 d` (a million words: 10^15 multiply-adds); random initialisation is linear.
+pub const PLUS_PLUS_MAX_K: usize = 65_536;
+
+/// The initialisation rule for `k` words.
+pub fn init_rule(k: usize, init: InitMethod) -> Result<(), Invalid> {
+    if init == InitMethod::PlusPlus && k > PLUS_PLUS_MAX_K {
+        return Err(Invalid::new(
+            "init",
+            "kmeans++",
+            format!(
+                "costs a sample of 2k vectors times k centroids, quadratic in k: above k = \
+                 {PLUS_PLUS_MAX_K} use random (k = {k})"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The assignment of `--assign` / `--lists` / `--probes` with `--prune` / `--kernel` (and the
+/// same config keys): the approximate search has its own kernel and no pruning.
+pub fn assignment_of(
+    prune: bool,
+    kernel: KernelArg,
+    assign: AssignArg,
+    lists: Option<u32>,
+    probes: u32,
+) -> Result<Assignment, Invalid> {
+    match assign {
+        AssignArg::Exact => {
+            if let Some(l) = lists {
+                return Err(Invalid::new(
+                    "lists",
+                    l,
+                    "sets up the approximate search: add assign approx",
+                ));
+            }
+            Ok(Assignment::new(prune, kernel.into()))
+        }
+        AssignArg::Approx => {
+            if prune {
+                return Err(Invalid::new(
+                    "prune",
+                    true,
+                    "bounds the exact search; the approximate one searches its probed lists \
+                     (drop one of them)",
+                ));
+            }
+            if kernel != KernelArg::F32 {
+                return Err(Invalid::new(
+                    "kernel",
+                    "int8",
+                    "is a kernel of the exact search; the approximate one uses f32",
+                ));
+            }
+            at_least("probes", probes as usize, 1, " list")?;
+            if let Some(l) = lists {
+                at_least("lists", l as usize, 1, " list")?;
+            }
+            Ok(Assignment::Approx {
+                lists: lists.unwrap_or(0),
+                probes,
+            })
+        }
+    }
+}
+
 /// The engine of `--engine`, `--cluster` and `--local-nodes`.
 pub fn engine_of(
     engine: Option<EngineArg>,
@@ -631,7 +698,13 @@ impl KmeansSettings {
             seed: args.seed,
             init: args.init,
             init_centroids: args.init_centroids.clone(),
-            assignment: Assignment::new(args.prune, args.kernel.into()),
+            assignment: assignment_of(
+                args.prune,
+                args.kernel,
+                args.assign,
+                args.lists,
+                args.probes,
+            )?,
             resume: args.resume,
             engine,
             broadcast: args.broadcast,
@@ -647,6 +720,9 @@ impl KmeansSettings {
     pub fn checked(self) -> Result<Self, Invalid> {
         let distributed = self.engine.distributed();
         kmeans_rules(self.k, self.iterations, self.tol)?;
+        if self.init_centroids.is_none() {
+            init_rule(self.k, self.init)?;
+        }
         if !distributed && self.order == OrderArg::Auto {
             return Err(Invalid::new(
                 "order",

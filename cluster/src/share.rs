@@ -12,7 +12,7 @@ use std::time::Instant;
 use thiserror::Error;
 use vocab_pipeline::kmeans::quant::QuantRows;
 use vocab_pipeline::kmeans::{
-    Assignment, Centroids, Kernel, Mode, Partial, Pruner, Shard, map_tasks, max_abs,
+    Assignment, Centroids, Kernel, Mode, Partial, Pruner, Shard, map_tasks, max_abs, merge_tasks,
 };
 use vocab_pipeline::partition::{Manifest, Partition, Verify};
 use vocab_pipeline::store::StoreError;
@@ -203,20 +203,19 @@ impl Share {
             p.next = iteration.saturating_add(1);
         }
         let codes = int8.then_some(&rows[..]);
-        let mode = match (pruning.as_deref_mut(), codes) {
-            (Some(p), codes) => Mode::Pruned(&mut p.pruner, codes),
-            (None, Some(rows)) => Mode::Quantized(rows),
-            (None, None) => Mode::Full,
-        };
+        let mode = Mode::of(
+            assignment,
+            centroids.k(),
+            pruning.as_deref_mut().map(|p| &mut p.pruner),
+            codes,
+        );
         let (tasks, kept) = map_tasks(&shards, centroids, scale, 0, mode);
         drop(pruning);
         let map_seconds = started.elapsed().as_secs_f64();
         let started = Instant::now();
         let count = tasks.len();
         let partials = if stage1 && tasks.len() > 1 {
-            let mut merged = Partial::new(centroids.k(), centroids.dims(), scale);
-            tasks.iter().for_each(|p| merged.merge(p));
-            vec![merged]
+            vec![merge_tasks(tasks, centroids.k(), centroids.dims(), scale)]
         } else {
             tasks
         };

@@ -118,6 +118,12 @@ pub(crate) enum Command {
         /// Pruned assignment (bounds kept at each member across iterations).
         #[serde(default)]
         prune: bool,
+        /// Approximate assignment: lists searched per vector (0: exact).
+        #[serde(default)]
+        approx_probes: u32,
+        /// Approximate assignment: lists of the index (0: `sqrt(k)`).
+        #[serde(default)]
+        approx_lists: u32,
         algorithm: String,
         chunk: u64,
         chains: u64,
@@ -659,6 +665,8 @@ fn member_step(
         stage1,
         int8,
         prune,
+        approx_probes,
+        approx_lists,
         ref algorithm,
         chunk,
         chains,
@@ -721,7 +729,14 @@ fn member_step(
     } = share.map(
         centroids,
         scale,
-        Assignment::new(prune, if int8 { Kernel::Int8 } else { Kernel::F32 }),
+        if approx_probes > 0 {
+            Assignment::Approx {
+                lists: approx_lists,
+                probes: approx_probes,
+            }
+        } else {
+            Assignment::new(prune, if int8 { Kernel::Int8 } else { Kernel::F32 })
+        },
         stage1,
         iteration,
     );
@@ -1343,6 +1358,14 @@ impl<'t> Root<'t> {
             stage1: self.options.stage1,
             int8: self.options.assignment.kernel() == Kernel::Int8,
             prune: self.options.assignment.pruned(),
+            approx_probes: match self.options.assignment {
+                Assignment::Approx { probes, .. } => probes.max(1),
+                _ => 0,
+            },
+            approx_lists: match self.options.assignment {
+                Assignment::Approx { lists, .. } => lists,
+                _ => 0,
+            },
             algorithm: self.options.plan.algorithm.name().into(),
             chunk: self.options.plan.chunk as u64,
             chains: self.options.plan.chains as u64,

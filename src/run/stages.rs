@@ -6,6 +6,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use serde_json::json;
+use vocab_pipeline::kmeans::Assignment;
 use vocab_pipeline::kmeans::files::RunMeta;
 
 use super::dataset::{self, Dataset};
@@ -217,6 +218,9 @@ impl Stage for Kmeans<'_> {
         if km.kernel != KernelArg::F32 {
             parts.push(json!(km.kernel));
         }
+        if let Ok(Assignment::Approx { lists, probes }) = km.assignment() {
+            parts.push(json!(["approx", lists, probes]));
+        }
         digest(&json!(parts))
     }
 
@@ -240,7 +244,7 @@ impl Stage for Kmeans<'_> {
             seed: km.seed,
             init: km.init,
             init_centroids: None,
-            assignment: km.assignment(),
+            assignment: km.assignment()?,
             resume,
             engine: self.engine.clone(),
             broadcast: km.broadcast,

@@ -44,6 +44,20 @@ impl Centroids {
         }
     }
 
+    /// Centroids whose searches ([`assign`], [`nearest_few`]) rank `||x - c_j||^2 + bias[j]`
+    /// instead of the distance (the distances they report include the bias).
+    ///
+    /// # Panics
+    /// As [`Centroids::new`], or if `bias` is not one value per centroid.
+    pub fn biased(data: Vec<f32>, dims: usize, bias: &[f32]) -> Self {
+        let mut c = Self::new(data, dims);
+        assert_eq!(bias.len(), c.k, "one bias per centroid");
+        for (n, b) in c.norms.iter_mut().zip(bias) {
+            *n += b;
+        }
+        c
+    }
+
     /// Number of centroids.
     pub fn k(&self) -> usize {
         self.k
@@ -246,7 +260,13 @@ pub(super) fn for_each_block(
 }
 
 /// `dots = block . centroids[c0..c0+bn]^T`, row-major `block.rows() x bn`.
-fn block_dots(block: Matrix<'_>, centroids: &Centroids, c0: usize, bn: usize, dots: &mut [f32]) {
+pub(super) fn block_dots(
+    block: Matrix<'_>,
+    centroids: &Centroids,
+    c0: usize,
+    bn: usize,
+    dots: &mut [f32],
+) {
     let (bm, d) = (block.rows(), block.dims());
     assert!(dots.len() >= bm * bn && (c0 + bn) * d <= centroids.data.len());
     // SAFETY: dst is bm x bn row-major inside `dots`; lhs is the bm rows of `block` (stride
@@ -280,7 +300,7 @@ fn block_dots(block: Matrix<'_>, centroids: &Centroids, c0: usize, bn: usize, do
 
 /// The lowest `norms[j] - 2 dots[j]` strictly below `bound`, with the first index reaching it.
 #[inline]
-fn row_min(dots: &[f32], norms: &[f32], bound: f32) -> Option<(usize, f32)> {
+pub(super) fn row_min(dots: &[f32], norms: &[f32], bound: f32) -> Option<(usize, f32)> {
     // Pass 1, vectorised: the minimum value.
     let mut lanes = [f32::INFINITY; 8];
     let (cd, cn) = (dots.chunks_exact(8), norms.chunks_exact(8));

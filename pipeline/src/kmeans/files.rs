@@ -166,6 +166,10 @@ pub struct RunMeta {
     /// re-ranking) or `pruned` (Yinyang bounds); empty in files written before it was recorded.
     #[serde(default)]
     pub assignment: String,
+    /// With approximate assignment: how often it found the exact nearest centroid, on a sample,
+    /// against the final centroids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall: Option<super::approx::Recall>,
 }
 
 /// Writes a small TOML file atomically.

@@ -185,18 +185,49 @@ impl Partial {
     /// at squared distance `dist[i]`.
     pub fn accumulate(&mut self, key: u64, x: Matrix<'_>, labels: &[u32], dist: &[f32]) {
         let mul = 2f64.powi(self.scale);
-        let magic = ROUND_MAGIC.to_bits() as i64;
-        let mut inertia = 0f64;
-        for (i, (&label, &d)) in labels.iter().zip(dist).enumerate() {
+        for (i, &label) in labels.iter().enumerate() {
             let label = label as usize;
-            let sum = &mut self.sums[label * self.dims..][..self.dims];
-            for (s, &v) in sum.iter_mut().zip(x.row(i)) {
-                *s += (f64::from(v) * mul + ROUND_MAGIC).to_bits() as i64 - magic;
-            }
+            add_fixed(
+                &mut self.sums[label * self.dims..][..self.dims],
+                x.row(i),
+                mul,
+            );
             self.counts[label] += 1;
-            inertia += f64::from(d);
         }
-        self.units.push((key, inertia));
+        self.units.push((key, row_order_sum(dist)));
+    }
+
+    /// [`Partial::accumulate`] of many map units `(key, rows, labels, dist)` at once, in
+    /// parallel over blocks of centroids (each thread adds the rows labelled with its own block):
+    /// the same sums, counts and unit inertias, with one accumulator for all threads.
+    pub fn accumulate_units(&mut self, units: &[(u64, Matrix<'_>, &[u32], &[f32])]) {
+        use rayon::prelude::*;
+        const BLOCK: usize = 4096;
+        let (dims, mul) = (self.dims, 2f64.powi(self.scale));
+        self.sums
+            .par_chunks_mut(BLOCK * dims.max(1))
+            .zip(self.counts.par_chunks_mut(BLOCK))
+            .enumerate()
+            .for_each(|(b, (sums, counts))| {
+                let lo = b * BLOCK;
+                for (_, x, labels, _) in units {
+                    for (i, &label) in labels.iter().enumerate() {
+                        let Some(at) = (label as usize)
+                            .checked_sub(lo)
+                            .filter(|&at| at < counts.len())
+                        else {
+                            continue;
+                        };
+                        add_fixed(&mut sums[at * dims..][..dims], x.row(i), mul);
+                        counts[at] += 1;
+                    }
+                }
+            });
+        self.units.extend(
+            units
+                .iter()
+                .map(|(key, _, _, dist)| (*key, row_order_sum(dist))),
+        );
     }
 
     /// Adds `other` into `self` (exact: the result does not depend on the order of merges).
@@ -213,6 +244,20 @@ impl Partial {
         add_sums(&mut self.counts, &other.counts);
         self.units.extend_from_slice(&other.units);
     }
+}
+
+/// Adds `row`, in fixed point at `mul = 2^scale`, to `sum`.
+#[inline]
+fn add_fixed(sum: &mut [i64], row: &[f32], mul: f64) {
+    let magic = ROUND_MAGIC.to_bits() as i64;
+    for (s, &v) in sum.iter_mut().zip(row) {
+        *s += (f64::from(v) * mul + ROUND_MAGIC).to_bits() as i64 - magic;
+    }
+}
+
+/// A unit's inertia: its squared distances added in row order.
+fn row_order_sum(dist: &[f32]) -> f64 {
+    dist.iter().fold(0f64, |acc, &d| acc + f64::from(d))
 }
 
 /// `acc += other`, element-wise (exact integer addition).
@@ -261,15 +306,17 @@ pub fn update(partial: &Partial, seed: u64, iteration: u64) -> (Centroids, usize
 
 /// Re-seeds the empty clusters of `data` (`counts.len() x dims` means) by splitting populous ones.
 ///
-/// An empty cluster takes a copy of a populous one, chosen with probability proportional to
-/// `count - 1` by a generator seeded from `(seed, iteration)`, and the two are pushed apart by a
-/// symmetric relative perturbation of 1/1024 (as faiss does); the donor's count is halved for the
-/// next choice. Needs every centroid's count, so it runs where the whole vocabulary meets (the
+/// An empty cluster (in index order) takes a copy of a populous one, drawn with probability
+/// proportional to `count - 1` by a generator seeded from `(seed, iteration)`, and the two are
+/// pushed apart by a symmetric relative perturbation of 1/1024 (as faiss does); the donor's
+/// vectors are shared between the two for the next draws. Draws cost `O(log k)` (a Fenwick
+/// tree of the weights), so a million-word run with many empty clusters splits them in
+/// moments. Needs every centroid's count, so it runs where the whole vocabulary meets (the
 /// driver, in a cluster). Returns the number of splits.
 pub fn split_empty(data: &mut [f32], counts: &[u64], d: usize, seed: u64, iteration: u64) -> usize {
     let k = counts.len();
     let mut counts = counts.to_vec();
-    let n: u64 = counts.iter().sum();
+    let mut weights = Fenwick::new(counts.iter().map(|&c| c.saturating_sub(1)));
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(iteration);
     let mut splits = 0;
@@ -278,18 +325,11 @@ pub fn split_empty(data: &mut [f32], counts: &[u64], d: usize, seed: u64, iterat
             continue;
         }
         // A donor exists while some cluster holds two or more vectors.
-        if counts.iter().all(|&c| c < 2) {
+        let total = weights.total();
+        if total == 0 {
             break;
         }
-        let denom = n.saturating_sub(k as u64).max(1) as f64;
-        let mut donor = 0;
-        loop {
-            let p = counts[donor].saturating_sub(1) as f64 / denom;
-            if rng.random::<f64>() < p {
-                break;
-            }
-            donor = (donor + 1) % k;
-        }
+        let donor = weights.find(rng.random_range(0..total));
         let (src, dst) = (donor * d, empty * d);
         for i in 0..d {
             let v = data[src + i];
@@ -304,9 +344,69 @@ pub fn split_empty(data: &mut [f32], counts: &[u64], d: usize, seed: u64, iterat
         }
         counts[empty] = counts[donor] / 2;
         counts[donor] -= counts[empty];
+        weights.set(donor, counts[donor].saturating_sub(1));
+        weights.set(empty, counts[empty].saturating_sub(1));
         splits += 1;
     }
     splits
+}
+
+/// Prefix sums of non-negative weights with point updates (a Fenwick tree).
+struct Fenwick {
+    tree: Vec<u64>,
+    values: Vec<u64>,
+}
+
+impl Fenwick {
+    fn new(values: impl Iterator<Item = u64>) -> Self {
+        let values: Vec<u64> = values.collect();
+        let mut tree = vec![0u64; values.len() + 1];
+        for (i, &v) in values.iter().enumerate() {
+            let at = i + 1;
+            tree[at] += v;
+            let parent = at + (at & at.wrapping_neg());
+            if parent < tree.len() {
+                tree[parent] += tree[at];
+            }
+        }
+        Self { tree, values }
+    }
+
+    fn total(&self) -> u64 {
+        let mut at = self.values.len();
+        let mut sum = 0;
+        while at > 0 {
+            sum += self.tree[at];
+            at &= at - 1;
+        }
+        sum
+    }
+
+    fn set(&mut self, i: usize, value: u64) {
+        let old = self.values[i];
+        self.values[i] = value;
+        let mut at = i + 1;
+        while at < self.tree.len() {
+            self.tree[at] = self.tree[at].wrapping_add(value).wrapping_sub(old);
+            at += at & at.wrapping_neg();
+        }
+    }
+
+    /// The index `i` whose weight covers `target`: `prefix(i) <= target < prefix(i + 1)`
+    /// (`target < total()`).
+    fn find(&self, mut target: u64) -> usize {
+        let mut at = 0;
+        let mut step = self.tree.len().next_power_of_two();
+        while step > 0 {
+            let next = at + step;
+            if next < self.tree.len() && self.tree[next] <= target {
+                target -= self.tree[next];
+                at = next;
+            }
+            step /= 2;
+        }
+        at
+    }
 }
 
 #[cfg(test)]
@@ -398,6 +498,72 @@ mod tests {
         assert_eq!(c.row(0), &[2.0 * (1.0 - e), 3.0 * (1.0 + e)]);
         assert_eq!(c.row(1), &[2.0 * (1.0 + e), 3.0 * (1.0 - e)]);
         assert_eq!(update(&p, 5, 1), (c, 1));
+    }
+
+    #[test]
+    fn the_weight_tree_finds_every_index_by_its_prefix_sums() {
+        let mut values = vec![3u64, 0, 5, 1, 0, 0, 7, 2, 9, 0, 4];
+        let mut tree = Fenwick::new(values.iter().copied());
+        for round in 0..3 {
+            let total: u64 = values.iter().sum();
+            assert_eq!(tree.total(), total, "round {round}");
+            let mut prefix = 0;
+            for (i, &v) in values.iter().enumerate() {
+                for t in prefix..prefix + v {
+                    assert_eq!(tree.find(t), i, "target {t}, round {round}");
+                }
+                prefix += v;
+            }
+            // Point updates keep it right.
+            for (i, v) in [(0, 0), (4, 6), (10, 1), (1, 2)] {
+                tree.set(i, v + round);
+                values[i] = v + round;
+            }
+        }
+    }
+
+    #[test]
+    fn splits_draw_donors_in_proportion_to_their_spare_vectors() {
+        // One empty cluster, donors with 1 (never), 2 and 5 vectors: weights 0, 1, 4.
+        let mut seen = [0u32; 4];
+        for seed in 0..2000 {
+            let mut data = vec![1.0f32, 2.0, 3.0, 0.0];
+            split_empty(&mut data, &[1, 2, 5, 0], 1, seed, 1);
+            let donor = (0..3)
+                .find(|&j| data[j] != [1.0, 2.0, 3.0][j])
+                .expect("one cluster gave");
+            assert_eq!(data[3], data[donor] * (1.0 + SPLIT_EPS) / (1.0 - SPLIT_EPS));
+            seen[donor] += 1;
+        }
+        assert_eq!(seen[0], 0, "a cluster of one vector gave one: {seen:?}");
+        // 1 : 4 with 2,000 draws: 400 and 1,600 expected.
+        assert!(
+            (300..500).contains(&seen[1]) && (1500..1700).contains(&seen[2]),
+            "{seen:?}"
+        );
+    }
+
+    #[test]
+    fn units_added_at_once_equal_units_added_one_by_one() {
+        let dims = 5;
+        let x = crate::kmeans::assign::tests::values(900 * dims, 4);
+        let m = Matrix::dense(&x, dims);
+        let k = 9000; // more than one block of centroids
+        let labels: Vec<u32> = (0..900u32).map(|i| (i * 7919) % k as u32).collect();
+        let dist: Vec<f32> = (0..900).map(|i| i as f32 * 0.25).collect();
+        let cuts = [(0usize, 300usize), (300, 301), (301, 900)];
+        let mut one = Partial::new(k, dims, 30);
+        for (u, &(a, b)) in cuts.iter().enumerate() {
+            one.accumulate(u as u64, m.slice(a, b), &labels[a..b], &dist[a..b]);
+        }
+        let units: Vec<_> = cuts
+            .iter()
+            .enumerate()
+            .map(|(u, &(a, b))| (u as u64, m.slice(a, b), &labels[a..b], &dist[a..b]))
+            .collect();
+        let mut all = Partial::new(k, dims, 30);
+        all.accumulate_units(&units);
+        assert_eq!(all, one);
     }
 
     #[test]

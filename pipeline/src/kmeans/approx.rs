@@ -1,0 +1,511 @@
+//! Approximate assignment for very large `k`: an inverted file over the centroids.
+//!
+//! An exact pass costs `n x k x d` per iteration: at a million words, hours on one machine.
+//! Million-word vocabularies are built with approximate assignment instead; this is the inverted
+//! file faiss uses to train million-centroid quantizers, with lists balanced. Every iteration
+//! the centroids are indexed ([`Index::new`]): `lists` coarse centres are a strided sample of
+//! the centroids, each with a bias added to its squared distance, tuned over [`BALANCE_ROUNDS`]
+//! rounds on a strided sample of the centroids (at most [`TRAIN_PER_LIST`] per list) so that
+//! lists come out of similar sizes; every centroid joins the list of its nearest centre by
+//! biased distance, and lists are stored contiguously. The bias matters in high dimensions: a
+//! centre near the middle of the data (a centroid that averages far-apart vectors) is near
+//! everything (hubness), and without it one list held 16,000 of 16,384 words on blobs.
+//! Coarse centres are not refined into means, which would make them such hubs.
+//! A vector is compared with the coarse centres (biased alike), then only with the members of its `probes`
+//! nearest lists ([`Index::search`]), one GEMM per list against the rows that probe it. With
+//! `lists = sqrt(k)` and `probes` lists searched a vector costs about `(1 + probes) sqrt(k)`
+//! distances instead of `k`.
+//!
+//! The index depends only on the centroids (no random choice, no thread count), and the search
+//! of a row only on the row and the map unit it is searched with, so runs are deterministic and
+//! every engine, which builds the index from the same broadcast centroids and maps the same
+//! units, gives the same labels. Ties go to the lowest centroid index among those searched.
+
+use rand::SeedableRng;
+use rand::seq::index;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+use super::assign::{self, AssignScratch, CENTROID_BLOCK, Centroids, ROW_BLOCK};
+use crate::partition::Matrix;
+
+/// Centroids per list on which the biases are tuned, at most (keeps the index build a few
+/// seconds at a million words).
+pub const TRAIN_PER_LIST: usize = 64;
+/// Rounds of bias tuning.
+pub const BALANCE_ROUNDS: usize = 10;
+/// The bias step per round, as a fraction of the mean squared distance to a centre per unit of
+/// relative excess size.
+const BALANCE_STEP: f64 = 0.1;
+/// Rows per parallel chunk of the index build (fixed, so the build does not depend on threads).
+const BUILD_CHUNK: usize = 4096;
+
+/// The number of lists for `k` centroids when none is given: `sqrt(k)`, at least 1.
+pub fn default_lists(k: usize) -> usize {
+    ((k as f64).sqrt().round() as usize).clamp(1, k.max(1))
+}
+
+/// An inverted file over a set of centroids.
+#[derive(Debug, Clone)]
+pub struct Index {
+    /// The coarse centres of the non-empty lists.
+    coarse: Centroids,
+    /// Centroid ids in list order (ascending within a list).
+    ids: Vec<u32>,
+    /// List `l` holds `grouped` rows `offsets[l]..offsets[l + 1]`.
+    offsets: Vec<usize>,
+    /// The centroids in list order.
+    grouped: Centroids,
+}
+
+/// Reusable buffers of [`Index::search`].
+#[derive(Debug, Default)]
+pub struct SearchScratch {
+    assign: AssignScratch,
+    lists: Vec<u32>,
+    list_dists: Vec<f32>,
+    starts: Vec<usize>,
+    rows: Vec<u32>,
+    gathered: Vec<f32>,
+    dots: Vec<f32>,
+    best: Vec<f32>,
+    best_id: Vec<u32>,
+}
+
+impl Index {
+    /// Indexes `centroids` in (up to) `lists` lists; lists left empty by the training are
+    /// dropped, so every list searched holds at least one centroid.
+    ///
+    /// # Panics
+    /// If there are no centroids.
+    pub fn new(centroids: &Centroids, lists: usize) -> Self {
+        let (k, d) = (centroids.k(), centroids.dims());
+        assert!(k > 0, "no centroids to index");
+        let lists = lists.clamp(1, k);
+        let m = lists.saturating_mul(TRAIN_PER_LIST).min(k);
+        let mut train = Vec::with_capacity(m * d);
+        for i in 0..m {
+            train.extend_from_slice(centroids.row(i * k / m));
+        }
+        let mut centres = Vec::with_capacity(lists * d);
+        for l in 0..lists {
+            centres.extend_from_slice(&train[(l * m / lists) * d..][..d]);
+        }
+        // Balancing: every centre carries a bias added to its squared distance, raised for
+        // lists above the mean size and lowered below it, round after round on the sample.
+        let mut bias = vec![0f32; lists];
+        let target = m as f64 / lists as f64;
+        let mut scale = 0f64;
+        for round in 0..BALANCE_ROUNDS {
+            let coarse = Centroids::biased(centres.clone(), d, &bias);
+            let (labels, dist) = nearest_in_chunks(Matrix::dense(&train, d), &coarse);
+            if round == 0 {
+                // The typical squared distance to a centre sets the step.
+                scale = dist.iter().map(|&v| f64::from(v)).sum::<f64>() / m as f64;
+            }
+            let mut counts = vec![0u64; lists];
+            for &l in &labels {
+                counts[l as usize] += 1;
+            }
+            for (b, &count) in bias.iter_mut().zip(&counts) {
+                *b += (BALANCE_STEP * scale * (count as f64 / target - 1.0)) as f32;
+            }
+        }
+        let coarse = Centroids::biased(centres, d, &bias);
+        let (labels, _) = nearest_in_chunks(Matrix::dense(centroids.as_slice(), d), &coarse);
+        // Counting sort by list (stable: ids ascend within a list); empty lists dropped.
+        let mut sizes = vec![0usize; lists];
+        for &l in &labels {
+            sizes[l as usize] += 1;
+        }
+        let kept: Vec<usize> = (0..lists).filter(|&l| sizes[l] > 0).collect();
+        let mut renumber = vec![u32::MAX; lists];
+        let mut offsets = Vec::with_capacity(kept.len() + 1);
+        offsets.push(0);
+        let mut kept_coarse = Vec::with_capacity(kept.len() * d);
+        let mut kept_bias = Vec::with_capacity(kept.len());
+        for (new, &l) in kept.iter().enumerate() {
+            renumber[l] = new as u32;
+            offsets.push(offsets[new] + sizes[l]);
+            kept_coarse.extend_from_slice(coarse.row(l));
+            kept_bias.push(bias[l]);
+        }
+        let mut fill = offsets[..kept.len()].to_vec();
+        let mut ids = vec![0u32; k];
+        for (j, &l) in labels.iter().enumerate() {
+            let slot = &mut fill[renumber[l as usize] as usize];
+            ids[*slot] = j as u32;
+            *slot += 1;
+        }
+        let mut grouped = Vec::with_capacity(k * d);
+        for &j in &ids {
+            grouped.extend_from_slice(centroids.row(j as usize));
+        }
+        Self {
+            coarse: Centroids::biased(kept_coarse, d, &kept_bias),
+            ids,
+            offsets,
+            grouped: Centroids::new(grouped, d),
+        }
+    }
+
+    /// Number of (non-empty) lists.
+    pub fn lists(&self) -> usize {
+        self.coarse.k()
+    }
+
+    /// Centroids in each list, in list order.
+    pub fn sizes(&self) -> Vec<usize> {
+        self.offsets.windows(2).map(|w| w[1] - w[0]).collect()
+    }
+
+    /// Bytes the index holds beyond the centroids it was built from (the grouped copy, ids,
+    /// coarse centres), for memory plans.
+    pub fn bytes(k: usize, dims: usize, lists: usize) -> u64 {
+        let (k, dims, lists) = (k as u64, dims as u64, lists as u64);
+        (k * dims + k + lists * dims + lists) * 4 + (lists + 1) * 8
+    }
+
+    /// Assigns each row of `x` to the nearest centroid among the members of its `probes` nearest
+    /// lists (clamped to `1..=lists`): `labels[i]` and `dist[i]`, the squared distance clamped at
+    /// zero as [`assign::assign`] gives it. With `probes >= lists` this is an exact search.
+    ///
+    /// # Panics
+    /// If dims differ or the output slices are not `x.rows()` long.
+    pub fn search(
+        &self,
+        x: Matrix<'_>,
+        probes: usize,
+        scratch: &mut SearchScratch,
+        labels: &mut [u32],
+        dist: &mut [f32],
+    ) {
+        let (n, d) = (x.rows(), x.dims());
+        assert!(
+            labels.len() == n && dist.len() == n,
+            "output slices must hold {n} rows"
+        );
+        let lists = self.lists();
+        let probes = probes.clamp(1, lists);
+        let s = scratch;
+        s.lists.resize(n * probes, 0);
+        s.list_dists.resize(n * probes, 0.0);
+        assign::nearest_few(
+            x,
+            &self.coarse,
+            &mut s.assign,
+            probes,
+            &mut s.lists,
+            &mut s.list_dists,
+        );
+        // The rows probing each list, in row order (counting sort).
+        s.starts.clear();
+        s.starts.resize(lists + 1, 0);
+        for &l in &s.lists {
+            s.starts[l as usize + 1] += 1;
+        }
+        for l in 0..lists {
+            s.starts[l + 1] += s.starts[l];
+        }
+        s.rows.resize(n * probes, 0);
+        let mut fill = s.starts[..lists].to_vec();
+        for (at, &l) in s.lists.iter().enumerate() {
+            let slot = &mut fill[l as usize];
+            s.rows[*slot] = (at / probes) as u32;
+            *slot += 1;
+        }
+        s.best.clear();
+        s.best.resize(n, f32::INFINITY);
+        s.best_id.clear();
+        s.best_id.resize(n, u32::MAX);
+        s.dots.resize(ROW_BLOCK * CENTROID_BLOCK, 0.0);
+        s.gathered.resize(ROW_BLOCK * d, 0.0);
+        let norms = self.grouped.norms();
+        for l in 0..lists {
+            let (c_lo, c_hi) = (self.offsets[l], self.offsets[l + 1]);
+            for rows in s.rows[s.starts[l]..s.starts[l + 1]].chunks(ROW_BLOCK) {
+                for (i, &r) in rows.iter().enumerate() {
+                    s.gathered[i * d..][..d].copy_from_slice(x.row(r as usize));
+                }
+                let q = Matrix::dense(&s.gathered[..rows.len() * d], d);
+                for c0 in (c_lo..c_hi).step_by(CENTROID_BLOCK) {
+                    let bn = CENTROID_BLOCK.min(c_hi - c0);
+                    let dots = &mut s.dots[..rows.len() * bn];
+                    assign::block_dots(q, &self.grouped, c0, bn, dots);
+                    for (i, &r) in rows.iter().enumerate() {
+                        let r = r as usize;
+                        // Accept equal values too: the lower centroid id wins a tie.
+                        let bound = next_up(s.best[r]);
+                        if let Some((j, v)) =
+                            assign::row_min(&dots[i * bn..][..bn], &norms[c0..c0 + bn], bound)
+                        {
+                            let id = self.ids[c0 + j];
+                            if v < s.best[r] || id < s.best_id[r] {
+                                s.best[r] = v;
+                                s.best_id[r] = id;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for i in 0..n {
+            let xi = x.row(i);
+            labels[i] = s.best_id[i];
+            dist[i] = (assign::dot(xi, xi) + s.best[i]).max(0.0);
+        }
+    }
+}
+
+/// The least float above `x` (`f32::next_up`, newer than the crate's minimum Rust).
+fn next_up(x: f32) -> f32 {
+    if x.is_nan() || x == f32::INFINITY {
+        x
+    } else if x == 0.0 {
+        f32::from_bits(1)
+    } else if x > 0.0 {
+        f32::from_bits(x.to_bits() + 1)
+    } else {
+        f32::from_bits(x.to_bits() - 1)
+    }
+}
+
+/// Nearest of `centroids` for every row of `x`, in parallel over fixed chunks of rows.
+fn nearest_in_chunks(x: Matrix<'_>, centroids: &Centroids) -> (Vec<u32>, Vec<f32>) {
+    let n = x.rows();
+    let mut labels = vec![0u32; n];
+    let mut dist = vec![0f32; n];
+    labels
+        .par_chunks_mut(BUILD_CHUNK)
+        .zip(dist.par_chunks_mut(BUILD_CHUNK))
+        .enumerate()
+        .for_each_init(AssignScratch::default, |scratch, (c, (l, dd))| {
+            let start = c * BUILD_CHUNK;
+            assign::assign(x.slice(start, start + l.len()), centroids, scratch, l, dd);
+        });
+    (labels, dist)
+}
+
+/// How well approximate assignment did on a sample of the vectors (reported per run).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Recall {
+    /// Vectors sampled.
+    pub sample: usize,
+    /// Of those, how many the approximate search gave their exact nearest centroid (the same
+    /// index, or one at the same distance).
+    pub exact: usize,
+    /// Sum of squared distances to the approximate labels on the sample.
+    pub approx_inertia: f64,
+    /// Sum of squared distances to the exact nearest centroids on the sample.
+    pub exact_inertia: f64,
+}
+
+impl Recall {
+    /// The fraction of sampled vectors given their exact nearest centroid.
+    pub fn fraction(&self) -> f64 {
+        self.exact as f64 / self.sample.max(1) as f64
+    }
+
+    /// How much larger the sample's inertia is than with exact assignment (0.01 = 1%).
+    pub fn inertia_gap(&self) -> f64 {
+        if self.exact_inertia > 0.0 {
+            self.approx_inertia / self.exact_inertia - 1.0
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Compares approximate with exact assignment to `centroids` on `sample` vectors drawn from
+/// `parts` (seeded; all of them if there are fewer).
+pub fn recall(
+    parts: &[Matrix<'_>],
+    centroids: &Centroids,
+    lists: usize,
+    probes: usize,
+    sample: usize,
+    seed: u64,
+) -> Recall {
+    let n: usize = parts.iter().map(Matrix::rows).sum();
+    let d = centroids.dims();
+    let m = sample.min(n);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut picks = index::sample(&mut rng, n, m).into_vec();
+    picks.sort_unstable();
+    let mut rows = Vec::with_capacity(m * d);
+    for &p in &picks {
+        rows.extend_from_slice(super::global_row(parts, p));
+    }
+    let x = Matrix::dense(&rows, d);
+    let (exact_labels, exact_dist) = nearest_in_chunks(x, centroids);
+    let index = Index::new(centroids, lists);
+    let (mut labels, mut dist) = (vec![0u32; m], vec![0f32; m]);
+    let mut scratch = SearchScratch::default();
+    for start in (0..m).step_by(super::UNIT_ROWS) {
+        let end = (start + super::UNIT_ROWS).min(m);
+        index.search(
+            x.slice(start, end),
+            probes,
+            &mut scratch,
+            &mut labels[start..end],
+            &mut dist[start..end],
+        );
+    }
+    let mut exact = 0;
+    for i in 0..m {
+        let (a, e) = (labels[i] as usize, exact_labels[i] as usize);
+        if a == e
+            || assign::dist2(x.row(i), centroids.row(a))
+                <= assign::dist2(x.row(i), centroids.row(e))
+        {
+            exact += 1;
+        }
+    }
+    Recall {
+        sample: m,
+        exact,
+        approx_inertia: dist.iter().map(|&v| f64::from(v)).sum(),
+        exact_inertia: exact_dist.iter().map(|&v| f64::from(v)).sum(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kmeans::assign::tests::values;
+
+    fn blobs(clusters: usize, per: usize, d: usize) -> Vec<f32> {
+        let centers = values(clusters * d, 7);
+        let noise = values(clusters * per * d, 8);
+        (0..clusters * per * d)
+            .map(|at| {
+                let (p, i) = (at / d, at % d);
+                centers[(p % clusters) * d + i] * 40.0 + noise[at]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_centroid_is_in_one_list_and_lists_are_not_empty() {
+        let d = 8;
+        let c = Centroids::new(values(500 * d, 3), d);
+        let index = Index::new(&c, 23);
+        assert!(index.lists() <= 23 && index.lists() > 1);
+        assert!(index.sizes().iter().all(|&s| s > 0));
+        let mut ids = index.ids.clone();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..500).collect::<Vec<u32>>());
+        // Each list's rows are its members' rows, ids ascending within the list.
+        for l in 0..index.lists() {
+            let members = &index.ids[index.offsets[l]..index.offsets[l + 1]];
+            assert!(members.windows(2).all(|w| w[0] < w[1]));
+            for (at, &j) in members.iter().enumerate() {
+                assert_eq!(index.grouped.row(index.offsets[l] + at), c.row(j as usize));
+            }
+        }
+        // Built twice, the same index.
+        let again = Index::new(&c, 23);
+        assert_eq!((again.ids, again.offsets), (index.ids, index.offsets));
+    }
+
+    #[test]
+    fn probing_every_list_is_the_exact_search() {
+        let d = 16;
+        let x = values(700 * d, 1);
+        let c = Centroids::new(values(300 * d, 2), d);
+        let index = Index::new(&c, 17);
+        let x = Matrix::dense(&x, d);
+        let (want, want_dist) = nearest_in_chunks(x, &c);
+        let (mut got, mut dist) = (vec![0u32; 700], vec![0f32; 700]);
+        index.search(
+            x,
+            usize::MAX,
+            &mut SearchScratch::default(),
+            &mut got,
+            &mut dist,
+        );
+        for i in 0..700 {
+            // The same nearest centroid (by direct distance: GEMM blocks may round differently).
+            let (a, b) = (got[i] as usize, want[i] as usize);
+            let (da, db) = (
+                assign::dist2(x.row(i), c.row(a)),
+                assign::dist2(x.row(i), c.row(b)),
+            );
+            assert!(
+                a == b || (da - db).abs() <= 1e-5 * db,
+                "row {i}: {a} vs {b}"
+            );
+            assert!((dist[i] - want_dist[i]).abs() <= 1e-4 * want_dist[i].max(1e-3));
+        }
+    }
+
+    #[test]
+    fn a_row_gets_the_nearest_member_of_its_probed_lists_ties_to_the_lowest_id() {
+        let d = 4;
+        // Duplicated centroids: every tie must go to the lower id.
+        let base = values(60 * d, 5);
+        let mut data = base.clone();
+        data.extend_from_slice(&base);
+        let c = Centroids::new(data, d);
+        let index = Index::new(&c, 8);
+        let x = values(300 * d, 6);
+        let x = Matrix::dense(&x, d);
+        for probes in [1, 2, 3] {
+            let (mut got, mut dist) = (vec![0u32; 300], vec![0f32; 300]);
+            index.search(
+                x,
+                probes,
+                &mut SearchScratch::default(),
+                &mut got,
+                &mut dist,
+            );
+            // Brute force over the members of the probed lists.
+            let (mut lists, mut ld) = (vec![0u32; 300 * probes], vec![0f32; 300 * probes]);
+            assign::nearest_few(
+                x,
+                &index.coarse,
+                &mut AssignScratch::default(),
+                probes,
+                &mut lists,
+                &mut ld,
+            );
+            for i in 0..300 {
+                let mut members: Vec<u32> = lists[i * probes..][..probes]
+                    .iter()
+                    .flat_map(|&l| {
+                        index.ids[index.offsets[l as usize]..index.offsets[l as usize + 1]]
+                            .iter()
+                            .copied()
+                    })
+                    .collect();
+                members.sort_unstable();
+                let best = members
+                    .iter()
+                    .map(|&j| assign::dist2(x.row(i), c.row(j as usize)))
+                    .fold(f32::INFINITY, f32::min);
+                let j = got[i] as usize;
+                assert!(members.contains(&got[i]), "row {i}: {j} not probed");
+                assert!(assign::dist2(x.row(i), c.row(j)) <= best * (1.0 + 1e-5) + 1e-6);
+                // The copy of a centroid (id + 60) never wins over the original.
+                assert!(j < 60, "row {i}: tie went to the copy {j}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_few_probes_find_most_nearest_centroids_on_clustered_data() {
+        let d = 16;
+        let data = blobs(64, 40, d);
+        let parts = [Matrix::dense(&data, d)];
+        // Centroids at the blobs (with noise), as after a few k-means iterations.
+        let c = Centroids::new(blobs(64, 4, d), d);
+        let r = recall(&parts, &c, default_lists(c.k()), 3, 1000, 9);
+        assert_eq!(r.sample, 1000);
+        assert!(r.fraction() > 0.9, "{r:?}");
+        assert!(r.inertia_gap() >= 0.0 && r.inertia_gap() < 0.05, "{r:?}");
+        let all = recall(&parts, &c, default_lists(c.k()), usize::MAX, 1000, 9);
+        assert_eq!(all.exact, 1000, "{all:?}");
+        let one = recall(&parts, &c, default_lists(c.k()), 1, 1000, 9);
+        assert!(one.exact <= r.exact, "{one:?} vs {r:?}");
+    }
+}
