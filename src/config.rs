@@ -452,5 +452,36 @@ mod tests {
         let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nkernel = \"int8\"\n")
             .expect("int8 on loopback workers");
         assert_eq!((c.kmeans.kernel, c.kmeans.nodes), (KernelArg::Int8, 2));
+        let c = load_text(
+            "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nassign = \"approx\"\nprobes = 3\n",
+        )
+        .expect("approximate");
+        assert_eq!(
+            c.kmeans.assignment().expect("valid"),
+            vocab_pipeline::kmeans::Assignment::Approx {
+                lists: 0,
+                probes: 3
+            }
+        );
+        for (text, want) in [
+            (
+                "assign = \"approx\"\nprune = true\n",
+                "[kmeans] prune, line 6: bounds the exact search",
+            ),
+            (
+                "lists = 3\n",
+                "[kmeans] lists, line 5: sets up the approximate search",
+            ),
+            (
+                "assign = \"approx\"\nprobes = 0\n",
+                "[kmeans] probes, line 6: must be at least 1",
+            ),
+            ("init = \"kmeans++\"\nk = [100000]\n", "quadratic in k"),
+        ] {
+            let text = format!("[dataset]\nsynthetic = {{}}\n[kmeans]\nk = [4]\n{text}");
+            let text = text.replacen("k = [4]\n", "", usize::from(text.contains("k = [100000]")));
+            let err = format!("{:#}", load_text(&text).expect_err(want));
+            assert!(err.contains(want), "{text}: {err}");
+        }
     }
 }

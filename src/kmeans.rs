@@ -181,9 +181,7 @@ pub fn run(
         assignment: args.assignment,
     };
     let assignment = &args.assignment.key()[..];
-    if !distributed {
-        check_memory(args, n as u64, parts.first().map_or(0, Matrix::dims) as u64)?;
-    }
+    check_memory(args, n as u64, parts.first().map_or(0, Matrix::dims) as u64)?;
     let start = if args.resume {
         let state = load_checkpoint(&args.out, args.k, args.seed, input.checksum(), assignment)?;
         writeln!(
@@ -350,20 +348,44 @@ pub fn run(
 /// Vectors on which an approximate run's assignment is compared with the exact one.
 pub const RECALL_SAMPLE: usize = 1000;
 
-/// Refuses a single-process run whose largest arrays would not fit in this machine's memory.
+/// Refuses a run on this machine (one process, or loopback workers sharing it) whose largest
+/// arrays would not fit in its memory.
 fn check_memory(args: &KmeansSettings, n: u64, dims: u64) -> anyhow::Result<()> {
-    let threads = rayon::current_num_threads() as u64;
-    let plan = kmeans::Memory::estimate(n, args.k as u64, dims, threads, args.assignment, false);
-    let Some(total) = crate::plan::memory_here() else {
-        return Ok(());
+    let nodes = match &args.engine {
+        Engine::Local => 1,
+        Engine::Tcp { cluster: None, .. } => args.engine.local_nodes().max(1) as u64,
+        // Other machines: their memory is not known here.
+        Engine::Tcp { .. } | Engine::Mpi => return Ok(()),
     };
+    let threads = rayon::current_num_threads() as u64;
+    let plan = kmeans::Memory::estimate(
+        n.div_ceil(nodes),
+        args.k as u64,
+        dims,
+        threads,
+        args.assignment,
+        nodes > 1,
+    );
+    match crate::plan::memory_here() {
+        Some(total) => fits(&plan, nodes, total, args.k),
+        None => Ok(()),
+    }
+}
+
+/// Whether `nodes` nodes of `plan` fit in `total` bytes; the error gives the figures.
+fn fits(plan: &kmeans::Memory, nodes: u64, total: u64, k: usize) -> anyhow::Result<()> {
+    let need = plan.total().saturating_mul(nodes);
     ensure!(
-        plan.total() <= total,
-        "k-means at k = {} on {n} vectors needs about {} ({}), and this machine has {}: lower k, \
-         or run on a cluster",
-        args.k,
-        crate::plan::human(plan.total() as f64),
-        crate::plan::breakdown(&plan),
+        need <= total,
+        "k-means at k = {k} needs about {} here ({}{}), and this machine has {}: lower k, or \
+         run on a cluster",
+        crate::plan::human(need as f64),
+        crate::plan::breakdown(plan),
+        if nodes > 1 {
+            format!(" per node, {nodes} nodes")
+        } else {
+            String::new()
+        },
         crate::plan::human(total as f64)
     );
     Ok(())
@@ -577,4 +599,36 @@ fn run_cluster(
         save_links(&path, c, &names);
     }
     done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vocab_pipeline::kmeans::Assignment;
+
+    #[test]
+    fn a_run_that_cannot_fit_is_refused_with_its_figures() {
+        // The million-word run of eval/million: 1.17M HOG vectors, 2 threads.
+        let approx = Assignment::Approx {
+            lists: 0,
+            probes: 8,
+        };
+        let plan = kmeans::Memory::estimate(1_172_113, 1 << 20, 512, 2, approx, false);
+        assert!(fits(&plan, 1, 16_000_000_000, 1 << 20).is_ok(), "{plan:?}");
+        let err = format!(
+            "{:#}",
+            fits(&plan, 1, 8_000_000_000, 1 << 20).expect_err("8 GB")
+        );
+        assert!(
+            err.contains("k = 1048576 needs about 13.")
+                && err.contains("vectors 2.40 GB, centroids 4.29 GB, sums 4.30 GB, index 2.15 GB")
+                && err.contains("this machine has 8.00 GB"),
+            "{err}"
+        );
+        let err = format!(
+            "{:#}",
+            fits(&plan, 2, 16_000_000_000, 1 << 20).expect_err("2 nodes")
+        );
+        assert!(err.contains("per node, 2 nodes"), "{err}");
+    }
 }

@@ -1031,6 +1031,17 @@ mod tests {
                 20,
                 Assignment::Pruned(Kernel::Int8),
             ),
+            // Approximate: each worker indexes the broadcast centroids itself.
+            (
+                3,
+                true,
+                Algorithm::Chain,
+                40,
+                Assignment::Approx {
+                    lists: 0,
+                    probes: 2,
+                },
+            ),
         ] {
             let params = Params {
                 assignment,

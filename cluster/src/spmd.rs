@@ -1678,6 +1678,29 @@ mod tests {
                 Assignment::Pruned(Kernel::Int8),
                 false,
             ),
+            // Approximate: every member builds the same index from the broadcast centroids.
+            (
+                3,
+                Algorithm::Chain,
+                true,
+                20,
+                Assignment::Approx {
+                    lists: 0,
+                    probes: 2,
+                },
+                true,
+            ),
+            (
+                2,
+                Algorithm::Mst,
+                false,
+                40,
+                Assignment::Approx {
+                    lists: 9,
+                    probes: 1,
+                },
+                false,
+            ),
         ] {
             let params = params(k, assignment);
             let local = kmeans::fit::<KMeansError>(&set.matrices(), &params, None, &mut |_| Ok(()))

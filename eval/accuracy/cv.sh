@@ -14,8 +14,11 @@ shift || true
 ks=${*:-16 64 256 1024 4096}
 (cd "$root" && cargo build --release --quiet)
 vocab="$root/target/release/vocab"
-# ITERATIONS (default 10) and TAG (a suffix for the result files, e.g. -it6) vary the run.
+# ITERATIONS (default 10) and TAG (a suffix for the result files, e.g. -it6) vary the run;
+# KMEANS_ARGS and ENCODE_ARGS add options to every k-means and encode (e.g. KMEANS_ARGS="--assign
+# approx" ENCODE_ARGS="--kernel int8" for the largest vocabularies).
 tag=${TAG:-}
+kmeans_args=${KMEANS_ARGS:-} encode_args=${ENCODE_ARGS:-}
 work="$here/work/cv$tag"; mkdir -p "$work"
 seed=1 per_image=125 iterations=${ITERATIONS:-10} stride=16 folds=5
 # Stratified folds by class, seeded: fold i's photos are held out in round i.
@@ -32,11 +35,11 @@ for f in $(seq 0 $((folds - 1))); do
   for k in $ks; do
     s=$(t0)
     "$vocab" --quiet kmeans --features "$work/sample-$f.bin" --k "$k" --iterations $iterations --tol 0 \
-      --seed $seed --out "$work/vocab-$f-$k.bin" > /dev/null
+      --seed $seed --out "$work/vocab-$f-$k.bin" $kmeans_args > /dev/null
     echo "$f,$k,kmeans,$(dt "$s")" >> "$here/cv$tag-timings.csv"
     s=$(t0)
     "$vocab" --quiet encode --vocabulary "$work/vocab-$f-$k.bin" --input "$photos" --stride $stride \
-      --norm hellinger --out "$work/hist-$f-$k.bin" > /dev/null
+      --norm hellinger --out "$work/hist-$f-$k.bin" $encode_args > /dev/null
     echo "$f,$k,encode,$(dt "$s")" >> "$here/cv$tag-timings.csv"
     s=$(t0)
     for attr in urbanicity elevation class; do

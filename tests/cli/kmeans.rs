@@ -192,3 +192,73 @@ fn kmeans_rejects_bad_requests_clearly() {
         "{err}"
     );
 }
+
+#[test]
+fn approximate_kmeans_reports_its_recall_and_refuses_what_it_cannot_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let features = synth_parts(dir.path(), 3000, 16, 30, 0, 2);
+    let out = dir.path().join("v.bin");
+    let base = [
+        "kmeans",
+        "--features",
+        s(&features),
+        "--k",
+        "300",
+        "--iterations",
+        "3",
+        "--out",
+        s(&out),
+    ];
+    let with = |extra: &[&'static str]| -> Vec<&str> {
+        base.iter().copied().chain(extra.iter().copied()).collect()
+    };
+    let summary = ok(&with(&["--assign", "approx", "--probes", "3"]));
+    assert!(summary.contains("assignment approx-0-3"), "{summary}");
+    assert!(
+        summary.contains("approximate assignment found the exact nearest word for")
+            && summary.contains("of 1000 sampled vectors"),
+        "{summary}"
+    );
+    let meta = std::fs::read_to_string(dir.path().join("v.bin.meta.toml")).expect("meta");
+    let meta: toml::Table = meta.parse().expect("toml");
+    assert_eq!(meta["assignment"].as_str(), Some("approx-0-3"));
+    let recall = meta["recall"].as_table().expect("recall recorded");
+    assert_eq!(recall["sample"].as_integer(), Some(1000));
+    let exact = recall["exact"].as_integer().expect("exact");
+    assert!((500..=1000).contains(&exact), "{recall:?}");
+    // An exact run records no recall.
+    ok(&base);
+    let meta = std::fs::read_to_string(dir.path().join("v.bin.meta.toml")).expect("meta");
+    assert!(!meta.contains("recall"), "{meta}");
+    // Impossible combinations are refused, naming the flag.
+    for (extra, want) in [
+        (
+            &["--assign", "approx", "--prune"][..],
+            "--prune true: bounds the exact search",
+        ),
+        (
+            &["--assign", "approx", "--kernel", "int8"][..],
+            "--kernel int8: is a kernel of the exact search",
+        ),
+        (&["--assign", "approx", "--probes", "0"][..], "--probes 0"),
+        (
+            &["--lists", "4"][..],
+            "--lists 4: sets up the approximate search",
+        ),
+    ] {
+        let err = fails(&with(extra));
+        assert!(err.contains(want), "{extra:?}: {err}");
+    }
+    let err = fails(&[
+        "kmeans",
+        "--features",
+        s(&features),
+        "--k",
+        "70000",
+        "--init",
+        "kmeans++",
+        "--out",
+        s(&out),
+    ]);
+    assert!(err.contains("quadratic in k"), "{err}");
+}

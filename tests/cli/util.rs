@@ -125,7 +125,6 @@ impl Drop for Workers {
     }
 }
 
-/// Writes a cluster file for `n` loopback workers; returns its path and the ports.
 /// Blob vectors (`vocab datasets synth`) split into `parts` partitions under `dir/parts`.
 pub fn synth_parts(
     dir: &Path,
@@ -170,6 +169,7 @@ pub fn synth_parts(
     out
 }
 
+/// Writes a cluster file for `n` loopback workers; returns its path and the ports.
 pub fn cluster_file(dir: &Path, name: &str, n: usize, retries: u32) -> (PathBuf, Vec<u16>) {
     let secret = dir.join("secret");
     std::fs::write(&secret, "0123456789abcdef0123456789abcdef\n").expect("secret");
