@@ -255,6 +255,10 @@ pub fn print(
             human(kmeans_memory(config, n, k, nodes, tasks).sums as f64)
         );
     }
+    if let Some(&k) = km.k.iter().max() {
+        let memory = kmeans_memory(config, n, k as u64, nodes, tasks);
+        println!("    memory per node at k = {k}: {}", breakdown(&memory));
+    }
     println!(
         "  encode      every photo, dense patches every {} px, each to its nearest word",
         config.encode.stride

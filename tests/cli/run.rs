@@ -142,6 +142,10 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
         plan.contains("\n    128 ") && plan.contains("2 nodes") && plan.contains("memory"),
         "{plan}"
     );
+    assert!(
+        plan.contains("memory per node at k = 128: vectors ") && plan.contains(", sums "),
+        "{plan}"
+    );
     // The photo stages run on the nodes too: what they bring to the driver.
     assert!(
         plan.contains("the sample comes to the driver: ")
@@ -152,7 +156,7 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
 }
 
 #[test]
-fn pruned_and_int8_configs_run_in_one_process_under_their_own_kmeans_keys() {
+fn pruned_int8_and_approximate_configs_run_under_their_own_kmeans_keys() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = |name: &str, setting: &str| {
         let path = dir.path().join(format!("c-{name}.toml"));
@@ -192,14 +196,26 @@ fn pruned_and_int8_configs_run_in_one_process_under_their_own_kmeans_keys() {
         "--work",
         s(&work),
     ]);
+    // The approximate search's probes are part of its key (loopback workers: the same run).
+    for probes in [1, 2] {
+        let setting = format!("assign = \"approx\"\nprobes = {probes}\nnodes = 2");
+        let path = config(&format!("approx-{probes}"), &setting);
+        let text = std::fs::read_to_string(&path).expect("config");
+        std::fs::write(&path, text.replacen("nodes = 0\n", "", 1)).expect("config");
+        let summary = ok(&["run", s(&path), "--work", s(&work)]);
+        assert!(
+            summary.contains("approximate assignment found"),
+            "{summary}"
+        );
+    }
     let kmeans: Vec<String> = steps(&work)
         .into_iter()
         .filter(|s| s.starts_with("kmeans/k12-"))
         .collect();
     assert_eq!(
         kmeans.len(),
-        4,
-        "pruned, full, int8 and pruned-int8 runs share a key: {kmeans:?}"
+        6,
+        "pruned, full, int8, pruned-int8 and approximate runs share a key: {kmeans:?}"
     );
     // Labels kept by the bounds (last column): some in the pruned runs, none in the others.
     let mut kept: Vec<u64> = kmeans
@@ -219,7 +235,7 @@ fn pruned_and_int8_configs_run_in_one_process_under_their_own_kmeans_keys() {
         .collect();
     kept.sort_unstable();
     assert!(
-        kept[0] == 0 && kept[1] == 0 && kept[2] > 0 && kept[3] > 0,
+        kept[..4].iter().all(|&k| k == 0) && kept[4] > 0 && kept[5] > 0,
         "kept per run: {kept:?}"
     );
 }
