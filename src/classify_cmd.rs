@@ -348,6 +348,7 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
         kernel: enc.kernel,
         scales: crate::settings::scales(&enc.scales)
             .with_context(|| format!("model {}: its encoding's scales", args.model.display()))?,
+        approx: enc.approx,
     };
     let tmp = tempfile::tempdir().context("cannot create a temporary folder")?;
     let hist = tmp.path().join("histograms.bin");

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use vocab_pipeline::encode::{EncodeParams, Norm, Soft};
 use vocab_pipeline::features::FeatureParams;
 use vocab_pipeline::hog::PATCH_SIDE;
-use vocab_pipeline::kmeans::Assignment;
+use vocab_pipeline::kmeans::{Assignment, approx};
 use vocab_pipeline::patch::{MAX_PER_IMAGE, Sampling};
 use vocab_pipeline::store::Format;
 
@@ -340,6 +340,27 @@ pub struct EncodeOptions {
     #[arg(long, value_name = "PX,PX", value_delimiter = ',', default_values_t = [40])]
     #[serde(skip_serializing_if = "vocab_pipeline::encode::is_base_scale")]
     pub scales: Vec<usize>,
+    /// Exact or approximate word search (approx: an inverted file over the words, for
+    /// vocabularies of hundreds of thousands to millions of words; nearest word only, f32).
+    #[arg(long, value_enum, default_value_t = AssignArg::Exact)]
+    #[serde(skip_serializing_if = "is_exact")]
+    pub assign: AssignArg,
+    /// Lists of the approximate search's index [default: sqrt(K)].
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lists: Option<u32>,
+    /// Lists the approximate search visits per patch.
+    #[arg(long, value_name = "N", default_value_t = crate::cli::DEFAULT_PROBES)]
+    #[serde(skip_serializing_if = "is_default_probes")]
+    pub probes: u32,
+}
+
+fn is_exact(assign: &AssignArg) -> bool {
+    *assign == AssignArg::Exact
+}
+
+fn is_default_probes(probes: &u32) -> bool {
+    *probes == crate::cli::DEFAULT_PROBES
 }
 
 fn is_f32(kernel: &KernelArg) -> bool {
@@ -358,6 +379,9 @@ impl Default for EncodeOptions {
             sharpness: DEFAULT_SHARPNESS,
             kernel: KernelArg::F32,
             scales: vocab_pipeline::encode::base_scale(),
+            assign: AssignArg::Exact,
+            lists: None,
+            probes: crate::cli::DEFAULT_PROBES,
         }
     }
 }
@@ -410,7 +434,23 @@ impl EncodeOptions {
             soft,
             kernel: self.kernel.into(),
             scales: scales(&self.scales)?,
+            approx: self.approx(soft.is_some())?,
         })
+    }
+
+    /// The approximate word search, if asked for (checked against the other settings).
+    fn approx(&self, soft: bool) -> Result<Option<approx::Search>, Invalid> {
+        if soft && self.assign == AssignArg::Approx {
+            return Err(Invalid::new(
+                "assign",
+                "approx",
+                "finds each patch's nearest word only: drop soft",
+            ));
+        }
+        match assignment_of(false, self.kernel, self.assign, self.lists, self.probes)? {
+            Assignment::Approx { lists, probes } => Ok(Some(approx::Search { lists, probes })),
+            _ => Ok(None),
+        }
     }
 }
 

@@ -193,6 +193,7 @@ pub fn encode(
         soft: settings.params.soft,
         kernel: settings.params.kernel,
         scales: settings.params.scales.clone(),
+        approx: settings.params.approx,
     };
     let encoding_path = manifest_path(&settings.out, "encoding.json");
     vocab_pipeline::atomic::write(

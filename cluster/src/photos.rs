@@ -1039,6 +1039,7 @@ mod tests {
             }),
             kernel: Kernel::Int8,
             scales: vec![40, 64],
+            approx: None,
         }
     }
 
@@ -1173,6 +1174,41 @@ mod tests {
             .expect("sharded encode");
             assert!(files(&out) == want_encoded, "{size} members encode");
         }
+        // The approximate word search: every member indexes the vocabulary it was sent alike.
+        let ap = EncodeParams {
+            soft: None,
+            kernel: Kernel::F32,
+            approx: Some(vocab_pipeline::kmeans::approx::Search {
+                lists: 3,
+                probes: 1,
+            }),
+            ..encode_params()
+        };
+        let local = tmp.path().join("approx.csv");
+        vocab_pipeline::encode::encode(&collection, &vocabulary, &ap, &local, &none)
+            .expect("approximate encode");
+        let out = tmp.path().join("approx-3.csv");
+        sharded::<Vec<f32>>(
+            3,
+            true,
+            &collection,
+            &PhotoStage::Encode(ap.clone()),
+            Some(&vocabulary),
+            &mut |source| {
+                vocab_pipeline::encode::encode_from(&collection, encoder.len(), &out, source, &none)
+            },
+        )
+        .expect("sharded approximate encode");
+        assert!(
+            files(&out) == files(&local),
+            "approximate encode on 3 members"
+        );
+        // It did search approximately: the exact hard assignment gives other histograms.
+        let exact = tmp.path().join("exact.csv");
+        let ep = EncodeParams { approx: None, ..ap };
+        vocab_pipeline::encode::encode(&collection, &vocabulary, &ep, &exact, &none)
+            .expect("exact encode");
+        assert!(files(&local) != files(&exact));
     }
 
     #[test]

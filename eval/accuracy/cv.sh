@@ -15,10 +15,11 @@ ks=${*:-16 64 256 1024 4096}
 (cd "$root" && cargo build --release --quiet)
 vocab="$root/target/release/vocab"
 # ITERATIONS (default 10) and TAG (a suffix for the result files, e.g. -it6) vary the run;
-# KMEANS_ARGS and ENCODE_ARGS add options to every k-means and encode (e.g. KMEANS_ARGS="--assign
-# approx" ENCODE_ARGS="--kernel int8" for the largest vocabularies).
+# FEATURES_ARGS, KMEANS_ARGS and ENCODE_ARGS add options to every vocabulary sample, k-means and
+# encode (e.g. FEATURES_ARGS="--mode dense --stride 8" KMEANS_ARGS="--assign approx"
+# ENCODE_ARGS="--kernel int8" for the largest vocabularies).
 tag=${TAG:-}
-kmeans_args=${KMEANS_ARGS:-} encode_args=${ENCODE_ARGS:-}
+features_args=${FEATURES_ARGS:-} kmeans_args=${KMEANS_ARGS:-} encode_args=${ENCODE_ARGS:-}
 work="$here/work/cv$tag"; mkdir -p "$work"
 seed=1 per_image=125 iterations=${ITERATIONS:-10} stride=16 folds=5
 # Stratified folds by class, seeded: fold i's photos are held out in round i.
@@ -30,7 +31,7 @@ echo "fold,k,attribute,accuracy,balanced_accuracy,held_out,c" > "$here/cv$tag.cs
 for f in $(seq 0 $((folds - 1))); do
   s=$(t0)
   "$vocab" --quiet features --input "$photos" --labels "$work/train-$f.csv" --out "$work/sample-$f.bin" \
-    --per-image $per_image --seed $seed > /dev/null
+    --per-image $per_image --seed $seed $features_args > /dev/null
   echo "$f,,features,$(dt "$s")" >> "$here/cv$tag-timings.csv"
   for k in $ks; do
     s=$(t0)

@@ -1,7 +1,8 @@
 """Figures of the 5-fold experiment (cv.sh): Figure 10 (accuracy against vocabulary size) and
 Figure 11 (held-out photos classified correctly and incorrectly, per attribute).
 
-usage: figures.py PHOTOS_DIR   (reads cv-summary.csv and work/cv/*.predictions.csv beside it)
+usage: figures.py PHOTOS_DIR   (reads cv-summary.csv, cv-large-summary.csv if there, and
+work/cv/*.predictions.csv beside it; writes figure10.png, figure10.csv, figure11.png)
 """
 
 import csv
@@ -26,7 +27,18 @@ COLOURS = {"urbanicity": "tab:blue", "elevation": "tab:green", "class": "tab:red
 
 
 def figure10():
+    # K = 16 ... 4,096 (cv.sh's defaults) and, when run, the largest vocabularies
+    # (cv-large-summary.csv: TAG=-large KMEANS_ARGS="--assign approx" ENCODE_ARGS="--kernel int8"
+    # cv.sh "" 16384 65536); the figure's numbers also go to figure10.csv.
     rows = list(csv.DictReader(open(HERE / "cv-summary.csv")))
+    large = HERE / "cv-large-summary.csv"
+    if large.exists():
+        rows += list(csv.DictReader(open(large)))
+    with open(HERE / "figure10.csv", "w", newline="") as out:
+        w = csv.writer(out)
+        w.writerow(["k", "attribute", "mean_accuracy", "std_accuracy", "folds"])
+        for r in sorted(rows, key=lambda r: (r["attribute"], int(r["k"]))):
+            w.writerow([r["k"], r["attribute"], r["mean_accuracy"], r["std_accuracy"], r["folds"]])
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for attr in ("urbanicity", "elevation", "class"):
         pts = sorted(

@@ -32,7 +32,7 @@ use crate::features::{
 };
 use crate::hog::{DIMS, PATCH_SIDE};
 use crate::image_io::{Collection, Luminance, Photo};
-use crate::kmeans::{Centroids, Kernel, assign, nearest_few, quant};
+use crate::kmeans::{Centroids, Kernel, approx, assign, nearest_few, quant};
 use crate::partition::Matrix;
 use crate::store::{FeatureWriter, Format, StoreError};
 
@@ -209,6 +209,9 @@ pub struct Encoding {
     /// Patch sides the photo is described at (absent in older records: the base 40 alone).
     #[serde(default = "base_scale", skip_serializing_if = "is_base_scale")]
     pub scales: Vec<usize>,
+    /// Words found by the approximate search instead of the exact one (absent: exact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approx: Option<approx::Search>,
 }
 
 /// The base scale alone: 40-px patches of the photo as it is.
@@ -239,6 +242,10 @@ pub struct EncodeParams {
     /// Patch sides, the base [`PATCH_SIDE`] first, then larger ones ascending (see the module
     /// docs).
     pub scales: Vec<usize>,
+    /// Each patch to the word the approximate search finds ([`approx`], for very large
+    /// vocabularies; hard assignment with the f32 kernel only: ignored with `soft`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approx: Option<approx::Search>,
 }
 
 /// Where histograms go.
@@ -342,6 +349,8 @@ pub struct Encoder {
     vocabulary: Centroids,
     params: EncodeParams,
     quantized: Option<quant::QuantCentroids>,
+    /// The approximate search's index over the vocabulary, and its probes.
+    index: Option<(approx::Index, usize)>,
 }
 
 impl Encoder {
@@ -365,10 +374,16 @@ impl Encoder {
         // Centroids are quantised once; each scale's patches when they are described.
         let quantized =
             (params.kernel == Kernel::Int8).then(|| quant::QuantCentroids::new(&vocabulary));
+        // The vocabulary is indexed once for the whole run.
+        let index = match (params.approx, params.soft) {
+            (Some(search), None) => Some(search.index(&vocabulary)),
+            _ => None,
+        };
         Ok(Self {
             vocabulary,
             params,
             quantized,
+            index,
         })
     }
 
@@ -394,6 +409,10 @@ impl Encoder {
         let n = d.positions.len();
         let x = Matrix::dense(&d.values, DIMS);
         let (mut words, mut dists) = (vec![0u32; n * r], vec![0f32; n * r]);
+        if let Some((index, probes)) = &self.index {
+            index.search(x, *probes, &mut describers.approx, &mut words, &mut dists);
+            return (words, dists);
+        }
         let scratch = &mut describers.assign;
         // The integer kernel quantises the patches once.
         match self
@@ -549,6 +568,7 @@ mod tests {
             soft: None,
             kernel: Kernel::F32,
             scales,
+            approx: None,
         }
     }
 

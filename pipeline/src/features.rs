@@ -146,6 +146,8 @@ pub(crate) struct Describers {
     /// The same with the integer kernel (nearest word, nearest few).
     pub quant: crate::kmeans::quant::QuantScratch,
     pub few: crate::kmeans::quant::FewScratch,
+    /// The approximate search's.
+    pub approx: crate::kmeans::approx::SearchScratch,
 }
 
 /// Describes the patches of one decoded photo.

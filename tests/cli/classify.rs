@@ -478,6 +478,37 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
     );
     let err = encode_fails(&soft_csv, &["--soft", "1"]);
     assert!(err.contains("--soft 1"), "{err}");
+    // The approximate word search: probing every list is the exact search (the same
+    // histograms), it is recorded for classify, and it finds the nearest word only, in f32.
+    let approx_csv = dir.path().join("approx.csv");
+    encode_l1(
+        &approx_csv,
+        &["--assign", "approx", "--lists", "3", "--probes", "3"],
+    );
+    assert_eq!(csv_rows(&approx_csv), csv_rows(&hard_csv));
+    let recorded =
+        std::fs::read_to_string(dir.path().join("approx.csv.encoding.json")).expect("enc");
+    assert!(
+        recorded.contains(r#""approx": {"#) && recorded.contains(r#""probes": 3"#),
+        "{recorded}"
+    );
+    for (extra, want) in [
+        (
+            &["--assign", "approx", "--soft", "3"][..],
+            "--assign approx: finds each patch's nearest word only",
+        ),
+        (
+            &["--assign", "approx", "--kernel", "int8"][..],
+            "--kernel int8: is a kernel of the exact search",
+        ),
+        (
+            &["--lists", "3"][..],
+            "--lists 3: sets up the approximate search",
+        ),
+    ] {
+        let err = encode_fails(&approx_csv, extra);
+        assert!(err.contains(want), "{extra:?}: {err}");
+    }
     // The map takes L1 histograms: on Hellinger ones it says how to encode.
     let args = train_map(&hist);
     let err = fails(&args.iter().map(String::as_str).collect::<Vec<_>>());

@@ -40,6 +40,28 @@ const BALANCE_STEP: f64 = 0.1;
 /// Rows per parallel chunk of the index build (fixed, so the build does not depend on threads).
 const BUILD_CHUNK: usize = 4096;
 
+/// The approximate search's settings as encodings record them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Search {
+    /// Lists of the index (0: [`default_lists`]).
+    pub lists: u32,
+    /// Lists searched per vector.
+    pub probes: u32,
+}
+
+impl Search {
+    /// The index over `centroids` and the probes to search it with.
+    pub fn index(self, centroids: &Centroids) -> (Index, usize) {
+        let k = centroids.k();
+        let lists = match self.lists {
+            0 => default_lists(k),
+            l => (l as usize).min(k),
+        };
+        (Index::new(centroids, lists), self.probes as usize)
+    }
+}
+
 /// The number of lists for `k` centroids when none is given: `sqrt(k)`, at least 1.
 pub fn default_lists(k: usize) -> usize {
     ((k as f64).sqrt().round() as usize).clamp(1, k.max(1))
@@ -406,6 +428,38 @@ mod tests {
         // Built twice, the same index.
         let again = Index::new(&c, 23);
         assert_eq!((again.ids, again.offsets), (index.ids, index.offsets));
+    }
+
+    #[test]
+    fn degenerate_vocabularies_still_search_correctly() {
+        let d = 4;
+        let x = values(50 * d, 11);
+        let x = Matrix::dense(&x, d);
+        // One word; and many identical words (all in one list, ties to the lowest id).
+        for c in [
+            Centroids::new(values(d, 12), d),
+            Centroids::new(values(d, 13).repeat(40), d),
+        ] {
+            for (lists, probes) in [(1, 0), (usize::MAX, 1), (7, usize::MAX)] {
+                let index = Index::new(&c, lists);
+                let (mut got, mut dist) = (vec![9u32; 50], vec![0f32; 50]);
+                index.search(
+                    x,
+                    probes,
+                    &mut SearchScratch::default(),
+                    &mut got,
+                    &mut dist,
+                );
+                assert!(
+                    got.iter().all(|&l| l == 0),
+                    "{lists} lists, {probes} probes: {got:?}"
+                );
+                for (i, &got) in dist.iter().enumerate() {
+                    let want = assign::dist2(x.row(i), c.row(0));
+                    assert!((got - want).abs() <= 1e-5 * want.max(1.0));
+                }
+            }
+        }
     }
 
     #[test]
