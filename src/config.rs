@@ -140,7 +140,10 @@ pub struct KmeansConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lists: Option<u32>,
     /// Lists the approximate search visits per vector (`--probes`).
-    #[serde(default = "default_probes", skip_serializing_if = "is_default_probes")]
+    #[serde(
+        default = "default_probes",
+        skip_serializing_if = "settings::is_default_probes"
+    )]
     pub probes: u32,
     /// Rack of each host for `--engine mpi` (`[kmeans.racks]`, `"host" = "rack"` lines; the
     /// `--racks` file overrides it): the chain keeps a rack's ranks together. Hosts not
@@ -168,10 +171,6 @@ impl KmeansConfig {
 
 fn default_probes() -> u32 {
     crate::cli::DEFAULT_PROBES
-}
-
-fn is_default_probes(p: &u32) -> bool {
-    *p == crate::cli::DEFAULT_PROBES
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

@@ -364,7 +364,7 @@ fn check_memory(args: &KmeansSettings, n: u64, dims: u64) -> anyhow::Result<()> 
         dims,
         threads,
         args.assignment,
-        nodes > 1,
+        args.engine.distributed(),
     );
     match crate::plan::memory_here() {
         Some(total) => fits(&plan, nodes, total, args.k),

@@ -359,7 +359,8 @@ fn is_exact(assign: &AssignArg) -> bool {
     *assign == AssignArg::Exact
 }
 
-fn is_default_probes(probes: &u32) -> bool {
+/// Whether `probes` is the default (left out of serialized settings, so keys stay the same).
+pub(crate) fn is_default_probes(probes: &u32) -> bool {
     *probes == crate::cli::DEFAULT_PROBES
 }
 

@@ -51,13 +51,17 @@ pub struct Search {
 }
 
 impl Search {
-    /// The index over `centroids` and the probes to search it with.
-    pub fn index(self, centroids: &Centroids) -> (Index, usize) {
-        let k = centroids.k();
-        let lists = match self.lists {
+    /// The lists of an index over `k` centroids.
+    pub fn lists_for(self, k: usize) -> usize {
+        match self.lists {
             0 => default_lists(k),
             l => (l as usize).min(k),
-        };
+        }
+    }
+
+    /// The index over `centroids` and the probes to search it with.
+    pub fn index(self, centroids: &Centroids) -> (Index, usize) {
+        let lists = self.lists_for(centroids.k());
         (Index::new(centroids, lists), self.probes as usize)
     }
 }

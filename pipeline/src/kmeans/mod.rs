@@ -175,10 +175,7 @@ impl Assignment {
     pub fn approx(self, k: usize) -> Option<(usize, usize)> {
         match self {
             Assignment::Approx { lists, probes } => {
-                let lists = match lists {
-                    0 => approx::default_lists(k),
-                    l => (l as usize).min(k),
-                };
+                let lists = approx::Search { lists, probes }.lists_for(k);
                 Some((lists, probes as usize))
             }
             _ => None,
