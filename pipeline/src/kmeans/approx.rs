@@ -9,12 +9,12 @@
 //! lists come out of similar sizes; every centroid joins the list of its nearest centre by
 //! biased distance, and lists are stored contiguously. The bias matters in high dimensions: a
 //! centre near the middle of the data (a centroid that averages far-apart vectors) is near
-//! everything (hubness), and without it one list held 16,000 of 16,384 words on blobs.
-//! Coarse centres are not refined into means, which would make them such hubs.
-//! A vector is compared with the coarse centres (biased alike), then only with the members of its `probes`
-//! nearest lists ([`Index::search`]), one GEMM per list against the rows that probe it. With
-//! `lists = sqrt(k)` and `probes` lists searched a vector costs about `(1 + probes) sqrt(k)`
-//! distances instead of `k`.
+//! everything (hubness); with centres refined into means by Lloyd iterations, as faiss trains
+//! its quantizers, one list held 16,041 of 16,384 words on blobs (`eval/million/README.md`).
+//! A vector is compared with the coarse centres (biased alike), then only with the members of
+//! its `probes` nearest lists ([`Index::search`]), one GEMM per list against the rows that
+//! probe it. With `lists = sqrt(k)` and `probes` lists searched a vector costs about
+//! `(1 + probes) sqrt(k)` distances instead of `k`.
 //!
 //! The index depends only on the centroids (no random choice, no thread count), and the search
 //! of a row only on the row and the map unit it is searched with, so runs are deterministic and
