@@ -10,7 +10,7 @@
 //! biased distance, and lists are stored contiguously. The bias matters in high dimensions: a
 //! centre near the middle of the data (a centroid that averages far-apart vectors) is near
 //! everything (hubness); with centres refined into means by Lloyd iterations, as faiss trains
-//! its quantizers, one list held 16,041 of 16,384 words on blobs (`eval/million/README.md`).
+//! its quantizers, one list held up to 16,041 of 16,384 words on blobs (`eval/million/README.md`).
 //! A vector is compared with the coarse centres (biased alike), then only with the members of
 //! its `probes` nearest lists ([`Index::search`]), one GEMM per list against the rows that
 //! probe it. With `lists = sqrt(k)` and `probes` lists searched a vector costs about
