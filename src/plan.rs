@@ -241,6 +241,7 @@ pub fn print(
             None => k as f64,
         };
         let flops = 2.0 * n as f64 * searched * DIMS as f64;
+        let memory = kmeans_memory(config, n, k, nodes, tasks);
         let seconds = (bcast as f64 + (nodes - 1) as f64 * 65536.0) / link
             + stage2_on as f64 / nodes.max(1) as f64 / link
             + stage3 as f64 / link;
@@ -251,8 +252,8 @@ pub fn print(
             human(stage3 as f64),
             flops,
             seconds,
-            human(kmeans_memory(config, n, k, nodes, tasks).total() as f64),
-            human(kmeans_memory(config, n, k, nodes, tasks).sums as f64)
+            human(memory.total() as f64),
+            human(memory.sums as f64)
         );
     }
     if let Some(&k) = km.k.iter().max() {
