@@ -9,7 +9,7 @@ use vocab_pipeline::hog::{BlockGrid, CELL_SIDE, DIMS, PatchDescriber};
 use vocab_pipeline::image_io::{Collection, Luminance, load_luminance};
 use vocab_pipeline::patch::Sampling;
 
-use crate::cli::BenchHogArgs;
+use crate::cli::{BenchHogArgs, BenchPartialsArgs};
 
 /// Best wall time of `repeat` runs of `f`, in seconds.
 fn best_of(repeat: usize, mut f: impl FnMut() -> usize) -> (f64, usize) {
@@ -21,6 +21,147 @@ fn best_of(repeat: usize, mut f: impl FnMut() -> usize) -> (f64, usize) {
         best = best.min(started.elapsed().as_secs_f64());
     }
     (best, produced)
+}
+
+/// `vocab bench partials`: one node's partial sums at a given shape, each way of holding them,
+/// side by side; one CSV row per (k, form) on stdout. Every form must give the same merged sums
+/// (checked), so the rows differ only in time and bytes.
+pub fn partials(args: &BenchPartialsArgs) -> anyhow::Result<()> {
+    use vocab_cluster::aggregate::{encode_range, range_of};
+    use vocab_pipeline::kmeans::partial::UnitRows;
+    use vocab_pipeline::kmeans::{Accumulation, Partial, merge_tasks};
+    use vocab_pipeline::partition::Matrix;
+
+    let (dims, n) = (args.dims, args.vectors);
+    ensure!(dims > 0 && n > 0, "--dims and --vectors must be positive");
+    ensure!(
+        args.tasks > 0 && args.tasks <= n,
+        "--tasks {}: between 1 and --vectors",
+        args.tasks
+    );
+    ensure!(args.nodes > 0, "--nodes must be positive");
+    let values = n
+        .checked_mul(dims)
+        .context("--vectors x --dims overflows")?;
+    // Values of HOG's range from a fixed LCG.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let x: Vec<f32> = (0..values)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 40) as f32 / (1u64 << 24) as f32
+        })
+        .collect();
+    let dist = vec![1f32; n];
+    println!(
+        "k,dims,vectors,tasks,nodes,form,accumulate_seconds,merge_seconds,encode_seconds,\
+         task_bytes,merged_bytes,stage2_bytes"
+    );
+    for &k in &args.k {
+        ensure!(
+            k > 0 && k <= u32::MAX as usize,
+            "--k {k}: between 1 and 2^32 - 1"
+        );
+        let labels: Vec<u32> = (0..n)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((state >> 33) % k as u64) as u32
+            })
+            .collect();
+        // The node's rows in `tasks` contiguous runs, one map unit each.
+        let units: Vec<UnitRows<'_>> = (0..args.tasks)
+            .map(|t| {
+                let (a, b) = (n * t / args.tasks, n * (t + 1) / args.tasks);
+                (
+                    t as u64,
+                    Matrix::dense(&x[a * dims..b * dims], dims),
+                    &labels[a..b],
+                    &dist[a..b],
+                )
+            })
+            .collect();
+        let dense = (k as u64).saturating_mul(dims as u64 + 1).saturating_mul(8);
+        let mut want: Option<Partial> = None;
+        for form in [
+            Accumulation::Sparse,
+            Accumulation::PerTask,
+            Accumulation::Shared,
+        ] {
+            let tables = match form {
+                Accumulation::PerTask => args.tasks as u64,
+                _ => 1,
+            };
+            if form != Accumulation::Sparse && dense.saturating_mul(tables) > args.max_bytes {
+                eprintln!(
+                    "k = {k}: {form:?} would hold {:.1} GB of sums (--max-bytes): skipped",
+                    (dense * tables) as f64 / 1e9
+                );
+                continue;
+            }
+            let (mut accumulate, mut merge, mut encode) =
+                (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+            let (mut task_bytes, mut merged_bytes, mut stage2) = (0, 0, 0);
+            for _ in 0..args.repeat.max(1) {
+                let started = Instant::now();
+                let tasks: Vec<Partial> = match form {
+                    Accumulation::Sparse => units
+                        .par_iter()
+                        .map(|u| Partial::sparse_of(k, dims, 30, std::slice::from_ref(u)))
+                        .collect(),
+                    Accumulation::PerTask => units
+                        .par_iter()
+                        .map(|&(key, m, l, d)| {
+                            let mut p = Partial::new(k, dims, 30);
+                            p.accumulate(key, m, l, d);
+                            p
+                        })
+                        .collect(),
+                    Accumulation::Shared => {
+                        let mut p = Partial::new(k, dims, 30);
+                        p.accumulate_units(&units);
+                        vec![p]
+                    }
+                };
+                accumulate = accumulate.min(started.elapsed().as_secs_f64());
+                task_bytes = tasks.iter().map(Partial::table_bytes).sum();
+                let started = Instant::now();
+                let merged = std::hint::black_box(merge_tasks(tasks, k, dims, 30));
+                merge = merge.min(started.elapsed().as_secs_f64());
+                merged_bytes = merged.table_bytes();
+                // Stage 2: this node's pieces of every other node's range (node 0's view).
+                let started = Instant::now();
+                stage2 = (1..args.nodes)
+                    .into_par_iter()
+                    .map(|j| {
+                        encode_range(std::slice::from_ref(&merged), range_of(k, args.nodes, j))
+                            .len() as u64
+                    })
+                    .sum::<u64>();
+                encode = encode.min(started.elapsed().as_secs_f64());
+                let mut merged = merged;
+                merged.units.sort_by_key(|u| u.0);
+                match &want {
+                    None => want = Some(merged),
+                    Some(w) => ensure!(&merged == w, "k = {k}: {form:?} gave other sums"),
+                }
+            }
+            println!(
+                "{k},{dims},{n},{},{},{},{accumulate:.4},{merge:.4},{encode:.4},{task_bytes},\
+                 {merged_bytes},{stage2}",
+                args.tasks,
+                args.nodes,
+                match form {
+                    Accumulation::Sparse => "sparse",
+                    Accumulation::PerTask => "dense-per-task",
+                    Accumulation::Shared => "dense-shared",
+                }
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `vocab bench hog`.
@@ -168,10 +309,14 @@ pub fn collectives(
         // Stage 2: k centroids of 63 dims (64 words each) of sums per rank.
         let dims = 63;
         let k = bytes / 8 / (dims + 1);
-        let mut partial = Partial::new(k, dims, 0);
-        for (i, s) in partial.sums.iter_mut().enumerate() {
-            *s = (i * (rank + 1)) as i64;
-        }
+        // Every centroid holds vectors, so every piece ships dense (a centroid without vectors
+        // would be left out of a sparse piece and the stage would move nothing).
+        let partial = Partial::from_dense(
+            dims,
+            0,
+            vec![1; k],
+            (0..k * dims).map(|i| (i * (rank + 1)) as i64).collect(),
+        );
         let words = k * (dims + 1) / w * w;
         let send: Vec<i64> = (0..words).map(|i| (i * (rank + 1)) as i64).collect();
         let mut scattered = vec![0i64; words / w];

@@ -232,6 +232,40 @@ pub enum BenchCommand {
     /// same ranks and bytes (chain broadcast vs MPI_Bcast; stage 2 vs MPI_Reduce_scatter_block
     /// and MPI_Allreduce). Rank 0 prints one CSV row per run.
     Collectives(BenchCollectivesArgs),
+    /// Time one node's partial sums (accumulation, stage-1 merge, stage-2 encoding) held
+    /// sparse, dense per map task and dense shared, on synthetic vectors with uniform labels.
+    Partials(BenchPartialsArgs),
+}
+
+/// Arguments of `vocab bench partials`.
+#[derive(Debug, Args)]
+pub struct BenchPartialsArgs {
+    /// Centroid counts.
+    #[arg(
+        long,
+        value_name = "K",
+        value_delimiter = ',',
+        default_value = "65536,1048576"
+    )]
+    pub k: Vec<usize>,
+    /// Values per vector.
+    #[arg(long, value_name = "D", default_value_t = 512)]
+    pub dims: usize,
+    /// The node's vectors.
+    #[arg(long, value_name = "N", default_value_t = 59_360)]
+    pub vectors: usize,
+    /// Map tasks (one partial each; vocab runs one per thread).
+    #[arg(long, value_name = "T", default_value_t = 2)]
+    pub tasks: usize,
+    /// Nodes of the cluster (the centroids are cut into this many stage-2 ranges).
+    #[arg(long, value_name = "W", default_value_t = 125)]
+    pub nodes: usize,
+    /// Timed repetitions; the best is reported.
+    #[arg(long, value_name = "R", default_value_t = 3)]
+    pub repeat: usize,
+    /// Memory the dense forms may take; a form that needs more is reported as skipped.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "12G")]
+    pub max_bytes: u64,
 }
 
 /// Arguments of `vocab bench collectives`.

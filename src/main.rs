@@ -128,6 +128,7 @@ fn dispatch(
         Command::Config(ConfigCommand::Check(args)) => config::check(&args.config),
         Command::Config(ConfigCommand::Show(args)) => config::show(&args.config),
         Command::Bench(BenchCommand::Hog(args)) => bench::hog(&args),
+        Command::Bench(BenchCommand::Partials(args)) => bench::partials(&args),
         // `run` hands it to engine::main, which runs it on every rank.
         Command::Bench(BenchCommand::Collectives(_)) => {
             anyhow::bail!("bench collectives runs only as an MPI job")

@@ -14,10 +14,11 @@
 //!   `dims` sums. A centroid with no vectors has zero sums, so leaving it out is exact.
 //!
 //! A map task of the paper's shape (742 vectors, 1M centroids) touches at most 742 of a range's
-//! centroids: its pieces are sparse and stage 2 ships its touched centroids, not the range. An
-//! empty range ships nothing. Stage 3 ships a reduced range as `r` counts (`u64`) then
-//! `r x dims` means (`f32`): the gather's ranges are the whole vocabulary, in which every
-//! centroid holds vectors after the first iteration, so it stays dense.
+//! centroids: its partial is held sparse (`Partial::sparse_of`), its pieces are sparse and stage
+//! 2 ships its touched centroids, not the range. An empty range ships nothing. Stage 3 ships a
+//! reduced range's counts and means, dense or (when most of its centroids have no vectors, as
+//! in the first iterations of a run with far more centroids than fit the data) sparse, again
+//! whichever is smaller.
 
 use std::ops::Range;
 
@@ -40,18 +41,6 @@ pub enum AggregateError {
     /// Data sent for a range of no centroids.
     #[error("data for an empty range")]
     EmptyRange,
-    /// A count split between two chunks.
-    #[error("a count straddles a chunk at byte {at}")]
-    Straddle {
-        /// Byte offset.
-        at: u64,
-    },
-    /// Data beyond the range's end.
-    #[error("data past the range at byte {at}")]
-    PastRange {
-        /// Byte offset.
-        at: u64,
-    },
     /// A sparse piece naming more centroids than its range holds, or an index outside it.
     #[error("a sparse piece names centroid {index} of a range of {len}")]
     SparseIndex {
@@ -59,6 +48,14 @@ pub enum AggregateError {
         index: u64,
         /// Centroids in the range.
         len: usize,
+    },
+    /// A stage-3 range of another length than its header says.
+    #[error("a stage-3 range of {len} bytes where {expected} were expected")]
+    Length {
+        /// Bytes received.
+        len: u64,
+        /// Bytes its header implies.
+        expected: u64,
     },
     /// A sender's bytes ended inside a piece, or held another number of pieces than announced.
     #[error("{pieces} complete pieces received where {announced} were announced")]
@@ -88,26 +85,26 @@ pub fn encode_range(partials: &[Partial], r: Range<usize>) -> Vec<u8> {
     }
     let word = |out: &mut Vec<u8>, v: u64| out.extend_from_slice(&v.to_le_bytes());
     for p in partials {
-        let counts = &p.counts[r.clone()];
-        let touched = counts.iter().filter(|&&c| c > 0).count();
+        let touched = p.entries(r.clone()).count();
         if touched * (dims + 2) < r.len() * (dims + 1) {
             out.reserve(8 + touched * (dims + 2) * 8);
             word(&mut out, touched as u64);
-            for (i, &c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
-                word(&mut out, i as u64);
+            for (j, c, sums) in p.entries(r.clone()) {
+                word(&mut out, (j - r.start) as u64);
                 word(&mut out, c);
-                let j = r.start + i;
-                for &s in &p.sums[j * dims..(j + 1) * dims] {
+                for &s in sums {
                     out.extend_from_slice(&s.to_le_bytes());
                 }
             }
         } else {
+            let (mut counts, mut sums) = (vec![0u64; r.len()], vec![0i64; r.len() * dims]);
+            p.add_range_to(r.clone(), &mut counts, &mut sums);
             out.reserve(8 + r.len() * (dims + 1) * 8);
             word(&mut out, DENSE);
-            for &c in counts {
+            for c in counts {
                 word(&mut out, c);
             }
-            for &s in &p.sums[r.start * dims..r.end * dims] {
+            for s in sums {
                 out.extend_from_slice(&s.to_le_bytes());
             }
         }
@@ -187,11 +184,10 @@ impl RangeSum {
 
     /// Adds the range of a partial held in memory (the worker's own contribution).
     pub fn add_partial(&mut self, p: &Partial) {
-        let r = self.start..self.start + self.len();
-        vocab_pipeline::kmeans::partial::add_sums(&mut self.counts, &p.counts[r.clone()]);
-        vocab_pipeline::kmeans::partial::add_sums(
+        p.add_range_to(
+            self.start..self.start + self.len(),
+            &mut self.counts,
             &mut self.sums,
-            &p.sums[r.start * self.dims..r.end * self.dims],
         );
     }
 
@@ -310,67 +306,121 @@ impl RangeSum {
         }
     }
 
-    /// Stage-3 bytes: counts then the means of the range.
+    /// Stage-3 bytes: the range's counts and means, dense or sparse, whichever is smaller:
+    /// dense, the word [`DENSE`], then `r` counts (`u64`) and `r x dims` means (`f32`); sparse,
+    /// the number `m` of centroids with vectors, then for each in increasing order its index
+    /// within the range, its count (`u64` words) and its `dims` means. A centroid without
+    /// vectors has zero means either way. An empty range ships nothing.
     pub fn encode_result(&self, scale: i32) -> Vec<u8> {
-        let m = means(&self.sums, &self.counts, self.dims, scale);
-        let mut out = Vec::with_capacity(self.len() * 8 + m.len() * 4);
-        for &c in &self.counts {
-            out.extend_from_slice(&c.to_le_bytes());
+        let (r, dims) = (self.len(), self.dims);
+        if r == 0 {
+            return Vec::new();
         }
-        for v in m {
-            out.extend_from_slice(&v.to_le_bytes());
+        let m = means(&self.sums, &self.counts, dims, scale);
+        let touched = self.counts.iter().filter(|&&c| c > 0).count();
+        let mut out;
+        if touched * (16 + 4 * dims) < r * (8 + 4 * dims) {
+            out = Vec::with_capacity(8 + touched * (16 + 4 * dims));
+            out.extend_from_slice(&(touched as u64).to_le_bytes());
+            for (j, &c) in self.counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+                out.extend_from_slice(&(j as u64).to_le_bytes());
+                out.extend_from_slice(&c.to_le_bytes());
+                for v in &m[j * dims..(j + 1) * dims] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+        } else {
+            out = Vec::with_capacity(8 + r * 8 + m.len() * 4);
+            out.extend_from_slice(&DENSE.to_le_bytes());
+            for &c in &self.counts {
+                out.extend_from_slice(&c.to_le_bytes());
+            }
+            for v in m {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
         }
         out
     }
 }
 
-/// Length of [`RangeSum::encode_result`]'s output for `centroids` of `dims`.
+/// Largest length of [`RangeSum::encode_result`]'s output for `centroids` of `dims` (dense;
+/// nothing for an empty range); saturates.
 pub fn result_len(centroids: usize, dims: usize) -> u64 {
-    (centroids * 8 + centroids * dims * 4) as u64
+    if centroids == 0 {
+        return 0;
+    }
+    (centroids as u64)
+        .saturating_mul((dims as u64).saturating_mul(4).saturating_add(8))
+        .saturating_add(8)
 }
 
-/// Writes a stage-3 chunk at byte `offset` of the result of range `[start, start + r)` into the
-/// driver's `counts` (all `k`) and `means` (`k x dims`).
+/// Places the stage-3 bytes `data` of range `[start, start + r)` (dense or sparse, whole) into
+/// the driver's `counts` (all `k`) and `means` (`k x dims`), which hold zeros for the range.
 pub fn place_result(
     counts: &mut [u64],
     means: &mut [f32],
     start: usize,
     r: usize,
     dims: usize,
-    offset: u64,
     data: &[u8],
 ) -> Result<(), AggregateError> {
-    let misaligned = || AggregateError::Misaligned {
-        offset,
-        len: data.len(),
-        align: 4,
+    let word = |at: usize| -> u64 {
+        data.get(at..at + 8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_le_bytes)
     };
-    if offset % 4 != 0 || data.len() % 4 != 0 {
-        return Err(misaligned());
-    }
-    let mut at = offset as usize;
-    let mut rest = data;
-    let count_bytes = r * 8;
-    while !rest.is_empty() {
-        if at < count_bytes {
-            let take = 8.min(rest.len());
-            if take < 8 || at % 8 != 0 {
-                return Err(AggregateError::Straddle { at: at as u64 });
-            }
-            let word: [u8; 8] = rest[..8].try_into().map_err(|_| misaligned())?;
-            counts[start + at / 8] = u64::from_le_bytes(word);
-            rest = &rest[8..];
-            at += 8;
-        } else {
-            let idx = (at - count_bytes) / 4;
-            if idx >= r * dims {
-                return Err(AggregateError::PastRange { at: at as u64 });
-            }
-            let word: [u8; 4] = rest[..4].try_into().map_err(|_| misaligned())?;
-            means[start * dims + idx] = f32::from_le_bytes(word);
-            rest = &rest[4..];
-            at += 4;
+    let place_means = |means: &mut [f32], j: usize, at: usize| {
+        for (i, v) in means[(start + j) * dims..][..dims].iter_mut().enumerate() {
+            let b = &data[at + 4 * i..at + 4 * i + 4];
+            *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         }
+    };
+    let length = |expected: u64| {
+        if data.len() as u64 == expected {
+            Ok(())
+        } else {
+            Err(AggregateError::Length {
+                len: data.len() as u64,
+                expected,
+            })
+        }
+    };
+    if r == 0 {
+        return length(0);
+    }
+    if data.len() < 8 {
+        return length(8);
+    }
+    let head = word(0);
+    if head == DENSE {
+        length(result_len(r, dims))?;
+        for j in 0..r {
+            counts[start + j] = word(8 + 8 * j);
+            place_means(means, j, 8 + 8 * r + 4 * dims * j);
+        }
+        return Ok(());
+    }
+    if head > r as u64 {
+        return Err(AggregateError::SparseIndex {
+            index: head,
+            len: r,
+        });
+    }
+    let m = head as usize;
+    let entry = 16 + 4 * dims;
+    length(8 + (m * entry) as u64)?;
+    let mut next = 0;
+    for e in 0..m {
+        let at = 8 + e * entry;
+        let j = word(at);
+        // Increasing indices inside the range: each centroid placed once.
+        if j < next || j >= r as u64 {
+            return Err(AggregateError::SparseIndex { index: j, len: r });
+        }
+        let j = j as usize;
+        counts[start + j] = word(at + 8);
+        place_means(means, j, at + 16);
+        next = j as u64 + 1;
     }
     Ok(())
 }
@@ -441,25 +491,14 @@ mod tests {
                         acc.end_sender(pieces).expect("whole pieces");
                     }
                 }
-                assert_eq!(acc.counts, merged.counts[r.clone()]);
-                assert_eq!(acc.sums, merged.sums[r.start * dims..r.end * dims]);
+                assert_eq!(acc.counts, merged.counts()[r.clone()]);
+                assert_eq!(acc.sums, merged.sums()[r.start * dims..r.end * dims]);
                 // Stage 3 places the range's means where the full update would put them.
                 let result = acc.encode_result(30);
-                assert_eq!(result.len() as u64, result_len(r.len(), dims));
+                assert!(result.len() as u64 <= result_len(r.len(), dims));
                 let (mut counts, mut m) = (vec![0u64; k], vec![0f32; k * dims]);
-                for (i, c) in result.chunks(16).enumerate() {
-                    place_result(
-                        &mut counts,
-                        &mut m,
-                        r.start,
-                        r.len(),
-                        dims,
-                        (i * 16) as u64,
-                        c,
-                    )
-                    .expect("place");
-                }
-                let want = means(&merged.sums, &merged.counts, dims, 30);
+                place_result(&mut counts, &mut m, r.start, r.len(), dims, &result).expect("place");
+                let want = means(&merged.sums(), &merged.counts(), dims, 30);
                 assert_eq!(
                     &m[r.start * dims..r.end * dims],
                     &want[r.start * dims..r.end * dims]
@@ -504,7 +543,8 @@ mod tests {
                 let r = range_of(k, workers, j);
                 let both = encode_range(&[few.clone(), many.clone()], r.clone());
                 let alone = encode_range(std::slice::from_ref(&other), r.clone());
-                let touched = |p: &Partial| p.counts[r.clone()].iter().filter(|&&c| c > 0).count();
+                let touched =
+                    |p: &Partial| p.counts()[r.clone()].iter().filter(|&&c| c > 0).count();
                 // The sparse pieces: a header and (index, count, sums) per touched centroid.
                 assert_eq!(
                     alone.len(),
@@ -525,11 +565,127 @@ mod tests {
                         }
                         acc.end_sender(pieces).expect("whole pieces");
                     }
-                    assert_eq!(acc.counts, merged.counts[r.clone()], "range {r:?}");
-                    assert_eq!(acc.sums, merged.sums[r.start * dims..r.end * dims]);
+                    assert_eq!(acc.counts, merged.counts()[r.clone()], "range {r:?}");
+                    assert_eq!(acc.sums, merged.sums()[r.start * dims..r.end * dims]);
                 }
             }
         }
+    }
+
+    #[test]
+    fn sparse_held_partials_ship_the_bytes_of_dense_held_ones() {
+        let (k, dims) = (1000, 4);
+        // Held sparse (a map task of few vectors) or dense, the same numbers: the same pieces
+        // in every range (sparse where few centroids are touched, dense where most are) and
+        // the same own-range sums.
+        for labels in [
+            vec![3u32, 3, 17, 640, 999],
+            (0..600).map(|i| i * 7 % 1000).collect(),
+        ] {
+            let dense = touching(k, dims, &labels, 5);
+            let x: Vec<f32> = (0..labels.len() * dims)
+                .map(|i| ((i as u32 * 7 + 5 * 13) % 23) as f32 - 11.0)
+                .collect();
+            let dist = vec![1.0; labels.len()];
+            let sparse = Partial::sparse_of(
+                k,
+                dims,
+                30,
+                &[(5, Matrix::dense(&x, dims), &labels[..], &dist[..])],
+            );
+            assert!(sparse.is_sparse() && !dense.is_sparse());
+            for workers in [1, 3, 7] {
+                for j in 0..workers {
+                    let r = range_of(k, workers, j);
+                    assert_eq!(
+                        encode_range(std::slice::from_ref(&sparse), r.clone()),
+                        encode_range(std::slice::from_ref(&dense), r.clone()),
+                        "range {r:?}"
+                    );
+                    let (mut a, mut b) = (RangeSum::new(r.clone(), dims), RangeSum::new(r, dims));
+                    a.add_partial(&sparse);
+                    b.add_partial(&dense);
+                    assert_eq!(a, b);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn stage_three_ships_sparse_ranges_and_places_them_as_dense_ones() {
+        let (k, dims) = (1000, 6);
+        for labels in [vec![3u32, 3, 17, 640, 999], (0..1000).collect::<Vec<_>>()] {
+            let p = touching(k, dims, &labels, 4);
+            let want = means(&p.sums(), &p.counts(), dims, 30);
+            for workers in [1, 3] {
+                let (mut counts, mut m) = (vec![0u64; k], vec![0f32; k * dims]);
+                for j in 0..workers {
+                    let r = range_of(k, workers, j);
+                    let mut acc = RangeSum::new(r.clone(), dims);
+                    acc.add_partial(&p);
+                    let bytes = acc.encode_result(30);
+                    let touched = p.entries(r.clone()).count();
+                    let expected = if touched < r.len() / 2 {
+                        8 + touched * (16 + 4 * dims)
+                    } else {
+                        result_len(r.len(), dims) as usize
+                    };
+                    assert_eq!(bytes.len(), expected, "range {r:?}");
+                    place_result(&mut counts, &mut m, r.start, r.len(), dims, &bytes)
+                        .expect("place");
+                }
+                assert_eq!(counts, *p.counts());
+                assert_eq!(m, want);
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_stage_three_bytes_are_errors() {
+        let (dims, r) = (2, 0..4);
+        let p = touching(4, dims, &[1], 1);
+        let mut acc = RangeSum::new(r.clone(), dims);
+        acc.add_partial(&p);
+        let sparse = acc.encode_result(30);
+        assert_eq!(sparse.len(), 8 + 16 + 8);
+        let (mut counts, mut m) = (vec![0u64; 4], vec![0f32; 8]);
+        let mut place = |data: &[u8]| place_result(&mut counts, &mut m, 0, 4, dims, data);
+        place(&sparse).expect("whole");
+        // Truncated, trailing bytes, too many entries, an index outside the range or repeated.
+        assert!(matches!(
+            place(&sparse[..sparse.len() - 4]),
+            Err(AggregateError::Length { .. })
+        ));
+        assert!(matches!(
+            place(&[&sparse[..], &[0; 4]].concat()),
+            Err(AggregateError::Length { .. })
+        ));
+        assert!(place(&[]).is_err());
+        assert!(matches!(
+            place(&5u64.to_le_bytes()),
+            Err(AggregateError::SparseIndex { index: 5, .. })
+        ));
+        let mut outside = sparse.clone();
+        outside[8..16].copy_from_slice(&4u64.to_le_bytes());
+        assert!(matches!(
+            place(&outside),
+            Err(AggregateError::SparseIndex { index: 4, .. })
+        ));
+        let twice = [&2u64.to_le_bytes()[..], &sparse[8..], &sparse[8..]].concat();
+        assert!(matches!(
+            place(&twice),
+            Err(AggregateError::SparseIndex { index: 1, .. })
+        ));
+        // An empty range (a driver that maps nothing) ships and takes nothing.
+        assert!(RangeSum::new(2..2, dims).encode_result(30).is_empty());
+        assert!(place_result(&mut [], &mut [], 0, 0, dims, &[]).is_ok());
+        assert!(place_result(&mut [], &mut [], 0, 0, dims, &[0; 8]).is_err());
+        let dense = [&DENSE.to_le_bytes()[..], &[0; 4 * 8 + 8 * 4]].concat();
+        place(&dense).expect("dense");
+        assert!(matches!(
+            place(&dense[..dense.len() - 4]),
+            Err(AggregateError::Length { .. })
+        ));
     }
 
     #[test]

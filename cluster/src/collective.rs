@@ -1116,10 +1116,10 @@ mod tests {
             // Results come in rank order; ranges belong to chain positions.
             for (m, acc) in &got {
                 let (m, r) = (*m, range_of(k, w, *m));
-                assert_eq!(acc.counts, want.counts[r.clone()], "w {w} member {m}");
+                assert_eq!(acc.counts, want.counts()[r.clone()], "w {w} member {m}");
                 assert_eq!(
                     acc.sums,
-                    want.sums[r.start * dims..r.end * dims],
+                    want.sums()[r.start * dims..r.end * dims],
                     "w {w} member {m}"
                 );
             }

@@ -25,7 +25,7 @@ use vocab_pipeline::kmeans::partial::inertia_of;
 use vocab_pipeline::kmeans::{Assignment, Centroids, Kernel, Params, State, fixed_scale};
 use vocab_pipeline::partition::{Manifest, read_manifest};
 
-use crate::aggregate::{place_result, range_of, result_len};
+use crate::aggregate::{place_result, range_of};
 use crate::collective::{Algorithm, Probe, calibrate};
 use crate::collective::{
     BroadcastPlan, CollectiveError, MAX_CONTROL, Team, broadcast, broadcast_message, gather,
@@ -1409,14 +1409,7 @@ impl<'t> Root<'t> {
             let stats: StepStats = decode(rank, &piece[8..8 + stats_len])?;
             let blob = &piece[8 + stats_len..];
             let r = range_at(k, j, w, self.options.root_maps);
-            if blob.len() as u64 != result_len(r.len(), dims) {
-                return Err(malformed(format!(
-                    "stage-3 range of {} bytes, {} expected",
-                    blob.len(),
-                    result_len(r.len(), dims)
-                )));
-            }
-            place_result(&mut counts, &mut means, r.start, r.len(), dims, 0, blob)
+            place_result(&mut counts, &mut means, r.start, r.len(), dims, blob)
                 .map_err(|e| malformed(e.to_string()))?;
             units.extend(
                 stats

@@ -37,14 +37,15 @@ def dense(partials_per_node):
                for j, r in enumerate(ranges) if j != i)
 print(f"k = {k}, {nodes} nodes x {threads} map tasks, pruned + int8 on the workers, 201,000 HOG "
       "vectors (u8 partitions), 1 Gbit/s links, 0.45 cores per node\n")
-print("| stage 1 | iteration | map s | stage-2 s | stage-2 bytes | dense would ship | ratio | stage-3 bytes |")
-print("|---|---|---|---|---|---|---|---|")
+print("| stage 1 | iteration | map s | stage-1 s | stage-2 s | stage-2 bytes | dense would ship | ratio | stage-3 bytes |")
+print("|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     per_node = 1 if r["local_aggregation"] == "1" else int(r["map_tasks"]) // nodes
     d = dense(per_node)
     b = int(r["stage2_bytes"])
     print(f"| {'on' if r['local_aggregation'] == '1' else 'off'} | {r['iteration']} | "
-          f"{float(r['map_seconds']):.1f} | {float(r['stage2_seconds']):.2f} | {b / 1e6:.1f} MB | "
+          f"{float(r['map_seconds']):.1f} | {float(r['stage1_seconds']):.2f} | "
+          f"{float(r['stage2_seconds']):.2f} | {b / 1e6:.1f} MB | "
           f"{d / 1e6:.1f} MB | {b / d:.3f} | {int(r['stage3_bytes']) / 1e6:.1f} MB |")
 PY
 cat "$here/cluster.md"

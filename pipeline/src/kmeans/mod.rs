@@ -596,7 +596,8 @@ pub struct Memory {
     /// The centroids and the next iteration's means (and, on a distributed engine, the
     /// broadcast's bytes as received).
     pub centroids: u64,
-    /// The `k x (dims + 1)` fixed-point sums and counts: one per map task, or one shared.
+    /// The fixed-point sums and counts: one `k x (dims + 1)` table per map task or one shared,
+    /// or (tasks of at most `k / 2` rows) the touched centroids' entries and their merge.
     pub sums: u64,
     /// The integer kernel's codes of the vectors and centroids.
     pub codes: u64,
@@ -618,18 +619,34 @@ impl Memory {
         distributed: bool,
     ) -> Self {
         let table = k.saturating_mul(dims);
-        let accumulators = if accumulator_per_task(k as usize, dims as usize, threads as usize) {
-            threads.max(1)
-        } else {
-            1
+        let threads = threads.max(1);
+        // Tasks take units of rows in turn: at most this many rows each.
+        let task_rows = n.div_ceil(threads).next_multiple_of(UNIT_ROWS as u64);
+        let dense = k.saturating_mul(dims + 1).saturating_mul(8);
+        let sums = match Accumulation::choose(
+            k as usize,
+            dims as usize,
+            threads as usize,
+            task_rows.min(n) as usize,
+        ) {
+            // The tasks' entries, then stage 1's merge (sparse while it touches at most k / 2).
+            Accumulation::Sparse => {
+                let entry = (dims + 2).saturating_mul(8);
+                let merged = if n.saturating_mul(2) <= k {
+                    n.saturating_mul(entry)
+                } else {
+                    dense
+                };
+                n.saturating_mul(entry).saturating_add(merged)
+            }
+            Accumulation::PerTask => threads.saturating_mul(dense),
+            Accumulation::Shared => dense,
         };
         let int8 = assignment.kernel() == Kernel::Int8;
         Memory {
             vectors: n.saturating_mul(dims).saturating_mul(4),
             centroids: table.saturating_mul(if distributed { 12 } else { 8 }),
-            sums: accumulators
-                .saturating_mul(k.saturating_mul(dims + 1))
-                .saturating_mul(8),
+            sums,
             codes: if int8 {
                 table.saturating_add(n.saturating_mul(dims + 8))
             } else {
@@ -662,6 +679,32 @@ impl Memory {
     }
 }
 
+/// How a map step's tasks keep their sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accumulation {
+    /// Each task a sparse table of the centroids it touched: tasks of at most `k / 2` rows
+    /// (the paper's 742 vectors a task against a million words).
+    Sparse,
+    /// Each task its own dense `k x dims` table.
+    PerTask,
+    /// One dense table for all tasks, filled in parallel by blocks of centroids (when tables
+    /// per task would pass [`TASK_SUMS_BUDGET`]).
+    Shared,
+}
+
+impl Accumulation {
+    /// The choice for `threads` tasks of at most `task_rows` rows each.
+    pub fn choose(k: usize, dims: usize, threads: usize, task_rows: usize) -> Self {
+        if task_rows.saturating_mul(2) <= k {
+            Self::Sparse
+        } else if accumulator_per_task(k, dims, threads) {
+            Self::PerTask
+        } else {
+            Self::Shared
+        }
+    }
+}
+
 /// Whether `threads` map tasks each keep their own `k x dims` accumulator (else one is shared).
 pub fn accumulator_per_task(k: usize, dims: usize, threads: usize) -> bool {
     (threads as u64)
@@ -680,6 +723,18 @@ pub fn map_tasks(
     scale: i32,
     threads: usize,
     mode: Mode<'_>,
+) -> (Vec<Partial>, usize) {
+    map_tasks_as(shards, centroids, scale, threads, mode, None)
+}
+
+/// [`map_tasks`] with the tasks' accumulation chosen by the caller (`None`: by size).
+fn map_tasks_as(
+    shards: &[Shard<'_>],
+    centroids: &Centroids,
+    scale: i32,
+    threads: usize,
+    mode: Mode<'_>,
+    accumulation: Option<Accumulation>,
 ) -> (Vec<Partial>, usize) {
     let threads = if threads == 0 {
         rayon::current_num_threads()
@@ -737,18 +792,23 @@ pub fn map_tasks(
         }
         None => (None, (0..units.len()).map(|_| None).collect()),
     };
-    let per_task = accumulator_per_task(k, dims, threads);
     type Work<'u, 'b> = Vec<(Unit<'u>, Option<&'b mut prune::UnitBounds>)>;
     let mut work: Vec<Work<'_, '_>> = (0..threads).map(|_| Vec::new()).collect();
     for (idx, (&unit, b)) in units.iter().zip(bounds).enumerate() {
         work[idx % threads].push((unit, b));
     }
+    let task_rows = work
+        .iter()
+        .map(|w| w.iter().map(|(u, _)| u.rows.rows()).sum::<usize>())
+        .max()
+        .unwrap_or(0);
+    let how = accumulation.unwrap_or_else(|| Accumulation::choose(k, dims, threads, task_rows));
     /// A thread's results: its accumulator, or (shared accumulator) its units' labels.
     type Labelled<'u> = Vec<(u64, Matrix<'u>, Vec<u32>, Vec<f32>)>;
     let results: Vec<(Option<Partial>, Labelled<'_>, usize)> = work
         .into_par_iter()
         .map(|items| {
-            let mut partial = per_task.then(|| Partial::new(k, dims, scale));
+            let mut partial = (how == Accumulation::PerTask).then(|| Partial::new(k, dims, scale));
             let mut labelled = Vec::new();
             let mut scratch = AssignScratch::default();
             let mut prune_scratch = prune::PruneScratch::default();
@@ -810,6 +870,14 @@ pub fn map_tasks(
                     None => labelled.push((key, unit, labels[..n].to_vec(), dist[..n].to_vec())),
                 }
             }
+            if how == Accumulation::Sparse {
+                let units: Vec<_> = labelled
+                    .iter()
+                    .map(|(key, x, labels, dist)| (*key, *x, &labels[..], &dist[..]))
+                    .collect();
+                partial = Some(Partial::sparse_of(k, dims, scale, &units));
+                labelled.clear();
+            }
             (partial, labelled, kept)
         })
         .collect();
@@ -817,7 +885,7 @@ pub fn map_tasks(
         p.previous = Some(centroids.clone());
     }
     let kept = results.iter().map(|r| r.2).sum();
-    let partials = if per_task {
+    let partials = if how != Accumulation::Shared {
         results.into_iter().filter_map(|r| r.0).collect()
     } else {
         let labelled: Vec<_> = results.into_iter().flat_map(|r| r.1).collect();
@@ -847,14 +915,11 @@ pub fn local_step(
     )
 }
 
-/// Stage 1: the map tasks' partials merged into the first (no new `k x dims` accumulator).
+/// Stage 1: the map tasks' partials added up ([`Partial::sum`]: into the first, no new
+/// `k x dims` accumulator; sparse partials stay sparse while together they touch at most half
+/// the centroids).
 pub fn merge_tasks(tasks: Vec<Partial>, k: usize, dims: usize, scale: i32) -> Partial {
-    let mut tasks = tasks.into_iter();
-    let mut merged = tasks.next().unwrap_or_else(|| Partial::new(k, dims, scale));
-    for p in tasks {
-        merged.merge(&p);
-    }
-    merged
+    Partial::sum(tasks, k, dims, scale)
 }
 
 /// Runs iterations from `start` (or from the initial centroids) until `max_iter` or convergence.
@@ -910,15 +975,9 @@ pub fn fit<E: From<KMeansError>>(
         let codes = quantized.is_some().then_some(&rows[..]);
         let mode = Mode::of(params.assignment, params.k, pruner.as_mut(), codes);
         let (partial, kept) = local_step(&shards, &state.centroids, scale, params.threads, mode);
-        let means = partial::means(&partial.sums, &partial.counts, dims, scale);
-        state.advance(
-            params,
-            means,
-            &partial.counts,
-            partial.inertia(),
-            started,
-            kept,
-        );
+        let counts = partial.counts();
+        let means = partial::means(&partial.sums(), &counts, dims, scale);
+        state.advance(params, means, &counts, partial.inertia(), started, kept);
         on_iteration(&state)?;
     }
     Ok(state)
@@ -1145,6 +1204,67 @@ mod tests {
         {
             assert!((a - b).abs() <= 1e-6 * a.abs().max(1.0), "{a} vs {b}");
         }
+    }
+
+    #[test]
+    fn every_accumulation_gives_the_same_sums() {
+        // 700 rows over 5 partitions (units of up to 4,096 rows: one a partition), k = 300:
+        // tasks of 1-3 units; the choice by size would be per task tables (more rows than k / 2).
+        let dims = 8;
+        let data = blobs(10, 70, dims, 4);
+        let cuts = [0, 90, 230, 231, 500, 700];
+        let parts: Vec<Matrix<'_>> = cuts
+            .windows(2)
+            .map(|w| Matrix::dense(&data[w[0] * dims..w[1] * dims], dims))
+            .collect();
+        let shards = Shard::numbered(&parts);
+        let centroids = initial_centroids(&parts, 300, &Init::Random, 3).expect("init");
+        let scale = data_scale(&shards).expect("scale");
+        let mut want = None;
+        for threads in [1, 2, 3] {
+            for how in [
+                Accumulation::PerTask,
+                Accumulation::Sparse,
+                Accumulation::Shared,
+            ] {
+                let (tasks, _) =
+                    map_tasks_as(&shards, &centroids, scale, threads, Mode::Full, Some(how));
+                assert_eq!(
+                    tasks.len(),
+                    if how == Accumulation::Shared {
+                        1
+                    } else {
+                        threads
+                    },
+                    "{how:?}"
+                );
+                assert!(
+                    tasks
+                        .iter()
+                        .all(|t| t.is_sparse() == (how == Accumulation::Sparse))
+                );
+                let mut merged = merge_tasks(tasks, 300, dims, scale);
+                merged.units.sort_by_key(|u| u.0);
+                assert_eq!(merged.total(), 700);
+                match &want {
+                    None => want = Some(merged),
+                    Some(w) => assert_eq!(&merged, w, "{threads} threads, {how:?}"),
+                }
+            }
+        }
+        // By size: tasks of at most k / 2 rows keep sparse tables.
+        assert_eq!(
+            Accumulation::choose(300, dims, 2, 150),
+            Accumulation::Sparse
+        );
+        assert_eq!(
+            Accumulation::choose(300, dims, 2, 151),
+            Accumulation::PerTask
+        );
+        assert_eq!(
+            Accumulation::choose(1 << 20, 512, 2, 1 << 20),
+            Accumulation::Shared
+        );
     }
 
     #[test]

@@ -12,6 +12,9 @@
 //! The inertia is a sum of floats, so it is kept per map unit (keyed by partition and unit) and
 //! added in key order only when asked for ([`Partial::inertia`]); merging concatenates.
 
+use std::borrow::Cow;
+use std::ops::Range;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -128,30 +131,101 @@ pub fn unit_key(partition: u32, unit: u32) -> u64 {
     (u64::from(partition) << 32) | u64::from(unit)
 }
 
+/// A map unit handed to accumulation: its key, its rows, their labels and squared distances.
+pub type UnitRows<'a> = (u64, Matrix<'a>, &'a [u32], &'a [f32]);
+
 /// Per-centroid sums (fixed point), counts and per-unit inertia of a set of assigned vectors.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Held **dense** (`k` counts and `k x dims` sums) or **sparse** (only the centroids that hold
+/// vectors, in increasing id, each with its count and sums): a map task of fewer vectors than
+/// half the centroids (the paper's shape: 742 vectors against a million words) keeps, merges
+/// and ships only what it touched ([`Partial::sparse_of`]). Both forms hold the same numbers,
+/// and equality compares the numbers, not the form.
+#[derive(Debug, Clone)]
 pub struct Partial {
     k: usize,
     dims: usize,
     scale: i32,
-    /// `k x dims` sums of the vectors assigned to each centroid, as `round(v * 2^scale)`.
-    pub sums: Vec<i64>,
-    /// Vectors assigned to each centroid.
-    pub counts: Vec<u64>,
+    table: Table,
     /// Inertia of each map unit: `(unit_key, sum of squared distances in row order)`.
     pub units: Vec<(u64, f64)>,
 }
 
+/// The sums and counts of a [`Partial`].
+#[derive(Debug, Clone)]
+enum Table {
+    /// Every centroid: `k` counts and `k x dims` sums (a centroid without vectors has zeros).
+    Dense { counts: Vec<u64>, sums: Vec<i64> },
+    /// The centroids with vectors: `ids` strictly increasing, every count above zero, `sums`
+    /// `ids.len() x dims`.
+    Sparse {
+        ids: Vec<u32>,
+        counts: Vec<u64>,
+        sums: Vec<i64>,
+    },
+}
+
+/// The touched centroids of a range of a [`Partial`]: `(centroid, count, sums)` in increasing
+/// centroid order.
+pub type Entries<'a> = Box<dyn Iterator<Item = (usize, u64, &'a [i64])> + 'a>;
+
 impl Partial {
-    /// An empty partial for `k` centroids of `dims` values at fixed-point `scale`.
+    /// An empty dense partial for `k` centroids of `dims` values at fixed-point `scale`.
     pub fn new(k: usize, dims: usize, scale: i32) -> Self {
         Self {
             k,
             dims,
             scale,
-            sums: vec![0; k * dims],
-            counts: vec![0; k],
+            table: Table::Dense {
+                counts: vec![0; k],
+                sums: vec![0; k * dims],
+            },
             units: Vec::new(),
+        }
+    }
+
+    /// A dense partial of the given `counts` (one per centroid) and `sums` (`counts.len() x
+    /// dims`), without unit inertias.
+    ///
+    /// # Panics
+    /// If the lengths disagree.
+    pub fn from_dense(dims: usize, scale: i32, counts: Vec<u64>, sums: Vec<i64>) -> Self {
+        assert_eq!(sums.len(), counts.len() * dims, "sums of another shape");
+        Self {
+            k: counts.len(),
+            dims,
+            scale,
+            table: Table::Dense { counts, sums },
+            units: Vec::new(),
+        }
+    }
+
+    /// A sparse partial of map units `(key, rows, labels, dist)`: the centroids they touched
+    /// and nothing else (the numbers [`Partial::accumulate`] would give a dense one).
+    pub fn sparse_of(k: usize, dims: usize, scale: i32, units: &[UnitRows<'_>]) -> Self {
+        let mut ids: Vec<u32> = units.iter().flat_map(|u| u.2.iter().copied()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        debug_assert!(ids.last().is_none_or(|&l| (l as usize) < k), "label past k");
+        let mul = 2f64.powi(scale);
+        let mut counts = vec![0u64; ids.len()];
+        let mut sums = vec![0i64; ids.len() * dims];
+        for (_, x, labels, _) in units {
+            for (i, &label) in labels.iter().enumerate() {
+                let at = ids.partition_point(|&id| id < label);
+                add_fixed(&mut sums[at * dims..][..dims], x.row(i), mul);
+                counts[at] += 1;
+            }
+        }
+        Self {
+            k,
+            dims,
+            scale,
+            table: Table::Sparse { ids, counts, sums },
+            units: units
+                .iter()
+                .map(|(key, _, _, dist)| (*key, row_order_sum(dist)))
+                .collect(),
         }
     }
 
@@ -170,9 +244,102 @@ impl Partial {
         self.scale
     }
 
+    /// Whether only the touched centroids are held.
+    pub fn is_sparse(&self) -> bool {
+        matches!(self.table, Table::Sparse { .. })
+    }
+
+    /// Bytes of the sums and counts as held.
+    pub fn table_bytes(&self) -> u64 {
+        match &self.table {
+            Table::Dense { counts, sums } => (counts.len() * 8 + sums.len() * 8) as u64,
+            Table::Sparse { ids, counts, sums } => {
+                (ids.len() * 4 + counts.len() * 8 + sums.len() * 8) as u64
+            }
+        }
+    }
+
     /// Total vectors counted.
     pub fn total(&self) -> u64 {
-        self.counts.iter().sum()
+        match &self.table {
+            Table::Dense { counts, .. } | Table::Sparse { counts, .. } => counts.iter().sum(),
+        }
+    }
+
+    /// Centroids holding at least one vector.
+    pub fn touched(&self) -> usize {
+        match &self.table {
+            Table::Dense { counts, .. } => counts.iter().filter(|&&c| c > 0).count(),
+            Table::Sparse { ids, .. } => ids.len(),
+        }
+    }
+
+    /// Every centroid's count (a copy when sparse).
+    pub fn counts(&self) -> Cow<'_, [u64]> {
+        match &self.table {
+            Table::Dense { counts, .. } => Cow::Borrowed(counts),
+            Table::Sparse { .. } => {
+                let mut counts = vec![0; self.k];
+                self.add_range_to(0..self.k, &mut counts, &mut []);
+                Cow::Owned(counts)
+            }
+        }
+    }
+
+    /// Every centroid's sums, `k x dims` (a copy when sparse).
+    pub fn sums(&self) -> Cow<'_, [i64]> {
+        match &self.table {
+            Table::Dense { sums, .. } => Cow::Borrowed(sums),
+            Table::Sparse { .. } => {
+                let mut sums = vec![0; self.k * self.dims];
+                self.add_range_to(0..self.k, &mut [], &mut sums);
+                Cow::Owned(sums)
+            }
+        }
+    }
+
+    /// The centroids of `r` that hold vectors, in increasing order, with their counts and sums.
+    pub fn entries(&self, r: Range<usize>) -> Entries<'_> {
+        let dims = self.dims;
+        match &self.table {
+            Table::Dense { counts, sums } => Box::new(
+                r.filter(move |&j| counts[j] > 0)
+                    .map(move |j| (j, counts[j], &sums[j * dims..][..dims])),
+            ),
+            Table::Sparse { ids, counts, sums } => {
+                let lo = ids.partition_point(|&id| (id as usize) < r.start);
+                let hi = ids.partition_point(|&id| (id as usize) < r.end);
+                Box::new(
+                    (lo..hi).map(move |e| (ids[e] as usize, counts[e], &sums[e * dims..][..dims])),
+                )
+            }
+        }
+    }
+
+    /// Adds range `r` of the counts and sums into `counts` (`r.len()` values; left alone if
+    /// empty) and `sums` (`r.len() x dims`; left alone if empty).
+    pub fn add_range_to(&self, r: Range<usize>, counts: &mut [u64], sums: &mut [i64]) {
+        let dims = self.dims;
+        match &self.table {
+            Table::Dense {
+                counts: mine,
+                sums: my_sums,
+            } => {
+                add_sums(counts, &mine[r.clone()]);
+                add_sums(sums, &my_sums[r.start * dims..r.end * dims]);
+            }
+            Table::Sparse { .. } => {
+                for (j, c, s) in self.entries(r.clone()) {
+                    let at = j - r.start;
+                    if let Some(count) = counts.get_mut(at) {
+                        *count += c;
+                    }
+                    if let Some(sum) = sums.get_mut(at * dims..(at + 1) * dims) {
+                        add_sums(sum, s);
+                    }
+                }
+            }
+        }
     }
 
     /// Sum of squared distances, added unit by unit in key order (so independent of how the
@@ -182,31 +349,40 @@ impl Partial {
     }
 
     /// Adds the assigned vectors of map unit `key`: row `i` of `x` goes to centroid `labels[i]`
-    /// at squared distance `dist[i]`.
+    /// at squared distance `dist[i]`. (A sparse partial merges the unit as a sparse partial of
+    /// its own: build sparse partials with [`Partial::sparse_of`] rather than unit by unit.)
     pub fn accumulate(&mut self, key: u64, x: Matrix<'_>, labels: &[u32], dist: &[f32]) {
-        let mul = 2f64.powi(self.scale);
-        for (i, &label) in labels.iter().enumerate() {
-            let label = label as usize;
-            add_fixed(
-                &mut self.sums[label * self.dims..][..self.dims],
-                x.row(i),
-                mul,
-            );
-            self.counts[label] += 1;
+        let (dims, mul) = (self.dims, 2f64.powi(self.scale));
+        match &mut self.table {
+            Table::Dense { counts, sums } => {
+                for (i, &label) in labels.iter().enumerate() {
+                    let label = label as usize;
+                    add_fixed(&mut sums[label * dims..][..dims], x.row(i), mul);
+                    counts[label] += 1;
+                }
+                self.units.push((key, row_order_sum(dist)));
+            }
+            Table::Sparse { .. } => {
+                let unit = Self::sparse_of(self.k, dims, self.scale, &[(key, x, labels, dist)]);
+                self.merge(&unit);
+            }
         }
-        self.units.push((key, row_order_sum(dist)));
     }
 
     /// [`Partial::accumulate`] of many map units `(key, rows, labels, dist)` at once, in
     /// parallel over blocks of centroids (each thread adds the rows labelled with its own block):
     /// the same sums, counts and unit inertias, with one accumulator for all threads.
-    pub fn accumulate_units(&mut self, units: &[(u64, Matrix<'_>, &[u32], &[f32])]) {
+    pub fn accumulate_units(&mut self, units: &[UnitRows<'_>]) {
         use rayon::prelude::*;
         const BLOCK: usize = 4096;
         let (dims, mul) = (self.dims, 2f64.powi(self.scale));
-        self.sums
-            .par_chunks_mut(BLOCK * dims.max(1))
-            .zip(self.counts.par_chunks_mut(BLOCK))
+        let Table::Dense { counts, sums } = &mut self.table else {
+            let more = Self::sparse_of(self.k, dims, self.scale, units);
+            self.merge(&more);
+            return;
+        };
+        sums.par_chunks_mut(BLOCK * dims.max(1))
+            .zip(counts.par_chunks_mut(BLOCK))
             .enumerate()
             .for_each(|(b, (sums, counts))| {
                 let lo = b * BLOCK;
@@ -231,6 +407,8 @@ impl Partial {
     }
 
     /// Adds `other` into `self` (exact: the result does not depend on the order of merges).
+    /// Two sparse partials stay sparse while they touch at most half the centroids together;
+    /// otherwise the result is dense.
     ///
     /// # Panics
     /// If the shapes or scales differ.
@@ -240,10 +418,169 @@ impl Partial {
             (other.k, other.dims, other.scale),
             "partials of different shapes"
         );
-        add_sums(&mut self.sums, &other.sums);
-        add_sums(&mut self.counts, &other.counts);
+        let dims = self.dims;
+        if let (Table::Sparse { ids: a, .. }, Table::Sparse { ids: b, .. }) =
+            (&self.table, &other.table)
+            && union_len(a, b) * 2 <= self.k
+        {
+            self.table = merge_sparse(&self.table, &other.table, dims);
+        } else {
+            self.densify();
+            if let Table::Dense { counts, sums } = &mut self.table {
+                other.add_range_to(0..other.k, counts, sums);
+            }
+        }
         self.units.extend_from_slice(&other.units);
     }
+
+    /// The sum of `parts` (all for `k` centroids of `dims` at `scale`; none: an empty sparse
+    /// partial). Sparse parts that together touch at most half the centroids are added in one
+    /// pass into one sparse table (merging them pairwise would copy the growing table once per
+    /// part: seconds for 80 map tasks at a million words); otherwise into the first, made dense.
+    ///
+    /// # Panics
+    /// If the shapes or scales differ.
+    pub fn sum(parts: Vec<Partial>, k: usize, dims: usize, scale: i32) -> Partial {
+        for p in &parts {
+            assert_eq!(
+                (p.k, p.dims, p.scale),
+                (k, dims, scale),
+                "partials of different shapes"
+            );
+        }
+        if parts.len() > 2 && parts.iter().all(Partial::is_sparse) {
+            let mut ids: Vec<u32> = parts
+                .iter()
+                .flat_map(|p| match &p.table {
+                    Table::Sparse { ids, .. } => &ids[..],
+                    Table::Dense { .. } => &[],
+                })
+                .copied()
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            if ids.len() * 2 <= k {
+                let mut counts = vec![0u64; ids.len()];
+                let mut sums = vec![0i64; ids.len() * dims];
+                let mut units = Vec::new();
+                for p in &parts {
+                    // Both in increasing id: the union's position only moves forward.
+                    let mut at = 0;
+                    for (j, c, s) in p.entries(0..k) {
+                        at += ids[at..].partition_point(|&id| (id as usize) < j);
+                        counts[at] += c;
+                        add_sums(&mut sums[at * dims..][..dims], s);
+                    }
+                    units.extend_from_slice(&p.units);
+                }
+                return Partial {
+                    k,
+                    dims,
+                    scale,
+                    table: Table::Sparse { ids, counts, sums },
+                    units,
+                };
+            }
+        }
+        let mut parts = parts.into_iter();
+        let Some(mut sum) = parts.next() else {
+            return Self::sparse_of(k, dims, scale, &[]);
+        };
+        for p in parts {
+            sum.merge(&p);
+        }
+        sum
+    }
+
+    /// Turns a sparse table dense (a dense one stays as it is).
+    fn densify(&mut self) {
+        if self.is_sparse() {
+            let mut counts = vec![0; self.k];
+            let mut sums = vec![0; self.k * self.dims];
+            self.add_range_to(0..self.k, &mut counts, &mut sums);
+            self.table = Table::Dense { counts, sums };
+        }
+    }
+}
+
+impl PartialEq for Partial {
+    /// The same shape, unit inertias, and counts and sums (whether held dense or sparse).
+    fn eq(&self, other: &Self) -> bool {
+        (self.k, self.dims, self.scale) == (other.k, other.dims, other.scale)
+            && self.units == other.units
+            && self.entries(0..self.k).eq(other.entries(0..other.k))
+    }
+}
+
+/// How many ids two strictly increasing lists hold together.
+fn union_len(a: &[u32], b: &[u32]) -> usize {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                i += 1;
+                j += 1;
+            }
+        }
+        n += 1;
+    }
+    n + (a.len() - i) + (b.len() - j)
+}
+
+/// The sparse table holding the sums of two sparse tables.
+fn merge_sparse(a: &Table, b: &Table, dims: usize) -> Table {
+    let (
+        Table::Sparse {
+            ids: a_ids,
+            counts: a_counts,
+            sums: a_sums,
+        },
+        Table::Sparse {
+            ids: b_ids,
+            counts: b_counts,
+            sums: b_sums,
+        },
+    ) = (a, b)
+    else {
+        unreachable!("merge_sparse takes two sparse tables");
+    };
+    let n = union_len(a_ids, b_ids);
+    let (mut ids, mut counts, mut sums) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n * dims),
+    );
+    let (mut i, mut j) = (0, 0);
+    while i < a_ids.len() || j < b_ids.len() {
+        let take_a = j == b_ids.len() || (i < a_ids.len() && a_ids[i] <= b_ids[j]);
+        let take_b = i == a_ids.len() || (j < b_ids.len() && b_ids[j] <= a_ids[i]);
+        let at = sums.len();
+        match (take_a, take_b) {
+            (true, true) => {
+                ids.push(a_ids[i]);
+                counts.push(a_counts[i] + b_counts[j]);
+                sums.extend_from_slice(&a_sums[i * dims..][..dims]);
+                add_sums(&mut sums[at..], &b_sums[j * dims..][..dims]);
+                i += 1;
+                j += 1;
+            }
+            (true, false) => {
+                ids.push(a_ids[i]);
+                counts.push(a_counts[i]);
+                sums.extend_from_slice(&a_sums[i * dims..][..dims]);
+                i += 1;
+            }
+            _ => {
+                ids.push(b_ids[j]);
+                counts.push(b_counts[j]);
+                sums.extend_from_slice(&b_sums[j * dims..][..dims]);
+                j += 1;
+            }
+        }
+    }
+    Table::Sparse { ids, counts, sums }
 }
 
 /// Adds `row`, in fixed point at `mul = 2^scale`, to `sum`.
@@ -299,8 +636,9 @@ const SPLIT_EPS: f32 = 1.0 / 1024.0;
 /// New centroids from aggregated sums: `sum / count`, with empty clusters re-seeded by splitting
 /// ([`split_empty`]). Returns the centroids and the number of splits.
 pub fn update(partial: &Partial, seed: u64, iteration: u64) -> (Centroids, usize) {
-    let mut data = means(&partial.sums, &partial.counts, partial.dims, partial.scale);
-    let splits = split_empty(&mut data, &partial.counts, partial.dims, seed, iteration);
+    let counts = partial.counts();
+    let mut data = means(&partial.sums(), &counts, partial.dims, partial.scale);
+    let splits = split_empty(&mut data, &counts, partial.dims, seed, iteration);
     (Centroids::new(data, partial.dims), splits)
 }
 
@@ -446,15 +784,15 @@ mod tests {
             singles[..cut].iter().for_each(|p| left.merge(p));
             singles[cut..].iter().for_each(|p| right.merge(p));
             right.merge(&left);
-            prop_assert_eq!(&forward.sums, &whole.sums);
-            prop_assert_eq!(&backward.sums, &whole.sums);
-            prop_assert_eq!(&right.sums, &whole.sums);
-            prop_assert_eq!(&right.counts, &whole.counts);
+            prop_assert_eq!(&forward.sums(), &whole.sums());
+            prop_assert_eq!(&backward.sums(), &whole.sums());
+            prop_assert_eq!(&right.sums(), &whole.sums());
+            prop_assert_eq!(&right.counts(), &whole.counts());
             // Inertia: the same per-unit values give the same total whatever the merge order.
             prop_assert_eq!(forward.inertia().to_bits(), backward.inertia().to_bits());
             prop_assert_eq!(forward.inertia().to_bits(), right.inertia().to_bits());
             // And the means match an f64 computation to far below an f32 ulp.
-            let got = means(&whole.sums, &whole.counts, 4, scale);
+            let got = means(&whole.sums(), &whole.counts(), 4, scale);
             for j in 0..3 {
                 let members: Vec<&Vec<f32>> = rows.iter().filter(|r| r.1 == j as u32).map(|r| &r.0).collect();
                 for d in 0..4 {
@@ -464,6 +802,96 @@ mod tests {
                     prop_assert!((f64::from(got[j * 4 + d]) - want).abs() <= 1e-7 * want.abs().max(1e-3));
                 }
             }
+        }
+
+        #[test]
+        fn sparse_partials_hold_the_dense_numbers_in_any_merge(
+            k in 1usize..40,
+            rows in proptest::collection::vec((proptest::collection::vec(-1e3f32..1e3, 3), 0u32..1000), 0..30),
+            cuts in proptest::collection::vec(0usize..30, 0..4),
+            order in any::<u64>(),
+        ) {
+            let dims = 3;
+            let scale = fixed_scale(1e3, rows.len().max(1) as u64);
+            let data: Vec<f32> = rows.iter().flat_map(|(v, _)| v.iter().copied()).collect();
+            let labels: Vec<u32> = rows.iter().map(|&(_, l)| l % k as u32).collect();
+            let dist: Vec<f32> = rows.iter().map(|(v, _)| v[1].abs()).collect();
+            let x = Matrix::dense(&data, dims);
+            // Units: the rows cut at `cuts`.
+            let mut bounds: Vec<usize> = cuts.iter().map(|&c| c.min(rows.len())).collect();
+            bounds.extend([0, rows.len()]);
+            bounds.sort_unstable();
+            bounds.dedup();
+            let units: Vec<UnitRows<'_>> = bounds
+                .windows(2)
+                .enumerate()
+                .map(|(u, w)| (u as u64, x.slice(w[0], w[1]), &labels[w[0]..w[1]], &dist[w[0]..w[1]]))
+                .collect();
+            let mut dense = Partial::new(k, dims, scale);
+            for &(key, m, l, d) in &units {
+                dense.accumulate(key, m, l, d);
+            }
+            let sparse = Partial::sparse_of(k, dims, scale, &units);
+            prop_assert!(sparse.is_sparse());
+            prop_assert_eq!(&sparse, &dense);
+            prop_assert_eq!(sparse.counts(), dense.counts());
+            prop_assert_eq!(sparse.sums(), dense.sums());
+            prop_assert_eq!(sparse.total(), rows.len() as u64);
+            prop_assert_eq!(sparse.touched(), dense.touched());
+            for lo in 0..=k {
+                let (mut c1, mut s1) = (vec![0u64; k - lo], vec![0i64; (k - lo) * dims]);
+                let (mut c2, mut s2) = (c1.clone(), s1.clone());
+                sparse.add_range_to(lo..k, &mut c1, &mut s1);
+                dense.add_range_to(lo..k, &mut c2, &mut s2);
+                prop_assert_eq!((c1, s1), (c2, s2));
+                prop_assert!(sparse.entries(0..lo).eq(dense.entries(0..lo)));
+            }
+            // One partial per unit, sparse or dense by the bits of `order`, merged in unit order
+            // and in reverse: the same numbers; two sparse ones stay sparse while they touch at
+            // most half the centroids.
+            let singles: Vec<Partial> = units
+                .iter()
+                .enumerate()
+                .map(|(i, u)| {
+                    if order >> (i % 64) & 1 == 1 {
+                        Partial::sparse_of(k, dims, scale, std::slice::from_ref(u))
+                    } else {
+                        let mut p = Partial::new(k, dims, scale);
+                        p.accumulate(u.0, u.1, u.2, u.3);
+                        p
+                    }
+                })
+                .collect();
+            for backwards in [false, true] {
+                let mut it: Vec<&Partial> = singles.iter().collect();
+                if backwards {
+                    it.reverse();
+                }
+                let mut merged = Partial::sparse_of(k, dims, scale, &[]);
+                for p in &it {
+                    let both_sparse = merged.is_sparse() && p.is_sparse();
+                    merged.merge(p);
+                    if both_sparse {
+                        prop_assert_eq!(merged.is_sparse(), merged.touched() * 2 <= k);
+                    }
+                }
+                merged.units.sort_by_key(|u| u.0);
+                prop_assert_eq!(&merged, &dense);
+                prop_assert_eq!(merged.inertia().to_bits(), dense.inertia().to_bits());
+            }
+            // All at once, as stage 1 adds its tasks.
+            let mut all = Partial::sum(singles.clone(), k, dims, scale);
+            all.units.sort_by_key(|u| u.0);
+            prop_assert_eq!(&all, &dense);
+            if singles.len() > 2 && singles.iter().all(Partial::is_sparse) {
+                prop_assert_eq!(all.is_sparse(), all.touched() * 2 <= k);
+            }
+            // A sparse partial takes units one by one too.
+            let mut grown = Partial::sparse_of(k, dims, scale, &[]);
+            for &(key, m, l, d) in &units {
+                grown.accumulate(key, m, l, d);
+            }
+            prop_assert_eq!(&grown, &dense);
         }
 
         #[test]
@@ -482,7 +910,7 @@ mod tests {
         let mut p = Partial::new(5, 1, scale);
         p.accumulate(0, Matrix::dense(&x, 1), &[0, 1, 2, 3, 4], &[0.0; 5]);
         // 0.5 and 1.5 quanta round to even; -0.2 * 16 = -3.2 rounds to -3.
-        assert_eq!(p.sums, vec![0, 0, 2, -3, 16]);
+        assert_eq!(p.sums(), vec![0, 0, 2, -3, 16]);
     }
 
     #[test]
