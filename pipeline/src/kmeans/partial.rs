@@ -418,16 +418,16 @@ impl Partial {
             (other.k, other.dims, other.scale),
             "partials of different shapes"
         );
-        let dims = self.dims;
-        if let (Table::Sparse { ids: a, .. }, Table::Sparse { ids: b, .. }) =
-            (&self.table, &other.table)
-            && union_len(a, b) * 2 <= self.k
-        {
-            self.table = merge_sparse(&self.table, &other.table, dims);
-        } else {
-            self.densify();
-            if let Table::Dense { counts, sums } = &mut self.table {
-                other.add_range_to(0..other.k, counts, sums);
+        let sparse = (self.is_sparse() && other.is_sparse())
+            .then(|| add_sparse(&[&*self, other], self.k, self.dims))
+            .flatten();
+        match sparse {
+            Some(table) => self.table = table,
+            None => {
+                self.densify();
+                if let Table::Dense { counts, sums } = &mut self.table {
+                    other.add_range_to(0..other.k, counts, sums);
+                }
             }
         }
         self.units.extend_from_slice(&other.units);
@@ -449,36 +449,14 @@ impl Partial {
             );
         }
         if parts.len() > 2 && parts.iter().all(Partial::is_sparse) {
-            let mut ids: Vec<u32> = parts
-                .iter()
-                .flat_map(|p| match &p.table {
-                    Table::Sparse { ids, .. } => &ids[..],
-                    Table::Dense { .. } => &[],
-                })
-                .copied()
-                .collect();
-            ids.sort_unstable();
-            ids.dedup();
-            if ids.len() * 2 <= k {
-                let mut counts = vec![0u64; ids.len()];
-                let mut sums = vec![0i64; ids.len() * dims];
-                let mut units = Vec::new();
-                for p in &parts {
-                    // Both in increasing id: the union's position only moves forward.
-                    let mut at = 0;
-                    for (j, c, s) in p.entries(0..k) {
-                        at += ids[at..].partition_point(|&id| (id as usize) < j);
-                        counts[at] += c;
-                        add_sums(&mut sums[at * dims..][..dims], s);
-                    }
-                    units.extend_from_slice(&p.units);
-                }
+            let all: Vec<&Partial> = parts.iter().collect();
+            if let Some(table) = add_sparse(&all, k, dims) {
                 return Partial {
                     k,
                     dims,
                     scale,
-                    table: Table::Sparse { ids, counts, sums },
-                    units,
+                    table,
+                    units: parts.iter().flat_map(|p| p.units.iter().copied()).collect(),
                 };
             }
         }
@@ -512,75 +490,34 @@ impl PartialEq for Partial {
     }
 }
 
-/// How many ids two strictly increasing lists hold together.
-fn union_len(a: &[u32], b: &[u32]) -> usize {
-    let (mut i, mut j, mut n) = (0, 0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                i += 1;
-                j += 1;
-            }
-        }
-        n += 1;
+/// The sparse table of the sum of sparse `parts` (of `k` centroids of `dims`), in one pass
+/// over their entries; `None` if together they touch more than half the centroids.
+fn add_sparse(parts: &[&Partial], k: usize, dims: usize) -> Option<Table> {
+    let mut ids: Vec<u32> = parts
+        .iter()
+        .flat_map(|p| match &p.table {
+            Table::Sparse { ids, .. } => &ids[..],
+            Table::Dense { .. } => &[],
+        })
+        .copied()
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.len() * 2 > k {
+        return None;
     }
-    n + (a.len() - i) + (b.len() - j)
-}
-
-/// The sparse table holding the sums of two sparse tables.
-fn merge_sparse(a: &Table, b: &Table, dims: usize) -> Table {
-    let (
-        Table::Sparse {
-            ids: a_ids,
-            counts: a_counts,
-            sums: a_sums,
-        },
-        Table::Sparse {
-            ids: b_ids,
-            counts: b_counts,
-            sums: b_sums,
-        },
-    ) = (a, b)
-    else {
-        unreachable!("merge_sparse takes two sparse tables");
-    };
-    let n = union_len(a_ids, b_ids);
-    let (mut ids, mut counts, mut sums) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n * dims),
-    );
-    let (mut i, mut j) = (0, 0);
-    while i < a_ids.len() || j < b_ids.len() {
-        let take_a = j == b_ids.len() || (i < a_ids.len() && a_ids[i] <= b_ids[j]);
-        let take_b = i == a_ids.len() || (j < b_ids.len() && b_ids[j] <= a_ids[i]);
-        let at = sums.len();
-        match (take_a, take_b) {
-            (true, true) => {
-                ids.push(a_ids[i]);
-                counts.push(a_counts[i] + b_counts[j]);
-                sums.extend_from_slice(&a_sums[i * dims..][..dims]);
-                add_sums(&mut sums[at..], &b_sums[j * dims..][..dims]);
-                i += 1;
-                j += 1;
-            }
-            (true, false) => {
-                ids.push(a_ids[i]);
-                counts.push(a_counts[i]);
-                sums.extend_from_slice(&a_sums[i * dims..][..dims]);
-                i += 1;
-            }
-            _ => {
-                ids.push(b_ids[j]);
-                counts.push(b_counts[j]);
-                sums.extend_from_slice(&b_sums[j * dims..][..dims]);
-                j += 1;
-            }
+    let mut counts = vec![0u64; ids.len()];
+    let mut sums = vec![0i64; ids.len() * dims];
+    for p in parts {
+        // Both in increasing id: the union's position only moves forward.
+        let mut at = 0;
+        for (j, c, s) in p.entries(0..k) {
+            at += ids[at..].partition_point(|&id| (id as usize) < j);
+            counts[at] += c;
+            add_sums(&mut sums[at * dims..][..dims], s);
         }
     }
-    Table::Sparse { ids, counts, sums }
+    Some(Table::Sparse { ids, counts, sums })
 }
 
 /// Adds `row`, in fixed point at `mul = 2^scale`, to `sum`.
