@@ -447,6 +447,7 @@ fn run_mpi(
         root_maps: true,
         auto: auto_order(args, set),
         known: links_file(args).and_then(|p| read_links(&p)),
+        deal: None,
     };
     let job = rand::random::<u64>() >> 1;
     let mut root = Root::start(

@@ -469,6 +469,7 @@ impl Driver {
             root_maps: false,
             auto: options.auto,
             known: options.known,
+            deal: None,
         };
         let mut driver = Self {
             crew: Crew::new(cluster, secret)?,

@@ -8,6 +8,7 @@
 
 pub mod aggregate;
 pub mod auth;
+pub mod born;
 pub mod collective;
 pub mod config;
 pub mod connection;

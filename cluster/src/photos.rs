@@ -72,6 +72,10 @@ struct Job {
     stage: PhotoStage,
     /// Words of the vocabulary that follows (encode).
     k: u64,
+    /// Features only: members keep the patches they describe (for [`crate::born`]) and send
+    /// the root only each photo's size and patch count.
+    #[serde(default)]
+    keep: bool,
 }
 
 /// A member's answer to a job.
@@ -84,8 +88,12 @@ struct Ready {
 /// A member's job: the collection and what to make of its photos.
 #[derive(Debug)]
 pub(crate) struct Work {
-    collection: Collection,
+    pub(crate) collection: Collection,
     stage: Stage,
+    /// Whether described photos are kept here rather than sent ([`Job::keep`]).
+    keep: bool,
+    /// The kept results, by the first photo of their range.
+    pub(crate) held: std::sync::Mutex<std::collections::BTreeMap<usize, Vec<Outcome<Described>>>>,
 }
 
 #[derive(Debug)]
@@ -179,7 +187,15 @@ fn open_work(job: Job, vocabulary: Vec<u8>) -> Result<Work, String> {
             Stage::Encode(Box::new(encoder))
         }
     };
-    Ok(Work { collection, stage })
+    if job.keep && !matches!(stage, Stage::Features(_)) {
+        return Err("only the features stage keeps its results at the members".into());
+    }
+    Ok(Work {
+        collection,
+        stage,
+        keep: job.keep,
+        held: std::sync::Mutex::default(),
+    })
 }
 
 impl Work {
@@ -189,6 +205,13 @@ impl Work {
         // The seconds go first, written once the results are in.
         let mut piece = vec![0u8; 8];
         match &self.stage {
+            Stage::Features(p) if self.keep => {
+                let start = range.start;
+                let outcomes = features::describe_range(&self.collection, p, range);
+                let sizes: Vec<Outcome<()>> = outcomes.iter().map(Outcome::sized).collect();
+                put_outcomes(&mut piece, &sizes);
+                crate::share::lock(&self.held).insert(start, outcomes);
+            }
             Stage::Features(p) => {
                 let outcomes = features::describe_range(&self.collection, p, range);
                 put_outcomes(&mut piece, &outcomes);
@@ -285,6 +308,13 @@ pub(crate) struct Ahead {
     piece: std::sync::mpsc::Receiver<Vec<u8>>,
 }
 
+impl Ahead {
+    /// Waits for the range to be done (and, for a kept job, kept).
+    pub(crate) fn wait(self) -> Option<Vec<u8>> {
+        self.piece.recv().ok()
+    }
+}
+
 /// This member's range among `ranges`, checked against the collection.
 fn my_range(work: &Work, ranges: &[(u64, u64)], me: usize) -> Result<(u64, u64), EngineError> {
     let &(start, end) = ranges.get(me).ok_or_else(|| EngineError::Malformed {
@@ -368,6 +398,10 @@ pub struct PhotoRoot<'t> {
     times: Vec<MemberTime>,
     /// Bytes of results gathered so far, and of the job's broadcasts.
     bytes: u64,
+    /// Photos in the collection.
+    photos: usize,
+    /// What the members keep after [`PhotoRoot::kept_rounds`].
+    kept: Option<crate::born::Kept>,
 }
 
 impl std::fmt::Debug for PhotoRoot<'_> {
@@ -390,6 +424,35 @@ impl<'t> PhotoRoot<'t> {
         vocabulary: Option<&Centroids>,
         root_works: bool,
     ) -> Result<Self, EngineError> {
+        Self::begin(
+            transport, members, collection, stage, vocabulary, root_works, false,
+        )
+    }
+
+    /// Starts a features job whose members keep the patches they describe
+    /// ([`PhotoRoot::kept_rounds`], then [`PhotoRoot::cut`] makes them partitions).
+    pub fn start_keeping(
+        transport: Box<dyn Transport + 't>,
+        members: &Members,
+        collection: &Collection,
+        params: FeatureParams,
+        root_works: bool,
+    ) -> Result<Self, EngineError> {
+        let stage = PhotoStage::Features(params);
+        Self::begin(
+            transport, members, collection, &stage, None, root_works, true,
+        )
+    }
+
+    fn begin(
+        transport: Box<dyn Transport + 't>,
+        members: &Members,
+        collection: &Collection,
+        stage: &PhotoStage,
+        vocabulary: Option<&Centroids>,
+        root_works: bool,
+        keep: bool,
+    ) -> Result<Self, EngineError> {
         let k = vocabulary.map_or(0, |v| v.k() as u64);
         let histogram = stage.histogram_len(k as usize);
         let job = Job {
@@ -398,6 +461,7 @@ impl<'t> PhotoRoot<'t> {
             present: present(collection),
             stage: stage.clone(),
             k,
+            keep,
         };
         let job = encode(&job);
         let mut vocabulary: Vec<u8> = vocabulary
@@ -457,6 +521,8 @@ impl<'t> PhotoRoot<'t> {
             histogram,
             times,
             bytes,
+            photos: collection.photos().len(),
+            kept: None,
         })
     }
 
@@ -523,13 +589,23 @@ impl<'t> PhotoRoot<'t> {
         range: Range<usize>,
         next: Option<Range<usize>>,
     ) -> Result<Vec<Outcome<T>>, EngineError> {
-        let first = usize::from(!self.root_works);
-        let n = range.len();
         let ranges = self.deal(&range);
+        let next = next.map(|r| self.deal(&r)).unwrap_or_default();
+        Ok(self.shard(ranges, next)?.into_iter().flatten().collect())
+    }
+
+    /// Has every rank do its photos `ranges[rank]` (starting on `next[rank]` early) and returns
+    /// each rank's results, every piece checked.
+    fn shard<T: Value>(
+        &mut self,
+        ranges: Vec<(u64, u64)>,
+        next: Vec<(u64, u64)>,
+    ) -> Result<Vec<Vec<Outcome<T>>>, EngineError> {
+        let first = usize::from(!self.root_works);
         let control = Team::ranks(self.transport.as_ref());
         let command = Command::Shard {
             ranges: ranges.clone(),
-            next: next.map(|r| self.deal(&r)).unwrap_or_default(),
+            next,
         };
         broadcast_message(&control, Some(&encode(&command)))?;
         let own = match &self.own {
@@ -537,14 +613,14 @@ impl<'t> PhotoRoot<'t> {
             None => Vec::new(),
         };
         let pieces = gather(&control, &own, MAX_PIECE)?.unwrap_or_default();
-        let mut outcomes = Vec::with_capacity(n);
+        let mut outcomes: Vec<Vec<Outcome<T>>> = (0..pieces.len()).map(|_| Vec::new()).collect();
         for (rank, piece) in pieces.iter().enumerate().skip(first) {
             let (start, end) = ranges.get(rank).copied().unwrap_or_default();
             let expect = Expect {
                 photos: (end - start) as usize,
                 histogram: self.histogram,
             };
-            let (seconds, mut got) =
+            let (seconds, got) =
                 take_piece::<T>(piece, &expect).map_err(|reason| EngineError::Malformed {
                     rank,
                     reason: format!("photos {start}..{end}: {reason}"),
@@ -553,9 +629,108 @@ impl<'t> PhotoRoot<'t> {
             time.seconds += seconds;
             time.photos += end - start;
             self.bytes += piece.len() as u64;
-            outcomes.append(&mut got);
+            outcomes[rank] = got;
         }
         Ok(outcomes)
+    }
+
+    /// The rounds of a job started with [`PhotoRoot::start_keeping`]: each member does one
+    /// contiguous shard of the collection (rank order is photo order), a few dozen photos a
+    /// round, and keeps the patches; the root gets each photo's size and patch count, returned
+    /// in picture-id order. `progress` is told the photos done after each round.
+    pub fn kept_rounds(
+        &mut self,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Vec<Outcome<()>>, EngineError> {
+        let total = self.photos;
+        let shards = self.deal(&(0..total));
+        let per = shard_photos(total, self.workers()) as u64;
+        let rounds = (shards.iter())
+            .map(|&(s, e)| (e - s).div_ceil(per))
+            .max()
+            .unwrap_or(0);
+        let at = |r: u64| -> Vec<(u64, u64)> {
+            (shards.iter())
+                .map(|&(s, e)| {
+                    let a = s.saturating_add(r.saturating_mul(per)).min(e);
+                    (a, a.saturating_add(per).min(e))
+                })
+                .collect()
+        };
+        let mut results: Vec<Option<Outcome<()>>> = vec![None; total];
+        let mut done = 0;
+        for r in 0..rounds {
+            let next = if r + 1 < rounds {
+                at(r + 1)
+            } else {
+                Vec::new()
+            };
+            let ranges = at(r);
+            for (rank, got) in self
+                .shard::<()>(ranges.clone(), next)?
+                .into_iter()
+                .enumerate()
+            {
+                let start = ranges.get(rank).map_or(0, |r| r.0 as usize);
+                done += got.len();
+                for (i, outcome) in got.into_iter().enumerate() {
+                    results[start + i] = Some(outcome);
+                }
+            }
+            progress(done);
+        }
+        let records = (shards.iter())
+            .map(|&(s, e)| {
+                (results[s as usize..e as usize].iter())
+                    .map(|o| match o {
+                        Some(Outcome::Done { patches, .. }) => *patches as u64,
+                        _ => 0,
+                    })
+                    .sum()
+            })
+            .collect();
+        let results: Option<Vec<Outcome<()>>> = results.into_iter().collect();
+        let results = results.ok_or_else(|| EngineError::Malformed {
+            rank: 0,
+            reason: "the shards left photos undone".into(),
+        })?;
+        self.kept = Some(crate::born::Kept { shards, records });
+        Ok(results)
+    }
+}
+
+impl PhotoRoot<'_> {
+    /// After [`PhotoRoot::kept_rounds`]: has the members cut the patches they kept into the
+    /// `parts` partitions one machine's `split` would make of the feature file, each written by
+    /// the member holding most of its records into its partition folder (`dir`, as every
+    /// member sees it; `{rank}` stands for the member's rank), only the records across shard
+    /// boundaries travelling between members; returns the manifest (source named `source`),
+    /// also written beside every member's partitions.
+    pub fn cut(
+        &mut self,
+        dir: &str,
+        parts: usize,
+        element: vocab_pipeline::store::Element,
+        source: &str,
+    ) -> Result<crate::born::Born, EngineError> {
+        let kept = self.kept.take().ok_or(EngineError::NotLoaded(0))?;
+        let cut = crate::born::Cut {
+            dir: dir.to_string(),
+            parts: parts as u64,
+            element: element.name().to_string(),
+            shards: kept.shards,
+            records: kept.records,
+        };
+        let hosts: Vec<String> = self.times.iter().map(|t| t.host.clone()).collect();
+        let born = crate::born::root(
+            self.transport.as_ref(),
+            &hosts,
+            self.own.as_ref(),
+            &cut,
+            source,
+        )?;
+        self.bytes += born.bytes;
+        Ok(born)
     }
 }
 
@@ -883,6 +1058,19 @@ impl Value for Described {
     }
 }
 
+/// Nothing travels with a photo's size and patch count (features kept at the members).
+impl Value for () {
+    fn wire_len(&self) -> usize {
+        0
+    }
+
+    fn put(&self, _: &mut Vec<u8>) {}
+
+    fn take(_: &mut Reader<'_>, _: usize, _: usize, _: usize, _: &Expect) -> Result<(), String> {
+        Ok(())
+    }
+}
+
 impl Value for Vec<f32> {
     fn wire_len(&self) -> usize {
         4 + 4 * self.len()
@@ -1099,6 +1287,226 @@ mod tests {
         .collect()
     }
 
+    /// The files of a partition folder, by name.
+    fn folder(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .map(|e| {
+                        let p = e.expect("entry").path();
+                        let name = p.file_name().expect("name").to_string_lossy().into_owned();
+                        (name, std::fs::read(&p).expect("read"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn partitions_born_on_the_nodes_are_the_single_machine_partitions() {
+        use vocab_pipeline::kmeans::{self, Assignment, Init, KMeansError, Params, State};
+        use vocab_pipeline::partition::{MANIFEST, PartitionSet, split};
+        use vocab_pipeline::store::Element;
+
+        use crate::spmd::{Options, Root, assert_same_run};
+
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = photos(tmp.path());
+        let collection = Collection::open(&root, None).expect("collection");
+        let none = |_| {};
+        let params = feature_params();
+        // One machine: the feature file, split into 5 partitions, and k-means over them.
+        let local = tmp.path().join("local.bin");
+        features::extract(&collection, &params, &local, Format::Bin, &none).expect("features");
+        let want = files(&local);
+        let parts = tmp.path().join("parts");
+        let manifest = split(&local, 5, &parts, Element::F32).expect("split");
+        let set = PartitionSet::open(&parts).expect("open");
+        let kparams = Params {
+            k: 4,
+            max_iter: 4,
+            tol: 0.0,
+            seed: 3,
+            init: Init::Random,
+            threads: 2,
+            assignment: Assignment::Full(Kernel::F32),
+        };
+        let start = State {
+            iteration: 0,
+            centroids: kmeans::initial_centroids(&set.matrices(), 4, &Init::Random, 3)
+                .expect("init"),
+            history: Vec::new(),
+            converged: false,
+        };
+        let alone =
+            kmeans::fit::<KMeansError>(&set.matrices(), &kparams, Some(start.clone()), &mut |_| {
+                Ok(())
+            })
+            .expect("local");
+        let payload = |bytes: &[u8]| bytes.len() - vocab_pipeline::store::HEADER_LEN;
+        for (size, root_works) in [(2, false), (3, false), (3, true), (4, false), (2, true)] {
+            let what = format!("{size} ranks, root works: {root_works}");
+            let base = tmp.path().join(format!("born-{size}-{root_works}"));
+            let dir = base.join("{rank}").display().to_string();
+            let out = base.join("kept.bin");
+            let hosts: Vec<String> = (0..size).map(|r| format!("node{r}")).collect();
+            let team = MemoryTransport::team_on(&hosts);
+            let (born, state) = std::thread::scope(|s| {
+                let (first, members) = team.split_first().expect("a root");
+                for m in members {
+                    s.spawn(move || serve(m, crate::spmd::Faults::default()));
+                }
+                let driven = (|| {
+                    let members = hello(first)?;
+                    let mut job = PhotoRoot::start_keeping(
+                        Box::new(first),
+                        &members,
+                        &collection,
+                        params,
+                        root_works,
+                    )?;
+                    let sized = job.kept_rounds(&mut |_| {})?;
+                    std::fs::create_dir_all(&base).expect("mkdir");
+                    features::manifests_from(
+                        &collection,
+                        &out,
+                        &mut features::Given(Some(sized)),
+                        &none,
+                    )
+                    .expect("manifests");
+                    let born = job.cut(&dir, 5, Element::F32, "kept")?;
+                    let options = Options {
+                        dir: dir.clone(),
+                        plan: crate::collective::BroadcastPlan {
+                            algorithm: crate::collective::Algorithm::Chain,
+                            chunk: 256,
+                            chains: 1,
+                        },
+                        stage1: true,
+                        assignment: kparams.assignment,
+                        racks: std::collections::BTreeMap::new(),
+                        root_maps: root_works,
+                        auto: None,
+                        known: None,
+                        deal: Some(born.by_rank(size)),
+                    };
+                    let mut engine =
+                        Root::start(Box::new(first), &members, options, born.manifest.clone(), 9)?;
+                    let state =
+                        engine.fit::<EngineError>(&kparams, start.clone(), &mut |_, _| Ok(()))?;
+                    Ok::<_, EngineError>((born, state))
+                })();
+                let _ = exit(first);
+                driven
+            })
+            .expect(&what);
+            // The manifests of the features stage are the single machine's.
+            for (i, suffix) in ["images.csv", "skipped.csv"].iter().enumerate() {
+                let got = std::fs::read(features::manifest_path(&out, suffix)).expect("manifest");
+                assert_eq!(got, want[i + 1], "{what}: {suffix}");
+            }
+            assert!(!out.exists(), "{what}: no feature file at the root");
+            // The partitions are split's, each at its owner only, with the manifest beside.
+            assert_eq!(born.manifest.digest(), manifest.digest(), "{what}");
+            assert_eq!(born.manifest.partitions, manifest.partitions, "{what}");
+            assert_eq!(
+                born.manifest.source_checksum, manifest.source_checksum,
+                "{what}"
+            );
+            let alike = folder(&parts);
+            for rank in 0..size {
+                let held = folder(&base.join(rank.to_string()));
+                let mine: Vec<String> = (born.owners.iter().enumerate())
+                    .filter(|&(_, &o)| o == rank)
+                    .map(|(p, _)| vocab_pipeline::partition::part_file(p))
+                    .collect();
+                let names: Vec<&String> = held.keys().filter(|n| *n != MANIFEST).collect();
+                assert_eq!(
+                    names,
+                    mine.iter().collect::<Vec<_>>(),
+                    "{what}: rank {rank}"
+                );
+                for name in &mine {
+                    assert_eq!(held[name], alike[name], "{what}: {name}");
+                }
+                let m = vocab_pipeline::partition::read_manifest(&base.join(rank.to_string()))
+                    .expect("member manifest");
+                assert_eq!(m.digest(), manifest.digest(), "{what}: rank {rank}");
+            }
+            if !root_works {
+                assert!(!born.owners.contains(&0), "{what}: the root holds nothing");
+            }
+            // Only boundary records travelled: less than the sample (and, with three shards
+            // or more here, some).
+            assert!(
+                born.bytes < payload(&want[0]) as u64,
+                "{what}: {} bytes",
+                born.bytes
+            );
+            assert_eq!(
+                born.bytes > 0,
+                size >= 3 || root_works,
+                "{what}: {:?}",
+                born.owners
+            );
+            // k-means on the partitions where they lie is the single-machine run.
+            assert_same_run(&state, &alone, kparams.assignment, &what);
+        }
+    }
+
+    #[test]
+    fn a_cut_unlike_what_the_members_kept_is_refused_naming_the_member() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = photos(tmp.path());
+        let collection = Collection::open(&root, None).expect("collection");
+        let dir = tmp.path().join("{rank}").display().to_string();
+        let hosts: Vec<String> = (0..3).map(|r| format!("node{r}")).collect();
+        let team = MemoryTransport::team_on(&hosts);
+        let refused = std::thread::scope(|s| {
+            let (first, members) = team.split_first().expect("a root");
+            // Members answer the refused cut and go on serving until told to exit.
+            let served: Vec<_> = (members.iter())
+                .map(|m| s.spawn(move || serve(m, crate::spmd::Faults::default())))
+                .collect();
+            let driven = (|| {
+                let members = hello(first)?;
+                let mut job = PhotoRoot::start_keeping(
+                    Box::new(first),
+                    &members,
+                    &collection,
+                    feature_params(),
+                    false,
+                )?;
+                // Before the rounds there is nothing to cut.
+                let early = job.cut(&dir, 2, vocab_pipeline::store::Element::F32, "kept");
+                assert!(matches!(early, Err(EngineError::NotLoaded(0))), "{early:?}");
+                job.kept_rounds(&mut |_| {})?;
+                if let Some(kept) = job.kept.as_mut() {
+                    kept.records[2] += 1;
+                }
+                let refused = job
+                    .cut(&dir, 2, vocab_pipeline::store::Element::F32, "kept")
+                    .expect_err("records unlike the kept ones");
+                Ok::<_, EngineError>(refused)
+            })();
+            let _ = exit(first);
+            for m in served {
+                m.join().expect("member").expect("served to the end");
+            }
+            driven
+        })
+        .expect("team");
+        let text = refused.to_string() + &vocab_pipeline::chain(&refused);
+        assert!(
+            matches!(&refused, EngineError::Refused { rank: 2, host, .. } if host == "node2"),
+            "{refused:?}"
+        );
+        assert!(text.contains("the root counted"), "{text}");
+        // Nothing was written anywhere.
+        assert!(folder(&tmp.path().join("1")).is_empty());
+        assert!(folder(&tmp.path().join("2")).is_empty());
+    }
+
     #[test]
     fn sharded_features_and_encode_write_the_single_machine_bytes() {
         let tmp = tempfile::tempdir().expect("tmp");
@@ -1225,6 +1633,7 @@ mod tests {
             present: present(&collection),
             stage: PhotoStage::Features(feature_params()),
             k: 0,
+            keep: false,
         };
         let err = open_work(job, Vec::new()).expect_err("absent photos");
         assert!(err.contains("must hold the same photos"), "{err}");
@@ -1268,6 +1677,7 @@ mod tests {
                 present: Vec::new(),
                 stage,
                 k,
+                keep: false,
             };
             let err = open_work(job, vec![0; 4 * DIMS * k as usize]).expect_err(what);
             assert!(err.contains(what), "{err}");
@@ -1278,12 +1688,23 @@ mod tests {
             present: Vec::new(),
             stage: PhotoStage::Features(feature_params()),
             k: 0,
+            keep: false,
         };
         assert!(
             open_work(job, Vec::new())
                 .expect_err("..")
                 .contains("leaves")
         );
+        let job = Job {
+            root: root.display().to_string(),
+            photos: collection.listing(),
+            present: Vec::new(),
+            stage: PhotoStage::Encode(encode_params()),
+            k: 12,
+            keep: true,
+        };
+        let err = open_work(job, vec![0; 4 * DIMS * 12]).expect_err("keep");
+        assert!(err.contains("only the features stage keeps"), "{err}");
         // On a team, a refusal names the member (the root, which does no photos, sends a
         // listing it did not check).
         let hosts = vec!["root".to_string(), "far".to_string()];

@@ -79,7 +79,7 @@ pub struct Mapped {
     pub stage1_seconds: f64,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic while holding the lock leaves plain data behind; keep serving.
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -106,6 +106,9 @@ pub(crate) enum Command {
         /// Whether the root maps a share (else partitions and ranges go to the others).
         root_maps: bool,
         build: String,
+        /// The partitions of each rank, where they lie (empty: even blocks in chain order).
+        #[serde(default)]
+        deal: Vec<Vec<u32>>,
     },
     /// Run one iteration; the centroids follow as a broadcast.
     Step {
@@ -164,6 +167,8 @@ pub(crate) enum Command {
         #[serde(default)]
         next: Vec<(u64, u64)>,
     },
+    /// Cut the patches kept by a features job into partitions ([`crate::born`]).
+    Cut(crate::born::Cut),
     /// Leave [`serve`].
     Exit,
 }
@@ -228,6 +233,10 @@ pub struct Options {
     /// when they cover every member (labelled by [`labels`]); measured again once a broadcast
     /// runs more than 20% slower than the first one on them.
     pub known: Option<topology::Saved>,
+    /// The partitions each rank maps, by rank, when they lie at particular members (born there:
+    /// [`crate::born::Born::by_rank`]); `None` deals even blocks in chain order. `dir` may then
+    /// name each member's own folder with `{rank}`.
+    pub deal: Option<Vec<Vec<u32>>>,
 }
 
 /// The labels of members on `hosts` in saved calibrations: the hosts when they are distinct
@@ -814,6 +823,7 @@ pub fn serve_cached(
                 ref gather_tree,
                 root_maps,
                 ref build,
+                ref deal,
             } => {
                 let opened = if *build != BUILD {
                     Err(format!("it runs {BUILD}, the root runs {build}"))
@@ -821,7 +831,13 @@ pub fn serve_cached(
                     Team::ordered(transport, chain.clone())
                         .map_err(|e| vocab_pipeline::chain(&e))
                         .and_then(|team| {
-                            open_share(&team, job, dir, manifest, root_maps, share.as_ref())
+                            let at = Placement {
+                                dir,
+                                digest: manifest,
+                                root_maps,
+                                deal,
+                            };
+                            open_share(&team, job, &at, share.as_ref())
                                 .map_err(|e| vocab_pipeline::chain(&e))
                         })
                 };
@@ -942,30 +958,86 @@ pub fn serve_cached(
                 }
                 crate::photos::serve_shard(transport, photos.as_ref(), &mut ahead, ranges, next)?;
             }
+            Command::Cut(ref cut) => {
+                // A round computed ahead must be in before the kept records are counted.
+                if let Some(a) = ahead.take() {
+                    let _ = a.wait();
+                }
+                crate::born::serve(transport, photos.as_ref(), cut)?;
+            }
             Command::Exit => return Ok(()),
         }
     }
 }
 
 /// Opens this member's share of the partitions in `dir` (its block in chain order).
+/// Where a member finds its share of a job's partitions.
+struct Placement<'a> {
+    /// The folder as every member sees it (`{rank}`: the member's rank).
+    dir: &'a str,
+    /// The manifest's digest at the root.
+    digest: u32,
+    root_maps: bool,
+    /// Partitions by rank (empty: even blocks in chain order).
+    deal: &'a [Vec<u32>],
+}
+
 fn open_share(
     team: &Team<'_>,
     job: u64,
-    dir: &str,
-    digest: u32,
-    root_maps: bool,
+    at: &Placement<'_>,
     previous: Option<&Share>,
 ) -> Result<Share, ShareError> {
-    let manifest = read_manifest(std::path::Path::new(dir)).map_err(ShareError::Manifest)?;
-    if manifest.digest() != digest {
+    let rank = team.order().get(team.me()).copied().unwrap_or(0);
+    let dir = crate::born::member_dir(at.dir, rank);
+    let manifest = read_manifest(std::path::Path::new(&dir)).map_err(ShareError::Manifest)?;
+    if manifest.digest() != at.digest {
         return Err(ShareError::Digest {
-            dir: dir.to_string(),
+            dir,
             theirs: manifest.digest(),
-            root: digest,
+            root: at.digest,
         });
     }
-    let indices = share_of(manifest.partitions.len(), team.me(), team.size(), root_maps);
-    Share::open(job, dir, &manifest, &indices, previous)
+    let indices = if at.deal.is_empty() {
+        share_of(
+            manifest.partitions.len(),
+            team.me(),
+            team.size(),
+            at.root_maps,
+        )
+    } else {
+        at.deal.get(rank).cloned().unwrap_or_default()
+    };
+    Share::open(job, &dir, &manifest, &indices, previous)
+}
+
+/// Checks a deal by location: one list per rank, every partition once, none at a root that
+/// does not map.
+fn check_deal(deal: &[Vec<u32>], parts: usize, size: usize, root_maps: bool) -> Result<(), String> {
+    if deal.len() != size {
+        return Err(format!(
+            "a deal for {} ranks in a team of {size}",
+            deal.len()
+        ));
+    }
+    if !root_maps && deal.first().is_some_and(|d| !d.is_empty()) {
+        return Err("a deal that gives partitions to a root that does not map".into());
+    }
+    let mut seen = vec![false; parts];
+    for &p in deal.iter().flatten() {
+        match seen.get_mut(p as usize) {
+            Some(s) if !*s => *s = true,
+            _ => {
+                return Err(format!(
+                    "a deal that gives partition {p} twice or of {parts}"
+                ));
+            }
+        }
+    }
+    match seen.iter().position(|s| !s) {
+        Some(p) => Err(format!("a deal that leaves partition {p} out")),
+        None => Ok(()),
+    }
 }
 
 /// What a broadcast of `seconds` means against `expected`: the new expectation, and whether
@@ -1000,6 +1072,16 @@ fn load(
 ) -> Result<(Option<Share>, i32), EngineError> {
     let control = Team::ranks(transport);
     let order = &layout.order;
+    let deal = options.deal.as_deref().unwrap_or_default();
+    if !deal.is_empty() {
+        check_deal(
+            deal,
+            manifest.partitions.len(),
+            transport.size(),
+            options.root_maps,
+        )
+        .map_err(|reason| EngineError::Malformed { rank: 0, reason })?;
+    }
     let load = Command::Load {
         job,
         dir: options.dir.clone(),
@@ -1009,11 +1091,18 @@ fn load(
         gather_tree: lists(layout.gather_tree.as_ref()),
         root_maps: options.root_maps,
         build: BUILD.into(),
+        deal: deal.to_vec(),
     };
     broadcast_message(&control, Some(&encode(&load)))?;
     let team = Team::ordered(transport, order.to_vec())?;
     let own = if options.root_maps {
-        open_share(&team, job, &options.dir, manifest.digest(), true, previous)
+        let at = Placement {
+            dir: &options.dir,
+            digest: manifest.digest(),
+            root_maps: true,
+            deal,
+        };
+        open_share(&team, job, &at, previous)
             .map(Some)
             .map_err(|e| vocab_pipeline::chain(&e))
     } else {
@@ -1578,6 +1667,7 @@ mod tests {
             root_maps: true,
             auto: None,
             known: None,
+            deal: None,
         }
     }
 

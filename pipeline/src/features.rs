@@ -128,12 +128,42 @@ pub enum Outcome<T> {
     Skipped(String),
 }
 
+impl<T> Outcome<T> {
+    /// The outcome without its result: the photo's size and patch count, or the skip.
+    pub fn sized(&self) -> Outcome<()> {
+        match self {
+            Self::Done {
+                width,
+                height,
+                patches,
+                ..
+            } => Outcome::Done {
+                width: *width,
+                height: *height,
+                patches: *patches,
+                value: (),
+            },
+            Self::Skipped(reason) => Outcome::Skipped(reason.clone()),
+        }
+    }
+}
+
 /// Where a photo stage's results come from, batch after batch in picture-id order: computed
 /// here ([`run_stage`]'s own batches) or by other nodes (the cluster's sharded stages).
 pub trait Source<T> {
     /// The results of the photos from index `from` on (at least one, at most the rest), or
     /// `None` when the source has nothing more.
     fn next(&mut self, from: usize) -> Result<Option<Vec<Outcome<T>>>, FeaturesError>;
+}
+
+/// Every photo's result at once (gathered before the stage writes).
+#[derive(Debug)]
+pub struct Given<T>(pub Option<Vec<Outcome<T>>>);
+
+impl<T> Source<T> for Given<T> {
+    fn next(&mut self, from: usize) -> Result<Option<Vec<Outcome<T>>>, FeaturesError> {
+        Ok(if from == 0 { self.0.take() } else { None })
+    }
 }
 
 /// Per-thread buffers of the photo stages.
@@ -404,6 +434,31 @@ impl StageOutput<Described> for FeatureWriter {
         FeatureWriter::finish(self)?;
         Ok(())
     }
+}
+
+/// Writes nothing for a photo: the stage's results stay where they were made.
+struct Nowhere;
+
+impl StageOutput<()> for Nowhere {
+    fn write(&mut self, _: &Photo, (): ()) -> Result<(), FeaturesError> {
+        Ok(())
+    }
+
+    fn finish(self) -> Result<(), FeaturesError> {
+        Ok(())
+    }
+}
+
+/// The features stage's manifests (`<out>.images.csv`, `<out>.skipped.csv`) and summary from
+/// the photos' sizes and patch counts in `source`, when the patches stay on the nodes that
+/// described them (no feature file at `out`): the manifests are those [`extract`] writes.
+pub fn manifests_from(
+    collection: &Collection,
+    out: &Path,
+    source: &mut dyn Source<()>,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<FeatureSummary, FeaturesError> {
+    run_stage(collection, out, Nowhere, source, progress)
 }
 
 /// Runs the stage: describes every photo of `collection` into a feature file at `out`.

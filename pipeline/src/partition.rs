@@ -164,6 +164,27 @@ impl Manifest {
         crc.finalize()
     }
 
+    /// The manifest of partitions written in order (their reports), from a source named
+    /// `source`: the source checksum is their records' CRCs combined.
+    pub fn assemble(dims: usize, element: Element, source: String, parts: &[PartReport]) -> Self {
+        let mut crc = crc32fast::Hasher::new();
+        for p in parts {
+            crc.combine(&crc32fast::Hasher::new_with_initial_len(
+                p.source_crc,
+                p.source_len,
+            ));
+        }
+        Self {
+            version: 1,
+            dims,
+            element: element.name().into(),
+            count: parts.iter().map(|p| p.entry.count).sum(),
+            source,
+            source_checksum: crc.finalize(),
+            partitions: parts.iter().map(|p| p.entry.clone()).collect(),
+        }
+    }
+
     /// The element type (validated when the manifest was read).
     pub fn element_type(&self) -> Element {
         Element::from_name(&self.element).unwrap_or_default()
@@ -307,26 +328,21 @@ fn split_into(
         ));
     }
     std::fs::create_dir_all(out_dir).map_err(|e| io_err(out_dir, e))?;
-    let manifest_path = out_dir.join(MANIFEST);
-    let mut source_crc = crc32fast::Hasher::new();
-    let mut entries = Vec::with_capacity(parts);
     let mut dims = None;
+    let mut reports = Vec::with_capacity(parts);
     for (idx, size) in partition_sizes(count, parts).into_iter().enumerate() {
-        let file = format!("part-{idx:04}.bin");
-        let path = out_dir.join(&file);
-        let mut writer: Option<FeatureWriter> = None;
+        let mut writer: Option<PartWriter> = None;
         for _ in 0..size {
             if !reader.next_into(&mut record)? {
                 return Err(format_err(input, "ended before the records it announced"));
             }
-            record.hash_into(&mut source_crc);
             let w = match &mut writer {
                 Some(w) => w,
                 None => {
                     dims = Some(record.values.len());
-                    writer.insert(FeatureWriter::create_with(
-                        &path,
-                        Format::Bin,
+                    writer.insert(PartWriter::create(
+                        out_dir,
+                        idx,
                         record.values.len(),
                         element,
                     )?)
@@ -335,35 +351,107 @@ fn split_into(
             w.write(record.picture_id, record.row, record.col, &record.values)?;
         }
         // Sizes are at least 1 (count >= parts), so every partition has a writer.
-        let checksum = match writer {
-            Some(w) => {
-                let crc = w.payload_checksum();
-                w.finish()?;
-                crc
-            }
-            None => 0,
-        };
-        entries.push(PartitionEntry {
-            file,
-            count: size,
-            checksum,
-        });
+        match writer {
+            Some(w) => reports.push(w.finish()?),
+            None => return Err(format_err(input, "holds an empty partition")),
+        }
     }
     if reader.next_into(&mut record)? {
         return Err(format_err(input, "holds more records than it announced"));
     }
-    let manifest = Manifest {
-        version: 1,
-        dims: dims.unwrap_or(0),
-        element: element.name().into(),
-        count,
-        source: input.display().to_string(),
-        source_checksum: source_crc.finalize(),
-        partitions: entries,
-    };
-    let text = toml::to_string(&manifest).map_err(|e| format_err(&manifest_path, e.to_string()))?;
-    atomic::write(&manifest_path, text.as_bytes()).map_err(|e| io_err(&manifest_path, e))?;
+    let manifest = Manifest::assemble(
+        dims.unwrap_or(0),
+        element,
+        input.display().to_string(),
+        &reports,
+    );
+    write_manifest(out_dir, &manifest)?;
     Ok(manifest)
+}
+
+/// Writes `manifest` as `dir/manifest.toml` (whole or not at all).
+pub fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), StoreError> {
+    let path = dir.join(MANIFEST);
+    let text = toml::to_string(manifest).map_err(|e| format_err(&path, e.to_string()))?;
+    atomic::write(&path, text.as_bytes()).map_err(|e| io_err(&path, e))
+}
+
+/// File name of partition `index` in a partition folder.
+pub fn part_file(index: usize) -> String {
+    format!("part-{index:04}.bin")
+}
+
+/// What writing one partition gave: its manifest entry and the CRC-32 of its records in the
+/// source's binary record layout (with their length, so that the partitions' CRCs combine into
+/// the source checksum in partition order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartReport {
+    /// The partition's manifest entry.
+    pub entry: PartitionEntry,
+    /// CRC-32 of its records as the source holds them.
+    pub source_crc: u32,
+    /// Bytes that CRC covers.
+    pub source_len: u64,
+}
+
+/// Writes one partition file (`part-NNNN.bin` in a folder), the same bytes however its records
+/// arrive: [`split`] from a feature file, a cluster node from the records it described.
+#[derive(Debug)]
+pub struct PartWriter {
+    file: String,
+    writer: FeatureWriter,
+    source: crc32fast::Hasher,
+}
+
+impl PartWriter {
+    /// Starts partition `index` of `dims`-dimensional records stored as `element` in `dir`.
+    pub fn create(
+        dir: &Path,
+        index: usize,
+        dims: usize,
+        element: Element,
+    ) -> Result<Self, StoreError> {
+        let file = part_file(index);
+        let writer = FeatureWriter::create_with(&dir.join(&file), Format::Bin, dims, element)?;
+        Ok(Self {
+            file,
+            writer,
+            source: crc32fast::Hasher::new(),
+        })
+    }
+
+    /// Appends one record.
+    pub fn write(
+        &mut self,
+        picture_id: u32,
+        row: u16,
+        col: u16,
+        values: &[f32],
+    ) -> Result<(), StoreError> {
+        self.writer.write(picture_id, row, col, values)?;
+        self.source.update(&picture_id.to_le_bytes());
+        self.source.update(&row.to_le_bytes());
+        self.source.update(&col.to_le_bytes());
+        for v in values {
+            self.source.update(&v.to_le_bytes());
+        }
+        Ok(())
+    }
+
+    /// Completes the file and reports it.
+    pub fn finish(self) -> Result<PartReport, StoreError> {
+        let checksum = self.writer.payload_checksum();
+        let count = self.writer.finish()?;
+        Ok(PartReport {
+            entry: PartitionEntry {
+                file: self.file,
+                count,
+                checksum,
+            },
+            source_len: self.source.total_len(),
+            source_crc: self.source.finalize(),
+        })
+    }
 }
 
 /// Reads a partition directory's manifest.
@@ -635,6 +723,14 @@ mod tests {
             prop_assert_eq!(seen, (0..n).collect::<Vec<_>>());
             let sizes: Vec<u64> = manifest.partitions.iter().map(|p| p.count).collect();
             prop_assert!(sizes.iter().max().expect("max") - sizes.iter().min().expect("min") <= 1);
+            // The partitions' record CRCs combine into the CRC of the whole input's records.
+            let mut whole = crc32fast::Hasher::new();
+            let mut reader = FeatureReader::open(&input).expect("reopen");
+            let mut record = Record::default();
+            while reader.next_into(&mut record).expect("record") {
+                record.hash_into(&mut whole);
+            }
+            prop_assert_eq!(manifest.source_checksum, whole.finalize());
         }
     }
 
