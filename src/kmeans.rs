@@ -10,7 +10,7 @@ use anyhow::{Context, ensure};
 use vocab_cluster::collective::Algorithm;
 use vocab_cluster::collective::BroadcastPlan;
 use vocab_cluster::driver::{Driver, Options, StepReport};
-use vocab_cluster::spmd::{Options as SpmdOptions, Root};
+use vocab_cluster::spmd::{Deal, Options as SpmdOptions, Root};
 use vocab_pipeline::kmeans::files::{
     RunMeta, checkpoint_dir, load_checkpoint, read_vocabulary, save_checkpoint, write_toml,
     write_vocabulary,
@@ -447,7 +447,7 @@ fn run_mpi(
         root_maps: true,
         auto: auto_order(args, set),
         known: links_file(args).and_then(|p| read_links(&p)),
-        deal: None,
+        deal: Deal::Blocks,
     };
     let job = rand::random::<u64>() >> 1;
     let mut root = Root::start(
@@ -570,6 +570,7 @@ fn run_cluster(
         assignment: args.assignment,
         auto: auto_order(args, set),
         known: links_file(args).and_then(|p| read_links(&p)),
+        deal: vocab_cluster::spmd::Deal::Blocks,
     };
     let mut driver =
         Driver::connect(cluster, secret, options, set.manifest.clone()).with_context(|| {

@@ -208,6 +208,10 @@ pub struct Options {
     pub auto: Option<spmd::Auto>,
     /// Links measured before (`<cluster>.links.json`), reused while they cover the team.
     pub known: Option<crate::topology::Saved>,
+    /// How partitions are dealt: blocks from a shared folder, or where they are
+    /// ([`spmd::Deal::Found`]: each team asks its members, so partitions stay with the
+    /// workers holding them across teams).
+    pub deal: spmd::Deal,
 }
 
 /// A failed attempt that a new team may mend.
@@ -469,7 +473,7 @@ impl Driver {
             root_maps: false,
             auto: options.auto,
             known: options.known,
-            deal: None,
+            deal: options.deal,
         };
         let mut driver = Self {
             crew: Crew::new(cluster, secret)?,
@@ -541,6 +545,19 @@ impl Driver {
             on_iteration(&state, &report)?;
         }
         Ok(state)
+    }
+
+    /// The rows of the global `indices` from the workers holding them (the initial centroids
+    /// of partitions that lie only at the workers), recovering from failed members.
+    pub fn rows(&mut self, indices: &[usize]) -> Result<Vec<f32>, DriverError> {
+        let (options, manifest, job) = (&self.options, &self.manifest, self.crew.job);
+        let done = self.crew.recover(
+            "reading the initial rows",
+            &mut self.root,
+            |t| start_job(t, options, manifest, job),
+            |root| root.rows(indices),
+        )?;
+        Ok(done.value)
     }
 
     /// Runs iteration `iteration` from `centroids`, recovering from failed members.
@@ -961,6 +978,7 @@ mod tests {
             assignment: Assignment::default(),
             auto: None,
             known: None,
+            deal: spmd::Deal::Blocks,
         };
         Driver::connect(cluster, Secret::from_bytes(SECRET), options, manifest)
     }
@@ -1058,6 +1076,7 @@ mod tests {
                 assignment,
                 auto: None,
                 known: None,
+                deal: spmd::Deal::Blocks,
             };
             let mut driver = Driver::connect(
                 cluster,

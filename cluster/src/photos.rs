@@ -1388,12 +1388,56 @@ mod tests {
                         root_maps: root_works,
                         auto: None,
                         known: None,
-                        deal: Some(born.by_rank(size)),
+                        // Dealt as the cut placed them, or found where they are.
+                        deal: if size % 2 == 0 {
+                            crate::spmd::Deal::ByRank(born.by_rank(size))
+                        } else {
+                            crate::spmd::Deal::Found
+                        },
                     };
+                    let engine_options = options.clone();
                     let mut engine =
                         Root::start(Box::new(first), &members, options, born.manifest.clone(), 9)?;
+                    // The first centroids from rows the members send: the single machine's.
+                    let (n, dims) = engine.shape();
+                    let seeded = kmeans::initial_centroids_by::<EngineError>(
+                        n as usize,
+                        dims,
+                        4,
+                        &Init::Random,
+                        3,
+                        &mut |indices| engine.rows(indices),
+                    )?;
+                    assert_eq!(seeded, start.centroids, "{what}: first centroids");
                     let state =
                         engine.fit::<EngineError>(&kparams, start.clone(), &mut |_, _| Ok(()))?;
+                    if size == 3 {
+                        // A partition gone from its member is on no member: named, not skipped.
+                        let owner = born.owners[1].to_string();
+                        let gone = base
+                            .join(owner)
+                            .join(vocab_pipeline::partition::part_file(1));
+                        std::fs::remove_file(&gone).expect("remove");
+                        let options = Options {
+                            deal: crate::spmd::Deal::Found,
+                            ..engine_options.clone()
+                        };
+                        let err = Root::start(
+                            Box::new(first),
+                            &members,
+                            options,
+                            born.manifest.clone(),
+                            10,
+                        )
+                        .map(|_| ())
+                        .expect_err("a partition on no member");
+                        assert!(
+                            err.to_string().contains("no member holds part-0001.bin"),
+                            "{err}"
+                        );
+                        std::fs::copy(parts.join(vocab_pipeline::partition::part_file(1)), &gone)
+                            .expect("restore");
+                    }
                     Ok::<_, EngineError>((born, state))
                 })();
                 let _ = exit(first);

@@ -52,6 +52,8 @@ pub struct Share {
     /// Partition folder, as this member sees it.
     pub dir: String,
     parts: BTreeMap<u32, Arc<Partition>>,
+    /// The partitions held, by the global index of their first row.
+    starts: BTreeMap<u64, u32>,
     quant: Mutex<BTreeMap<u32, Arc<QuantRows>>>,
     pruning: Mutex<Pruning>,
 }
@@ -97,6 +99,14 @@ impl Share {
         let keep = keep.filter(|k| k.job == job && k.dir == dir);
         let mut parts = BTreeMap::new();
         let mut quant = BTreeMap::new();
+        let mut starts = BTreeMap::new();
+        let mut at = 0u64;
+        for (i, entry) in manifest.partitions.iter().enumerate() {
+            if indices.contains(&(i as u32)) {
+                starts.insert(at, i as u32);
+            }
+            at = at.saturating_add(entry.count);
+        }
         for &idx in indices {
             if let Some(q) = keep.and_then(|k| lock(&k.quant).get(&idx).cloned()) {
                 quant.insert(idx, q);
@@ -127,9 +137,36 @@ impl Share {
             job,
             dir: dir.to_string(),
             parts,
+            starts,
             quant: Mutex::new(quant),
             pruning: Mutex::new(pruning),
         })
+    }
+
+    /// The rows it holds of the global `indices`: for each, its position in `indices` (`u32`)
+    /// and its values (`f32`), little-endian.
+    pub fn rows_at(&self, indices: &[u64]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (at, &global) in indices.iter().enumerate() {
+            // The partition starting at or before the index, if the index lies inside it.
+            let Some((&start, idx)) = self.starts.range(..=global).next_back() else {
+                continue;
+            };
+            let Some(m) = self.parts.get(idx).map(|p| p.matrix()) else {
+                continue;
+            };
+            let Some(r) = usize::try_from(global - start)
+                .ok()
+                .filter(|&r| r < m.rows())
+            else {
+                continue;
+            };
+            out.extend_from_slice(&u32::try_from(at).unwrap_or(u32::MAX).to_le_bytes());
+            for v in m.row(r) {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        out
     }
 
     /// Vectors held.

@@ -73,9 +73,25 @@ pub enum EngineError {
     /// The data's values span too wide a range for exact fixed-point sums.
     #[error(transparent)]
     Range(#[from] vocab_pipeline::kmeans::partial::RangeError),
+    /// The k-means computation refused the data (first centroids from the members' rows).
+    #[error(transparent)]
+    KMeans(#[from] vocab_pipeline::kmeans::KMeansError),
     /// A step before any load.
     #[error("rank {0} was asked to step with no partitions loaded")]
     NotLoaded(usize),
+    /// No member holds a partition (dealt by where partitions are).
+    #[error(
+        "no member holds {file}: none of the {hosts} members' folders at {dir} has it whole \
+         (describe the photos again: remove the features step's folder)"
+    )]
+    Unplaced {
+        /// The partition's file.
+        file: String,
+        /// The folder, as members see it.
+        dir: String,
+        /// Members asked.
+        hosts: usize,
+    },
     /// A centroid set that does not match the job.
     #[error("centroids of {got} values, {want} expected")]
     Shape {
@@ -169,6 +185,10 @@ pub(crate) enum Command {
     },
     /// Cut the patches kept by a features job into partitions ([`crate::born`]).
     Cut(crate::born::Cut),
+    /// Say which partitions of the manifest with this digest the member's folder holds.
+    Holdings { dir: String, manifest: u32 },
+    /// Send the rows of these global indices that the member's share holds (after `Load`).
+    Rows { indices: Vec<u64> },
     /// Leave [`serve`].
     Exit,
 }
@@ -233,10 +253,21 @@ pub struct Options {
     /// when they cover every member (labelled by [`labels`]); measured again once a broadcast
     /// runs more than 20% slower than the first one on them.
     pub known: Option<topology::Saved>,
-    /// The partitions each rank maps, by rank, when they lie at particular members (born there:
-    /// [`crate::born::Born::by_rank`]); `None` deals even blocks in chain order. `dir` may then
-    /// name each member's own folder with `{rank}`.
-    pub deal: Option<Vec<Vec<u32>>>,
+    /// How partitions are dealt to the members.
+    pub deal: Deal,
+}
+
+/// How a job's partitions are dealt to the members.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Deal {
+    /// Even blocks in chain order: every member reads the same folder (a shared filesystem).
+    #[default]
+    Blocks,
+    /// The partitions of each rank, by rank (born there: [`crate::born::Born::by_rank`]).
+    ByRank(Vec<Vec<u32>>),
+    /// Where they are: every member says which partitions its folder holds (`dir` as it sees
+    /// it, `{rank}` its rank), and each partition goes to a holder with the fewest so far.
+    Found,
 }
 
 /// The labels of members on `hosts` in saved calibrations: the hosts when they are distinct
@@ -958,6 +989,14 @@ pub fn serve_cached(
                 }
                 crate::photos::serve_shard(transport, photos.as_ref(), &mut ahead, ranges, next)?;
             }
+            Command::Holdings { ref dir, manifest } => {
+                let held = holdings(dir, me, manifest);
+                gather(&control, &encode(&held), MAX_CONTROL)?;
+            }
+            Command::Rows { ref indices } => {
+                let piece = share.as_ref().map_or_else(Vec::new, |s| s.rows_at(indices));
+                gather(&control, &piece, MAX_STEP_BYTES)?;
+            }
             Command::Cut(ref cut) => {
                 // A round computed ahead must be in before the kept records are counted.
                 if let Some(a) = ahead.take() {
@@ -1059,6 +1098,80 @@ fn measure(
     Ok(Calibration::choose(links, seconds, auto, chunk))
 }
 
+/// The partitions of the manifest with `digest` that the folder `dir` (`{rank}`: rank `me`)
+/// holds: its manifest has that digest and each file's header and length are its entry's (the
+/// payload is verified when the partition is loaded).
+fn holdings(dir: &str, me: usize, digest: u32) -> Vec<u32> {
+    let dir = crate::born::member_dir(dir, me);
+    let dir = std::path::Path::new(&dir);
+    let Ok(manifest) = read_manifest(dir) else {
+        return Vec::new();
+    };
+    if manifest.digest() != digest {
+        return Vec::new();
+    }
+    let element = manifest.element_type();
+    (manifest.partitions.iter().enumerate())
+        .filter(|(_, entry)| {
+            vocab_pipeline::partition::looks_whole(
+                &dir.join(&entry.file),
+                entry,
+                manifest.dims,
+                element,
+            )
+        })
+        .map(|(i, _)| i as u32)
+        .collect()
+}
+
+/// Asks every member which partitions it holds ([`Deal::Found`]) and deals each partition to a
+/// mapping member holding it with the fewest so far (the lowest rank on a tie).
+fn find(
+    transport: &dyn Transport,
+    hosts: &[String],
+    options: &Options,
+    manifest: &Manifest,
+) -> Result<Vec<Vec<u32>>, EngineError> {
+    let control = Team::ranks(transport);
+    let digest = manifest.digest();
+    let command = Command::Holdings {
+        dir: options.dir.clone(),
+        manifest: digest,
+    };
+    broadcast_message(&control, Some(&encode(&command)))?;
+    let mine = holdings(&options.dir, transport.rank(), digest);
+    let answers = gather(&control, &encode(&mine), MAX_CONTROL)?.unwrap_or_default();
+    let parts = manifest.partitions.len();
+    let mut holders: Vec<Vec<usize>> = vec![Vec::new(); parts];
+    for (rank, bytes) in answers.iter().enumerate() {
+        if rank == 0 && !options.root_maps {
+            continue;
+        }
+        let held: Vec<u32> = decode(rank, bytes)?;
+        for p in held {
+            holders
+                .get_mut(p as usize)
+                .ok_or_else(|| EngineError::Malformed {
+                    rank,
+                    reason: format!("it holds partition {p} of {parts}"),
+                })?
+                .push(rank);
+        }
+    }
+    let mut deal = vec![Vec::new(); transport.size()];
+    for (p, at) in holders.iter().enumerate() {
+        let Some(&rank) = at.iter().min_by_key(|&&r| (deal[r].len(), r)) else {
+            return Err(EngineError::Unplaced {
+                file: manifest.partitions[p].file.clone(),
+                dir: options.dir.clone(),
+                hosts: hosts.len(),
+            });
+        };
+        deal[rank].push(p as u32);
+    }
+    Ok(deal)
+}
+
 /// Has every member cache its share of the partitions for the chain `order` (reusing what
 /// `previous`, the root's share, holds); returns the root's share and the fixed-point scale.
 fn load(
@@ -1072,7 +1185,15 @@ fn load(
 ) -> Result<(Option<Share>, i32), EngineError> {
     let control = Team::ranks(transport);
     let order = &layout.order;
-    let deal = options.deal.as_deref().unwrap_or_default();
+    let found;
+    let deal: &[Vec<u32>] = match &options.deal {
+        Deal::Blocks => &[],
+        Deal::ByRank(d) => d,
+        Deal::Found => {
+            found = find(transport, hosts, options, manifest)?;
+            &found
+        }
+    };
     if !deal.is_empty() {
         check_deal(
             deal,
@@ -1412,6 +1533,64 @@ impl<'t> Root<'t> {
         &*self.transport
     }
 
+    /// The rows of the global `indices`, in that order, from the members holding them (for
+    /// the initial centroids when the partitions lie only at the members).
+    pub fn rows(&self, indices: &[usize]) -> Result<Vec<f32>, EngineError> {
+        let control = Team::ranks(self.transport.as_ref());
+        let wanted: Vec<u64> = indices.iter().map(|&i| i as u64).collect();
+        broadcast_message(
+            &control,
+            Some(&encode(&Command::Rows {
+                indices: wanted.clone(),
+            })),
+        )?;
+        let own = self
+            .share
+            .as_ref()
+            .map_or_else(Vec::new, |s| s.rows_at(&wanted));
+        let pieces = gather(&control, &own, MAX_STEP_BYTES)?.unwrap_or_default();
+        let dims = self.manifest.dims;
+        let mut rows = vec![0f32; indices.len() * dims];
+        let mut filled = vec![false; indices.len()];
+        for (rank, piece) in pieces.iter().enumerate() {
+            let malformed = |reason: String| EngineError::Malformed { rank, reason };
+            let record = 4 + 4 * dims;
+            if piece.len() % record != 0 {
+                return Err(malformed(format!("rows of {} bytes", piece.len())));
+            }
+            for row in piece.chunks_exact(record) {
+                let at = u32::from_le_bytes([row[0], row[1], row[2], row[3]]) as usize;
+                match filled.get_mut(at) {
+                    Some(f) if !*f => *f = true,
+                    _ => {
+                        return Err(malformed(format!(
+                            "row {at} of {} asked, twice or unasked",
+                            indices.len()
+                        )));
+                    }
+                }
+                for (v, b) in rows[at * dims..(at + 1) * dims]
+                    .iter_mut()
+                    .zip(row[4..].chunks_exact(4))
+                {
+                    *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                }
+            }
+        }
+        if let Some(at) = filled.iter().position(|f| !f) {
+            return Err(EngineError::Malformed {
+                rank: 0,
+                reason: format!("no member holds row {}", indices[at]),
+            });
+        }
+        Ok(rows)
+    }
+
+    /// The vectors of the job and their dims (the manifest's).
+    pub fn shape(&self) -> (u64, usize) {
+        (self.manifest.count, self.manifest.dims)
+    }
+
     /// The members in chain order, as `rank@host`.
     pub fn members(&self) -> Vec<String> {
         self.layout
@@ -1667,7 +1846,7 @@ mod tests {
             root_maps: true,
             auto: None,
             known: None,
-            deal: None,
+            deal: Deal::Blocks,
         }
     }
 

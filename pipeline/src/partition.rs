@@ -481,6 +481,30 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, StoreError> {
     Ok(manifest)
 }
 
+/// Whether `path` looks like the partition of `entry` without reading its payload: the header
+/// (dims, count, checksum, element type) and the file's length agree. [`Partition::open`]
+/// verifies the payload when the partition is loaded.
+pub fn looks_whole(path: &Path, entry: &PartitionEntry, dims: usize, element: Element) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; HEADER_LEN];
+    let Ok(mut file) = File::open(path) else {
+        return false;
+    };
+    let Ok(len) = file.metadata().map(|m| m.len()) else {
+        return false;
+    };
+    if file.read_exact(&mut head).is_err() {
+        return false;
+    }
+    BinHeader::parse(&head, path).is_ok_and(|h| {
+        h.dims == dims
+            && h.count == entry.count
+            && h.payload_crc == entry.checksum
+            && h.element == element
+            && h.file_len() == len
+    })
+}
+
 /// How much of a partition [`Partition::open`] checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verify {

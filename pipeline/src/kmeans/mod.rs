@@ -346,8 +346,31 @@ pub fn initial_centroids(
 ) -> Result<Centroids, KMeansError> {
     let dims = check_dims(parts)?;
     let n: usize = parts.iter().map(Matrix::rows).sum();
+    initial_centroids_by(n, dims, k, init, seed, &mut |indices| {
+        Ok(indices
+            .iter()
+            .flat_map(|&i| global_row(parts, i))
+            .copied()
+            .collect())
+    })
+}
+
+/// Fetches the rows of global indices, in order (see [`initial_centroids_by`]).
+pub type RowsOf<'a, E> = dyn FnMut(&[usize]) -> Result<Vec<f32>, E> + 'a;
+
+/// [`initial_centroids`] of `n` vectors of `dims` values that lie elsewhere: `rows` returns the
+/// rows of the global indices it is given, in that order (a cluster driver asks the members
+/// holding them). The same indices are asked for, so the centroids are the same.
+pub fn initial_centroids_by<E: From<KMeansError>>(
+    n: usize,
+    dims: usize,
+    k: usize,
+    init: &Init,
+    seed: u64,
+    rows: &mut RowsOf<'_, E>,
+) -> Result<Centroids, E> {
     if k == 0 {
-        return Err(KMeansError::ZeroK);
+        return Err(KMeansError::ZeroK.into());
     }
     if let Init::Given(c) = init {
         if c.k() != k || c.dims() != dims {
@@ -356,38 +379,36 @@ pub fn initial_centroids(
                 got_dims: c.dims(),
                 k,
                 dims,
-            });
+            }
+            .into());
         }
         return Ok(c.clone());
     }
     if k > n {
-        return Err(KMeansError::TooFewVectors { k, n });
+        return Err(KMeansError::TooFewVectors { k, n }.into());
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     // Stream 0 is for splits of iteration 0, which never runs; use a stream of its own.
     rng.set_stream(u64::MAX);
+    let mut fetch = |indices: Vec<usize>| -> Result<Vec<f32>, E> {
+        let data = rows(&indices)?;
+        // The rows are checked here as well as where the data was opened: a cluster driver
+        // maps partitions without reading them (or has none) and reads only these rows (whose
+        // count and length whoever brings them checks).
+        if !data.iter().all(|v| v.is_finite()) {
+            return Err(KMeansError::NonFinite.into());
+        }
+        Ok(data)
+    };
     match init {
-        // The rows are checked here as well as where the data was opened: a cluster driver maps
-        // partitions without reading them and reads only these rows.
         Init::Random => {
-            let mut data = Vec::with_capacity(k * dims);
-            for i in index::sample(&mut rng, n, k) {
-                data.extend_from_slice(global_row(parts, i));
-            }
-            if !data.iter().all(|v| v.is_finite()) {
-                return Err(KMeansError::NonFinite);
-            }
+            let data = fetch(index::sample(&mut rng, n, k).into_vec())?;
             Ok(Centroids::new(data, dims))
         }
         Init::PlusPlus { sample } => {
             let m = sample.unwrap_or_else(|| (2 * k).max(1024)).clamp(k, n);
-            let rows: Vec<&[f32]> = index::sample(&mut rng, n, m)
-                .into_iter()
-                .map(|i| global_row(parts, i))
-                .collect();
-            if !rows.iter().all(|r| r.iter().all(|v| v.is_finite())) {
-                return Err(KMeansError::NonFinite);
-            }
+            let data = fetch(index::sample(&mut rng, n, m).into_vec())?;
+            let rows: Vec<&[f32]> = data.chunks_exact(dims.max(1)).collect();
             Ok(plus_plus(&rows, k, &mut rng))
         }
         Init::Given(_) => unreachable!("handled above"),
