@@ -84,6 +84,32 @@ pub struct PartitionConfig {
     pub parts: usize,
     /// Value storage: f32 or u8.
     pub element: ElementArg,
+    /// Where partitions are made when k-means runs on nodes: at the driver from the gathered
+    /// sample (a folder every node reads), or on the nodes from the patches they described.
+    #[serde(skip_serializing_if = "PartitionAt::is_driver")]
+    pub at: PartitionAt,
+    /// With `at = "nodes"`: the folder, as every node sees it, under which nodes keep their
+    /// partitions (default: `nodes/` in the work directory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub folder: Option<PathBuf>,
+}
+
+/// Where a run's partitions are made (`[partition] at`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PartitionAt {
+    /// The driver gathers the sample and splits it (the partitions in its work directory).
+    #[default]
+    Driver,
+    /// Each node keeps the patches it described and the nodes cut them into partitions where
+    /// they are mapped; the sample never gathers at the driver (`vocab_cluster::born`).
+    Nodes,
+}
+
+impl PartitionAt {
+    fn is_driver(&self) -> bool {
+        *self == Self::Driver
+    }
 }
 
 impl Default for PartitionConfig {
@@ -91,6 +117,8 @@ impl Default for PartitionConfig {
         Self {
             parts: 8,
             element: ElementArg::F32,
+            at: PartitionAt::Driver,
+            folder: None,
         }
     }
 }

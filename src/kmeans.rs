@@ -16,7 +16,7 @@ use vocab_pipeline::kmeans::files::{
     write_vocabulary,
 };
 use vocab_pipeline::kmeans::{self, Init, KMeansError, Params, State};
-use vocab_pipeline::partition::{self, Matrix, PartitionSet, Verify};
+use vocab_pipeline::partition::{self, Manifest, Matrix, PartitionSet, Verify, read_manifest};
 use vocab_pipeline::store::{FeatureReader, Format, Record};
 use vocab_pipeline::synth;
 
@@ -78,6 +78,8 @@ const LOADED_SLICE: usize = 16 * kmeans::UNIT_ROWS;
 /// The vectors of a k-means run: a partition folder (mapped) or a feature file (read into memory).
 enum Input {
     Partitions(PartitionSet),
+    /// Partitions that lie only at the nodes: the manifest here, the rows there.
+    Placed(Manifest),
     Loaded {
         data: Vec<f32>,
         dims: usize,
@@ -120,6 +122,7 @@ impl Input {
     fn matrices(&self) -> Vec<Matrix<'_>> {
         match self {
             Self::Partitions(set) => set.matrices(),
+            Self::Placed(_) => Vec::new(),
             Self::Loaded { data, dims, .. } => {
                 let all = Matrix::dense(data, *dims);
                 (0..all.rows())
@@ -133,6 +136,7 @@ impl Input {
     fn checksum(&self) -> u32 {
         match self {
             Self::Partitions(set) => set.manifest.source_checksum,
+            Self::Placed(m) => m.source_checksum,
             Self::Loaded { checksum, .. } => *checksum,
         }
     }
@@ -158,9 +162,23 @@ pub fn run(
     } else {
         Verify::Full
     };
-    let input = Input::open(&args.features, verify)?;
+    let input = if args.placed {
+        ensure!(
+            distributed,
+            "partitions that lie at the nodes need a distributed engine"
+        );
+        Input::Placed(read_manifest(&args.features)?)
+    } else {
+        Input::open(&args.features, verify)?
+    };
     let parts = input.matrices();
-    let n: usize = parts.iter().map(Matrix::rows).sum();
+    let (n, dims) = match &input {
+        Input::Placed(m) => (m.count as usize, m.dims),
+        _ => (
+            parts.iter().map(Matrix::rows).sum(),
+            parts.first().map_or(0, Matrix::dims),
+        ),
+    };
     let init = match (&args.init_centroids, args.init) {
         (Some(path), _) => Init::Given(read_vocabulary(path).context("--init-centroids")?),
         (None, InitMethod::Random) => Init::Random,
@@ -181,7 +199,7 @@ pub fn run(
         assignment: args.assignment,
     };
     let assignment = &args.assignment.key()[..];
-    check_memory(args, n as u64, parts.first().map_or(0, Matrix::dims) as u64)?;
+    check_memory(args, n as u64, dims as u64)?;
     let start = if args.resume {
         let state = load_checkpoint(&args.out, args.k, args.seed, input.checksum(), assignment)?;
         writeln!(
@@ -194,12 +212,14 @@ pub fn run(
     } else {
         None
     };
-    let dims = parts.first().map_or(0, Matrix::dims);
+    let partitions = match &input {
+        Input::Placed(m) => format!("{} partitions at the nodes", m.partitions.len()),
+        _ => format!("{} partitions", parts.len()),
+    };
     writeln!(
         out.borrow_mut(),
-        "kmeans: {n} vectors x {dims} dims in {} partitions, k = {}, init {init_name}, \
+        "kmeans: {n} vectors x {dims} dims in {partitions}, k = {}, init {init_name}, \
          assignment {assignment}",
-        parts.len(),
         args.k,
     )?;
     let bar = ui.bar(args.iterations, "kmeans");
@@ -272,11 +292,23 @@ pub fn run(
         Ok(())
     };
     let fitted = match (&input, mpi) {
-        (Input::Partitions(set), Some(mpi)) => {
-            run_mpi(args, set, &params, start, mpi, &out, &mut on_state)
+        (Input::Partitions(set), Some(mpi)) => run_mpi(
+            args,
+            At::Here(set),
+            &params,
+            start,
+            mpi,
+            &out,
+            &mut on_state,
+        ),
+        (Input::Placed(m), Some(mpi)) => {
+            run_mpi(args, At::Nodes(m), &params, start, mpi, &out, &mut on_state)
         }
         (Input::Partitions(set), None) if distributed => {
-            run_cluster(args, set, &params, start, &out, &mut on_state)
+            run_cluster(args, At::Here(set), &params, start, &out, &mut on_state)
+        }
+        (Input::Placed(m), None) => {
+            run_cluster(args, At::Nodes(m), &params, start, &out, &mut on_state)
         }
         _ => {
             kmeans::fit::<anyhow::Error>(&parts, &params, start, &mut |state| on_state(state, None))
@@ -288,16 +320,25 @@ pub fn run(
     })?;
     bar.finish_and_clear();
     write_vocabulary(&args.out, &state.centroids, format)?;
-    let recall = args.assignment.approx(args.k).map(|(lists, probes)| {
-        kmeans::approx::recall(
-            &parts,
-            &state.centroids,
-            lists,
-            probes,
-            RECALL_SAMPLE,
-            args.seed,
-        )
-    });
+    if args.assignment.approx(args.k).is_some() && parts.is_empty() {
+        writeln!(
+            out.borrow_mut(),
+            "kmeans: the recall of approximate assignment is not measured: the vectors lie at \
+             the nodes"
+        )?;
+    }
+    let recall = (args.assignment.approx(args.k))
+        .filter(|_| !parts.is_empty())
+        .map(|(lists, probes)| {
+            kmeans::approx::recall(
+                &parts,
+                &state.centroids,
+                lists,
+                probes,
+                RECALL_SAMPLE,
+                args.seed,
+            )
+        });
     if let Some(r) = recall {
         writeln!(
             out.borrow_mut(),
@@ -392,29 +433,74 @@ fn fits(plan: &kmeans::Memory, nodes: u64, total: u64, k: usize) -> anyhow::Resu
 }
 
 /// The initial state of a distributed run: the checkpoint's, or the initial centroids sampled
-/// from the (header-verified) partitions here.
-fn first_state(set: &PartitionSet, params: &Params, start: Option<State>) -> anyhow::Result<State> {
-    let matrices = set.matrices();
-    let n: usize = matrices.iter().map(Matrix::rows).sum();
-    if params.k > n {
-        return Err(KMeansError::TooFewVectors { k: params.k, n }.into());
+/// from the (header-verified) partitions here, or from rows the nodes send (`rows`) when the
+/// partitions lie only there.
+fn first_state(
+    at: At<'_>,
+    params: &Params,
+    start: Option<State>,
+    rows: &mut kmeans::RowsOf<'_, anyhow::Error>,
+) -> anyhow::Result<State> {
+    if let Some(state) = start {
+        return Ok(state);
     }
-    Ok(match start {
-        Some(state) => state,
-        None => State {
-            iteration: 0,
-            centroids: kmeans::initial_centroids(&matrices, params.k, &params.init, params.seed)?,
-            history: Vec::new(),
-            converged: false,
-        },
+    let centroids = match at {
+        At::Here(set) => {
+            let matrices = set.matrices();
+            let n: usize = matrices.iter().map(Matrix::rows).sum();
+            if params.k > n {
+                return Err(KMeansError::TooFewVectors { k: params.k, n }.into());
+            }
+            kmeans::initial_centroids(&matrices, params.k, &params.init, params.seed)?
+        }
+        At::Nodes(m) => kmeans::initial_centroids_by(
+            m.count as usize,
+            m.dims,
+            params.k,
+            &params.init,
+            params.seed,
+            rows,
+        )?,
+    };
+    Ok(State {
+        iteration: 0,
+        centroids,
+        history: Vec::new(),
+        converged: false,
     })
+}
+
+/// Where a distributed run's partitions are.
+#[derive(Clone, Copy)]
+enum At<'a> {
+    /// In a folder this process reads too (a shared filesystem): mapped here.
+    Here(&'a PartitionSet),
+    /// Only at the nodes (born there): the manifest here.
+    Nodes(&'a Manifest),
+}
+
+impl At<'_> {
+    fn manifest(&self) -> &Manifest {
+        match self {
+            Self::Here(set) => &set.manifest,
+            Self::Nodes(m) => m,
+        }
+    }
+
+    /// How the shares are dealt: blocks of a shared folder, or where the partitions are.
+    fn deal(&self) -> Deal {
+        match self {
+            Self::Here(_) => Deal::Blocks,
+            Self::Nodes(_) => Deal::Found,
+        }
+    }
 }
 
 /// The MPI path of `vocab kmeans`: this process is rank 0; it drives and maps its share, the
 /// other ranks map theirs.
 fn run_mpi(
     args: &KmeansSettings,
-    set: &PartitionSet,
+    at: At<'_>,
     params: &Params,
     start: Option<State>,
     mpi: &Mpi<'_>,
@@ -423,7 +509,6 @@ fn run_mpi(
 ) -> anyhow::Result<State> {
     let dir = std::fs::canonicalize(&args.features)
         .with_context(|| format!("cannot resolve {}", args.features.display()))?;
-    let state = first_state(set, params, start)?;
     let racks = mpi.racks.clone();
     // The chain as `rank@host`, with the host's rack where the map names one.
     let rack_of = |member: &str| {
@@ -445,19 +530,23 @@ fn run_mpi(
         racks,
         // Rank 0 is a compute rank like the others.
         root_maps: true,
-        auto: auto_order(args, set),
+        auto: auto_order(args, at.manifest()),
         known: links_file(args).and_then(|p| read_links(&p)),
-        deal: Deal::Blocks,
+        deal: at.deal(),
     };
     let job = rand::random::<u64>() >> 1;
     let mut root = Root::start(
         Box::new(mpi.transport),
         &mpi.members,
         options,
-        set.manifest.clone(),
+        at.manifest().clone(),
         job,
     )
     .context("starting k-means on the MPI ranks")?;
+    let state = first_state(at, params, start, &mut |indices| {
+        root.rows(indices)
+            .context("reading the first centroids from the MPI ranks")
+    })?;
     if let Some(c) = root.calibration() {
         let names: Vec<String> = (mpi.members.hosts.iter().enumerate())
             .map(|(r, h)| format!("{r}@{h}"))
@@ -483,10 +572,10 @@ fn run_mpi(
 
 /// `--order auto`: measure the links with the default probes and choose the chain for the
 /// centroids' bytes.
-fn auto_order(args: &KmeansSettings, set: &PartitionSet) -> Option<vocab_cluster::spmd::Auto> {
+fn auto_order(args: &KmeansSettings, manifest: &Manifest) -> Option<vocab_cluster::spmd::Auto> {
     (args.order == crate::cli::OrderArg::Auto).then(|| vocab_cluster::spmd::Auto {
         probe: vocab_cluster::collective::Probe::default(),
-        bytes: (args.k * set.manifest.dims * 4) as f64,
+        bytes: (args.k * manifest.dims * 4) as f64,
     })
 }
 
@@ -543,7 +632,7 @@ fn save_links(path: &Path, c: &vocab_cluster::spmd::Calibration, labels: &[Strin
 /// workers of `--cluster` or of `--local-nodes` loopback workers started for the run.
 fn run_cluster(
     args: &KmeansSettings,
-    set: &PartitionSet,
+    at: At<'_>,
     params: &Params,
     start: Option<State>,
     out: &RefCell<&mut dyn Write>,
@@ -562,23 +651,27 @@ fn run_cluster(
     let (cluster, secret) = crate::cluster_cmd::load(&cluster_path)?;
     let dir = std::fs::canonicalize(&args.features)
         .with_context(|| format!("cannot resolve {}", args.features.display()))?;
-    let state = first_state(set, params, start)?;
     let options = Options {
         dir: dir.display().to_string(),
         algorithm: Algorithm::from(args.broadcast),
         stage1: args.local_aggregation,
         assignment: args.assignment,
-        auto: auto_order(args, set),
+        auto: auto_order(args, at.manifest()),
         known: links_file(args).and_then(|p| read_links(&p)),
-        deal: vocab_cluster::spmd::Deal::Blocks,
+        deal: at.deal(),
     };
-    let mut driver =
-        Driver::connect(cluster, secret, options, set.manifest.clone()).with_context(|| {
+    let mut driver = Driver::connect(cluster, secret, options, at.manifest().clone())
+        .with_context(|| {
             format!(
                 "starting k-means on the cluster of {}",
                 cluster_path.display()
             )
         })?;
+    let state = first_state(at, params, start, &mut |indices| {
+        driver
+            .rows(indices)
+            .context("reading the first centroids from the workers")
+    })?;
     if let Some((c, names)) = driver.calibration() {
         writeln!(out.borrow_mut(), "{}", c.describe(&names))?;
     }

@@ -560,6 +560,10 @@ pub struct KmeansSettings {
     pub chunk_size: usize,
     /// Fault injection: exit after checkpointing this iteration.
     pub exit_after_iteration: Option<u64>,
+    /// The partitions lie at the nodes (born there, `[partition] at = "nodes"`): `features`
+    /// names their folder as the nodes see it, which here holds only the manifest; shares are
+    /// dealt where the partitions are and the first centroids read from the nodes.
+    pub placed: bool,
 }
 
 /// Where k-means runs.
@@ -753,6 +757,7 @@ impl KmeansSettings {
             order: args.order,
             chunk_size,
             exit_after_iteration: args.exit_after_iteration,
+            placed: false,
         }
         .checked()
     }

@@ -195,6 +195,97 @@ fn sharded<T: Value>(
     Ok((summary, spread))
 }
 
+/// Where the nodes keep the partitions of a features stage ([`born`]).
+#[derive(Debug, Clone)]
+pub struct Born {
+    /// The folder, as every node sees it (the driver writes its copy of the manifest there).
+    pub dir: std::path::PathBuf,
+    /// Partitions.
+    pub parts: usize,
+    /// Value storage.
+    pub element: vocab_pipeline::store::Element,
+}
+
+/// The features stage with partitions born on the nodes of `on` (which must be distributed):
+/// every node describes one contiguous shard of `collection` and keeps its patches, the driver
+/// writes the image and skip manifests of `out` (no feature file), then the nodes cut their
+/// patches into `born.parts` partitions in `born.dir` (only records across shard boundaries
+/// travel). Returns the summary, how it spread, and the partitions' manifest.
+pub fn born(
+    on: On<'_>,
+    collection: &Collection,
+    params: vocab_pipeline::features::FeatureParams,
+    out: &Path,
+    born: &Born,
+    progress: &(dyn Fn(vocab_pipeline::features::Progress) + Sync),
+) -> anyhow::Result<(FeatureSummary, Spread, vocab_pipeline::partition::Manifest)> {
+    use vocab_pipeline::features::{Given, Progress, manifests_from};
+    let dir = born.dir.display().to_string();
+    let source = out.display().to_string();
+    let mut told = |photos: usize| {
+        progress(Progress {
+            images: photos,
+            patches: 0,
+        });
+    };
+    let logs = manifest_path(out, "workers");
+    let (sized, placed, spread) = if let Some(mpi) = on.mpi {
+        let mut root = PhotoRoot::start_keeping(
+            Box::new(mpi.transport),
+            &mpi.members,
+            collection,
+            params,
+            true,
+        )
+        .context("starting the features stage on the MPI ranks")?;
+        let sized = root.kept_rounds(&mut told)?;
+        let placed = root
+            .cut(&dir, born.parts, born.element, &source)
+            .context("cutting the partitions on the MPI ranks")?;
+        let times = (root.times().into_iter().enumerate())
+            .map(|(r, t)| MemberTime {
+                host: format!("{r}@{}", t.host),
+                ..t
+            })
+            .collect();
+        let spread = Spread {
+            what: "MPI ranks".into(),
+            times,
+            bytes: root.bytes(),
+            dropped: Vec::new(),
+            resumed: 0,
+        };
+        (sized, placed, spread)
+    } else {
+        let (path, local) = crate::cluster_cmd::workers_of(on.engine, &logs)?;
+        let (cluster, secret) = crate::cluster_cmd::load(&path)?;
+        let mut driver = PhotoDriver::connect_keeping(cluster, secret, collection.clone(), params)
+            .with_context(|| {
+                format!(
+                    "starting the features stage on the cluster of {}",
+                    path.display()
+                )
+            })?;
+        let (sized, placed) = driver
+            .born(&dir, born.parts, born.element, &source, &mut told)
+            .with_context(|| format!("the features stage on the cluster of {}", path.display()))?;
+        let what = match local {
+            Some(_) => format!("loopback workers, logs in {}", logs.display()),
+            None => format!("the workers of {}", path.display()),
+        };
+        let spread = Spread {
+            what,
+            times: driver.times(),
+            bytes: driver.bytes(),
+            dropped: driver.dropped().to_vec(),
+            resumed: 0,
+        };
+        (sized, placed, spread)
+    };
+    let summary = manifests_from(collection, out, &mut Given(Some(sized)), progress)?;
+    Ok((summary, spread, placed.manifest))
+}
+
 /// The digest of everything a photo job's results depend on: the stage's settings, the photos
 /// (folder and listing), the decoders and the vocabulary's bytes.
 fn job_key(

@@ -65,6 +65,19 @@ pub fn features(
     on: On<'_>,
     out: &mut dyn Write,
 ) -> anyhow::Result<FeatureSummary> {
+    Ok(features_into(settings, None, ui, on, out)?.0)
+}
+
+/// [`features`], with the partitions born on the nodes when `born` says where and `on` is
+/// distributed (no feature file then: the nodes keep their patches as partitions in
+/// `born.dir`; the manifest is returned).
+pub fn features_into(
+    settings: &FeatureSettings,
+    born: Option<&crate::sharded::Born>,
+    ui: &Ui,
+    on: On<'_>,
+    out: &mut dyn Write,
+) -> anyhow::Result<(FeatureSummary, Option<vocab_pipeline::partition::Manifest>)> {
     let started = Instant::now();
     let collection = open_collection(&settings.input, settings.labels.as_deref(), on)?;
     let bar = ui.bar(collection.photos().len() as u64, "features");
@@ -78,7 +91,14 @@ pub fn features(
         ));
     };
     let (file, format) = (&settings.out, settings.format);
-    let (summary, spread) = if on.engine.distributed() {
+    let born = born.filter(|_| on.engine.distributed());
+    let mut manifest = None;
+    let (summary, spread) = if let Some(born) = born {
+        let (summary, spread, m) =
+            crate::sharded::born(on, &collection, settings.params, file, born, &progress)?;
+        manifest = Some(m);
+        (summary, Some(spread))
+    } else if on.engine.distributed() {
         let (summary, spread) = crate::sharded::run(
             on,
             &collection,
@@ -106,16 +126,26 @@ pub fn features(
         summary.patches as f64 / secs,
         summary.pixels as f64 / secs / 1e6,
     )?;
-    writeln!(
-        out,
-        "  wrote {} ({}, {DESCRIPTOR_NAME}, {})",
-        settings.out.display(),
-        match settings.format {
-            Format::Text => "text",
-            Format::Bin => "bin",
-        },
-        describe_sampling(&settings.params.sampling),
-    )?;
+    match (&manifest, born) {
+        (Some(m), Some(born)) => writeln!(
+            out,
+            "  kept at the nodes as {} partitions in {} ({DESCRIPTOR_NAME}, {}; the sample was \
+             not gathered here)",
+            m.partitions.len(),
+            born.dir.display(),
+            describe_sampling(&settings.params.sampling),
+        )?,
+        _ => writeln!(
+            out,
+            "  wrote {} ({}, {DESCRIPTOR_NAME}, {})",
+            settings.out.display(),
+            match settings.format {
+                Format::Text => "text",
+                Format::Bin => "bin",
+            },
+            describe_sampling(&settings.params.sampling),
+        )?,
+    }
     writeln!(
         out,
         "  manifest {}",
@@ -125,7 +155,7 @@ pub fn features(
         spread.write(out)?;
     }
     skipped_line(out, summary.skipped, &settings.out)?;
-    Ok(summary)
+    Ok((summary, manifest))
 }
 
 /// The line naming the skipped photos' manifest, when there are any.

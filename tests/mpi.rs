@@ -266,6 +266,54 @@ fn vocab_run_under_mpi_builds_the_single_process_vocabularies() {
 }
 
 #[test]
+fn vocab_run_under_mpi_with_partitions_born_on_the_ranks_builds_the_same_vocabularies() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
+    let text = std::fs::read_to_string(&quickstart).expect("config");
+    let config = tmp.path().join("born.toml");
+    std::fs::write(
+        &config,
+        text.replace("parts = 8", "parts = 8\nat = \"nodes\""),
+    )
+    .expect("write");
+    let (born, single) = (tmp.path().join("born"), tmp.path().join("single"));
+    let stdout = mpi_ok(
+        3,
+        &["run", s(&config), "--work", s(&born), "--engine", "mpi"],
+    );
+    assert!(
+        stdout.contains("kept at the nodes as 8 partitions")
+            && stdout.contains("8 partitions at the nodes, k = 8"),
+        "{stdout}"
+    );
+    vocab(&["run", s(&quickstart), "--work", s(&single)]);
+    // Vocabularies by size (the step keys differ: the features step holds the partitioning).
+    let vocabularies = |work: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut all: Vec<(String, Vec<u8>)> = std::fs::read_dir(work.join("kmeans"))
+            .expect("kmeans folder")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.join("vocabulary.bin").is_file())
+            .map(|p| {
+                let name = p.file_name().expect("name").to_string_lossy().into_owned();
+                let label = name.split('-').next().unwrap_or_default().to_string();
+                (
+                    label,
+                    std::fs::read(p.join("vocabulary.bin")).expect("read"),
+                )
+            })
+            .collect();
+        all.sort();
+        all
+    };
+    let (a, b) = (vocabularies(&born), vocabularies(&single));
+    assert_eq!(a.len(), 3);
+    assert!(
+        a == b,
+        "vocabularies differ with partitions born on the ranks"
+    );
+}
+
+#[test]
 fn bad_mpi_settings_are_refused_naming_them() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (parts, _) = setup(tmp.path(), &KMEANS);

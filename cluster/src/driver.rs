@@ -602,6 +602,8 @@ pub struct PhotoDriver {
     collection: Collection,
     stage: PhotoStage,
     vocabulary: Option<Centroids>,
+    /// Features whose patches the workers keep ([`PhotoDriver::born`]).
+    keep: bool,
     root: Option<PhotoRoot<'static>>,
     /// Time per member over every team so far, by name.
     times: BTreeMap<String, MemberTime>,
@@ -625,6 +627,7 @@ fn start_photos(
     collection: &Collection,
     stage: &PhotoStage,
     vocabulary: Option<&Centroids>,
+    keep: bool,
 ) -> Result<PhotoRoot<'static>, Attempt> {
     let names = transport.names().to_vec();
     spmd::hello(&transport)
@@ -632,14 +635,23 @@ fn start_photos(
             let members = spmd::Members {
                 hosts: names.clone(),
             };
-            PhotoRoot::start(
-                Box::new(transport),
-                &members,
-                collection,
-                stage,
-                vocabulary,
-                false,
-            )
+            match (keep, stage) {
+                (true, PhotoStage::Features(params)) => PhotoRoot::start_keeping(
+                    Box::new(transport),
+                    &members,
+                    collection,
+                    *params,
+                    false,
+                ),
+                _ => PhotoRoot::start(
+                    Box::new(transport),
+                    &members,
+                    collection,
+                    stage,
+                    vocabulary,
+                    false,
+                ),
+            }
         })
         .map_err(|e| classify(e, &names))
 }
@@ -658,11 +670,35 @@ impl PhotoDriver {
         stage: PhotoStage,
         vocabulary: Option<Centroids>,
     ) -> Result<Self, DriverError> {
+        Self::begin(cluster, secret, collection, stage, vocabulary, false)
+    }
+
+    /// [`PhotoDriver::connect`] for a features job whose workers keep the patches they
+    /// describe and cut them into partitions where they are ([`PhotoDriver::born`]).
+    pub fn connect_keeping(
+        cluster: Cluster,
+        secret: Secret,
+        collection: Collection,
+        params: vocab_pipeline::features::FeatureParams,
+    ) -> Result<Self, DriverError> {
+        let stage = PhotoStage::Features(params);
+        Self::begin(cluster, secret, collection, stage, None, true)
+    }
+
+    fn begin(
+        cluster: Cluster,
+        secret: Secret,
+        collection: Collection,
+        stage: PhotoStage,
+        vocabulary: Option<Centroids>,
+        keep: bool,
+    ) -> Result<Self, DriverError> {
         let mut driver = Self {
             crew: Crew::new(cluster, secret)?,
             collection,
             stage,
             vocabulary,
+            keep,
             root: None,
             times: BTreeMap::new(),
             bytes: 0,
@@ -675,10 +711,58 @@ impl PhotoDriver {
         driver.crew.recover(
             "starting the photo job",
             &mut driver.root,
-            |t| start_photos(t, c, st, v),
+            |t| start_photos(t, c, st, v, keep),
             |_| Ok(()),
         )?;
         Ok(driver)
+    }
+
+    /// The whole job of [`PhotoDriver::connect_keeping`]: the workers describe their shards and
+    /// keep the patches ([`PhotoRoot::kept_rounds`], `progress` told the photos done), then cut
+    /// them into `parts` partitions in their folders `dir` ([`PhotoRoot::cut`]). Returns each
+    /// photo's size and patch count and the partitions' placing. A member lost on the way
+    /// takes its patches with it: the job is done again on a new team of the members that
+    /// answer.
+    pub fn born(
+        &mut self,
+        dir: &str,
+        parts: usize,
+        element: vocab_pipeline::store::Element,
+        source: &str,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<(Vec<Outcome<()>>, crate::born::Born), DriverError> {
+        let (c, st, v, keep) = (
+            &self.collection,
+            &self.stage,
+            self.vocabulary.as_ref(),
+            self.keep,
+        );
+        let done = self.crew.recover(
+            "the kept features",
+            &mut self.root,
+            |t| start_photos(t, c, st, v, keep),
+            |root| {
+                let sized = root.kept_rounds(progress)?;
+                let born = root.cut(dir, parts, element, source)?;
+                Ok((sized, born, root.take_times(), root.take_bytes()))
+            },
+        )?;
+        let (sized, born, times, bytes) = done.value;
+        self.add(times, bytes);
+        Ok((sized, born))
+    }
+
+    /// Adds a team's member times and bytes to the stage's.
+    fn add(&mut self, times: Vec<MemberTime>, bytes: u64) {
+        for t in times {
+            let entry = self.times.entry(t.host.clone()).or_insert(MemberTime {
+                host: t.host,
+                ..MemberTime::default()
+            });
+            entry.seconds += t.seconds;
+            entry.photos += t.photos;
+        }
+        self.bytes += bytes;
     }
 
     /// Current members, in rank order.
@@ -699,26 +783,23 @@ impl PhotoDriver {
         range: Range<usize>,
         next: Option<Range<usize>>,
     ) -> Result<Vec<Outcome<T>>, DriverError> {
-        let (c, st, v) = (&self.collection, &self.stage, self.vocabulary.as_ref());
+        let (c, st, v, keep) = (
+            &self.collection,
+            &self.stage,
+            self.vocabulary.as_ref(),
+            self.keep,
+        );
         let done = self.crew.recover(
             &format!("photos {}..{}", range.start, range.end),
             &mut self.root,
-            |t| start_photos(t, c, st, v),
+            |t| start_photos(t, c, st, v, keep),
             |root| {
                 let outcomes = root.round::<T>(range.clone(), next.clone())?;
                 Ok((outcomes, root.take_times(), root.take_bytes()))
             },
         )?;
         let (outcomes, times, bytes) = done.value;
-        for t in times {
-            let entry = self.times.entry(t.host.clone()).or_insert(MemberTime {
-                host: t.host,
-                ..MemberTime::default()
-            });
-            entry.seconds += t.seconds;
-            entry.photos += t.photos;
-        }
-        self.bytes += bytes;
+        self.add(times, bytes);
         Ok(outcomes)
     }
 

@@ -103,12 +103,27 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
             .context("checking the labels before the first stage")?;
     }
 
+    // `[partition] at = "nodes"` on a distributed engine: the nodes keep their patches as
+    // partitions under this folder (as every node sees it; the driver keeps the manifest there).
+    let born = (config.partition.at == config::PartitionAt::Nodes && engine.distributed())
+        .then(|| -> anyhow::Result<PathBuf> {
+            let base = match &config.partition.folder {
+                Some(f) if f.is_absolute() => f.clone(),
+                Some(f) => work.join(f),
+                None => work.join("nodes"),
+            };
+            std::fs::create_dir_all(&base)
+                .with_context(|| format!("cannot create {}", base.display()))?;
+            std::path::absolute(&base).with_context(|| format!("cannot resolve {}", base.display()))
+        })
+        .transpose()?;
     let features = stages::Features {
         config: &config,
         dataset: &dataset,
         labels: &labels_text,
         split_by: &split_by,
         on,
+        born: born.as_deref(),
         ui,
     };
     let features_key = features.key();
@@ -116,14 +131,16 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
     let sample_file = features_dir.join(features.file());
     let split_csv = features_dir.join("split.csv");
 
+    let placed = born.as_ref().map(|_| features.nodes_dir());
     let partition = stages::Partition {
         config: &config,
         features_key: &features_key,
         sample: &sample_file,
+        placed: placed.as_deref(),
     };
     let partition_key = partition.key();
     let (parts_dir, ()) = runner.run(&partition)?;
-    let parts = parts_dir.join("parts");
+    let parts = placed.clone().unwrap_or_else(|| parts_dir.join("parts"));
 
     let mut outcomes = Vec::new();
     let mut vocabularies = Vec::new();
@@ -135,6 +152,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
             k,
             engine: &engine,
             exit_after_iteration: args.exit_after_iteration,
+            placed: placed.is_some(),
             ui,
             mpi,
         };

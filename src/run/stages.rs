@@ -34,6 +34,9 @@ pub struct Features<'a> {
     pub split_by: &'a str,
     /// Where the photos are described.
     pub on: On<'a>,
+    /// With partitions born on the nodes: the folder (as every node sees it) under which they
+    /// keep them.
+    pub born: Option<&'a Path>,
     /// Progress.
     pub ui: &'a Ui,
 }
@@ -57,6 +60,12 @@ impl Features<'_> {
             FileFormat::Bin => "sample.bin",
         }
     }
+
+    /// With partitions born on the nodes: their folder, as every node sees it (one per key).
+    pub fn nodes_dir(&self) -> std::path::PathBuf {
+        let base = self.born.unwrap_or(Path::new("nodes"));
+        base.join(format!("parts-{}", self.key()))
+    }
 }
 
 impl Stage for Features<'_> {
@@ -71,13 +80,18 @@ impl Stage for Features<'_> {
     }
 
     fn key(&self) -> String {
-        digest(&json!([
-            self.dataset.key,
-            self.config.features,
-            self.split_by,
-            self.config.classify.split_seed,
-            vocab_pipeline::image_io::DECODING
-        ]))
+        let mut parts = vec![
+            json!(self.dataset.key),
+            json!(self.config.features),
+            json!(self.split_by),
+            json!(self.config.classify.split_seed),
+            json!(vocab_pipeline::image_io::DECODING),
+        ];
+        // Born on the nodes, the partitions are this step's output.
+        if self.born.is_some() {
+            parts.push(json!(["partitions at the nodes", self.config.partition]));
+        }
+        digest(&json!(parts))
     }
 
     /// Sharded over nodes, the stage resumes from the rounds it saved.
@@ -104,7 +118,13 @@ impl Stage for Features<'_> {
             &tmp.join("train.csv"),
             &tmp.join(self.file()),
         )?;
-        let summary = crate::stages::features(&settings, self.ui, self.on, out)?;
+        let born = self.born.map(|_| crate::sharded::Born {
+            dir: self.nodes_dir(),
+            parts: self.config.partition.parts,
+            element: self.config.partition.element.into(),
+        });
+        let (summary, _) =
+            crate::stages::features_into(&settings, born.as_ref(), self.ui, self.on, out)?;
         Ok(Sample {
             train,
             test,
@@ -139,6 +159,8 @@ pub struct Partition<'a> {
     pub features_key: &'a str,
     /// The sample file.
     pub sample: &'a Path,
+    /// Partitions born on the nodes (by the features step): their folder, as the nodes see it.
+    pub placed: Option<&'a Path>,
 }
 
 impl Stage for Partition<'_> {
@@ -157,6 +179,20 @@ impl Stage for Partition<'_> {
     }
 
     fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+        if let Some(dir) = self.placed {
+            // The features step made them; the manifest here is the driver's copy.
+            let m = vocab_pipeline::partition::read_manifest(dir)?;
+            writeln!(
+                out,
+                "partition: {} records x {} dims ({}) in {} partitions made at the nodes in {}",
+                m.count,
+                m.dims,
+                m.element,
+                m.partitions.len(),
+                dir.display()
+            )?;
+            return Ok(());
+        }
         let p = &self.config.partition;
         let settings =
             PartitionSettings::new(self.sample, &tmp.join("parts"), Some(p.parts), p.element)?;
@@ -182,6 +218,8 @@ pub struct Kmeans<'a> {
     pub engine: &'a Engine,
     /// Fault injection (`--exit-after-iteration`).
     pub exit_after_iteration: Option<u64>,
+    /// The partitions lie at the nodes (`parts` as they see it).
+    pub placed: bool,
     /// Progress.
     pub ui: &'a Ui,
     /// The MPI job, under `--engine mpi`.
@@ -252,6 +290,7 @@ impl Stage for Kmeans<'_> {
             order: km.order,
             chunk_size: 1 << 20,
             exit_after_iteration: self.exit_after_iteration,
+            placed: self.placed,
         }
         .checked()?;
         crate::kmeans::run(&settings, self.ui, self.mpi, out)

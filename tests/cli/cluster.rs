@@ -474,3 +474,175 @@ fn sharded_photo_stages_write_the_one_machine_files_and_survive_a_killed_worker(
         }
     }
 }
+
+#[test]
+fn partitions_born_on_the_nodes_give_the_one_machine_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = |name: &str| dir.path().join(name);
+    let photos = photo_set_of(dir.path(), 6, 5);
+    // A photo every node skips.
+    std::fs::write(photos.join("city/broken.jpg"), b"not a jpeg").expect("broken");
+    let labels = photos.join("labels.csv");
+    let mut text = std::fs::read_to_string(&labels).expect("labels");
+    text.push_str("city/broken.jpg,city,urban,flat\n");
+    std::fs::write(&labels, text).expect("labels");
+    let config = |name: &str, nodes: usize, at: &str| {
+        let path = p(name);
+        std::fs::write(
+            &path,
+            format!(
+                "[dataset]\npath = {:?}\nlabels = {:?}\n[features]\nper_image = 9\n\
+                 [partition]\nparts = 5\nat = {at:?}\n\
+                 [kmeans]\nk = [6, 12]\niterations = 3\ntol = 0\nnodes = {nodes}\n\
+                 [encode]\nstride = 16\n\
+                 [classify]\nattributes = [\"elevation\"]\ncv = 2\n",
+                s(&photos),
+                s(&labels)
+            ),
+        )
+        .expect("config");
+        path
+    };
+    // What the run made: vocabularies, histograms, the features manifests and the scores.
+    let made = |work: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut all = Vec::new();
+        for step in steps(work) {
+            for name in [
+                "sample.bin.images.csv",
+                "sample.bin.skipped.csv",
+                "vocabulary.bin",
+                "histograms.bin",
+                "model.json.metrics.csv",
+                "model.json.predictions.csv",
+            ] {
+                let path = work.join(&step).join(name);
+                if path.is_file() {
+                    // Step folders differ in key (the features step's holds the partitioning).
+                    let stage = step.split('/').next().unwrap_or_default();
+                    let label = step.rsplit('/').next().unwrap_or_default();
+                    let label = label.rsplit_once('-').map_or(label, |(l, _)| l);
+                    all.push((
+                        format!("{stage}/{label}/{name}"),
+                        std::fs::read(&path).expect("read"),
+                    ));
+                }
+            }
+        }
+        all.sort();
+        all
+    };
+    let local = p("local");
+    ok(&[
+        "run",
+        s(&config("local.toml", 0, "nodes")),
+        "--work",
+        s(&local),
+    ]);
+    let want = made(&local);
+    assert_eq!(
+        want.len(),
+        2 + 2 + 2 + 4,
+        "{:?}",
+        want.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    // One machine has no nodes: `at = "nodes"` makes the partitions here as usual.
+    assert!(
+        steps(&local)
+            .iter()
+            .any(|s| s.starts_with("partition/parts-"))
+    );
+    assert!(!local.join("nodes").exists());
+
+    // Three loopback workers: the sample stays at the nodes, the results are the one machine's.
+    let three = p("three");
+    let out = ok(&[
+        "run",
+        s(&config("three.toml", 3, "nodes")),
+        "--work",
+        s(&three),
+    ]);
+    assert!(
+        made(&three) == want,
+        "partitions born on 3 nodes differ:\n{out}"
+    );
+    assert!(
+        out.contains("kept at the nodes as 5 partitions")
+            && out.contains("5 partitions at the nodes, k = 6"),
+        "{out}"
+    );
+    let features = (steps(&three).into_iter())
+        .find(|s| s.starts_with("features/sample-"))
+        .expect("features step");
+    assert!(
+        !three.join(&features).join("sample.bin").exists(),
+        "no sample at the driver"
+    );
+    let nodes: Vec<_> = std::fs::read_dir(three.join("nodes"))
+        .expect("nodes folder")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    let mut held: Vec<String> = std::fs::read_dir(&nodes[0])
+        .expect("partitions")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    held.sort();
+    assert_eq!(held.len(), 6, "{held:?}");
+    // They are the partitions one machine splits from its sample.
+    let parts = (steps(&local).into_iter())
+        .find(|s| s.starts_with("partition/parts-"))
+        .map(|s| local.join(s).join("parts"))
+        .expect("local partitions");
+    for name in held.iter().filter(|n| n.starts_with("part-")) {
+        assert!(
+            std::fs::read(nodes[0].join(name)).expect("born")
+                == std::fs::read(parts.join(name)).expect("split"),
+            "{name}"
+        );
+    }
+    // A second run takes every step from the cache.
+    let again = ok(&[
+        "run",
+        s(&config("three.toml", 3, "nodes")),
+        "--work",
+        s(&three),
+    ]);
+    assert!(!again.contains("kept at the nodes"), "{again}");
+
+    // Worker daemons, w1 dies in the second round of the kept features: the job is done again
+    // by the others, the results are still the one machine's.
+    let (cluster, ports) = cluster_file(dir.path(), "cluster.toml", 3, 3);
+    let text = std::fs::read_to_string(&cluster).expect("read").replace(
+        "io_timeout_ms = 5000",
+        "io_timeout_ms = 3000\nconnect_timeout_ms = 500",
+    );
+    std::fs::write(&cluster, text).expect("write");
+    let _workers = Workers(
+        ports
+            .iter()
+            .enumerate()
+            .map(|(i, &port)| {
+                let extra: &[&str] = if i == 1 {
+                    &["--exit-at-round", "2"]
+                } else {
+                    &[]
+                };
+                spawn_worker_args(&cluster, i, port, extra)
+            })
+            .collect(),
+    );
+    let killed = p("killed");
+    let out = ok(&[
+        "run",
+        s(&config("on-cluster.toml", 0, "nodes")),
+        "--work",
+        s(&killed),
+        "--cluster",
+        s(&cluster),
+    ]);
+    assert!(out.contains("dropped w1"), "{out}");
+    assert!(
+        made(&killed) == want,
+        "the run that lost w1 differs:\n{out}"
+    );
+}
