@@ -188,7 +188,19 @@ pub fn print(
         config.features.per_image,
         human(sample as f64)
     );
-    if engine.distributed() {
+    let born = config.partition.at == crate::config::PartitionAt::Nodes;
+    if engine.distributed() && born {
+        // Each boundary between two nodes' shards cuts at most one partition, whose smaller
+        // part (at most half of it) travels to the node holding the rest.
+        let part = sample / parts.max(1);
+        let moved = nodes.saturating_sub(1) * part / 2;
+        println!(
+            "    described on the {nodes} node{} and kept there as partitions; at most {} of \
+             boundary records move between neighbours, nothing to the driver",
+            if nodes == 1 { "" } else { "s" },
+            human(moved as f64),
+        );
+    } else if engine.distributed() {
         println!(
             "    described on the {nodes} node{}; the sample comes to the driver: {} ({:.1} s \
              into it at {} Mbit/s)",

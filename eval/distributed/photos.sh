@@ -8,6 +8,9 @@
 #          [--link-mbit 1000] [--out DIR]
 # Writes DIR/<label>.log (the driver's output), DIR/<label>-steps.csv (the report's step times),
 # and DIR/files-<label>.txt (checksums of every features, kmeans, encode and svm output).
+# With a config whose [partition] at = "nodes" (scene15-k256-born.toml) the one-machine run
+# makes its partitions as usual and the node runs keep theirs at the nodes (no sample file at
+# the driver: the report says so).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -38,11 +41,14 @@ text = re.sub(r'^path = "(.*)"', lambda m: 'path = "%s"' % os.path.normpath(os.p
 text = re.sub(r'^nodes = .*$', 'nodes = 0', text, flags=re.M)
 open(dst, "w").write(text)
 PY
-checksums() { # work label (a model records its vocabulary's path: the work folder is cut out)
+checksums() { # work label (a model records its vocabulary's path: the work folder is cut out;
+  # step keys too, in names and contents, since partitions born on the nodes key the features
+  # step by its partitioning as well)
   (cd "$1" && find features kmeans encode svm -type f \
      \( -name '*.bin' -o -name 'sample.bin.*.csv' -o -name 'histograms.bin.*.csv' -o -name 'model.json' -o -name '*.metrics.csv' \) \
      ! -path '*workers*' | sort | while read -r f; do
-       printf '%s  %s\n' "$(sed "s|$1||g" "$f" | md5sum | cut -d' ' -f1)" "$f"
+       printf '%s  %s\n' "$(sed -E "s|$1||g; s/-[0-9a-f]{12}//g" "$f" | md5sum | cut -d' ' -f1)" \
+         "$(echo "$f" | sed -E 's/-[0-9a-f]{12}//g')"
      done) > "$out/files-$2.txt"
 }
 steps() { # work label

@@ -153,6 +153,30 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
             && plan.contains(" at k = 128"),
         "{plan}"
     );
+    // Partitions born on the nodes: the sample stays there; a bad place is named.
+    let born = dir.path().join("born.toml");
+    let text = std::fs::read_to_string(&config).expect("read");
+    std::fs::write(
+        &born,
+        text.replace("parts = 8", "parts = 8\nat = \"nodes\""),
+    )
+    .expect("write");
+    let plan = ok(&["run", s(&born), "--plan"]);
+    assert!(
+        plan.contains("kept there as partitions; at most ")
+            && !plan.contains("the sample comes to the driver"),
+        "{plan}"
+    );
+    std::fs::write(
+        &born,
+        text.replace("parts = 8", "parts = 8\nat = \"elsewhere\""),
+    )
+    .expect("write");
+    let err = fails(&["run", s(&born), "--plan"]);
+    assert!(
+        err.contains("[partition]") || err.contains("elsewhere"),
+        "{err}"
+    );
 }
 
 #[test]
