@@ -89,7 +89,8 @@ pub struct PartitionConfig {
     #[serde(skip_serializing_if = "PartitionAt::is_driver")]
     pub at: PartitionAt,
     /// With `at = "nodes"`: the folder, as every node sees it, under which nodes keep their
-    /// partitions (default: `nodes/` in the work directory).
+    /// partitions (default: `nodes/` in the work directory); `{node}` in it stands for the
+    /// node's name (its name in the cluster file, its host under MPI).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub folder: Option<PathBuf>,
 }

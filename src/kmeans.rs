@@ -162,12 +162,12 @@ pub fn run(
     } else {
         Verify::Full
     };
-    let input = if args.placed {
+    let input = if let Some(here) = &args.placed {
         ensure!(
             distributed,
             "partitions that lie at the nodes need a distributed engine"
         );
-        Input::Placed(read_manifest(&args.features)?)
+        Input::Placed(read_manifest(here)?)
     } else {
         Input::open(&args.features, verify)?
     };
@@ -470,6 +470,16 @@ fn first_state(
     })
 }
 
+/// The partition folder as the members see it: `--features` resolved here, or, for partitions
+/// at the nodes, as given (each member expands its `{node}` / `{rank}`; nothing to resolve here).
+fn members_dir(args: &KmeansSettings) -> anyhow::Result<PathBuf> {
+    if args.placed.is_some() {
+        return Ok(args.features.clone());
+    }
+    std::fs::canonicalize(&args.features)
+        .with_context(|| format!("cannot resolve {}", args.features.display()))
+}
+
 /// Where a distributed run's partitions are.
 #[derive(Clone, Copy)]
 enum At<'a> {
@@ -507,8 +517,7 @@ fn run_mpi(
     out: &RefCell<&mut dyn Write>,
     on_state: &mut dyn FnMut(&State, Option<&StepReport>) -> anyhow::Result<()>,
 ) -> anyhow::Result<State> {
-    let dir = std::fs::canonicalize(&args.features)
-        .with_context(|| format!("cannot resolve {}", args.features.display()))?;
+    let dir = members_dir(args)?;
     let racks = mpi.racks.clone();
     // The chain as `rank@host`, with the host's rack where the map names one.
     let rack_of = |member: &str| {
@@ -649,8 +658,7 @@ fn run_cluster(
         )?;
     }
     let (cluster, secret) = crate::cluster_cmd::load(&cluster_path)?;
-    let dir = std::fs::canonicalize(&args.features)
-        .with_context(|| format!("cannot resolve {}", args.features.display()))?;
+    let dir = members_dir(args)?;
     let options = Options {
         dir: dir.display().to_string(),
         algorithm: Algorithm::from(args.broadcast),

@@ -561,9 +561,10 @@ pub struct KmeansSettings {
     /// Fault injection: exit after checkpointing this iteration.
     pub exit_after_iteration: Option<u64>,
     /// The partitions lie at the nodes (born there, `[partition] at = "nodes"`): `features`
-    /// names their folder as the nodes see it, which here holds only the manifest; shares are
-    /// dealt where the partitions are and the first centroids read from the nodes.
-    pub placed: bool,
+    /// names their folder as the nodes see it (`{node}`, `{rank}` expanded by each), this the
+    /// folder here with their manifest; shares are dealt where the partitions are and the first
+    /// centroids read from the nodes.
+    pub placed: Option<PathBuf>,
 }
 
 /// Where k-means runs.
@@ -757,7 +758,7 @@ impl KmeansSettings {
             order: args.order,
             chunk_size,
             exit_after_iteration: args.exit_after_iteration,
-            placed: false,
+            placed: None,
         }
         .checked()
     }
@@ -777,7 +778,9 @@ impl KmeansSettings {
                  --engine mpi",
             ));
         }
-        if distributed && !self.features.is_dir() {
+        // Partitions at the nodes: the folder there need not exist here (its manifest does).
+        let here = self.placed.as_deref().unwrap_or(&self.features);
+        if distributed && !here.is_dir() {
             return Err(Invalid::new(
                 "features",
                 self.features.display(),

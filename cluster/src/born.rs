@@ -50,7 +50,7 @@ pub(crate) struct Kept {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Cut {
-    /// The partition folder, as every member sees it (`{rank}`: the member's rank).
+    /// The partition folder, as every member sees it (`{rank}`, `{node}`: [`member_dir`]).
     pub dir: String,
     /// Partitions.
     pub parts: u64,
@@ -148,9 +148,17 @@ pub fn plan(records: &[u64], parts: usize) -> Result<Vec<Planned>, String> {
     Ok(planned)
 }
 
-/// A member's partition folder: `dir` with `{rank}` replaced by its rank.
-pub fn member_dir(dir: &str, rank: usize) -> String {
+/// A member's partition folder: `dir` with `{rank}` replaced by its rank and `{node}` by the
+/// name of its node (its name in the cluster file, its host under MPI; a `/` in it becomes
+/// `_`), so that members sharing a filesystem can still keep folders of their own.
+pub fn member_dir(dir: &str, rank: usize, node: &str) -> String {
     dir.replace("{rank}", &rank.to_string())
+        .replace("{node}", &node.replace('/', "_"))
+}
+
+/// This member's partition folder ([`member_dir`]).
+pub(crate) fn my_dir(dir: &str, transport: &dyn Transport) -> String {
+    member_dir(dir, transport.rank(), &transport.host())
 }
 
 /// A member's answer in a phase of the cut.
@@ -329,7 +337,7 @@ fn exchange_and_write(
             .exchange(&sends, &mut recvs)
             .map_err(crate::collective::CollectiveError::from)?;
     }
-    let folder = member_dir(dir, me);
+    let folder = my_dir(dir, transport);
     let folder = Path::new(&folder);
     if let Err(e) = std::fs::create_dir_all(folder) {
         return Ok(Err(format!("cannot create {}: {e}", folder.display())));
@@ -396,7 +404,7 @@ pub(crate) fn serve(
     let verdict: Verdict = decode(0, &broadcast_message(&control, None)?)?;
     let error = match verdict.manifest {
         Some(m) if !verdict.stop => {
-            let folder = member_dir(&cut.dir, transport.rank());
+            let folder = my_dir(&cut.dir, transport);
             write_manifest(Path::new(&folder), &m)
                 .err()
                 .map(|e| vocab_pipeline::chain(&e))
@@ -516,12 +524,9 @@ pub(crate) fn root(
             manifest: Some(manifest.clone()),
         })),
     )?;
-    let own_manifest = write_manifest(
-        Path::new(&member_dir(&cut.dir, transport.rank())),
-        &manifest,
-    )
-    .err()
-    .map(|e| vocab_pipeline::chain(&e));
+    let own_manifest = write_manifest(Path::new(&my_dir(&cut.dir, transport)), &manifest)
+        .err()
+        .map(|e| vocab_pipeline::chain(&e));
     let pieces = gather(
         &control,
         &encode(&Answer {

@@ -990,7 +990,7 @@ pub fn serve_cached(
                 crate::photos::serve_shard(transport, photos.as_ref(), &mut ahead, ranges, next)?;
             }
             Command::Holdings { ref dir, manifest } => {
-                let held = holdings(dir, me, manifest);
+                let held = holdings(dir, transport, manifest);
                 gather(&control, &encode(&held), MAX_CONTROL)?;
             }
             Command::Rows { ref indices } => {
@@ -1027,8 +1027,7 @@ fn open_share(
     at: &Placement<'_>,
     previous: Option<&Share>,
 ) -> Result<Share, ShareError> {
-    let rank = team.order().get(team.me()).copied().unwrap_or(0);
-    let dir = crate::born::member_dir(at.dir, rank);
+    let dir = crate::born::my_dir(at.dir, team.transport());
     let manifest = read_manifest(std::path::Path::new(&dir)).map_err(ShareError::Manifest)?;
     if manifest.digest() != at.digest {
         return Err(ShareError::Digest {
@@ -1045,6 +1044,7 @@ fn open_share(
             at.root_maps,
         )
     } else {
+        let rank = team.transport().rank();
         at.deal.get(rank).cloned().unwrap_or_default()
     };
     Share::open(job, &dir, &manifest, &indices, previous)
@@ -1098,11 +1098,11 @@ fn measure(
     Ok(Calibration::choose(links, seconds, auto, chunk))
 }
 
-/// The partitions of the manifest with `digest` that the folder `dir` (`{rank}`: rank `me`)
-/// holds: its manifest has that digest and each file's header and length are its entry's (the
-/// payload is verified when the partition is loaded).
-fn holdings(dir: &str, me: usize, digest: u32) -> Vec<u32> {
-    let dir = crate::born::member_dir(dir, me);
+/// The partitions of the manifest with `digest` that this member's folder `dir` (see
+/// [`crate::born::member_dir`]) holds: its manifest has that digest and each file's header and
+/// length are its entry's (the payload is verified when the partition is loaded).
+fn holdings(dir: &str, transport: &dyn Transport, digest: u32) -> Vec<u32> {
+    let dir = crate::born::my_dir(dir, transport);
     let dir = std::path::Path::new(&dir);
     let Ok(manifest) = read_manifest(dir) else {
         return Vec::new();
@@ -1139,7 +1139,7 @@ fn find(
         manifest: digest,
     };
     broadcast_message(&control, Some(&encode(&command)))?;
-    let mine = holdings(&options.dir, transport.rank(), digest);
+    let mine = holdings(&options.dir, transport, digest);
     let answers = gather(&control, &encode(&mine), MAX_CONTROL)?.unwrap_or_default();
     let parts = manifest.partitions.len();
     let mut holders: Vec<Vec<usize>> = vec![Vec::new(); parts];

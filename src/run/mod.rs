@@ -112,8 +112,11 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
                 Some(f) => work.join(f),
                 None => work.join("nodes"),
             };
-            std::fs::create_dir_all(&base)
-                .with_context(|| format!("cannot create {}", base.display()))?;
+            // A folder named per node (`{node}`) is made by each node.
+            if !base.to_string_lossy().contains('{') {
+                std::fs::create_dir_all(&base)
+                    .with_context(|| format!("cannot create {}", base.display()))?;
+            }
             std::path::absolute(&base).with_context(|| format!("cannot resolve {}", base.display()))
         })
         .transpose()?;
@@ -131,16 +134,20 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
     let sample_file = features_dir.join(features.file());
     let split_csv = features_dir.join("split.csv");
 
-    let placed = born.as_ref().map(|_| features.nodes_dir());
+    // Born on the nodes: their folder as they see it, and the manifest's copy here.
+    let placed = born
+        .as_ref()
+        .map(|_| (features.nodes_dir(), features_dir.join("parts")));
     let partition = stages::Partition {
         config: &config,
         features_key: &features_key,
         sample: &sample_file,
-        placed: placed.as_deref(),
+        placed: placed.as_ref().map(|(n, h)| (n.as_path(), h.as_path())),
     };
     let partition_key = partition.key();
     let (parts_dir, ()) = runner.run(&partition)?;
-    let parts = placed.clone().unwrap_or_else(|| parts_dir.join("parts"));
+    let parts =
+        (placed.as_ref()).map_or_else(|| parts_dir.join("parts"), |(nodes, _)| nodes.clone());
 
     let mut outcomes = Vec::new();
     let mut vocabularies = Vec::new();
@@ -152,7 +159,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
             k,
             engine: &engine,
             exit_after_iteration: args.exit_after_iteration,
-            placed: placed.is_some(),
+            placed: placed.as_ref().map(|(_, here)| here.as_path()),
             ui,
             mpi,
         };

@@ -123,8 +123,15 @@ impl Stage for Features<'_> {
             parts: self.config.partition.parts,
             element: self.config.partition.element.into(),
         });
-        let (summary, _) =
+        let (summary, manifest) =
             crate::stages::features_into(&settings, born.as_ref(), self.ui, self.on, out)?;
+        // The driver's copy of the partitions' manifest (the nodes hold theirs beside them).
+        if let Some(m) = manifest {
+            let here = tmp.join("parts");
+            std::fs::create_dir_all(&here)
+                .with_context(|| format!("cannot create {}", here.display()))?;
+            vocab_pipeline::partition::write_manifest(&here, &m)?;
+        }
         Ok(Sample {
             train,
             test,
@@ -159,8 +166,9 @@ pub struct Partition<'a> {
     pub features_key: &'a str,
     /// The sample file.
     pub sample: &'a Path,
-    /// Partitions born on the nodes (by the features step): their folder, as the nodes see it.
-    pub placed: Option<&'a Path>,
+    /// Partitions born on the nodes (by the features step): their folder as the nodes see it,
+    /// and the folder here with the manifest's copy.
+    pub placed: Option<(&'a Path, &'a Path)>,
 }
 
 impl Stage for Partition<'_> {
@@ -179,9 +187,9 @@ impl Stage for Partition<'_> {
     }
 
     fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
-        if let Some(dir) = self.placed {
+        if let Some((dir, here)) = self.placed {
             // The features step made them; the manifest here is the driver's copy.
-            let m = vocab_pipeline::partition::read_manifest(dir)?;
+            let m = vocab_pipeline::partition::read_manifest(here)?;
             writeln!(
                 out,
                 "partition: {} records x {} dims ({}) in {} partitions made at the nodes in {}",
@@ -218,8 +226,9 @@ pub struct Kmeans<'a> {
     pub engine: &'a Engine,
     /// Fault injection (`--exit-after-iteration`).
     pub exit_after_iteration: Option<u64>,
-    /// The partitions lie at the nodes (`parts` as they see it).
-    pub placed: bool,
+    /// The partitions lie at the nodes (`parts` as they see it): the folder here with their
+    /// manifest.
+    pub placed: Option<&'a Path>,
     /// Progress.
     pub ui: &'a Ui,
     /// The MPI job, under `--engine mpi`.
@@ -290,7 +299,7 @@ impl Stage for Kmeans<'_> {
             order: km.order,
             chunk_size: 1 << 20,
             exit_after_iteration: self.exit_after_iteration,
-            placed: self.placed,
+            placed: self.placed.map(Path::to_path_buf),
         }
         .checked()?;
         crate::kmeans::run(&settings, self.ui, self.mpi, out)

@@ -486,13 +486,19 @@ fn partitions_born_on_the_nodes_give_the_one_machine_run() {
     let mut text = std::fs::read_to_string(&labels).expect("labels");
     text.push_str("city/broken.jpg,city,urban,flat\n");
     std::fs::write(&labels, text).expect("labels");
-    let config = |name: &str, nodes: usize, at: &str| {
+    // `folder`: where nodes keep partitions ("" for the default, one folder they share).
+    let config = |name: &str, nodes: usize, folder: &str| {
         let path = p(name);
+        let folder = if folder.is_empty() {
+            String::new()
+        } else {
+            format!("folder = {folder:?}\n")
+        };
         std::fs::write(
             &path,
             format!(
                 "[dataset]\npath = {:?}\nlabels = {:?}\n[features]\nper_image = 9\n\
-                 [partition]\nparts = 5\nat = {at:?}\n\
+                 [partition]\nparts = 5\nat = \"nodes\"\n{folder}\
                  [kmeans]\nk = [6, 12]\niterations = 3\ntol = 0\nnodes = {nodes}\n\
                  [encode]\nstride = 16\n\
                  [classify]\nattributes = [\"elevation\"]\ncv = 2\n",
@@ -532,12 +538,7 @@ fn partitions_born_on_the_nodes_give_the_one_machine_run() {
         all
     };
     let local = p("local");
-    ok(&[
-        "run",
-        s(&config("local.toml", 0, "nodes")),
-        "--work",
-        s(&local),
-    ]);
+    ok(&["run", s(&config("local.toml", 0, "")), "--work", s(&local)]);
     let want = made(&local);
     assert_eq!(
         want.len(),
@@ -555,12 +556,7 @@ fn partitions_born_on_the_nodes_give_the_one_machine_run() {
 
     // Three loopback workers: the sample stays at the nodes, the results are the one machine's.
     let three = p("three");
-    let out = ok(&[
-        "run",
-        s(&config("three.toml", 3, "nodes")),
-        "--work",
-        s(&three),
-    ]);
+    let out = ok(&["run", s(&config("three.toml", 3, "")), "--work", s(&three)]);
     assert!(
         made(&three) == want,
         "partitions born on 3 nodes differ:\n{out}"
@@ -601,12 +597,7 @@ fn partitions_born_on_the_nodes_give_the_one_machine_run() {
         );
     }
     // A second run takes every step from the cache.
-    let again = ok(&[
-        "run",
-        s(&config("three.toml", 3, "nodes")),
-        "--work",
-        s(&three),
-    ]);
+    let again = ok(&["run", s(&config("three.toml", 3, "")), "--work", s(&three)]);
     assert!(!again.contains("kept at the nodes"), "{again}");
 
     // Worker daemons, w1 dies in the second round of the kept features: the job is done again
@@ -634,7 +625,7 @@ fn partitions_born_on_the_nodes_give_the_one_machine_run() {
     let killed = p("killed");
     let out = ok(&[
         "run",
-        s(&config("on-cluster.toml", 0, "nodes")),
+        s(&config("on-cluster.toml", 0, "nodes/{node}")),
         "--work",
         s(&killed),
         "--cluster",
@@ -645,4 +636,59 @@ fn partitions_born_on_the_nodes_give_the_one_machine_run() {
         made(&killed) == want,
         "the run that lost w1 differs:\n{out}"
     );
+    // Each node kept its partitions in a folder of its own; together they are all 5, once or
+    // more (a redone job may leave a lost node's copies: the same bytes).
+    let mut all = std::collections::BTreeSet::new();
+    for node in ["w0", "w2"] {
+        let folder = killed.join("nodes").join(node);
+        let sets: Vec<_> = std::fs::read_dir(&folder)
+            .expect("node folder")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        assert_eq!(sets.len(), 1, "{sets:?}");
+        for e in std::fs::read_dir(&sets[0]).expect("partitions") {
+            let name = e.expect("entry").file_name().to_string_lossy().into_owned();
+            if name.starts_with("part-") {
+                all.insert(name);
+            }
+        }
+    }
+    assert_eq!(all.len(), 5, "{all:?}");
+    drop(_workers);
+
+    // A worker lost in k-means takes its partitions with it: the run stops naming one, and
+    // once the worker is back (its folder kept) the next run resumes to the same results.
+    let (strict, ports) = cluster_file(dir.path(), "strict.toml", 3, 2);
+    let mut workers = Workers(
+        ports
+            .iter()
+            .enumerate()
+            .map(|(i, &port)| {
+                let extra: &[&str] = if i == 1 {
+                    &["--exit-at-step", "2"]
+                } else {
+                    &[]
+                };
+                spawn_worker_args(&strict, i, port, extra)
+            })
+            .collect(),
+    );
+    let lost = p("lost");
+    let config = config("on-strict.toml", 0, "nodes/{node}");
+    let run = [
+        "run",
+        s(&config),
+        "--work",
+        s(&lost),
+        "--cluster",
+        s(&strict),
+    ];
+    let failed = vocab(&run);
+    let text = String::from_utf8_lossy(&failed.stderr).to_string();
+    assert!(!failed.status.success(), "the run should stop");
+    assert!(text.contains("no member holds part-000"), "{text}");
+    let _ = workers.0[1].wait();
+    workers.0[1] = spawn_worker_args(&strict, 1, ports[1], &[]);
+    let out = ok(&run);
+    assert!(made(&lost) == want, "the resumed run differs:\n{out}");
 }
