@@ -480,6 +480,47 @@ fn members_dir(args: &KmeansSettings) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("cannot resolve {}", args.features.display()))
 }
 
+/// The recipes beside the manifest of partitions born on the nodes (`vocab run` writes them),
+/// so that partitions no node holds any more are made again from their photos.
+fn remake_of(
+    args: &KmeansSettings,
+) -> anyhow::Result<Option<std::sync::Arc<vocab_cluster::born::Recipes>>> {
+    let Some(here) = &args.placed else {
+        return Ok(None);
+    };
+    let path = here.join(vocab_cluster::born::RECIPES);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let recipes = serde_json::from_str(&text)
+        .with_context(|| format!("invalid recipes in {}", path.display()))?;
+    Ok(Some(std::sync::Arc::new(recipes)))
+}
+
+/// Partitions made again from their photos, for the summary.
+fn write_remade(out: &RefCell<&mut dyn Write>, remade: &[(u32, String)]) -> anyhow::Result<()> {
+    if !remade.is_empty() {
+        let list: Vec<String> = (remade.iter())
+            .map(|(p, host)| {
+                format!(
+                    "{} on {host}",
+                    vocab_pipeline::partition::part_file(*p as usize)
+                )
+            })
+            .collect();
+        writeln!(
+            out.borrow_mut(),
+            "kmeans: no node held {} partition{}; made again from their photos: {}",
+            remade.len(),
+            if remade.len() == 1 { "" } else { "s" },
+            list.join(", ")
+        )?;
+    }
+    Ok(())
+}
+
 /// Where a distributed run's partitions are.
 #[derive(Clone, Copy)]
 enum At<'a> {
@@ -542,6 +583,7 @@ fn run_mpi(
         auto: auto_order(args, at.manifest()),
         known: links_file(args).and_then(|p| read_links(&p)),
         deal: at.deal(),
+        remake: remake_of(args)?,
     };
     let job = rand::random::<u64>() >> 1;
     let mut root = Root::start(
@@ -573,6 +615,7 @@ fn run_mpi(
     )?;
     let labels = vocab_cluster::spmd::labels(&mpi.members.hosts);
     let done = root.fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)));
+    write_remade(out, root.remade())?;
     if let (Some(c), Some(path)) = (root.calibration(), links_file(args)) {
         save_links(&path, c, &labels);
     }
@@ -667,6 +710,7 @@ fn run_cluster(
         auto: auto_order(args, at.manifest()),
         known: links_file(args).and_then(|p| read_links(&p)),
         deal: at.deal(),
+        remake: remake_of(args)?,
     };
     let mut driver = Driver::connect(cluster, secret, options, at.manifest().clone())
         .with_context(|| {
@@ -698,6 +742,7 @@ fn run_cluster(
         if args.local_aggregation { "on" } else { "off" },
     )?;
     let done = driver.fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)));
+    write_remade(out, driver.remade())?;
     if let (Some((c, names)), Some(path)) = (driver.calibration(), links_file(args)) {
         save_links(&path, c, &names);
     }

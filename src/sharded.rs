@@ -210,7 +210,8 @@ pub struct Born {
 /// every node describes one contiguous shard of `collection` and keeps its patches, the driver
 /// writes the image and skip manifests of `out` (no feature file), then the nodes cut their
 /// patches into `born.parts` partitions in `born.dir` (only records across shard boundaries
-/// travel). Returns the summary, how it spread, and the partitions' manifest.
+/// travel). Returns the summary, how it spread, the partitions' manifest and their recipes (how
+/// each is made again from its photos where no node holds it any more).
 pub fn born(
     on: On<'_>,
     collection: &Collection,
@@ -218,7 +219,12 @@ pub fn born(
     out: &Path,
     born: &Born,
     progress: &(dyn Fn(vocab_pipeline::features::Progress) + Sync),
-) -> anyhow::Result<(FeatureSummary, Spread, vocab_pipeline::partition::Manifest)> {
+) -> anyhow::Result<(
+    FeatureSummary,
+    Spread,
+    vocab_pipeline::partition::Manifest,
+    vocab_cluster::born::Recipes,
+)> {
     use vocab_pipeline::features::{Given, Progress, manifests_from};
     let dir = born.dir.display().to_string();
     let source = out.display().to_string();
@@ -282,8 +288,22 @@ pub fn born(
         };
         (sized, placed, spread)
     };
+    let counts: Vec<u64> = (sized.iter())
+        .map(|o| match o {
+            vocab_pipeline::features::Outcome::Done { patches, .. } => *patches as u64,
+            vocab_pipeline::features::Outcome::Skipped(_) => 0,
+        })
+        .collect();
+    let sizes: Vec<u64> = placed.manifest.partitions.iter().map(|p| p.count).collect();
+    let recipes = vocab_cluster::born::Recipes {
+        root: collection.root().display().to_string(),
+        params,
+        listing: collection.listing(),
+        element: born.element.name().to_string(),
+        recipes: vocab_cluster::born::recipes(&counts, &sizes),
+    };
     let summary = manifests_from(collection, out, &mut Given(Some(sized)), progress)?;
-    Ok((summary, spread, placed.manifest))
+    Ok((summary, spread, placed.manifest, recipes))
 }
 
 /// The digest of everything a photo job's results depend on: the stage's settings, the photos

@@ -68,6 +68,14 @@ pub fn features(
     Ok(features_into(settings, None, ui, on, out)?.0)
 }
 
+/// Partitions born on the nodes: their manifest and how each is made again from its photos.
+pub struct Placed {
+    /// The manifest (each node keeps a copy beside its partitions).
+    pub manifest: vocab_pipeline::partition::Manifest,
+    /// The recipes.
+    pub recipes: vocab_cluster::born::Recipes,
+}
+
 /// [`features`], with the partitions born on the nodes when `born` says where and `on` is
 /// distributed (no feature file then: the nodes keep their patches as partitions in
 /// `born.dir`; the manifest is returned).
@@ -77,7 +85,7 @@ pub fn features_into(
     ui: &Ui,
     on: On<'_>,
     out: &mut dyn Write,
-) -> anyhow::Result<(FeatureSummary, Option<vocab_pipeline::partition::Manifest>)> {
+) -> anyhow::Result<(FeatureSummary, Option<Placed>)> {
     let started = Instant::now();
     let collection = open_collection(&settings.input, settings.labels.as_deref(), on)?;
     let bar = ui.bar(collection.photos().len() as u64, "features");
@@ -94,9 +102,12 @@ pub fn features_into(
     let born = born.filter(|_| on.engine.distributed());
     let mut manifest = None;
     let (summary, spread) = if let Some(born) = born {
-        let (summary, spread, m) =
+        let (summary, spread, born_manifest, recipes) =
             crate::sharded::born(on, &collection, settings.params, file, born, &progress)?;
-        manifest = Some(m);
+        manifest = Some(Placed {
+            manifest: born_manifest,
+            recipes,
+        });
         (summary, Some(spread))
     } else if on.engine.distributed() {
         let (summary, spread) = crate::sharded::run(
@@ -127,7 +138,7 @@ pub fn features_into(
         summary.pixels as f64 / secs / 1e6,
     )?;
     match (&manifest, born) {
-        (Some(m), Some(born)) => writeln!(
+        (Some(Placed { manifest: m, .. }), Some(born)) => writeln!(
             out,
             "  kept at the nodes as {} partitions in {} ({DESCRIPTOR_NAME}, {}; the sample was \
              not gathered here)",

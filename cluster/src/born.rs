@@ -591,6 +591,219 @@ fn assemble(
     ))
 }
 
+/// The file beside the driver's copy of the manifest of partitions born on the nodes that
+/// holds their [`Recipes`].
+pub const RECIPES: &str = "recipes.json";
+
+/// How one partition is made again from the photos: the photos `first..end` of the features
+/// job, described again, their records after the first `skip`, `count` of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recipe {
+    /// First photo (picture id).
+    pub first: u64,
+    /// Photo after the last.
+    pub end: u64,
+    /// Records of the first photo before the partition's.
+    pub skip: u64,
+    /// Records in the partition.
+    pub count: u64,
+}
+
+/// The recipes of partitions of `sizes` records cut from photos giving `counts` records each,
+/// in picture-id order.
+pub fn recipes(counts: &[u64], sizes: &[u64]) -> Vec<Recipe> {
+    let mut out = Vec::with_capacity(sizes.len());
+    // The photo holding the next record, and the records of the photos before it.
+    let (mut photo, mut before) = (0usize, 0u64);
+    let mut begin = 0u64;
+    for &size in sizes {
+        while photo < counts.len() && before + counts[photo] <= begin {
+            before += counts[photo];
+            photo += 1;
+        }
+        let first = photo;
+        let skip = begin - before;
+        let end_record = begin + size;
+        let (mut last, mut at) = (photo, before);
+        while last < counts.len() && at < end_record {
+            at += counts[last];
+            last += 1;
+        }
+        out.push(Recipe {
+            first: first as u64,
+            end: last as u64,
+            skip,
+            count: size,
+        });
+        begin = end_record;
+    }
+    out
+}
+
+/// What the driver keeps to have partitions born on the nodes made again where they are lost
+/// (`remake.json` beside its copy of the manifest): the features job and every partition's
+/// recipe.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recipes {
+    /// The photo folder, as every node sees it.
+    pub root: String,
+    /// The features stage's settings.
+    pub params: vocab_pipeline::features::FeatureParams,
+    /// The collection's listing (relative path, why unusable), in picture-id order.
+    pub listing: Vec<(String, Option<String>)>,
+    /// Element type of the stored values.
+    pub element: String,
+    /// Per partition.
+    pub recipes: Vec<Recipe>,
+}
+
+/// One partition a member makes again.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Task {
+    /// The member that makes it.
+    pub rank: u64,
+    /// The partition.
+    pub index: u64,
+    /// Its recipe.
+    pub recipe: Recipe,
+    /// The photos `recipe.first..recipe.end` of the listing.
+    pub photos: Vec<(String, Option<String>)>,
+}
+
+/// Partitions to make again ([`crate::spmd::Command::Remake`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Remake {
+    /// The partition folder, as members see it.
+    pub dir: String,
+    /// The photo folder, as members see it.
+    pub root: String,
+    pub params: vocab_pipeline::features::FeatureParams,
+    pub element: String,
+    /// The manifest the partitions must match (written beside them).
+    pub manifest: Manifest,
+    pub tasks: Vec<Task>,
+}
+
+impl Recipes {
+    /// The remake of partitions `which` at ranks (`(rank, index)`), or why it cannot be.
+    pub(crate) fn remake(
+        &self,
+        dir: &str,
+        manifest: &Manifest,
+        which: &[(usize, usize)],
+    ) -> Result<Remake, String> {
+        let mut tasks = Vec::with_capacity(which.len());
+        for &(rank, index) in which {
+            let recipe = *self
+                .recipes
+                .get(index)
+                .ok_or_else(|| format!("no recipe for partition {index}"))?;
+            let photos = usize::try_from(recipe.first)
+                .ok()
+                .zip(usize::try_from(recipe.end).ok())
+                .and_then(|(a, b)| self.listing.get(a..b))
+                .ok_or_else(|| format!("partition {index}'s photos lie outside the listing"))?;
+            tasks.push(Task {
+                rank: rank as u64,
+                index: index as u64,
+                recipe,
+                photos: photos.to_vec(),
+            });
+        }
+        Ok(Remake {
+            dir: dir.to_string(),
+            root: self.root.clone(),
+            params: self.params,
+            element: self.element.clone(),
+            manifest: manifest.clone(),
+            tasks,
+        })
+    }
+}
+
+/// Makes this member's partitions of `remake` again (describing their photos) in its folder,
+/// each checked against the manifest, which is written beside them.
+pub(crate) fn remake_here(transport: &dyn Transport, remake: &Remake) -> Result<(), String> {
+    let me = transport.rank() as u64;
+    let mine: Vec<&Task> = remake.tasks.iter().filter(|t| t.rank == me).collect();
+    if mine.is_empty() {
+        return Ok(());
+    }
+    crate::photos::check_stage(&crate::photos::PhotoStage::Features(remake.params), 0)?;
+    let element = Element::from_name(&remake.element)
+        .ok_or_else(|| format!("element type {:?}", remake.element))?;
+    let folder = my_dir(&remake.dir, transport);
+    let folder = Path::new(&folder);
+    std::fs::create_dir_all(folder)
+        .map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
+    for task in mine {
+        if let Some((bad, _)) = task.photos.iter().find(|(p, _)| !crate::photos::inside(p)) {
+            return Err(format!("photo path {bad:?} leaves the photo folder"));
+        }
+        let index = usize::try_from(task.index).map_err(|_| "a partition index".to_string())?;
+        let entry = remake
+            .manifest
+            .partitions
+            .get(index)
+            .ok_or_else(|| format!("the manifest has no partition {index}"))?;
+        let first = u32::try_from(task.recipe.first).map_err(|_| "a photo id".to_string())?;
+        let collection = vocab_pipeline::image_io::Collection::listed_from(
+            Path::new(&remake.root),
+            first,
+            task.photos.clone(),
+        )
+        .map_err(|e| vocab_pipeline::chain(&e))?;
+        let outcomes = vocab_pipeline::features::describe_range(
+            &collection,
+            &remake.params,
+            0..collection.photos().len(),
+        );
+        let mut writer = PartWriter::create(folder, index, DIMS, element)
+            .map_err(|e| vocab_pipeline::chain(&e))?;
+        let (mut skip, mut left) = (task.recipe.skip, task.recipe.count);
+        for (photo, outcome) in collection.photos().iter().zip(&outcomes) {
+            let Outcome::Done { value, .. } = outcome else {
+                continue;
+            };
+            for (&(r, c), values) in value.positions.iter().zip(value.values.chunks_exact(DIMS)) {
+                if skip > 0 {
+                    skip -= 1;
+                    continue;
+                }
+                if left == 0 {
+                    break;
+                }
+                left -= 1;
+                // Both fit: `describe` skips photos with a side above u16::MAX.
+                writer
+                    .write(photo.picture_id, r as u16, c as u16, values)
+                    .map_err(|e| vocab_pipeline::chain(&e))?;
+            }
+        }
+        let report = writer.finish().map_err(|e| vocab_pipeline::chain(&e))?;
+        if report.entry != *entry {
+            // Not left where a holder would be taken for it.
+            let _ = std::fs::remove_file(folder.join(&entry.file));
+            return Err(format!(
+                "{} made again from photos {}..{} has {} records, checksum {:08x}; the manifest \
+                 says {}, {:08x} (the photos changed since they were described?)",
+                entry.file,
+                task.recipe.first,
+                task.recipe.end,
+                report.entry.count,
+                report.entry.checksum,
+                entry.count,
+                entry.checksum
+            ));
+        }
+    }
+    write_manifest(folder, &remake.manifest).map_err(|e| vocab_pipeline::chain(&e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -624,5 +837,32 @@ mod tests {
         assert!(plan(&[1, 1], 3).is_err());
         assert!(plan(&[u64::MAX, 1], 3).is_err());
         assert!(plan(&[5], 0).is_err());
+    }
+
+    #[test]
+    fn recipes_find_each_partition_s_photos() {
+        // Photos of 3, 0 (skipped), 3, 3 records; partitions of 4, 3, 2.
+        let r = recipes(&[3, 0, 3, 3], &[4, 3, 2]);
+        let at = |first, end, skip, count| Recipe {
+            first,
+            end,
+            skip,
+            count,
+        };
+        assert_eq!(r, vec![at(0, 3, 0, 4), at(2, 4, 1, 3), at(3, 4, 1, 2)]);
+        // Every record once: a partition's photos hold skip + count records at least.
+        let counts = [5u64, 1, 0, 7, 2, 2];
+        for parts in 1..=6usize {
+            let sizes = partition_sizes(17, parts);
+            for (recipe, &size) in recipes(&counts, &sizes).iter().zip(&sizes) {
+                let held: u64 = counts[recipe.first as usize..recipe.end as usize]
+                    .iter()
+                    .sum();
+                assert!(
+                    held >= recipe.skip + size && recipe.skip < counts[recipe.first as usize],
+                    "{recipe:?}"
+                );
+            }
+        }
     }
 }

@@ -212,6 +212,9 @@ pub struct Options {
     /// ([`spmd::Deal::Found`]: each team asks its members, so partitions stay with the
     /// workers holding them across teams).
     pub deal: spmd::Deal,
+    /// How partitions born on the nodes are made again when no worker holds them
+    /// ([`spmd::Options::remake`]).
+    pub remake: Option<std::sync::Arc<crate::born::Recipes>>,
 }
 
 /// A failed attempt that a new team may mend.
@@ -411,6 +414,8 @@ pub struct Driver {
     /// The SPMD root on the current team; `None` after a failure until a new team forms.
     root: Option<Root<'static>>,
     scale: i32,
+    /// Partitions made again from their photos on the way (partition, worker).
+    remade: Vec<(u32, String)>,
 }
 
 impl std::fmt::Debug for Driver {
@@ -474,6 +479,7 @@ impl Driver {
             auto: options.auto,
             known: options.known,
             deal: options.deal,
+            remake: options.remake,
         };
         let mut driver = Self {
             crew: Crew::new(cluster, secret)?,
@@ -481,6 +487,7 @@ impl Driver {
             manifest,
             root: None,
             scale: 0,
+            remade: Vec::new(),
         };
         let (options, manifest, job) = (&driver.options, &driver.manifest, driver.crew.job);
         driver.crew.recover(
@@ -490,6 +497,7 @@ impl Driver {
             |_| Ok(()),
         )?;
         driver.scale = driver.root.as_ref().map_or(0, Root::scale);
+        driver.note_remade();
         driver.remember_links();
         Ok(driver)
     }
@@ -501,6 +509,20 @@ impl Driver {
             let saved = crate::topology::Saved::new(&names, &c.links, c.seconds);
             self.options.known = Some(saved);
         }
+    }
+
+    /// Keeps what the current team made again (a new team may have, when it formed).
+    fn note_remade(&mut self) {
+        for r in self.root.as_ref().map(Root::remade).unwrap_or_default() {
+            if !self.remade.contains(r) {
+                self.remade.push(r.clone());
+            }
+        }
+    }
+
+    /// Partitions no worker held that were made again from their photos (partition, worker).
+    pub fn remade(&self) -> &[(u32, String)] {
+        &self.remade
     }
 
     /// The fixed-point scale of the partial sums (from the workers' data).
@@ -557,6 +579,7 @@ impl Driver {
             |t| start_job(t, options, manifest, job),
             |root| root.rows(indices),
         )?;
+        self.note_remade();
         Ok(done.value)
     }
 
@@ -574,6 +597,7 @@ impl Driver {
             |root| root.step(iteration, centroids),
         )?;
         self.remember_links();
+        self.note_remade();
         let mut result = done.value;
         // Members that mapped: the workers (the team counts the driver too).
         result.report.workers = self.crew.members.len();
@@ -1060,6 +1084,7 @@ mod tests {
             auto: None,
             known: None,
             deal: spmd::Deal::Blocks,
+            remake: None,
         };
         Driver::connect(cluster, Secret::from_bytes(SECRET), options, manifest)
     }
@@ -1158,6 +1183,7 @@ mod tests {
                 auto: None,
                 known: None,
                 deal: spmd::Deal::Blocks,
+                remake: None,
             };
             let mut driver = Driver::connect(
                 cluster,

@@ -108,7 +108,7 @@ fn vocabulary_bytes(k: u64) -> Option<u64> {
 }
 
 /// Checks settings that came over the network before any photo is touched.
-fn check_stage(stage: &PhotoStage, k: u64) -> Result<(), String> {
+pub(crate) fn check_stage(stage: &PhotoStage, k: u64) -> Result<(), String> {
     let check_features = |p: &FeatureParams| match p.sampling {
         Sampling::Random { per_image, .. } if !(1..=MAX_PER_IMAGE).contains(&per_image) => {
             Err(format!("{per_image} patches per photo"))
@@ -145,7 +145,7 @@ fn check_stage(stage: &PhotoStage, k: u64) -> Result<(), String> {
 }
 
 /// A relative path that stays inside the photo folder.
-fn inside(rel: &str) -> bool {
+pub(crate) fn inside(rel: &str) -> bool {
     Path::new(rel)
         .components()
         .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
@@ -1366,6 +1366,12 @@ mod tests {
                         root_works,
                     )?;
                     let sized = job.kept_rounds(&mut |_| {})?;
+                    let counts: Vec<u64> = (sized.iter())
+                        .map(|o| match o {
+                            Outcome::Done { patches, .. } => *patches as u64,
+                            Outcome::Skipped(_) => 0,
+                        })
+                        .collect();
                     std::fs::create_dir_all(&base).expect("mkdir");
                     features::manifests_from(
                         &collection,
@@ -1394,6 +1400,7 @@ mod tests {
                         } else {
                             crate::spmd::Deal::Found
                         },
+                        remake: None,
                     };
                     let engine_options = options.clone();
                     let mut engine =
@@ -1435,6 +1442,57 @@ mod tests {
                             err.to_string().contains("no member holds part-0001.bin"),
                             "{err}"
                         );
+                        // With its recipe, a member makes it again from the photos: split's
+                        // file, and the same run.
+                        let sizes: Vec<u64> =
+                            born.manifest.partitions.iter().map(|p| p.count).collect();
+                        let recipes = crate::born::Recipes {
+                            root: collection.root().display().to_string(),
+                            params,
+                            listing: collection.listing(),
+                            element: "f32".into(),
+                            recipes: crate::born::recipes(&counts, &sizes),
+                        };
+                        let options = Options {
+                            deal: crate::spmd::Deal::Found,
+                            remake: Some(std::sync::Arc::new(recipes)),
+                            ..engine_options.clone()
+                        };
+                        let mut again = Root::start(
+                            Box::new(first),
+                            &members,
+                            options,
+                            born.manifest.clone(),
+                            11,
+                        )?;
+                        let remade = again.remade().to_vec();
+                        assert_eq!(remade.len(), 1, "{remade:?}");
+                        assert_eq!(remade[0].0, 1, "{remade:?}");
+                        let at = base
+                            .join(
+                                hosts
+                                    .iter()
+                                    .position(|h| *h == remade[0].1)
+                                    .expect("host")
+                                    .to_string(),
+                            )
+                            .join(vocab_pipeline::partition::part_file(1));
+                        assert!(
+                            std::fs::read(&at).expect("made again")
+                                == std::fs::read(
+                                    parts.join(vocab_pipeline::partition::part_file(1))
+                                )
+                                .expect("split's"),
+                            "{what}"
+                        );
+                        let rerun = again.fit::<EngineError>(
+                            &kparams,
+                            start.clone(),
+                            &mut |_, _| Ok(()),
+                        )?;
+                        assert_same_run(&rerun, &alone, kparams.assignment, &what);
+                        // Back where the cut put it, for the checks of the folders below.
+                        std::fs::remove_file(&at).expect("remove");
                         std::fs::copy(parts.join(vocab_pipeline::partition::part_file(1)), &gone)
                             .expect("restore");
                     }

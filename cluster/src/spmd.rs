@@ -189,6 +189,8 @@ pub(crate) enum Command {
     Holdings { dir: String, manifest: u32 },
     /// Send the rows of these global indices that the member's share holds (after `Load`).
     Rows { indices: Vec<u64> },
+    /// Make partitions born on the nodes again from their photos ([`crate::born::Remake`]).
+    Remake(crate::born::Remake),
     /// Leave [`serve`].
     Exit,
 }
@@ -255,6 +257,10 @@ pub struct Options {
     pub known: Option<topology::Saved>,
     /// How partitions are dealt to the members.
     pub deal: Deal,
+    /// With [`Deal::Found`]: how partitions born on the nodes are made again from their photos
+    /// when no member holds them (a node lost, its folder gone); `None`: such a partition is
+    /// an error.
+    pub remake: Option<std::sync::Arc<crate::born::Recipes>>,
 }
 
 /// How a job's partitions are dealt to the members.
@@ -997,6 +1003,10 @@ pub fn serve_cached(
                 let piece = share.as_ref().map_or_else(Vec::new, |s| s.rows_at(indices));
                 gather(&control, &piece, MAX_STEP_BYTES)?;
             }
+            Command::Remake(ref remake) => {
+                let error = crate::born::remake_here(transport, remake).err();
+                gather(&control, &encode(&error), MAX_CONTROL)?;
+            }
             Command::Cut(ref cut) => {
                 // A round computed ahead must be in before the kept records are counted.
                 if let Some(a) = ahead.take() {
@@ -1125,13 +1135,15 @@ fn holdings(dir: &str, transport: &dyn Transport, digest: u32) -> Vec<u32> {
 }
 
 /// Asks every member which partitions it holds ([`Deal::Found`]) and deals each partition to a
-/// mapping member holding it with the fewest so far (the lowest rank on a tie).
+/// mapping member holding it with the fewest so far (the lowest rank on a tie). A partition no
+/// member holds is made again from its photos by a mapping member with the fewest (with
+/// `options.remake`; else an error naming it); those are returned with the member's host.
 fn find(
     transport: &dyn Transport,
     hosts: &[String],
     options: &Options,
     manifest: &Manifest,
-) -> Result<Vec<Vec<u32>>, EngineError> {
+) -> Result<Found, EngineError> {
     let control = Team::ranks(transport);
     let digest = manifest.digest();
     let command = Command::Holdings {
@@ -1159,8 +1171,31 @@ fn find(
         }
     }
     let mut deal = vec![Vec::new(); transport.size()];
+    let mut lost = Vec::new();
     for (p, at) in holders.iter().enumerate() {
-        let Some(&rank) = at.iter().min_by_key(|&&r| (deal[r].len(), r)) else {
+        match at.iter().min_by_key(|&&r| (deal[r].len(), r)) {
+            Some(&rank) => deal[rank].push(p as u32),
+            None => lost.push(p),
+        }
+    }
+    let Some(&first) = lost.first() else {
+        return Ok(Found {
+            deal,
+            remade: Vec::new(),
+        });
+    };
+    let Some(recipes) = options.remake.as_deref() else {
+        return Err(EngineError::Unplaced {
+            file: manifest.partitions[first].file.clone(),
+            dir: options.dir.clone(),
+            hosts: hosts.len(),
+        });
+    };
+    // Each lost partition is made again by a mapping member with the fewest so far.
+    let mappers: Vec<usize> = (usize::from(!options.root_maps)..transport.size()).collect();
+    let mut which = Vec::with_capacity(lost.len());
+    for &p in &lost {
+        let Some(&rank) = mappers.iter().min_by_key(|&&r| (deal[r].len(), r)) else {
             return Err(EngineError::Unplaced {
                 file: manifest.partitions[p].file.clone(),
                 dir: options.dir.clone(),
@@ -1168,8 +1203,46 @@ fn find(
             });
         };
         deal[rank].push(p as u32);
+        which.push((rank, p));
     }
-    Ok(deal)
+    let remake = recipes
+        .remake(&options.dir, manifest, &which)
+        .map_err(|reason| EngineError::Malformed { rank: 0, reason })?;
+    broadcast_message(&control, Some(&encode(&Command::Remake(remake.clone()))))?;
+    let mine = crate::born::remake_here(transport, &remake).err();
+    let answers = gather(&control, &encode(&mine), MAX_CONTROL)?.unwrap_or_default();
+    for (rank, bytes) in answers.iter().enumerate() {
+        let error: Option<String> = decode(rank, bytes)?;
+        if let Some(reason) = error {
+            return Err(EngineError::Refused {
+                rank,
+                host: hosts.get(rank).cloned().unwrap_or_default(),
+                reason,
+            });
+        }
+    }
+    for d in &mut deal {
+        d.sort_unstable();
+    }
+    let remade = (which.iter())
+        .map(|&(rank, p)| (p as u32, hosts.get(rank).cloned().unwrap_or_default()))
+        .collect();
+    Ok(Found { deal, remade })
+}
+
+/// Where [`find`] placed a job's partitions.
+struct Found {
+    /// Partitions by rank.
+    deal: Vec<Vec<u32>>,
+    /// Partitions made again from their photos, with the host of the member that made each.
+    remade: Vec<(u32, String)>,
+}
+
+/// What [`load`] opened: the root's share, the fixed-point scale, partitions made again.
+struct Opened {
+    share: Option<Share>,
+    scale: i32,
+    remade: Vec<(u32, String)>,
 }
 
 /// Has every member cache its share of the partitions for the chain `order` (reusing what
@@ -1182,15 +1255,18 @@ fn load(
     job: u64,
     layout: &Layout,
     previous: Option<&Share>,
-) -> Result<(Option<Share>, i32), EngineError> {
+) -> Result<Opened, EngineError> {
     let control = Team::ranks(transport);
     let order = &layout.order;
+    let mut remade = Vec::new();
     let found;
     let deal: &[Vec<u32>] = match &options.deal {
         Deal::Blocks => &[],
         Deal::ByRank(d) => d,
         Deal::Found => {
-            found = find(transport, hosts, options, manifest)?;
+            let placed = find(transport, hosts, options, manifest)?;
+            remade = placed.remade;
+            found = placed.deal;
             &found
         }
     };
@@ -1277,7 +1353,11 @@ fn load(
         host: transport.host(),
         reason,
     })?;
-    Ok((share, scale))
+    Ok(Opened {
+        share,
+        scale,
+        remade,
+    })
 }
 
 /// The driving member (rank 0) of an SPMD job.
@@ -1296,6 +1376,8 @@ pub struct Root<'t> {
     expected: Option<f64>,
     /// The links are to be measured again before the next step.
     stale: bool,
+    /// Partitions no member held, made again from their photos: (partition, host).
+    remade: Vec<(u32, String)>,
 }
 
 impl std::fmt::Debug for Root<'_> {
@@ -1463,7 +1545,11 @@ impl<'t> Root<'t> {
                 (layout, None)
             }
         };
-        let (share, scale) = load(
+        let Opened {
+            share,
+            scale,
+            remade,
+        } = load(
             &*transport,
             &members.hosts,
             &options,
@@ -1473,6 +1559,7 @@ impl<'t> Root<'t> {
             None,
         )?;
         Ok(Self {
+            remade,
             transport,
             hosts: members.hosts.clone(),
             layout,
@@ -1498,7 +1585,7 @@ impl<'t> Root<'t> {
         let c = measure(&*self.transport, auto, self.options.plan.chunk)?;
         let layout = Layout::chosen(&c);
         if layout != self.layout {
-            let (share, scale) = load(
+            let opened = load(
                 &*self.transport,
                 &self.hosts,
                 &self.options,
@@ -1507,7 +1594,8 @@ impl<'t> Root<'t> {
                 &layout,
                 self.share.as_ref(),
             )?;
-            (self.share, self.scale, self.layout) = (share, scale, layout);
+            self.remade.extend(opened.remade);
+            (self.share, self.scale, self.layout) = (opened.share, opened.scale, layout);
         }
         self.calibration = Some(c);
         (self.expected, self.stale) = (None, false);
@@ -1584,6 +1672,12 @@ impl<'t> Root<'t> {
             });
         }
         Ok(rows)
+    }
+
+    /// Partitions no member held that were made again from their photos (partition, host of
+    /// the member that made it), since the start.
+    pub fn remade(&self) -> &[(u32, String)] {
+        &self.remade
     }
 
     /// The vectors of the job and their dims (the manifest's).
@@ -1847,6 +1941,7 @@ mod tests {
             auto: None,
             known: None,
             deal: Deal::Blocks,
+            remake: None,
         }
     }
 

@@ -104,17 +104,27 @@ impl Collection {
         root: &Path,
         listed: Vec<(String, Option<String>)>,
     ) -> Result<Self, CollectionError> {
+        Self::listed_from(root, 0, listed)
+    }
+
+    /// A run of a collection: the photos `listed` with picture ids from `first` on (what a node
+    /// needs to describe some photos of a larger collection again).
+    pub fn listed_from(
+        root: &Path,
+        first: u32,
+        listed: Vec<(String, Option<String>)>,
+    ) -> Result<Self, CollectionError> {
         if !root.is_dir() {
             return Err(CollectionError::MissingFolder(root.to_path_buf()));
         }
-        if listed.len() > u32::MAX as usize {
+        if listed.len() as u64 + u64::from(first) > u64::from(u32::MAX) {
             return Err(CollectionError::TooMany(root.to_path_buf()));
         }
         let photos = listed
             .into_iter()
             .enumerate()
             .map(|(idx, (rel_path, unusable))| Photo {
-                picture_id: idx as u32,
+                picture_id: first + idx as u32,
                 rel_path,
                 unusable,
             })

@@ -125,12 +125,17 @@ impl Stage for Features<'_> {
         });
         let (summary, manifest) =
             crate::stages::features_into(&settings, born.as_ref(), self.ui, self.on, out)?;
-        // The driver's copy of the partitions' manifest (the nodes hold theirs beside them).
-        if let Some(m) = manifest {
+        // The driver's copy of the partitions' manifest (the nodes hold theirs beside them),
+        // and how each partition is made again from its photos if no node holds it any more.
+        if let Some(placed) = manifest {
             let here = tmp.join("parts");
             std::fs::create_dir_all(&here)
                 .with_context(|| format!("cannot create {}", here.display()))?;
-            vocab_pipeline::partition::write_manifest(&here, &m)?;
+            vocab_pipeline::partition::write_manifest(&here, &placed.manifest)?;
+            let recipes = here.join(vocab_cluster::born::RECIPES);
+            let text = serde_json::to_vec(&placed.recipes)?;
+            vocab_pipeline::atomic::write(&recipes, &text)
+                .with_context(|| format!("cannot write {}", recipes.display()))?;
         }
         Ok(Sample {
             train,
