@@ -145,20 +145,7 @@ fn sharded<T: Value>(
         let mut source = Journaled::new(rounds, journal, n);
         let summary = write(&mut source)?;
         let resumed = source.resumed;
-        let times = (root.times().into_iter().enumerate())
-            .map(|(r, t)| MemberTime {
-                host: format!("{r}@{}", t.host),
-                ..t
-            })
-            .collect();
-        let spread = Spread {
-            what: "MPI ranks".into(),
-            times,
-            bytes: root.bytes(),
-            dropped: Vec::new(),
-            resumed,
-        };
-        return Ok((summary, spread));
+        return Ok((summary, mpi_spread(&root, resumed)));
     }
     let (path, local) = crate::cluster_cmd::workers_of(on.engine, &logs)?;
     let (cluster, secret) = crate::cluster_cmd::load(&path)?;
@@ -193,6 +180,23 @@ fn sharded<T: Value>(
         resumed,
     };
     Ok((summary, spread))
+}
+
+/// How a photo stage spread over the MPI ranks (members named `rank@host`).
+fn mpi_spread(root: &PhotoRoot<'_>, resumed: usize) -> Spread {
+    let times = (root.times().into_iter().enumerate())
+        .map(|(r, t)| MemberTime {
+            host: format!("{r}@{}", t.host),
+            ..t
+        })
+        .collect();
+    Spread {
+        what: "MPI ranks".into(),
+        times,
+        bytes: root.bytes(),
+        dropped: Vec::new(),
+        resumed,
+    }
 }
 
 /// Where the nodes keep the partitions of a features stage ([`born`]).
@@ -248,20 +252,7 @@ pub fn born(
         let placed = root
             .cut(&dir, born.parts, born.element, &source)
             .context("cutting the partitions on the MPI ranks")?;
-        let times = (root.times().into_iter().enumerate())
-            .map(|(r, t)| MemberTime {
-                host: format!("{r}@{}", t.host),
-                ..t
-            })
-            .collect();
-        let spread = Spread {
-            what: "MPI ranks".into(),
-            times,
-            bytes: root.bytes(),
-            dropped: Vec::new(),
-            resumed: 0,
-        };
-        (sized, placed, spread)
+        (sized, placed, mpi_spread(&root, 0))
     } else {
         let (path, local) = crate::cluster_cmd::workers_of(on.engine, &logs)?;
         let (cluster, secret) = crate::cluster_cmd::load(&path)?;

@@ -171,6 +171,22 @@ struct Answer {
     reports: Vec<(u64, PartReport)>,
 }
 
+impl Answer {
+    /// The answer after the writes: the reports, or why there are none.
+    fn of(written: Result<Vec<(u64, PartReport)>, String>) -> Self {
+        match written {
+            Ok(reports) => Self {
+                error: None,
+                reports,
+            },
+            Err(error) => Self {
+                error: Some(error),
+                reports: Vec::new(),
+            },
+        }
+    }
+}
+
 /// The root's word between phases: go on (with the manifest after the writes), or stop.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -389,17 +405,7 @@ pub(crate) fn serve(
         Ok(r) if !verdict.stop => r,
         _ => return Ok(()),
     };
-    let written = exchange_and_write(transport, &ready, &cut.dir)?;
-    let answer = match written {
-        Ok(reports) => Answer {
-            error: None,
-            reports,
-        },
-        Err(error) => Answer {
-            error: Some(error),
-            reports: Vec::new(),
-        },
-    };
+    let answer = Answer::of(exchange_and_write(transport, &ready, &cut.dir)?);
     gather(&control, &encode(&answer), MAX_CONTROL)?;
     let verdict: Verdict = decode(0, &broadcast_message(&control, None)?)?;
     let error = match verdict.manifest {
@@ -494,16 +500,7 @@ pub(crate) fn root(
             manifest: None,
         })),
     )?;
-    let mine = match exchange_and_write(transport, &ready, &cut.dir)? {
-        Ok(reports) => Answer {
-            error: None,
-            reports,
-        },
-        Err(error) => Answer {
-            error: Some(error),
-            reports: Vec::new(),
-        },
-    };
+    let mine = Answer::of(exchange_and_write(transport, &ready, &cut.dir)?);
     let pieces = gather(&control, &encode(&mine), MAX_CONTROL)?.unwrap_or_default();
     let (all, refused) = answers(hosts, pieces)?;
     let manifest = match refused {

@@ -387,25 +387,13 @@ fn sharded_photo_stages_write_the_one_machine_files_and_survive_a_killed_worker(
 
     // Three worker daemons, w1 dies in the second round of the features stage: its photos are
     // done by the others and every file is still the one machine's.
-    let (cluster, ports) = cluster_file(dir.path(), "cluster.toml", 3, 3);
-    let text = std::fs::read_to_string(&cluster).expect("read").replace(
-        "io_timeout_ms = 5000",
-        "io_timeout_ms = 3000\nconnect_timeout_ms = 500",
-    );
-    std::fs::write(&cluster, text).expect("write");
-    let _workers = Workers(
-        ports
-            .iter()
-            .enumerate()
-            .map(|(i, &port)| {
-                let extra: &[&str] = if i == 1 {
-                    &["--exit-at-round", "2"]
-                } else {
-                    &[]
-                };
-                spawn_worker_args(&cluster, i, port, extra)
-            })
-            .collect(),
+    let (cluster, _workers) = workers_with_a_fault(
+        dir.path(),
+        "cluster.toml",
+        3,
+        3,
+        1,
+        &["--exit-at-round", "2"],
     );
     let killed = p("killed");
     let out = ok(&[
@@ -602,25 +590,13 @@ fn partitions_born_on_the_nodes_give_the_one_machine_run() {
 
     // Worker daemons, w1 dies in the second round of the kept features: the job is done again
     // by the others, the results are still the one machine's.
-    let (cluster, ports) = cluster_file(dir.path(), "cluster.toml", 3, 3);
-    let text = std::fs::read_to_string(&cluster).expect("read").replace(
-        "io_timeout_ms = 5000",
-        "io_timeout_ms = 3000\nconnect_timeout_ms = 500",
-    );
-    std::fs::write(&cluster, text).expect("write");
-    let _workers = Workers(
-        ports
-            .iter()
-            .enumerate()
-            .map(|(i, &port)| {
-                let extra: &[&str] = if i == 1 {
-                    &["--exit-at-round", "2"]
-                } else {
-                    &[]
-                };
-                spawn_worker_args(&cluster, i, port, extra)
-            })
-            .collect(),
+    let (cluster, _workers) = workers_with_a_fault(
+        dir.path(),
+        "cluster.toml",
+        3,
+        3,
+        1,
+        &["--exit-at-round", "2"],
     );
     let killed = p("killed");
     let out = ok(&[
@@ -658,21 +634,8 @@ fn partitions_born_on_the_nodes_give_the_one_machine_run() {
 
     // A worker lost in k-means takes its partitions with it: the next team makes them again
     // from their photos, and the results are still the one machine's.
-    let (strict, ports) = cluster_file(dir.path(), "strict.toml", 3, 2);
-    let _workers = Workers(
-        ports
-            .iter()
-            .enumerate()
-            .map(|(i, &port)| {
-                let extra: &[&str] = if i == 1 {
-                    &["--exit-at-step", "2"]
-                } else {
-                    &[]
-                };
-                spawn_worker_args(&strict, i, port, extra)
-            })
-            .collect(),
-    );
+    let (strict, _workers) =
+        workers_with_a_fault(dir.path(), "strict.toml", 3, 2, 1, &["--exit-at-step", "2"]);
     let lost = p("lost");
     let config = config("on-strict.toml", 0, "nodes/{node}");
     let out = ok(&[

@@ -197,6 +197,31 @@ pub fn cluster_file(dir: &Path, name: &str, n: usize, retries: u32) -> (PathBuf,
     (path, ports)
 }
 
+/// `n` worker daemons of a new cluster file `name` that notices a lost worker quickly (3 s I/O
+/// timeout), `retries` teams, worker `w{faulty}` started with the fault flags `fault`.
+pub fn workers_with_a_fault(
+    dir: &Path,
+    name: &str,
+    n: usize,
+    retries: u32,
+    faulty: usize,
+    fault: &[&str],
+) -> (PathBuf, Workers) {
+    let (cluster, ports) = cluster_file(dir, name, n, retries);
+    let text = std::fs::read_to_string(&cluster).expect("read").replace(
+        "io_timeout_ms = 5000",
+        "io_timeout_ms = 3000\nconnect_timeout_ms = 500",
+    );
+    std::fs::write(&cluster, text).expect("write");
+    let workers = (ports.iter().enumerate())
+        .map(|(i, &port)| {
+            let extra = if i == faulty { fault } else { &[] };
+            spawn_worker_args(&cluster, i, port, extra)
+        })
+        .collect();
+    (cluster, Workers(workers))
+}
+
 pub fn spawn_worker(
     cluster: &Path,
     i: usize,
