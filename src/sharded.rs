@@ -246,6 +246,7 @@ pub fn born(
             collection,
             params,
             true,
+            Some(&dir),
         )
         .context("starting the features stage on the MPI ranks")?;
         let sized = root.kept_rounds(&mut told)?;
@@ -256,13 +257,19 @@ pub fn born(
     } else {
         let (path, local) = crate::cluster_cmd::workers_of(on.engine, &logs)?;
         let (cluster, secret) = crate::cluster_cmd::load(&path)?;
-        let mut driver = PhotoDriver::connect_keeping(cluster, secret, collection.clone(), params)
-            .with_context(|| {
-                format!(
-                    "starting the features stage on the cluster of {}",
-                    path.display()
-                )
-            })?;
+        let mut driver = PhotoDriver::connect_keeping(
+            cluster,
+            secret,
+            collection.clone(),
+            params,
+            Some(dir.clone()),
+        )
+        .with_context(|| {
+            format!(
+                "starting the features stage on the cluster of {}",
+                path.display()
+            )
+        })?;
         let (sized, placed) = driver
             .born(&dir, born.parts, born.element, &source, &mut told)
             .with_context(|| format!("the features stage on the cluster of {}", path.display()))?;

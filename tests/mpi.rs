@@ -314,6 +314,66 @@ fn vocab_run_under_mpi_with_partitions_born_on_the_ranks_builds_the_same_vocabul
 }
 
 #[test]
+fn an_mpi_run_with_partitions_born_on_the_ranks_resumes_from_the_rounds_they_saved() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
+    let quick = std::fs::read_to_string(&quickstart).expect("config");
+    let config = tmp.path().join("born.toml");
+    std::fs::write(
+        &config,
+        quick.replace(
+            "parts = 8",
+            "parts = 8\nat = \"nodes\"\nfolder = \"nodes/{rank}\"",
+        ),
+    )
+    .expect("write");
+    let (born, single) = (tmp.path().join("born"), tmp.path().join("single"));
+    let run = ["run", s(&config), "--work", s(&born), "--engine", "mpi"];
+    let mut killed = run.to_vec();
+    killed.extend_from_slice(&["--exit-rank-in-round", "1:3"]);
+    let died = mpirun(2, &killed);
+    assert!(
+        !died.status.success(),
+        "the job should end: {}",
+        text(&died)
+    );
+    // Rank 0 kept the rounds it described, in its own folder.
+    let saved: usize = std::fs::read_dir(born.join("nodes/0"))
+        .expect("rank 0's folder")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_dir())
+        .flat_map(|p| std::fs::read_dir(p).expect("partitions"))
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.to_string_lossy().contains(".kept-"))
+        .map(|p| std::fs::read_dir(p).expect("kept").count())
+        .sum();
+    assert!(saved >= 3, "{saved} files of saved rounds");
+    mpi_ok(2, &run);
+    vocab(&["run", s(&quickstart), "--work", s(&single)]);
+    let vocabularies = |work: &Path| -> Vec<Vec<u8>> {
+        let mut all: Vec<(String, Vec<u8>)> = std::fs::read_dir(work.join("kmeans"))
+            .expect("kmeans folder")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.join("vocabulary.bin").is_file())
+            .map(|p| {
+                let name = p.file_name().expect("name").to_string_lossy().into_owned();
+                (
+                    name.split('-').next().unwrap_or_default().to_string(),
+                    std::fs::read(p.join("vocabulary.bin")).expect("read"),
+                )
+            })
+            .collect();
+        all.sort();
+        all.into_iter().map(|(_, v)| v).collect()
+    };
+    assert_eq!(vocabularies(&born).len(), 3);
+    assert!(
+        vocabularies(&born) == vocabularies(&single),
+        "the resumed run differs"
+    );
+}
+
+#[test]
 fn bad_mpi_settings_are_refused_naming_them() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (parts, _) = setup(tmp.path(), &KMEANS);

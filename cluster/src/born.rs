@@ -245,6 +245,26 @@ fn flatten(work: &Work, shard: (u64, u64), want: u64) -> Result<Vec<u8>, String>
     Ok(out)
 }
 
+/// Removes the rounds members saved while they kept them (the cut is done): this member's, and
+/// any the job's earlier teams left in its folder (other ranks of the same node).
+fn forget_rounds(work: Option<&Work>) {
+    let Some(journal) = work.and_then(|w| w.journal.as_ref()) else {
+        return;
+    };
+    let dir = journal.dir();
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+    // `.kept-<digest>-<rank>@<node>`: every folder of the same digest goes.
+    let prefix = name.as_deref().and_then(|n| n.get(..".kept-".len() + 9));
+    if let (Some(prefix), Some(parent)) = (prefix, dir.parent()) {
+        for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(prefix) {
+                // Left behind, they only take room: a later job has another digest.
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+}
+
 /// Writes partition `index` into `dir` from its pieces' bytes, in order.
 fn write_part(
     dir: &Path,
@@ -411,9 +431,13 @@ pub(crate) fn serve(
     let error = match verdict.manifest {
         Some(m) if !verdict.stop => {
             let folder = my_dir(&cut.dir, transport);
-            write_manifest(Path::new(&folder), &m)
+            let error = write_manifest(Path::new(&folder), &m)
                 .err()
-                .map(|e| vocab_pipeline::chain(&e))
+                .map(|e| vocab_pipeline::chain(&e));
+            if error.is_none() {
+                forget_rounds(work.map(|w| &**w));
+            }
+            error
         }
         _ => None,
     };
@@ -536,6 +560,7 @@ pub(crate) fn root(
     if let (_, Some(e)) = answers(hosts, pieces)? {
         return Err(e);
     }
+    forget_rounds(own);
     let bytes = (ready.plan.iter())
         .flat_map(|p| p.pieces.iter().filter(move |q| q.rank != p.owner))
         .map(|q| q.count * RECORD as u64)

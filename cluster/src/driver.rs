@@ -626,8 +626,9 @@ pub struct PhotoDriver {
     collection: Collection,
     stage: PhotoStage,
     vocabulary: Option<Centroids>,
-    /// Features whose patches the workers keep ([`PhotoDriver::born`]).
-    keep: bool,
+    /// Features whose patches the workers keep ([`PhotoDriver::born`]), with the partition
+    /// folder under which they also save their kept rounds.
+    keep: Option<Option<String>>,
     root: Option<PhotoRoot<'static>>,
     /// Time per member over every team so far, by name.
     times: BTreeMap<String, MemberTime>,
@@ -651,7 +652,7 @@ fn start_photos(
     collection: &Collection,
     stage: &PhotoStage,
     vocabulary: Option<&Centroids>,
-    keep: bool,
+    keep: Option<Option<&str>>,
 ) -> Result<PhotoRoot<'static>, Attempt> {
     let names = transport.names().to_vec();
     spmd::hello(&transport)
@@ -660,12 +661,13 @@ fn start_photos(
                 hosts: names.clone(),
             };
             match (keep, stage) {
-                (true, PhotoStage::Features(params)) => PhotoRoot::start_keeping(
+                (Some(dir), PhotoStage::Features(params)) => PhotoRoot::start_keeping(
                     Box::new(transport),
                     &members,
                     collection,
                     *params,
                     false,
+                    dir,
                 ),
                 _ => PhotoRoot::start(
                     Box::new(transport),
@@ -694,19 +696,21 @@ impl PhotoDriver {
         stage: PhotoStage,
         vocabulary: Option<Centroids>,
     ) -> Result<Self, DriverError> {
-        Self::begin(cluster, secret, collection, stage, vocabulary, false)
+        Self::begin(cluster, secret, collection, stage, vocabulary, None)
     }
 
     /// [`PhotoDriver::connect`] for a features job whose workers keep the patches they
-    /// describe and cut them into partitions where they are ([`PhotoDriver::born`]).
+    /// describe and cut them into partitions where they are ([`PhotoDriver::born`]); with
+    /// `dir`, they also save their kept rounds there ([`PhotoRoot::start_keeping`]).
     pub fn connect_keeping(
         cluster: Cluster,
         secret: Secret,
         collection: Collection,
         params: vocab_pipeline::features::FeatureParams,
+        dir: Option<String>,
     ) -> Result<Self, DriverError> {
         let stage = PhotoStage::Features(params);
-        Self::begin(cluster, secret, collection, stage, None, true)
+        Self::begin(cluster, secret, collection, stage, None, Some(dir))
     }
 
     fn begin(
@@ -715,7 +719,7 @@ impl PhotoDriver {
         collection: Collection,
         stage: PhotoStage,
         vocabulary: Option<Centroids>,
-        keep: bool,
+        keep: Option<Option<String>>,
     ) -> Result<Self, DriverError> {
         let mut driver = Self {
             crew: Crew::new(cluster, secret)?,
@@ -727,15 +731,16 @@ impl PhotoDriver {
             times: BTreeMap::new(),
             bytes: 0,
         };
-        let (c, st, v) = (
+        let (c, st, v, k) = (
             &driver.collection,
             &driver.stage,
             driver.vocabulary.as_ref(),
+            driver.keep.as_ref().map(Option::as_deref),
         );
         driver.crew.recover(
             "starting the photo job",
             &mut driver.root,
-            |t| start_photos(t, c, st, v, keep),
+            |t| start_photos(t, c, st, v, k),
             |_| Ok(()),
         )?;
         Ok(driver)
@@ -759,7 +764,7 @@ impl PhotoDriver {
             &self.collection,
             &self.stage,
             self.vocabulary.as_ref(),
-            self.keep,
+            self.keep.as_ref().map(Option::as_deref),
         );
         let done = self.crew.recover(
             "the kept features",
@@ -811,7 +816,7 @@ impl PhotoDriver {
             &self.collection,
             &self.stage,
             self.vocabulary.as_ref(),
-            self.keep,
+            self.keep.as_ref().map(Option::as_deref),
         );
         let done = self.crew.recover(
             &format!("photos {}..{}", range.start, range.end),

@@ -76,6 +76,33 @@ struct Job {
     /// the root only each photo's size and patch count.
     #[serde(default)]
     keep: bool,
+    /// With `keep`: the partition folder (as members see it, [`crate::born::member_dir`]) under
+    /// which each member also saves its kept rounds, so that a job interrupted before its cut
+    /// resumes without describing them again.
+    #[serde(default)]
+    keep_dir: Option<String>,
+}
+
+/// Where a member saves the rounds it keeps (`.kept-<job digest>-<rank>@<node>` in its partition
+/// folder).
+fn kept_journal(
+    keep_dir: Option<&str>,
+    digest: &str,
+    me: usize,
+    node: &str,
+) -> Option<std::io::Result<Journal>> {
+    let dir = keep_dir?;
+    // One per member: members may share the folder (one filesystem, no `{node}` in it).
+    let own = format!(".kept-{digest}-{me}@{}", node.replace('/', "_"));
+    let folder = Path::new(&crate::born::member_dir(dir, me, node)).join(own);
+    Some(Journal::open(&folder, digest, 0))
+}
+
+/// A kept features job's setting ([`PhotoRoot::start_keeping`]).
+#[derive(Debug, Clone)]
+struct Keep {
+    /// The partition folder under which members save their kept rounds.
+    dir: Option<String>,
 }
 
 /// A member's answer to a job.
@@ -94,6 +121,8 @@ pub(crate) struct Work {
     keep: bool,
     /// The kept results, by the first photo of their range.
     pub(crate) held: std::sync::Mutex<std::collections::BTreeMap<usize, Vec<Outcome<Described>>>>,
+    /// Where kept rounds are saved too (a job with a partition folder).
+    pub(crate) journal: Option<Journal>,
 }
 
 #[derive(Debug)]
@@ -152,11 +181,19 @@ pub(crate) fn inside(rel: &str) -> bool {
 }
 
 /// Builds a member's work from the job (and the vocabulary), or says why it cannot.
-fn open_work(job: Job, vocabulary: Vec<u8>) -> Result<Work, String> {
+/// `me` is the member's rank and node name and `digest` names the job's bytes (where a kept
+/// job's rounds are saved).
+fn open_work(
+    job: Job,
+    vocabulary: Vec<u8>,
+    me: (usize, &str),
+    digest: &str,
+) -> Result<Work, String> {
     check_stage(&job.stage, job.k)?;
     if let Some((bad, _)) = job.photos.iter().find(|(p, _)| !inside(p)) {
         return Err(format!("photo path {bad:?} leaves the photo folder"));
     }
+    let keep_dir = job.keep_dir.clone().filter(|_| job.keep);
     let root = Path::new(&job.root);
     let collection = Collection::listed(root, job.photos).map_err(|e| vocab_pipeline::chain(&e))?;
     for &id in &job.present {
@@ -190,11 +227,15 @@ fn open_work(job: Job, vocabulary: Vec<u8>) -> Result<Work, String> {
     if job.keep && !matches!(stage, Stage::Features(_)) {
         return Err("only the features stage keeps its results at the members".into());
     }
+    let journal = kept_journal(keep_dir.as_deref(), digest, me.0, me.1)
+        .transpose()
+        .map_err(|e| format!("cannot keep rounds under {keep_dir:?}: {e}"))?;
     Ok(Work {
         collection,
         stage,
         keep: job.keep,
         held: std::sync::Mutex::default(),
+        journal,
     })
 }
 
@@ -206,8 +247,20 @@ impl Work {
         let mut piece = vec![0u8; 8];
         match &self.stage {
             Stage::Features(p) if self.keep => {
-                let start = range.start;
-                let outcomes = features::describe_range(&self.collection, p, range);
+                let (start, photos) = (range.start, range.len());
+                let total = self.collection.photos().len();
+                // A round saved by an interrupted run of the job is taken as it is.
+                let saved = (self.journal.as_ref())
+                    .and_then(|j| j.load::<Described>(start, total))
+                    .filter(|o| o.len() == photos);
+                let outcomes = saved.unwrap_or_else(|| {
+                    let described = features::describe_range(&self.collection, p, range);
+                    if let Some(j) = &self.journal {
+                        // Without it the round is described again if the job is interrupted.
+                        let _ = j.save(start, &described);
+                    }
+                    described
+                });
                 let sizes: Vec<Outcome<()>> = outcomes.iter().map(Outcome::sized).collect();
                 put_outcomes(&mut piece, &sizes);
                 crate::share::lock(&self.held).insert(start, outcomes);
@@ -235,6 +288,8 @@ pub(crate) fn serve_job(
 ) -> Result<Option<std::sync::Arc<Work>>, EngineError> {
     let control = Team::ranks(transport);
     let (job, vocabulary) = receive_job(&control, job_bytes, vocabulary_bytes)?;
+    let digest = format!("{:08x}", crc32fast::hash(&job));
+    let node = transport.host();
     let work = if build != BUILD {
         Err(format!("it runs {BUILD}, the root runs {build}"))
     } else {
@@ -249,7 +304,7 @@ pub(crate) fn serve_job(
                         job.k
                     ));
                 }
-                open_work(job, vocabulary)
+                open_work(job, vocabulary, (transport.rank(), &node), &digest)
             })
     };
     let (reply, work) = match work {
@@ -425,22 +480,35 @@ impl<'t> PhotoRoot<'t> {
         root_works: bool,
     ) -> Result<Self, EngineError> {
         Self::begin(
-            transport, members, collection, stage, vocabulary, root_works, false,
+            transport, members, collection, stage, vocabulary, root_works, None,
         )
     }
 
     /// Starts a features job whose members keep the patches they describe
-    /// ([`PhotoRoot::kept_rounds`], then [`PhotoRoot::cut`] makes them partitions).
+    /// ([`PhotoRoot::kept_rounds`], then [`PhotoRoot::cut`] makes them partitions). With
+    /// `dir` (the partition folder the cut will write, as members see it), members also save
+    /// each kept round there, so that the job run again after an interruption takes them back
+    /// instead of describing the photos again.
     pub fn start_keeping(
         transport: Box<dyn Transport + 't>,
         members: &Members,
         collection: &Collection,
         params: FeatureParams,
         root_works: bool,
+        dir: Option<&str>,
     ) -> Result<Self, EngineError> {
         let stage = PhotoStage::Features(params);
+        let keep = Keep {
+            dir: dir.map(str::to_string),
+        };
         Self::begin(
-            transport, members, collection, &stage, None, root_works, true,
+            transport,
+            members,
+            collection,
+            &stage,
+            None,
+            root_works,
+            Some(keep),
         )
     }
 
@@ -451,7 +519,7 @@ impl<'t> PhotoRoot<'t> {
         stage: &PhotoStage,
         vocabulary: Option<&Centroids>,
         root_works: bool,
-        keep: bool,
+        keep: Option<Keep>,
     ) -> Result<Self, EngineError> {
         let k = vocabulary.map_or(0, |v| v.k() as u64);
         let histogram = stage.histogram_len(k as usize);
@@ -461,7 +529,8 @@ impl<'t> PhotoRoot<'t> {
             present: present(collection),
             stage: stage.clone(),
             k,
-            keep,
+            keep: keep.is_some(),
+            keep_dir: keep.and_then(|k| k.dir),
         };
         let job = encode(&job);
         let mut vocabulary: Vec<u8> = vocabulary
@@ -480,9 +549,11 @@ impl<'t> PhotoRoot<'t> {
         // The root's own work (when it does photos) is checked like a member's, and its
         // answer gathered with theirs, so that every member leaves the job's collectives alike.
         let own = if root_works {
+            let digest = format!("{:08x}", crc32fast::hash(&job));
+            let me = (transport.rank(), transport.host());
             decode::<Job>(0, &job)
                 .map_err(|e| e.to_string())
-                .and_then(|job| open_work(job, vocabulary.clone()))
+                .and_then(|job| open_work(job, vocabulary.clone(), (me.0, &me.1), &digest))
                 .map(Some)
         } else {
             Ok(None)
@@ -1364,6 +1435,7 @@ mod tests {
                         &collection,
                         params,
                         root_works,
+                        Some(&dir),
                     )?;
                     let sized = job.kept_rounds(&mut |_| {})?;
                     let counts: Vec<u64> = (sized.iter())
@@ -1557,6 +1629,82 @@ mod tests {
     }
 
     #[test]
+    fn a_kept_job_run_again_takes_back_the_rounds_its_members_saved() {
+        use vocab_pipeline::partition::split;
+        use vocab_pipeline::store::Element;
+
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = photos(tmp.path());
+        let collection = Collection::open(&root, None).expect("collection");
+        let none = |_| {};
+        let local = tmp.path().join("local.bin");
+        features::extract(&collection, &feature_params(), &local, Format::Bin, &none)
+            .expect("features");
+        let want = split(&local, 3, &tmp.path().join("parts"), Element::F32).expect("split");
+        let dir = tmp.path().join("{rank}").display().to_string();
+        let hosts: Vec<String> = (0..3).map(|r| format!("node{r}")).collect();
+        // The job on a team of 3; cut or interrupted before the cut.
+        let run = |cut: bool| {
+            let team = MemoryTransport::team_on(&hosts);
+            std::thread::scope(|s| {
+                let (first, members) = team.split_first().expect("a root");
+                for m in members {
+                    s.spawn(move || serve(m, crate::spmd::Faults::default()));
+                }
+                let driven = (|| {
+                    let members = hello(first)?;
+                    let mut job = PhotoRoot::start_keeping(
+                        Box::new(first),
+                        &members,
+                        &collection,
+                        feature_params(),
+                        false,
+                        Some(&dir),
+                    )?;
+                    job.kept_rounds(&mut |_| {})?;
+                    cut.then(|| job.cut(&dir, 3, Element::F32, "kept"))
+                        .transpose()
+                })();
+                let _ = exit(first);
+                driven
+            })
+            .expect("team")
+        };
+        let kept = |rank: usize| -> Vec<PathBuf> {
+            std::fs::read_dir(tmp.path().join(rank.to_string()))
+                .map(|d| d.map(|e| e.expect("entry").path()).collect())
+                .unwrap_or_default()
+        };
+        assert!(run(false).is_none());
+        for rank in [1, 2] {
+            let saved = kept(rank);
+            assert!(
+                saved.len() == 1 && saved[0].to_string_lossy().contains(".kept-"),
+                "{saved:?}"
+            );
+        }
+        // A photo damaged since: described again it would be skipped; taken back, it is what
+        // it was, and the partitions are split's.
+        let damaged = (collection.photos().iter())
+            .map(|p| collection.path_of(p))
+            .find(|p| p.extension().is_some_and(|e| e == "png") && !p.ends_with("tiny.png"))
+            .expect("a photo");
+        std::fs::write(&damaged, b"damaged").expect("damage");
+        let born = run(true).expect("cut");
+        assert_eq!(born.manifest.digest(), want.digest());
+        // The saved rounds go once the partitions are cut.
+        for rank in [1, 2] {
+            assert!(
+                kept(rank)
+                    .iter()
+                    .all(|p| !p.to_string_lossy().contains(".kept-")),
+                "{:?}",
+                kept(rank)
+            );
+        }
+    }
+
+    #[test]
     fn a_cut_unlike_what_the_members_kept_is_refused_naming_the_member() {
         let tmp = tempfile::tempdir().expect("tmp");
         let root = photos(tmp.path());
@@ -1578,6 +1726,7 @@ mod tests {
                     &collection,
                     feature_params(),
                     false,
+                    None,
                 )?;
                 // Before the rounds there is nothing to cut.
                 let early = job.cut(&dir, 2, vocab_pipeline::store::Element::F32, "kept");
@@ -1736,8 +1885,9 @@ mod tests {
             stage: PhotoStage::Features(feature_params()),
             k: 0,
             keep: false,
+            keep_dir: None,
         };
-        let err = open_work(job, Vec::new()).expect_err("absent photos");
+        let err = open_work(job, Vec::new(), (0, "node0"), "digest").expect_err("absent photos");
         assert!(err.contains("must hold the same photos"), "{err}");
         for (stage, k, what) in [
             (
@@ -1780,8 +1930,10 @@ mod tests {
                 stage,
                 k,
                 keep: false,
+                keep_dir: None,
             };
-            let err = open_work(job, vec![0; 4 * DIMS * k as usize]).expect_err(what);
+            let err = open_work(job, vec![0; 4 * DIMS * k as usize], (0, "node0"), "digest")
+                .expect_err(what);
             assert!(err.contains(what), "{err}");
         }
         let job = Job {
@@ -1791,9 +1943,10 @@ mod tests {
             stage: PhotoStage::Features(feature_params()),
             k: 0,
             keep: false,
+            keep_dir: None,
         };
         assert!(
-            open_work(job, Vec::new())
+            open_work(job, Vec::new(), (0, "node0"), "digest")
                 .expect_err("..")
                 .contains("leaves")
         );
@@ -1804,8 +1957,9 @@ mod tests {
             stage: PhotoStage::Encode(encode_params()),
             k: 12,
             keep: true,
+            keep_dir: None,
         };
-        let err = open_work(job, vec![0; 4 * DIMS * 12]).expect_err("keep");
+        let err = open_work(job, vec![0; 4 * DIMS * 12], (0, "node0"), "digest").expect_err("keep");
         assert!(err.contains("only the features stage keeps"), "{err}");
         // On a team, a refusal names the member (the root, which does no photos, sends a
         // listing it did not check).

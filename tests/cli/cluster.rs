@@ -624,6 +624,8 @@ fn partitions_born_on_the_nodes_give_the_one_machine_run() {
         assert_eq!(sets.len(), 1, "{sets:?}");
         for e in std::fs::read_dir(&sets[0]).expect("partitions") {
             let name = e.expect("entry").file_name().to_string_lossy().into_owned();
+            // The rounds saved until the cut (the first team's too) are gone.
+            assert!(!name.starts_with(".kept-"), "{node}: {name} left");
             if name.starts_with("part-") {
                 all.insert(name);
             }
