@@ -84,9 +84,10 @@ pub struct PartitionConfig {
     pub parts: usize,
     /// Value storage: f32 or u8.
     pub element: ElementArg,
-    /// Where partitions are made when k-means runs on nodes: at the driver from the gathered
-    /// sample (a folder every node reads), or on the nodes from the patches they described.
-    #[serde(skip_serializing_if = "PartitionAt::is_driver")]
+    /// Where partitions are made when k-means runs on nodes: on the nodes from the patches they
+    /// described (the default), or at the driver from the gathered sample (a folder every node
+    /// reads at the same path).
+    #[serde(skip_serializing_if = "PartitionAt::is_nodes")]
     pub at: PartitionAt,
     /// With `at = "nodes"`: the folder, as every node sees it, under which nodes keep their
     /// partitions (default: `nodes/` in the work directory); `{node}` in it stands for the
@@ -100,16 +101,16 @@ pub struct PartitionConfig {
 #[serde(rename_all = "lowercase")]
 pub enum PartitionAt {
     /// The driver gathers the sample and splits it (the partitions in its work directory).
-    #[default]
     Driver,
     /// Each node keeps the patches it described and the nodes cut them into partitions where
     /// they are mapped; the sample never gathers at the driver (`vocab_cluster::born`).
+    #[default]
     Nodes,
 }
 
 impl PartitionAt {
-    fn is_driver(&self) -> bool {
-        *self == Self::Driver
+    fn is_nodes(&self) -> bool {
+        *self == Self::Nodes
     }
 }
 
@@ -118,7 +119,7 @@ impl Default for PartitionConfig {
         Self {
             parts: 8,
             element: ElementArg::F32,
-            at: PartitionAt::Driver,
+            at: PartitionAt::Nodes,
             folder: None,
         }
     }

@@ -11,6 +11,7 @@ use vocab_cluster::collective::Algorithm;
 use vocab_cluster::collective::BroadcastPlan;
 use vocab_cluster::driver::{Driver, Options, StepReport};
 use vocab_cluster::spmd::{Deal, Options as SpmdOptions, Root};
+use vocab_pipeline::kmeans::approx::Recall;
 use vocab_pipeline::kmeans::files::{
     RunMeta, checkpoint_dir, load_checkpoint, read_vocabulary, save_checkpoint, write_toml,
     write_vocabulary,
@@ -312,24 +313,18 @@ pub fn run(
         }
         _ => {
             kmeans::fit::<anyhow::Error>(&parts, &params, start, &mut |state| on_state(state, None))
+                .map(|state| (state, None))
         }
     };
-    let state = fitted.map_err(|e| match e.downcast::<KMeansError>() {
+    let (state, measured) = fitted.map_err(|e| match e.downcast::<KMeansError>() {
         Ok(k) => anyhow::Error::new(k).context(format!("k-means on {}", args.features.display())),
         Err(e) => e,
     })?;
     bar.finish_and_clear();
     write_vocabulary(&args.out, &state.centroids, format)?;
-    if args.assignment.approx(args.k).is_some() && parts.is_empty() {
-        writeln!(
-            out.borrow_mut(),
-            "kmeans: the recall of approximate assignment is not measured: the vectors lie at \
-             the nodes"
-        )?;
-    }
-    let recall = (args.assignment.approx(args.k))
-        .filter(|_| !parts.is_empty())
-        .map(|(lists, probes)| {
+    // Vectors at the nodes: measured there, from rows they sent (the same sample).
+    let recall = measured.or_else(|| {
+        args.assignment.approx(args.k).map(|(lists, probes)| {
             kmeans::approx::recall(
                 &parts,
                 &state.centroids,
@@ -338,7 +333,8 @@ pub fn run(
                 RECALL_SAMPLE,
                 args.seed,
             )
-        });
+        })
+    });
     if let Some(r) = recall {
         writeln!(
             out.borrow_mut(),
@@ -499,6 +495,28 @@ fn remake_of(
     Ok(Some(std::sync::Arc::new(recipes)))
 }
 
+/// The recall of approximate assignment when the vectors lie only at the nodes (from the rows
+/// of the same sample, which `rows` fetches); `None` otherwise (measured here after the run).
+fn remote_recall(
+    args: &KmeansSettings,
+    at: At<'_>,
+    state: &State,
+    rows: &mut kmeans::RowsOf<'_, anyhow::Error>,
+) -> anyhow::Result<Option<Recall>> {
+    let (At::Nodes(m), Some(approx)) = (at, args.assignment.approx(args.k)) else {
+        return Ok(None);
+    };
+    kmeans::approx::recall_by(
+        m.count as usize,
+        &state.centroids,
+        approx,
+        RECALL_SAMPLE,
+        args.seed,
+        rows,
+    )
+    .map(Some)
+}
+
 /// Partitions made again from their photos, for the summary.
 fn write_remade(out: &RefCell<&mut dyn Write>, remade: &[(u32, String)]) -> anyhow::Result<()> {
     if !remade.is_empty() {
@@ -557,7 +575,7 @@ fn run_mpi(
     mpi: &Mpi<'_>,
     out: &RefCell<&mut dyn Write>,
     on_state: &mut dyn FnMut(&State, Option<&StepReport>) -> anyhow::Result<()>,
-) -> anyhow::Result<State> {
+) -> anyhow::Result<(State, Option<Recall>)> {
     let dir = members_dir(args)?;
     let racks = mpi.racks.clone();
     // The chain as `rank@host`, with the host's rack where the map names one.
@@ -616,6 +634,13 @@ fn run_mpi(
     let labels = vocab_cluster::spmd::labels(&mpi.members.hosts);
     let done = root.fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)));
     write_remade(out, root.remade())?;
+    let done = done.and_then(|state| {
+        let recall = remote_recall(args, at, &state, &mut |picks| {
+            root.rows(picks)
+                .context("reading the recall sample from the MPI ranks")
+        })?;
+        Ok((state, recall))
+    });
     if let (Some(c), Some(path)) = (root.calibration(), links_file(args)) {
         save_links(&path, c, &labels);
     }
@@ -689,7 +714,7 @@ fn run_cluster(
     start: Option<State>,
     out: &RefCell<&mut dyn Write>,
     on_state: &mut dyn FnMut(&State, Option<&StepReport>) -> anyhow::Result<()>,
-) -> anyhow::Result<State> {
+) -> anyhow::Result<(State, Option<Recall>)> {
     let logs = vocab_pipeline::features::manifest_path(&args.out, "workers");
     let (cluster_path, _local) = crate::cluster_cmd::workers_of(&args.engine, &logs)?;
     if _local.is_some() {
@@ -743,6 +768,14 @@ fn run_cluster(
     )?;
     let done = driver.fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)));
     write_remade(out, driver.remade())?;
+    let done = done.and_then(|state| {
+        let recall = remote_recall(args, at, &state, &mut |picks| {
+            driver
+                .rows(picks)
+                .context("reading the recall sample from the workers")
+        })?;
+        Ok((state, recall))
+    });
     if let (Some((c, names)), Some(path)) = (driver.calibration(), links_file(args)) {
         save_links(&path, c, &names);
     }

@@ -214,7 +214,11 @@ fn vocab_run_under_mpi_builds_the_single_process_vocabularies() {
     // The rack map as a config key: this host's ranks are in rack r7.
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
     let config = tmp.path().join("quickstart-racks.toml");
-    let text = std::fs::read_to_string(&quickstart).expect("config");
+    // The partitions made at the driver from the gathered sample (the other mode, partitions
+    // born on the ranks, is the next test's).
+    let text = std::fs::read_to_string(&quickstart)
+        .expect("config")
+        .replace("parts = 8", "parts = 8\nat = \"driver\"");
     std::fs::write(
         &config,
         format!("{text}\n[kmeans.racks]\n\"{}\" = \"r7\"\n", host.trim()),
@@ -226,7 +230,7 @@ fn vocab_run_under_mpi_builds_the_single_process_vocabularies() {
         &["run", s(&config), "--work", s(&mpi), "--engine", "mpi"],
     );
     assert!(stdout.contains("(r7)"), "{stdout}");
-    vocab(&["run", s(&quickstart), "--work", s(&single)]);
+    vocab(&["run", s(&config), "--work", s(&single)]);
     // The features and encode stages ran sharded over the ranks.
     assert!(stdout.contains("on MPI ranks (2 nodes): 0@"), "{stdout}");
     // Files of the steps of `stage`, by step.
@@ -397,7 +401,15 @@ fn bad_mpi_settings_are_refused_naming_them() {
 #[test]
 fn an_mpi_run_that_loses_a_rank_in_a_photo_stage_resumes_from_its_saved_rounds() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
+    // The sample gathered at the driver, which saves the rounds it gets.
+    let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
+    let config = tmp.path().join("gathered.toml");
+    let quick = std::fs::read_to_string(&quickstart).expect("config");
+    std::fs::write(
+        &config,
+        quick.replace("parts = 8", "parts = 8\nat = \"driver\""),
+    )
+    .expect("write");
     let (mpi, single) = (tmp.path().join("mpi"), tmp.path().join("single"));
     let run = ["run", s(&config), "--work", s(&mpi), "--engine", "mpi"];
     let mut killed = run.to_vec();

@@ -322,6 +322,7 @@ fn sharded_photo_stages_write_the_one_machine_files_and_survive_a_killed_worker(
             &path,
             format!(
                 "[dataset]\npath = {:?}\nlabels = {:?}\n[features]\nper_image = 9\n\
+                 [partition]\nat = \"driver\"\n\
                  [kmeans]\nk = [6]\niterations = 3\ntol = 0\nnodes = {nodes}\n\
                  [encode]\nstride = 16\nkernel = \"int8\"\n\
                  [classify]\nattributes = [\"elevation\"]\ncv = 2\n",

@@ -146,37 +146,36 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
         plan.contains("memory per node at k = 128: vectors ") && plan.contains(", sums "),
         "{plan}"
     );
-    // The photo stages run on the nodes too: what they bring to the driver.
+    // The photo stages run on the nodes too: what they bring to the driver. The sample stays
+    // there as partitions (the default); gathered at the driver, it is counted.
     assert!(
-        plan.contains("the sample comes to the driver: ")
+        plan.contains("kept there as partitions; at most ")
+            && !plan.contains("the sample comes to the driver")
             && plan.contains("histograms come to the driver: ")
             && plan.contains(" at k = 128"),
         "{plan}"
     );
-    // Partitions born on the nodes: the sample stays there; a bad place is named.
-    let born = dir.path().join("born.toml");
+    let gathered = dir.path().join("gathered.toml");
     let text = std::fs::read_to_string(&config).expect("read");
     std::fs::write(
-        &born,
-        text.replace("parts = 8", "parts = 8\nat = \"nodes\""),
+        &gathered,
+        text.replace("parts = 8", "parts = 8\nat = \"driver\""),
     )
     .expect("write");
-    let plan = ok(&["run", s(&born), "--plan"]);
+    let plan = ok(&["run", s(&gathered), "--plan"]);
     assert!(
-        plan.contains("kept there as partitions; at most ")
-            && !plan.contains("the sample comes to the driver"),
+        plan.contains("the sample comes to the driver: ")
+            && !plan.contains("kept there as partitions"),
         "{plan}"
     );
+    // A place that is neither is named.
     std::fs::write(
-        &born,
+        &gathered,
         text.replace("parts = 8", "parts = 8\nat = \"elsewhere\""),
     )
     .expect("write");
-    let err = fails(&["run", s(&born), "--plan"]);
-    assert!(
-        err.contains("[partition]") || err.contains("elsewhere"),
-        "{err}"
-    );
+    let err = fails(&["run", s(&gathered), "--plan"]);
+    assert!(err.contains("elsewhere") && err.contains("nodes"), "{err}");
 }
 
 #[test]

@@ -353,15 +353,43 @@ pub fn recall(
     seed: u64,
 ) -> Recall {
     let n: usize = parts.iter().map(Matrix::rows).sum();
+    let local = recall_by::<std::convert::Infallible>(
+        n,
+        centroids,
+        (lists, probes),
+        sample,
+        seed,
+        &mut |picks| {
+            Ok(picks
+                .iter()
+                .flat_map(|&p| super::global_row(parts, p))
+                .copied()
+                .collect())
+        },
+    );
+    match local {
+        Ok(r) => r,
+        Err(never) => match never {},
+    }
+}
+
+/// [`recall`] over `n` vectors that lie elsewhere: `rows` returns the rows of the global
+/// indices it is given, in that order (a cluster driver asks the nodes holding them); the same
+/// indices are sampled, so the figures are the same.
+pub fn recall_by<E>(
+    n: usize,
+    centroids: &Centroids,
+    (lists, probes): (usize, usize),
+    sample: usize,
+    seed: u64,
+    rows: &mut super::RowsOf<'_, E>,
+) -> Result<Recall, E> {
     let d = centroids.dims();
     let m = sample.min(n);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut picks = index::sample(&mut rng, n, m).into_vec();
     picks.sort_unstable();
-    let mut rows = Vec::with_capacity(m * d);
-    for &p in &picks {
-        rows.extend_from_slice(super::global_row(parts, p));
-    }
+    let rows = rows(&picks)?;
     let x = Matrix::dense(&rows, d);
     let (exact_labels, exact_dist) = nearest_in_chunks(x, centroids);
     let index = Index::new(centroids, lists);
@@ -387,12 +415,12 @@ pub fn recall(
             exact += 1;
         }
     }
-    Recall {
+    Ok(Recall {
         sample: m,
         exact,
         approx_inertia: dist.iter().map(|&v| f64::from(v)).sum(),
         exact_inertia: exact_dist.iter().map(|&v| f64::from(v)).sum(),
-    }
+    })
 }
 
 #[cfg(test)]
