@@ -117,6 +117,26 @@ fn mpi_kmeans<'a>(parts: &'a Path, out: &'a Path) -> Vec<&'a str> {
     args
 }
 
+/// The vocabularies of a `vocab run` work folder, by size (`k8`, ...; the step keys differ
+/// between the modes of partitioning).
+fn vocabularies(work: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut all: Vec<(String, Vec<u8>)> = std::fs::read_dir(work.join("kmeans"))
+        .expect("kmeans folder")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.join("vocabulary.bin").is_file())
+        .map(|p| {
+            let name = p.file_name().expect("name").to_string_lossy().into_owned();
+            let label = name.split('-').next().unwrap_or_default().to_string();
+            (
+                label,
+                std::fs::read(p.join("vocabulary.bin")).expect("read"),
+            )
+        })
+        .collect();
+    all.sort();
+    all
+}
+
 #[test]
 fn mpi_ranks_give_the_single_process_vocabulary_bit_for_bit() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -292,23 +312,6 @@ fn vocab_run_under_mpi_with_partitions_born_on_the_ranks_builds_the_same_vocabul
     );
     vocab(&["run", s(&quickstart), "--work", s(&single)]);
     // Vocabularies by size (the step keys differ: the features step holds the partitioning).
-    let vocabularies = |work: &Path| -> Vec<(String, Vec<u8>)> {
-        let mut all: Vec<(String, Vec<u8>)> = std::fs::read_dir(work.join("kmeans"))
-            .expect("kmeans folder")
-            .map(|e| e.expect("entry").path())
-            .filter(|p| p.join("vocabulary.bin").is_file())
-            .map(|p| {
-                let name = p.file_name().expect("name").to_string_lossy().into_owned();
-                let label = name.split('-').next().unwrap_or_default().to_string();
-                (
-                    label,
-                    std::fs::read(p.join("vocabulary.bin")).expect("read"),
-                )
-            })
-            .collect();
-        all.sort();
-        all
-    };
     let (a, b) = (vocabularies(&born), vocabularies(&single));
     assert_eq!(a.len(), 3);
     assert!(
@@ -354,22 +357,6 @@ fn an_mpi_run_with_partitions_born_on_the_ranks_resumes_from_the_rounds_they_sav
     assert!(saved >= 3, "{saved} files of saved rounds");
     mpi_ok(2, &run);
     vocab(&["run", s(&quickstart), "--work", s(&single)]);
-    let vocabularies = |work: &Path| -> Vec<Vec<u8>> {
-        let mut all: Vec<(String, Vec<u8>)> = std::fs::read_dir(work.join("kmeans"))
-            .expect("kmeans folder")
-            .map(|e| e.expect("entry").path())
-            .filter(|p| p.join("vocabulary.bin").is_file())
-            .map(|p| {
-                let name = p.file_name().expect("name").to_string_lossy().into_owned();
-                (
-                    name.split('-').next().unwrap_or_default().to_string(),
-                    std::fs::read(p.join("vocabulary.bin")).expect("read"),
-                )
-            })
-            .collect();
-        all.sort();
-        all.into_iter().map(|(_, v)| v).collect()
-    };
     assert_eq!(vocabularies(&born).len(), 3);
     assert!(
         vocabularies(&born) == vocabularies(&single),

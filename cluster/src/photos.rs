@@ -1358,6 +1358,28 @@ mod tests {
         .collect()
     }
 
+    /// Runs `drive` at the root of an in-memory team of `size` (members `node0`..) while the
+    /// others serve; members must serve to the end (told to exit afterwards).
+    fn on_team<R>(
+        size: usize,
+        drive: impl FnOnce(&MemoryTransport, &Members) -> Result<R, EngineError>,
+    ) -> Result<R, EngineError> {
+        let hosts: Vec<String> = (0..size).map(|r| format!("node{r}")).collect();
+        let team = MemoryTransport::team_on(&hosts);
+        std::thread::scope(|s| {
+            let (first, members) = team.split_first().expect("a root");
+            let served: Vec<_> = (members.iter())
+                .map(|m| s.spawn(move || serve(m, crate::spmd::Faults::default())))
+                .collect();
+            let driven = hello(first).and_then(|members| drive(first, &members));
+            let _ = exit(first);
+            for m in served {
+                m.join().expect("member").expect("served to the end");
+            }
+            driven
+        })
+    }
+
     /// The files of a partition folder, by name.
     fn folder(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
         std::fs::read_dir(dir)
@@ -1421,14 +1443,8 @@ mod tests {
             let dir = base.join("{rank}").display().to_string();
             let out = base.join("kept.bin");
             let hosts: Vec<String> = (0..size).map(|r| format!("node{r}")).collect();
-            let team = MemoryTransport::team_on(&hosts);
-            let (born, state) = std::thread::scope(|s| {
-                let (first, members) = team.split_first().expect("a root");
-                for m in members {
-                    s.spawn(move || serve(m, crate::spmd::Faults::default()));
-                }
-                let driven = (|| {
-                    let members = hello(first)?;
+            let (born, state) = on_team(size, |first, members| {
+                {
                     let mut job = PhotoRoot::start_keeping(
                         Box::new(first),
                         &members,
@@ -1569,9 +1585,7 @@ mod tests {
                             .expect("restore");
                     }
                     Ok::<_, EngineError>((born, state))
-                })();
-                let _ = exit(first);
-                driven
+                }
             })
             .expect(&what);
             // The manifests of the features stage are the single machine's.
@@ -1642,31 +1656,20 @@ mod tests {
             .expect("features");
         let want = split(&local, 3, &tmp.path().join("parts"), Element::F32).expect("split");
         let dir = tmp.path().join("{rank}").display().to_string();
-        let hosts: Vec<String> = (0..3).map(|r| format!("node{r}")).collect();
         // The job on a team of 3; cut or interrupted before the cut.
         let run = |cut: bool| {
-            let team = MemoryTransport::team_on(&hosts);
-            std::thread::scope(|s| {
-                let (first, members) = team.split_first().expect("a root");
-                for m in members {
-                    s.spawn(move || serve(m, crate::spmd::Faults::default()));
-                }
-                let driven = (|| {
-                    let members = hello(first)?;
-                    let mut job = PhotoRoot::start_keeping(
-                        Box::new(first),
-                        &members,
-                        &collection,
-                        feature_params(),
-                        false,
-                        Some(&dir),
-                    )?;
-                    job.kept_rounds(&mut |_| {})?;
-                    cut.then(|| job.cut(&dir, 3, Element::F32, "kept"))
-                        .transpose()
-                })();
-                let _ = exit(first);
-                driven
+            on_team(3, |first, members| {
+                let mut job = PhotoRoot::start_keeping(
+                    Box::new(first),
+                    members,
+                    &collection,
+                    feature_params(),
+                    false,
+                    Some(&dir),
+                )?;
+                job.kept_rounds(&mut |_| {})?;
+                cut.then(|| job.cut(&dir, 3, Element::F32, "kept"))
+                    .transpose()
             })
             .expect("team")
         };
@@ -1710,41 +1713,27 @@ mod tests {
         let root = photos(tmp.path());
         let collection = Collection::open(&root, None).expect("collection");
         let dir = tmp.path().join("{rank}").display().to_string();
-        let hosts: Vec<String> = (0..3).map(|r| format!("node{r}")).collect();
-        let team = MemoryTransport::team_on(&hosts);
-        let refused = std::thread::scope(|s| {
-            let (first, members) = team.split_first().expect("a root");
-            // Members answer the refused cut and go on serving until told to exit.
-            let served: Vec<_> = (members.iter())
-                .map(|m| s.spawn(move || serve(m, crate::spmd::Faults::default())))
-                .collect();
-            let driven = (|| {
-                let members = hello(first)?;
-                let mut job = PhotoRoot::start_keeping(
-                    Box::new(first),
-                    &members,
-                    &collection,
-                    feature_params(),
-                    false,
-                    None,
-                )?;
-                // Before the rounds there is nothing to cut.
-                let early = job.cut(&dir, 2, vocab_pipeline::store::Element::F32, "kept");
-                assert!(matches!(early, Err(EngineError::NotLoaded(0))), "{early:?}");
-                job.kept_rounds(&mut |_| {})?;
-                if let Some(kept) = job.kept.as_mut() {
-                    kept.records[2] += 1;
-                }
-                let refused = job
-                    .cut(&dir, 2, vocab_pipeline::store::Element::F32, "kept")
-                    .expect_err("records unlike the kept ones");
-                Ok::<_, EngineError>(refused)
-            })();
-            let _ = exit(first);
-            for m in served {
-                m.join().expect("member").expect("served to the end");
+        // Members answer the refused cut and go on serving until told to exit.
+        let refused = on_team(3, |first, members| {
+            let mut job = PhotoRoot::start_keeping(
+                Box::new(first),
+                members,
+                &collection,
+                feature_params(),
+                false,
+                None,
+            )?;
+            // Before the rounds there is nothing to cut.
+            let early = job.cut(&dir, 2, vocab_pipeline::store::Element::F32, "kept");
+            assert!(matches!(early, Err(EngineError::NotLoaded(0))), "{early:?}");
+            job.kept_rounds(&mut |_| {})?;
+            if let Some(kept) = job.kept.as_mut() {
+                kept.records[2] += 1;
             }
-            driven
+            let refused = job
+                .cut(&dir, 2, vocab_pipeline::store::Element::F32, "kept")
+                .expect_err("records unlike the kept ones");
+            Ok(refused)
         })
         .expect("team");
         let text = refused.to_string() + &vocab_pipeline::chain(&refused);
