@@ -1447,7 +1447,7 @@ mod tests {
                 {
                     let mut job = PhotoRoot::start_keeping(
                         Box::new(first),
-                        &members,
+                        members,
                         &collection,
                         params,
                         root_works,
@@ -1492,7 +1492,7 @@ mod tests {
                     };
                     let engine_options = options.clone();
                     let mut engine =
-                        Root::start(Box::new(first), &members, options, born.manifest.clone(), 9)?;
+                        Root::start(Box::new(first), members, options, born.manifest.clone(), 9)?;
                     // The first centroids from rows the members send: the single machine's.
                     let (n, dims) = engine.shape();
                     let seeded = kmeans::initial_centroids_by::<EngineError>(
@@ -1519,7 +1519,7 @@ mod tests {
                         };
                         let err = Root::start(
                             Box::new(first),
-                            &members,
+                            members,
                             options,
                             born.manifest.clone(),
                             10,
@@ -1548,7 +1548,7 @@ mod tests {
                         };
                         let mut again = Root::start(
                             Box::new(first),
-                            &members,
+                            members,
                             options,
                             born.manifest.clone(),
                             11,
