@@ -168,18 +168,33 @@ fn sharded<T: Value>(
     let mut source = Journaled::new(rounds, journal, n);
     let summary = write(&mut source)?;
     let resumed = source.resumed;
-    let what = match local {
-        Some(_) => format!("loopback workers, logs in {}", logs.display()),
-        None => format!("the workers of {}", path.display()),
+    Ok((
+        summary,
+        tcp_spread(&driver, local.is_some(), &logs, &path, resumed),
+    ))
+}
+
+/// How a photo stage spread over the workers of `cluster` (loopback workers logging to `logs`
+/// when `loopback`).
+fn tcp_spread(
+    driver: &PhotoDriver,
+    loopback: bool,
+    logs: &Path,
+    cluster: &Path,
+    resumed: usize,
+) -> Spread {
+    let what = if loopback {
+        format!("loopback workers, logs in {}", logs.display())
+    } else {
+        format!("the workers of {}", cluster.display())
     };
-    let spread = Spread {
+    Spread {
         what,
         times: driver.times(),
         bytes: driver.bytes(),
         dropped: driver.dropped().to_vec(),
         resumed,
-    };
-    Ok((summary, spread))
+    }
 }
 
 /// How a photo stage spread over the MPI ranks (members named `rank@host`).
@@ -214,8 +229,7 @@ pub struct Born {
 /// every node describes one contiguous shard of `collection` and keeps its patches, the driver
 /// writes the image and skip manifests of `out` (no feature file), then the nodes cut their
 /// patches into `born.parts` partitions in `born.dir` (only records across shard boundaries
-/// travel). Returns the summary, how it spread, the partitions' manifest and their recipes (how
-/// each is made again from its photos where no node holds it any more).
+/// travel). Returns the summary, how it spread, and where the partitions are.
 pub fn born(
     on: On<'_>,
     collection: &Collection,
@@ -223,12 +237,7 @@ pub fn born(
     out: &Path,
     born: &Born,
     progress: &(dyn Fn(vocab_pipeline::features::Progress) + Sync),
-) -> anyhow::Result<(
-    FeatureSummary,
-    Spread,
-    vocab_pipeline::partition::Manifest,
-    vocab_cluster::born::Recipes,
-)> {
+) -> anyhow::Result<(FeatureSummary, Spread, Placed)> {
     use vocab_pipeline::features::{Given, Progress, manifests_from};
     let dir = born.dir.display().to_string();
     let source = out.display().to_string();
@@ -273,35 +282,24 @@ pub fn born(
         let (sized, placed) = driver
             .born(&dir, born.parts, born.element, &source, &mut told)
             .with_context(|| format!("the features stage on the cluster of {}", path.display()))?;
-        let what = match local {
-            Some(_) => format!("loopback workers, logs in {}", logs.display()),
-            None => format!("the workers of {}", path.display()),
-        };
-        let spread = Spread {
-            what,
-            times: driver.times(),
-            bytes: driver.bytes(),
-            dropped: driver.dropped().to_vec(),
-            resumed: 0,
-        };
+        let spread = tcp_spread(&driver, local.is_some(), &logs, &path, 0);
         (sized, placed, spread)
     };
-    let counts: Vec<u64> = (sized.iter())
-        .map(|o| match o {
-            vocab_pipeline::features::Outcome::Done { patches, .. } => *patches as u64,
-            vocab_pipeline::features::Outcome::Skipped(_) => 0,
-        })
-        .collect();
-    let sizes: Vec<u64> = placed.manifest.partitions.iter().map(|p| p.count).collect();
-    let recipes = vocab_cluster::born::Recipes {
-        root: collection.root().display().to_string(),
-        params,
-        listing: collection.listing(),
-        element: born.element.name().to_string(),
-        recipes: vocab_cluster::born::recipes(&counts, &sizes),
-    };
+    let recipes = vocab_cluster::born::Recipes::of(collection, params, &sized, &placed.manifest);
     let summary = manifests_from(collection, out, &mut Given(Some(sized)), progress)?;
-    Ok((summary, spread, placed.manifest, recipes))
+    let placed = Placed {
+        manifest: placed.manifest,
+        recipes,
+    };
+    Ok((summary, spread, placed))
+}
+
+/// Partitions born on the nodes: their manifest and how each is made again from its photos.
+pub struct Placed {
+    /// The manifest (each node keeps a copy beside its partitions).
+    pub manifest: vocab_pipeline::partition::Manifest,
+    /// The recipes.
+    pub recipes: vocab_cluster::born::Recipes,
 }
 
 /// The digest of everything a photo job's results depend on: the stage's settings, the photos

@@ -68,14 +68,6 @@ pub fn features(
     Ok(features_into(settings, None, ui, on, out)?.0)
 }
 
-/// Partitions born on the nodes: their manifest and how each is made again from its photos.
-pub struct Placed {
-    /// The manifest (each node keeps a copy beside its partitions).
-    pub manifest: vocab_pipeline::partition::Manifest,
-    /// The recipes.
-    pub recipes: vocab_cluster::born::Recipes,
-}
-
 /// [`features`], with the partitions born on the nodes when `born` says where and `on` is
 /// distributed (no feature file then: the nodes keep their patches as partitions in
 /// `born.dir`; the manifest is returned).
@@ -85,7 +77,7 @@ pub fn features_into(
     ui: &Ui,
     on: On<'_>,
     out: &mut dyn Write,
-) -> anyhow::Result<(FeatureSummary, Option<Placed>)> {
+) -> anyhow::Result<(FeatureSummary, Option<crate::sharded::Placed>)> {
     let started = Instant::now();
     let collection = open_collection(&settings.input, settings.labels.as_deref(), on)?;
     let bar = ui.bar(collection.photos().len() as u64, "features");
@@ -100,14 +92,11 @@ pub fn features_into(
     };
     let (file, format) = (&settings.out, settings.format);
     let born = born.filter(|_| on.engine.distributed());
-    let mut manifest = None;
+    let mut placed = None;
     let (summary, spread) = if let Some(born) = born {
-        let (summary, spread, born_manifest, recipes) =
+        let (summary, spread, at) =
             crate::sharded::born(on, &collection, settings.params, file, born, &progress)?;
-        manifest = Some(Placed {
-            manifest: born_manifest,
-            recipes,
-        });
+        placed = Some(at);
         (summary, Some(spread))
     } else if on.engine.distributed() {
         let (summary, spread) = crate::sharded::run(
@@ -137,8 +126,8 @@ pub fn features_into(
         summary.patches as f64 / secs,
         summary.pixels as f64 / secs / 1e6,
     )?;
-    match (&manifest, born) {
-        (Some(Placed { manifest: m, .. }), Some(born)) => writeln!(
+    match (&placed, born) {
+        (Some(crate::sharded::Placed { manifest: m, .. }), Some(born)) => writeln!(
             out,
             "  kept at the nodes as {} partitions in {} ({DESCRIPTOR_NAME}, {}; the sample was \
              not gathered here)",
@@ -166,7 +155,7 @@ pub fn features_into(
         spread.write(out)?;
     }
     skipped_line(out, summary.skipped, &settings.out)?;
-    Ok((summary, manifest))
+    Ok((summary, placed))
 }
 
 /// The line naming the skipped photos' manifest, when there are any.

@@ -711,6 +711,25 @@ pub(crate) struct Remake {
 }
 
 impl Recipes {
+    /// The recipes of the partitions of `manifest` cut from the photos of `collection`
+    /// described with `params` (`sized`: each photo's outcome, in picture-id order).
+    pub fn of(
+        collection: &vocab_pipeline::image_io::Collection,
+        params: vocab_pipeline::features::FeatureParams,
+        sized: &[Outcome<()>],
+        manifest: &Manifest,
+    ) -> Self {
+        let counts: Vec<u64> = sized.iter().map(|o| o.patches() as u64).collect();
+        let sizes: Vec<u64> = manifest.partitions.iter().map(|p| p.count).collect();
+        Self {
+            root: collection.root().display().to_string(),
+            params,
+            listing: collection.listing(),
+            element: manifest.element.clone(),
+            recipes: recipes(&counts, &sizes),
+        }
+    }
+
     /// The remake of partitions `which` at ranks (`(rank, index)`), or why it cannot be.
     pub(crate) fn remake(
         &self,

@@ -753,10 +753,8 @@ impl<'t> PhotoRoot<'t> {
         let records = (shards.iter())
             .map(|&(s, e)| {
                 (results[s as usize..e as usize].iter())
-                    .map(|o| match o {
-                        Some(Outcome::Done { patches, .. }) => *patches as u64,
-                        _ => 0,
-                    })
+                    .flatten()
+                    .map(|o| o.patches() as u64)
                     .sum()
             })
             .collect();
@@ -1454,12 +1452,7 @@ mod tests {
                         Some(&dir),
                     )?;
                     let sized = job.kept_rounds(&mut |_| {})?;
-                    let counts: Vec<u64> = (sized.iter())
-                        .map(|o| match o {
-                            Outcome::Done { patches, .. } => *patches as u64,
-                            Outcome::Skipped(_) => 0,
-                        })
-                        .collect();
+                    let kept_sizes = sized.clone();
                     std::fs::create_dir_all(&base).expect("mkdir");
                     features::manifests_from(
                         &collection,
@@ -1532,15 +1525,12 @@ mod tests {
                         );
                         // With its recipe, a member makes it again from the photos: split's
                         // file, and the same run.
-                        let sizes: Vec<u64> =
-                            born.manifest.partitions.iter().map(|p| p.count).collect();
-                        let recipes = crate::born::Recipes {
-                            root: collection.root().display().to_string(),
+                        let recipes = crate::born::Recipes::of(
+                            &collection,
                             params,
-                            listing: collection.listing(),
-                            element: "f32".into(),
-                            recipes: crate::born::recipes(&counts, &sizes),
-                        };
+                            &kept_sizes,
+                            &born.manifest,
+                        );
                         let options = Options {
                             deal: crate::spmd::Deal::Found,
                             remake: Some(std::sync::Arc::new(recipes)),

@@ -129,6 +129,14 @@ pub enum Outcome<T> {
 }
 
 impl<T> Outcome<T> {
+    /// Patches the photo gave (0 when skipped).
+    pub fn patches(&self) -> usize {
+        match self {
+            Self::Done { patches, .. } => *patches,
+            Self::Skipped(_) => 0,
+        }
+    }
+
     /// The outcome without its result: the photo's size and patch count, or the skip.
     pub fn sized(&self) -> Outcome<()> {
         match self {

@@ -429,12 +429,7 @@ impl PartWriter {
         values: &[f32],
     ) -> Result<(), StoreError> {
         self.writer.write(picture_id, row, col, values)?;
-        self.source.update(&picture_id.to_le_bytes());
-        self.source.update(&row.to_le_bytes());
-        self.source.update(&col.to_le_bytes());
-        for v in values {
-            self.source.update(&v.to_le_bytes());
-        }
+        crate::store::hash_record(&mut self.source, picture_id, row, col, values);
         Ok(())
     }
 

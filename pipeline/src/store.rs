@@ -215,12 +215,23 @@ impl Record {
     /// Feeds the record in binary record layout to a CRC-32 (what a binary payload CRC covers),
     /// so a text file and its binary conversion hash alike.
     pub fn hash_into(&self, crc: &mut crc32fast::Hasher) {
-        crc.update(&self.picture_id.to_le_bytes());
-        crc.update(&self.row.to_le_bytes());
-        crc.update(&self.col.to_le_bytes());
-        for v in &self.values {
-            crc.update(&v.to_le_bytes());
-        }
+        hash_record(crc, self.picture_id, self.row, self.col, &self.values);
+    }
+}
+
+/// Feeds a record in binary record layout (`f32` values) to a CRC-32 ([`Record::hash_into`]).
+pub fn hash_record(
+    crc: &mut crc32fast::Hasher,
+    picture_id: u32,
+    row: u16,
+    col: u16,
+    values: &[f32],
+) {
+    crc.update(&picture_id.to_le_bytes());
+    crc.update(&row.to_le_bytes());
+    crc.update(&col.to_le_bytes());
+    for v in values {
+        crc.update(&v.to_le_bytes());
     }
 }
 

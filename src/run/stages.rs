@@ -123,11 +123,11 @@ impl Stage for Features<'_> {
             parts: self.config.partition.parts,
             element: self.config.partition.element.into(),
         });
-        let (summary, manifest) =
+        let (summary, placed) =
             crate::stages::features_into(&settings, born.as_ref(), self.ui, self.on, out)?;
         // The driver's copy of the partitions' manifest (the nodes hold theirs beside them),
         // and how each partition is made again from its photos if no node holds it any more.
-        if let Some(placed) = manifest {
+        if let Some(placed) = placed {
             let here = tmp.join("parts");
             std::fs::create_dir_all(&here)
                 .with_context(|| format!("cannot create {}", here.display()))?;
