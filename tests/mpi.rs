@@ -117,6 +117,32 @@ fn mpi_kmeans<'a>(parts: &'a Path, out: &'a Path) -> Vec<&'a str> {
     args
 }
 
+/// `configs/quickstart.toml` with `partition` lines added to its `[partition]` section, written
+/// as `dir/name`; returns the path.
+fn quickstart_with(dir: &Path, name: &str, partition: &str) -> PathBuf {
+    let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
+    let text = std::fs::read_to_string(&quickstart).expect("config");
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        text.replace("parts = 8", &format!("parts = 8\n{partition}")),
+    )
+    .expect("write config");
+    path
+}
+
+/// Runs `run` on 2 ranks with rank 1 lost in photo round 3: the job must end.
+fn lose_rank_1_in_round_3(run: &[&str]) {
+    let mut killed = run.to_vec();
+    killed.extend_from_slice(&["--exit-rank-in-round", "1:3"]);
+    let died = mpirun(2, &killed);
+    assert!(
+        !died.status.success(),
+        "the job should end: {}",
+        text(&died)
+    );
+}
+
 /// The vocabularies of a `vocab run` work folder, by size (`k8`, ...; the step keys differ
 /// between the modes of partitioning).
 fn vocabularies(work: &Path) -> Vec<(String, Vec<u8>)> {
@@ -230,15 +256,12 @@ fn a_killed_rank_ends_the_job_and_resume_on_another_rank_count_gives_the_same_vo
 #[test]
 fn vocab_run_under_mpi_builds_the_single_process_vocabularies() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
     // The rack map as a config key: this host's ranks are in rack r7.
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
-    let config = tmp.path().join("quickstart-racks.toml");
     // The partitions made at the driver from the gathered sample (the other mode, partitions
     // born on the ranks, is the next test's).
-    let text = std::fs::read_to_string(&quickstart)
-        .expect("config")
-        .replace("parts = 8", "parts = 8\nat = \"driver\"");
+    let config = quickstart_with(tmp.path(), "quickstart-racks.toml", "at = \"driver\"");
+    let text = std::fs::read_to_string(&config).expect("config");
     std::fs::write(
         &config,
         format!("{text}\n[kmeans.racks]\n\"{}\" = \"r7\"\n", host.trim()),
@@ -293,13 +316,7 @@ fn vocab_run_under_mpi_builds_the_single_process_vocabularies() {
 fn vocab_run_under_mpi_with_partitions_born_on_the_ranks_builds_the_same_vocabularies() {
     let tmp = tempfile::tempdir().expect("tmp");
     let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
-    let text = std::fs::read_to_string(&quickstart).expect("config");
-    let config = tmp.path().join("born.toml");
-    std::fs::write(
-        &config,
-        text.replace("parts = 8", "parts = 8\nat = \"nodes\""),
-    )
-    .expect("write");
+    let config = quickstart_with(tmp.path(), "born.toml", "at = \"nodes\"");
     let (born, single) = (tmp.path().join("born"), tmp.path().join("single"));
     let stdout = mpi_ok(
         3,
@@ -324,26 +341,14 @@ fn vocab_run_under_mpi_with_partitions_born_on_the_ranks_builds_the_same_vocabul
 fn an_mpi_run_with_partitions_born_on_the_ranks_resumes_from_the_rounds_they_saved() {
     let tmp = tempfile::tempdir().expect("tmp");
     let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
-    let quick = std::fs::read_to_string(&quickstart).expect("config");
-    let config = tmp.path().join("born.toml");
-    std::fs::write(
-        &config,
-        quick.replace(
-            "parts = 8",
-            "parts = 8\nat = \"nodes\"\nfolder = \"nodes/{rank}\"",
-        ),
-    )
-    .expect("write");
+    let config = quickstart_with(
+        tmp.path(),
+        "born.toml",
+        "at = \"nodes\"\nfolder = \"nodes/{rank}\"",
+    );
     let (born, single) = (tmp.path().join("born"), tmp.path().join("single"));
     let run = ["run", s(&config), "--work", s(&born), "--engine", "mpi"];
-    let mut killed = run.to_vec();
-    killed.extend_from_slice(&["--exit-rank-in-round", "1:3"]);
-    let died = mpirun(2, &killed);
-    assert!(
-        !died.status.success(),
-        "the job should end: {}",
-        text(&died)
-    );
+    lose_rank_1_in_round_3(&run);
     // Rank 0 kept the rounds it described, in its own folder.
     let saved: usize = std::fs::read_dir(born.join("nodes/0"))
         .expect("rank 0's folder")
@@ -389,24 +394,10 @@ fn bad_mpi_settings_are_refused_naming_them() {
 fn an_mpi_run_that_loses_a_rank_in_a_photo_stage_resumes_from_its_saved_rounds() {
     let tmp = tempfile::tempdir().expect("tmp");
     // The sample gathered at the driver, which saves the rounds it gets.
-    let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/quickstart.toml");
-    let config = tmp.path().join("gathered.toml");
-    let quick = std::fs::read_to_string(&quickstart).expect("config");
-    std::fs::write(
-        &config,
-        quick.replace("parts = 8", "parts = 8\nat = \"driver\""),
-    )
-    .expect("write");
+    let config = quickstart_with(tmp.path(), "gathered.toml", "at = \"driver\"");
     let (mpi, single) = (tmp.path().join("mpi"), tmp.path().join("single"));
     let run = ["run", s(&config), "--work", s(&mpi), "--engine", "mpi"];
-    let mut killed = run.to_vec();
-    killed.extend_from_slice(&["--exit-rank-in-round", "1:3"]);
-    let died = mpirun(2, &killed);
-    assert!(
-        !died.status.success(),
-        "the job should end: {}",
-        text(&died)
-    );
+    lose_rank_1_in_round_3(&run);
     let features = mpi.join("features");
     let tmp_step = std::fs::read_dir(&features)
         .expect("features folder")
