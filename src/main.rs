@@ -51,6 +51,8 @@ fn reset_sigpipe() {
 
 fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // A bad cap is named here; the kernels would otherwise ignore it.
+    vocab_pipeline::isa::cap_from_env()?;
     if let Some(threads) = cli.threads {
         anyhow::ensure!(threads > 0, "--threads must be at least 1");
         rayon::ThreadPoolBuilder::new()

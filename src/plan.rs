@@ -134,22 +134,22 @@ pub fn check_sizes(config: &Config, engine: &Engine, training: u64) -> anyhow::R
         );
     }
     let at = nodes_of(engine)?;
-    if at.here {
-        if let Some(total) = memory_here() {
-            let tasks = rayon::current_num_threads() as u64;
-            // Loopback workers share this machine.
-            let plan = kmeans_memory(config, n, largest, at.nodes, tasks);
-            let need = at.nodes.saturating_mul(plan.total());
-            if need > total {
-                bail!(
-                    "k-means at k = {largest} needs about {} here ({}; per node {}), and this \
+    if at.here
+        && let Some(total) = memory_here()
+    {
+        let tasks = rayon::current_num_threads() as u64;
+        // Loopback workers share this machine.
+        let plan = kmeans_memory(config, n, largest, at.nodes, tasks);
+        let need = at.nodes.saturating_mul(plan.total());
+        if need > total {
+            bail!(
+                "k-means at k = {largest} needs about {} here ({}; per node {}), and this \
                      machine has {}: lower k, or run on a cluster",
-                    human(need as f64),
-                    at.name,
-                    breakdown(&plan),
-                    human(total as f64)
-                );
-            }
+                human(need as f64),
+                at.name,
+                breakdown(&plan),
+                human(total as f64)
+            );
         }
     }
     Ok(())

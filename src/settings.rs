@@ -102,14 +102,14 @@ pub fn photo_limits(
     max_side: Option<usize>,
     max_mpix: u64,
 ) -> Result<(Option<usize>, u64), Invalid> {
-    if let Some(side) = max_side {
-        if side < PATCH_SIDE {
-            return Err(Invalid::new(
-                "max_side",
-                side,
-                format!("smaller than a {PATCH_SIDE}x{PATCH_SIDE} patch"),
-            ));
-        }
+    if let Some(side) = max_side
+        && side < PATCH_SIDE
+    {
+        return Err(Invalid::new(
+            "max_side",
+            side,
+            format!("smaller than a {PATCH_SIDE}x{PATCH_SIDE} patch"),
+        ));
     }
     let pixels = max_mpix
         .checked_mul(1_000_000)

@@ -195,7 +195,7 @@ impl RangeSum {
     /// in them (chunks arrive in order; offset and length multiples of 8). After a sender's
     /// last chunk, [`RangeSum::end_sender`] checks that its pieces were whole.
     pub fn add_chunk(&mut self, offset: u64, data: &[u8]) -> Result<(), AggregateError> {
-        if offset % 8 != 0 || data.len() % 8 != 0 {
+        if !offset.is_multiple_of(8) || !data.len().is_multiple_of(8) {
             return Err(AggregateError::Misaligned {
                 offset,
                 len: data.len(),

@@ -446,11 +446,11 @@ pub fn broadcast_message(
     team: &Team<'_>,
     message: Option<&[u8]>,
 ) -> Result<Vec<u8>, CollectiveError> {
-    if message.is_none() {
-        if let Some(parent) = Tree::binomial(team.size()).parent(team.me()) {
-            team.transport
-                .wait_idle(team.order[parent], tags::BROADCAST);
-        }
+    if message.is_none()
+        && let Some(parent) = Tree::binomial(team.size()).parent(team.me())
+    {
+        team.transport
+            .wait_idle(team.order[parent], tags::BROADCAST);
     }
     let mut len = message.map_or(0, |m| m.len() as u64).to_le_bytes();
     let tree = BroadcastPlan {

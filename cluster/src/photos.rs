@@ -160,10 +160,10 @@ pub(crate) fn check_stage(stage: &PhotoStage, k: u64) -> Result<(), String> {
             if p.scales.len() > 8 {
                 return Err(format!("{} patch scales", p.scales.len()));
             }
-            if let Some(s) = p.soft {
-                if s.words == 0 || s.words as u64 > k || !s.sharpness.is_finite() {
-                    return Err(format!("soft assignment over {} words", s.words));
-                }
+            if let Some(s) = p.soft
+                && (s.words == 0 || s.words as u64 > k || !s.sharpness.is_finite())
+            {
+                return Err(format!("soft assignment over {} words", s.words));
             }
             if k == 0 || vocabulary_bytes(k).is_none_or(|b| b > MAX_CONTROL) {
                 return Err(format!("a vocabulary of {k} words"));

@@ -2250,7 +2250,10 @@ mod tests {
                     .step(state.iteration + 1, &state.centroids)
                     .expect("step");
                 let report = result.apply(&mut state, &params, started);
-                assert_eq!(report.recalibrated.is_some(), state.iteration % 2 == 0);
+                assert_eq!(
+                    report.recalibrated.is_some(),
+                    state.iteration.is_multiple_of(2)
+                );
             }
             exit(root).expect("exit");
         });

@@ -130,10 +130,10 @@ pub fn read_histograms(path: &Path) -> Result<Table, ClassifyError> {
                 .push(values.map_err(|_| bad("a value is not a number"))?);
         }
     }
-    if let Some(len) = table.rows.first().map(Vec::len) {
-        if table.rows.iter().any(|r| r.len() != len) {
-            return Err(invalid(path, "histograms of different lengths"));
-        }
+    if let Some(len) = table.rows.first().map(Vec::len)
+        && table.rows.iter().any(|r| r.len() != len)
+    {
+        return Err(invalid(path, "histograms of different lengths"));
     }
     Ok(table)
 }

@@ -520,8 +520,8 @@ struct Avx2;
 
 #[cfg(target_arch = "x86_64")]
 fn avx2_dispatch() -> Option<Avx2> {
-    (std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"))
-        .then_some(Avx2)
+    // `level` is at least AVX2 only when AVX2 and FMA were detected.
+    (crate::isa::level() >= crate::isa::Level::Avx2).then_some(Avx2)
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -603,7 +603,11 @@ mod tests {
             state ^= state << 17;
             // Integer-valued gradients (ties) and arbitrary ones, both signs.
             let v = (state >> 11) as f64 / (1u64 << 53) as f64 * 510.0 - 255.0;
-            if state % 3 == 0 { v.round() } else { v }
+            if state.is_multiple_of(3) {
+                v.round()
+            } else {
+                v
+            }
         };
         let mut deferred = 0;
         for _ in 0..200_000 {

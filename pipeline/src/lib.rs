@@ -12,6 +12,7 @@ pub mod encode;
 pub mod features;
 pub mod hog;
 pub mod image_io;
+pub mod isa;
 pub mod kernel_map;
 pub mod kmeans;
 pub mod partition;

@@ -442,6 +442,49 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
             std::fs::read_to_string(dir.path().join("int8.csv.encoding.json")).expect("enc");
         assert!(recorded.contains(r#""kernel": "int8""#), "{recorded}");
     }
+    // Every instruction-set level the machine has (VOCAB_MAX_ISA caps the kernels' choice)
+    // encodes the same bytes; a bad level is named.
+    let with_isa = |level: &str, out: &Path| {
+        let args = [
+            "encode",
+            "--vocabulary",
+            s(&vocab),
+            "--input",
+            s(&photos),
+            "--out",
+            s(out),
+            "--norm",
+            "l1",
+            "--soft",
+            "3",
+            "--kernel",
+            "int8",
+            "--quiet",
+        ];
+        std::process::Command::new(env!("CARGO_BIN_EXE_vocab"))
+            .args(args)
+            .env("VOCAB_MAX_ISA", level)
+            .output()
+            .expect("vocab runs")
+    };
+    let widest = dir.path().join("isa-widest.bin");
+    assert!(with_isa("avx512", &widest).status.success());
+    for level in ["portable", "avx2"] {
+        let out = dir.path().join(format!("isa-{level}.bin"));
+        assert!(with_isa(level, &out).status.success(), "{level}");
+        assert_eq!(
+            std::fs::read(&out).expect("capped"),
+            std::fs::read(&widest).expect("widest"),
+            "{level}"
+        );
+    }
+    let bad = with_isa("sse9", &dir.path().join("isa-bad.bin"));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        !bad.status.success() && err.contains("VOCAB_MAX_ISA=\"sse9\" is not"),
+        "{err}"
+    );
+    assert!(!dir.path().join("isa-bad.bin").exists());
     // A second scale adds the patches of the photo downscaled by 40/64 to the same histogram,
     // is recorded for classify, and a list without the base scale is refused.
     let scaled_csv = dir.path().join("scaled.csv");

@@ -31,7 +31,7 @@ impl Centroids {
     /// If `data.len()` is not a multiple of `dims` or `dims == 0`.
     pub fn new(data: Vec<f32>, dims: usize) -> Self {
         assert!(
-            dims > 0 && data.len() % dims == 0,
+            dims > 0 && data.len().is_multiple_of(dims),
             "centroid data is not k x {dims}"
         );
         let k = data.len() / dims;

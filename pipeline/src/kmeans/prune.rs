@@ -593,7 +593,7 @@ mod tests {
             check(step, dense, &labels, &dist, &centroids);
             let mut next = centroids.as_slice().to_vec();
             for (j, row) in next.chunks_exact_mut(d).enumerate() {
-                let jump = if (j + step as usize) % 8 == 0 {
+                let jump = if (j + step as usize).is_multiple_of(8) {
                     0.5
                 } else {
                     0.02

@@ -142,7 +142,7 @@ impl QuantRows {
 /// as in [`QuantRows`]).
 fn quantise_row(row: &[f32], slack: f64, codes: &mut [u8]) -> [f32; 5] {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if crate::isa::level() >= crate::isa::Level::Avx2 {
         // SAFETY: AVX2 was detected.
         return unsafe { quantise_row_avx2(row, slack, codes) };
     }
@@ -854,16 +854,29 @@ enum Isa {
     Portable,
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// `vpdpbusd` products on 512-bit registers; the scan as [`Isa::Avx2`].
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
 }
 
 impl Isa {
+    /// The widest build [`crate::isa::level`] allows.
     fn detect() -> Self {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            return Isa::Avx2;
+        Self::at(crate::isa::level())
+    }
+
+    /// The build for `level` (which the CPU must have).
+    fn at(level: crate::isa::Level) -> Self {
+        use crate::isa::Level;
+        match level {
+            Level::Portable => Isa::Portable,
+            #[cfg(target_arch = "x86_64")]
+            Level::Avx2 => Isa::Avx2,
+            #[cfg(target_arch = "x86_64")]
+            Level::Avx512 => Isa::Avx512,
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => Isa::Portable,
         }
-        Isa::Portable
     }
 
     /// `out[r * CENTROID_BLOCK + j] = q_r . p_j` for the [`MR`] rows of `x` and the [`NR`]
@@ -880,6 +893,9 @@ impl Isa {
             // and writes.
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { avx2::products(x, width, panel, out) },
+            // SAFETY: AVX-512 F/BW/VNNI were detected; the slices were checked as above.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe { avx512::products(x, width, panel, out) },
         }
     }
 
@@ -895,20 +911,23 @@ impl Isa {
         upper: Option<&mut [f32]>,
     ) -> f32 {
         assert!(
-            dots.len() % 8 == 0 && lower.len() == dots.len() && c0 + dots.len() <= cq.norm.len()
+            dots.len().is_multiple_of(8)
+                && lower.len() == dots.len()
+                && c0 + dots.len() <= cq.norm.len()
         );
         assert!(upper.as_ref().is_none_or(|u| u.len() == dots.len()));
         match self {
             Isa::Portable => bounds_portable(dots, cq, c0, row, lower, upper),
-            // SAFETY: AVX2 and FMA were detected; the lengths were checked.
+            // SAFETY: AVX2 and FMA were detected (AVX-512 implies them here); the lengths were
+            // checked.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { avx2::bounds(dots, cq, c0, row, lower, upper) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::bounds(dots, cq, c0, row, lower, upper) },
         }
     }
 
     /// Appends `(c0 + j, lower[j])` for every `lower[j] <= threshold`, in index order.
     fn candidates(self, lower: &[f32], c0: usize, threshold: f32, out: &mut Vec<(u32, f32)>) {
-        assert!(lower.len() % 8 == 0);
+        assert!(lower.len().is_multiple_of(8));
         match self {
             Isa::Portable => {
                 for (j, &l) in lower.iter().enumerate() {
@@ -919,7 +938,7 @@ impl Isa {
             }
             // SAFETY: AVX2 was detected; the length was checked.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { avx2::candidates(lower, c0, threshold, out) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::candidates(lower, c0, threshold, out) },
         }
     }
 
@@ -929,7 +948,7 @@ impl Isa {
             Isa::Portable => dist2(a, b),
             // SAFETY: AVX2 was detected.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { avx2::dist2(a, b) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::dist2(a, b) },
         }
     }
 }
@@ -1117,6 +1136,59 @@ mod avx2 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    //! The VNNI kernel: `vpdpbusd` multiplies 64 `u8 x i8` pairs and adds each four into an `i32`
+    //! lane in one instruction (no `i16` step), so one 512-bit register holds a whole panel's
+    //! [`NR`] sums. The products are the exact integers the other builds compute.
+
+    use std::arch::x86_64::*;
+
+    use super::{CENTROID_BLOCK, MR, NR};
+
+    /// As [`super::avx2::products`].
+    ///
+    /// # Safety
+    /// AVX-512 F, BW and VNNI must be available; the lengths as [`super::avx2::products`].
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn products(x: &[u8], width: usize, panel: &[u8], out: &mut [i32]) {
+        debug_assert_eq!(NR, 16);
+        // Two accumulators per row (even and odd quads) keep eight independent chains in
+        // flight: enough to cover the instruction's latency at two per cycle.
+        let mut acc = [[_mm512_setzero_si512(); 2]; MR];
+        let (x, panel) = (x.as_ptr(), panel.as_ptr());
+        let quads = width / 4;
+        // SAFETY (both loops): every quad read is below width / 4, within the checked lengths.
+        unsafe {
+            for quad in (0..quads - quads % 2).step_by(2) {
+                let p0 = _mm512_loadu_si512(panel.add(quad * 64).cast());
+                let p1 = _mm512_loadu_si512(panel.add(quad * 64 + 64).cast());
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let row = x.add(r * width + quad * 4).cast::<i32>();
+                    let a0 = _mm512_set1_epi32(row.read_unaligned());
+                    let a1 = _mm512_set1_epi32(row.add(1).read_unaligned());
+                    acc[0] = _mm512_dpbusd_epi32(acc[0], a0, p0);
+                    acc[1] = _mm512_dpbusd_epi32(acc[1], a1, p1);
+                }
+            }
+            if quads % 2 == 1 {
+                let quad = quads - 1;
+                let p = _mm512_loadu_si512(panel.add(quad * 64).cast());
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let row = x.add(r * width + quad * 4).cast::<i32>();
+                    acc[0] =
+                        _mm512_dpbusd_epi32(acc[0], _mm512_set1_epi32(row.read_unaligned()), p);
+                }
+            }
+            let out = out.as_mut_ptr();
+            for (r, acc) in acc.iter().enumerate() {
+                let sum = _mm512_add_epi32(acc[0], acc[1]);
+                _mm512_storeu_si512(out.add(r * CENTROID_BLOCK).cast(), sum);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1164,12 +1236,14 @@ mod tests {
         }
     }
 
+    /// Every build this CPU can run, whatever `VOCAB_MAX_ISA` says.
     fn kernels() -> Vec<Isa> {
-        let mut all = vec![Isa::Portable];
-        if !matches!(Isa::detect(), Isa::Portable) {
-            all.push(Isa::detect());
-        }
-        all
+        use crate::isa::{Level, detected};
+        [Level::Portable, Level::Avx2, Level::Avx512]
+            .into_iter()
+            .filter(|&level| level <= detected())
+            .map(Isa::at)
+            .collect()
     }
 
     #[test]
@@ -1382,22 +1456,28 @@ mod tests {
 
     #[test]
     fn portable_and_simd_products_agree() {
-        let width = 64;
-        let x: Vec<u8> = (0..MR * width).map(|i| (i * 37 % 128) as u8).collect();
-        let panel: Vec<u8> = (0..NR * width)
-            .map(|i| ((i * 53 % 255) as i32 - 127) as i8 as u8)
-            .collect();
-        let mut want = vec![0i32; (MR - 1) * CENTROID_BLOCK + NR];
-        products_portable(&x, width, &panel, &mut want);
-        let mut got = vec![0i32; want.len()];
-        Isa::detect().products(&x, width, &panel, &mut got);
-        assert_eq!(got, want);
-        // The extremes of the codes do not saturate the i16 pair sums.
-        let x = vec![127u8; MR * width];
-        for code in [127i8, -127] {
-            let panel = vec![code as u8; NR * width];
-            Isa::detect().products(&x, width, &panel, &mut got);
-            assert_eq!(got[0], 127 * i32::from(code) * width as i32);
+        for kernel in kernels() {
+            // Odd and even quad counts (the VNNI build pairs quads).
+            for width in [64, 60, 4] {
+                let x: Vec<u8> = (0..MR * width).map(|i| (i * 37 % 128) as u8).collect();
+                let panel: Vec<u8> = (0..NR * width)
+                    .map(|i| ((i * 53 % 255) as i32 - 127) as i8 as u8)
+                    .collect();
+                let mut want = vec![0i32; (MR - 1) * CENTROID_BLOCK + NR];
+                products_portable(&x, width, &panel, &mut want);
+                let mut got = vec![0i32; want.len()];
+                kernel.products(&x, width, &panel, &mut got);
+                assert_eq!(got, want, "{kernel:?}, width {width}");
+            }
+            // The extremes of the codes do not saturate the i16 pair sums.
+            let width = 64;
+            let mut got = vec![0i32; (MR - 1) * CENTROID_BLOCK + NR];
+            let x = vec![127u8; MR * width];
+            for code in [127i8, -127] {
+                let panel = vec![code as u8; NR * width];
+                kernel.products(&x, width, &panel, &mut got);
+                assert_eq!(got[0], 127 * i32::from(code) * width as i32, "{kernel:?}");
+            }
         }
     }
 }
