@@ -31,7 +31,9 @@
 
 use rayon::prelude::*;
 
-use super::assign::{Centroids, dist2};
+#[cfg(doc)]
+use super::assign::dist2;
+use super::assign::{Centroids, dist2_4};
 use crate::partition::Matrix;
 
 /// Highest row code.
@@ -321,12 +323,14 @@ fn block_products(
     dots: &mut [i32],
 ) {
     let width = xq.width;
-    for panel in 0..centroids.len() / NR {
-        let codes = &cq.panels[(centroids.start + panel * NR) * width..][..NR * width];
+    let (panels, step) = (centroids.len() / NR, kernel.panels_per_call());
+    for panel in (0..panels).step_by(step) {
+        let count = step.min(panels - panel);
+        let codes = &cq.panels[(centroids.start + panel * NR) * width..][..count * NR * width];
         for group in (0..rows.len()).step_by(MR) {
             let x = &xq.codes[(rows.start + group) * width..][..MR * width];
             let out = &mut dots[group * CENTROID_BLOCK + panel * NR..];
-            kernel.products(x, width, codes, out);
+            kernel.products(x, width, codes, count, out);
         }
     }
 }
@@ -515,7 +519,16 @@ pub struct QuantScratch {
     dots: Vec<i32>,
     lower: Vec<f32>,
     min_upper: Vec<f32>,
-    candidates: Vec<Vec<(u32, f32)>>,
+    candidates: Vec<Vec<Candidate>>,
+}
+
+/// A centroid that may be a row's nearest (or among its `r` nearest), with its lower bound.
+/// `repr(C)`: the AVX-512 scan stores the pair as one 64-bit lane, index first.
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+struct Candidate {
+    index: u32,
+    lower: f32,
 }
 
 /// Per-row constants of the scan.
@@ -642,13 +655,13 @@ fn scan(
                 let g = first + i;
                 let terms = rows.terms(g);
                 let dots = &dots[i * CENTROID_BLOCK..][..bn];
-                let least = kernel.bounds(dots, cq, c0, terms, &mut lower[..bn], None);
+                let least = kernel.bounds(dots, cq, c0, terms, &mut lower[..bn]);
                 min_upper[i] = min_upper[i].min(least);
                 let threshold = min_upper[i] + 4.0 * rows.slack[g];
                 let list = &mut candidates[i];
-                kernel.candidates(&lower[..bn], c0, threshold, list);
+                kernel.below(&lower[..bn], c0, threshold, list);
                 if list.len() > COMPACT_AT {
-                    list.retain(|&(_, lower)| lower <= threshold);
+                    list.retain(|c| c.lower <= threshold);
                 }
                 if let Some((runs, least)) = runs.as_mut() {
                     run_minima(runs, c0, &lower[..bn], least, r0 + i);
@@ -657,15 +670,23 @@ fn scan(
         }
         let ids = runs.as_ref().map(|(r, _)| r.ids);
         for i in 0..bm {
-            let threshold = min_upper[i] + 4.0 * rows.slack[first + i];
+            let g = first + i;
+            let threshold = min_upper[i] + 4.0 * rows.slack[g];
             let xi = x.row(r0 + i);
+            let own = super::assign::dot(xi, xi);
             let (mut best, mut label) = (f32::INFINITY, u32::MAX);
-            for &(j, lower) in &candidates[i] {
-                if lower <= threshold {
-                    let d = kernel.dist2(xi, centroids.row(j as usize));
+            // Candidates whose lower bound exceeds the best distance found (with both sides'
+            // slack) are strictly farther and skipped, as in `nearest_few_quantized`.
+            let mut stop = threshold;
+            let mut next = Pending::new(&candidates[i]);
+            while let Some((columns, count)) = next.take(stop) {
+                let found = kernel.dists(xi, centroids, &columns[..count]);
+                for (&j, &d) in columns[..count].iter().zip(&found) {
                     let id = ids.map_or(j, |ids| ids[j as usize]);
                     if d < best || (d == best && id < label) {
                         (best, label) = (d, id);
+                        let bound = d - own + 4.0 * (rows.slack[g] + cq.slack[j as usize]);
+                        stop = stop.min(bound);
                     }
                 }
             }
@@ -715,11 +736,10 @@ fn least_of(v: &[f32]) -> f32 {
 pub struct FewScratch {
     dots: Vec<i32>,
     lower: Vec<f32>,
-    upper: Vec<f32>,
     /// Per row of a block, the `r` least upper bounds seen so far, ascending.
     uppers: Vec<f32>,
     threshold: Vec<f32>,
-    candidates: Vec<Vec<(u32, f32)>>,
+    candidates: Vec<Vec<Candidate>>,
 }
 
 /// The `r` nearest centroids of each row of `x` (quantised as `xq`): row `i`'s words at
@@ -729,8 +749,9 @@ pub struct FewScratch {
 ///
 /// Exact by the same argument as [`assign_quantized`], with the `r`-th least upper bound in place
 /// of the least: the `r` true nearest have values at most that bound, so their lower bounds are
-/// too. Candidates are verified by increasing lower bound until the next one cannot beat the
-/// `r`-th distance found.
+/// too. The `r` candidates of least lower bound are verified first; every other candidate is
+/// verified only if its lower bound does not exceed the `r`-th distance found so far (with the
+/// slack of both sides' rounding): the others are strictly farther.
 ///
 /// # Panics
 /// As [`assign_quantized`], with outputs of `x.rows() * r` entries.
@@ -760,14 +781,12 @@ pub fn nearest_few_quantized(
     let FewScratch {
         dots,
         lower,
-        upper,
         uppers,
         threshold,
         candidates,
     } = scratch;
     dots.resize(ROW_BLOCK * CENTROID_BLOCK, 0);
     lower.resize(CENTROID_BLOCK, 0.0);
-    upper.resize(CENTROID_BLOCK, 0.0);
     uppers.resize(ROW_BLOCK * r, 0.0);
     threshold.resize(ROW_BLOCK, 0.0);
     candidates.resize_with(ROW_BLOCK, Vec::new);
@@ -784,26 +803,16 @@ pub fn nearest_few_quantized(
                 let g = first + i;
                 let terms = rows.terms(g);
                 let dots = &dots[i * CENTROID_BLOCK..][..bn];
-                let upper = &mut upper[..bn];
-                kernel.bounds(dots, cq, c0, terms, &mut lower[..bn], Some(upper));
-                // The r least upper bounds so far (padding's are infinite and never enter).
+                // The r least upper bounds so far (padding's are infinite and never enter),
+                // then the block's candidates under the threshold they make.
                 let least = &mut uppers[i * r..][..r];
-                for &u in upper.iter() {
-                    if u < least[r - 1] {
-                        let mut at = r - 1;
-                        while at > 0 && u < least[at - 1] {
-                            least[at] = least[at - 1];
-                            at -= 1;
-                        }
-                        least[at] = u;
-                    }
-                }
+                kernel.few_bounds(dots, cq, c0, terms, &mut lower[..bn], least);
                 threshold[i] = least[r - 1] + 4.0 * rows.slack[g];
                 let list = &mut candidates[i];
-                kernel.candidates(&lower[..bn], c0, threshold[i], list);
+                kernel.below(&lower[..bn], c0, threshold[i], list);
                 if list.len() > COMPACT_AT {
                     let t = threshold[i];
-                    list.retain(|&(_, lower)| lower <= t);
+                    list.retain(|c| c.lower <= t);
                 }
             }
         }
@@ -816,35 +825,80 @@ pub fn nearest_few_quantized(
             );
             w.fill(u32::MAX);
             d.fill(f32::INFINITY);
-            // Verify candidates by increasing lower bound, and stop once the next lower bound
-            // exceeds the r-th distance found (with the slack of both sides' rounding): every
-            // later one is then strictly farther.
             let list = &mut candidates[i];
-            list.retain(|&(j, lower)| (j as usize) < k && lower <= threshold[i]);
-            list.sort_unstable_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+            list.retain(|c| (c.index as usize) < k && c.lower <= threshold[i]);
+            // The r least lower bounds first (they are verified whatever they are), the rest in
+            // any order.
+            if list.len() > r {
+                list.select_nth_unstable_by(r - 1, |a, b| {
+                    a.lower.total_cmp(&b.lower).then(a.index.cmp(&b.index))
+                });
+            }
             let own = super::assign::dot(xi, xi);
             let mut stop = f32::INFINITY;
-            for &(j, lower) in list.iter() {
-                if lower > stop {
-                    break;
-                }
-                let dist = kernel.dist2(xi, centroids.row(j as usize));
-                // Strictly nearer than the r-th, or as near with a lower index.
-                if (dist, j) < (d[r - 1], w[r - 1]) {
-                    let mut at = r - 1;
-                    while at > 0 && (dist, j) < (d[at - 1], w[at - 1]) {
-                        d[at] = d[at - 1];
-                        w[at] = w[at - 1];
-                        at -= 1;
-                    }
-                    (d[at], w[at]) = (dist, j);
-                    if w[r - 1] != u32::MAX {
-                        let far = w[r - 1] as usize;
-                        stop = d[r - 1] - own + 4.0 * (rows.slack[g] + cq.slack[far]);
+            let mut next = Pending::new(list);
+            while let Some((columns, count)) = next.take(stop) {
+                let found = kernel.dists(xi, centroids, &columns[..count]);
+                for (&j, &dist) in columns[..count].iter().zip(&found) {
+                    // Strictly nearer than the r-th, or as near with a lower index.
+                    if (dist, j) < (d[r - 1], w[r - 1]) {
+                        let mut at = r - 1;
+                        while at > 0 && (dist, j) < (d[at - 1], w[at - 1]) {
+                            d[at] = d[at - 1];
+                            w[at] = w[at - 1];
+                            at -= 1;
+                        }
+                        (d[at], w[at]) = (dist, j);
+                        if w[r - 1] != u32::MAX {
+                            let far = w[r - 1] as usize;
+                            stop = d[r - 1] - own + 4.0 * (rows.slack[g] + cq.slack[far]);
+                        }
                     }
                 }
             }
         }
+    }
+}
+
+/// Candidates taken for direct distances up to four at a time, skipping those whose lower bound
+/// exceeds the caller's current `stop` (which only falls as distances are found).
+struct Pending<'a> {
+    list: &'a [Candidate],
+    at: usize,
+}
+
+impl<'a> Pending<'a> {
+    fn new(list: &'a [Candidate]) -> Self {
+        Self { list, at: 0 }
+    }
+
+    /// The next up to four columns with lower bounds at most `stop`, in list order, and how
+    /// many there are; `None` when the list is done.
+    fn take(&mut self, stop: f32) -> Option<([u32; 4], usize)> {
+        let (mut columns, mut count) = ([0u32; 4], 0);
+        while count < 4 && self.at < self.list.len() {
+            let c = self.list[self.at];
+            self.at += 1;
+            if c.lower <= stop {
+                columns[count] = c.index;
+                count += 1;
+            }
+        }
+        (count > 0).then_some((columns, count))
+    }
+}
+
+/// Inserts `u` into `least` (ascending) if it is below the last.
+#[inline]
+fn insert_least(least: &mut [f32], u: f32) {
+    let last = least.len() - 1;
+    if u < least[last] {
+        let mut at = last;
+        while at > 0 && u < least[at - 1] {
+            least[at] = least[at - 1];
+            at -= 1;
+        }
+        least[at] = u;
     }
 }
 
@@ -879,28 +933,49 @@ impl Isa {
         }
     }
 
-    /// `out[r * CENTROID_BLOCK + j] = q_r . p_j` for the [`MR`] rows of `x` and the [`NR`]
-    /// centroids of one panel.
-    fn products(self, x: &[u8], width: usize, panel: &[u8], out: &mut [i32]) {
+    /// `out[r * CENTROID_BLOCK + j] = q_r . p_j` for the [`MR`] rows of `x` and the
+    /// `count * NR` centroids of `count` consecutive panels (at most [`Isa::panels_per_call`]).
+    fn products(self, x: &[u8], width: usize, panels: &[u8], count: usize, out: &mut [i32]) {
         assert!(
-            x.len() >= MR * width
-                && panel.len() >= NR * width
-                && out.len() >= (MR - 1) * CENTROID_BLOCK + NR
+            (1..=self.panels_per_call()).contains(&count)
+                && x.len() >= MR * width
+                && panels.len() >= count * NR * width
+                && out.len() >= (MR - 1) * CENTROID_BLOCK + count * NR
         );
         match self {
-            Isa::Portable => products_portable(x, width, panel, out),
+            Isa::Portable => {
+                for p in 0..count {
+                    products_portable(x, width, &panels[p * NR * width..], &mut out[p * NR..]);
+                }
+            }
             // SAFETY: AVX2 was detected; the slices were checked to cover what the kernel reads
             // and writes.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { avx2::products(x, width, panel, out) },
+            Isa::Avx2 => unsafe { avx2::products(x, width, panels, out) },
             // SAFETY: AVX-512 F/BW/VNNI were detected; the slices were checked as above.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { avx512::products(x, width, panel, out) },
+            Isa::Avx512 => unsafe {
+                match count {
+                    1 => avx512::products::<1>(x, width, panels, out),
+                    2 => avx512::products::<2>(x, width, panels, out),
+                    3 => avx512::products::<3>(x, width, panels, out),
+                    _ => avx512::products::<4>(x, width, panels, out),
+                }
+            },
         }
     }
 
-    /// Writes the lower bounds `v - 2e` of the block's centroids to `lower` (and the upper
-    /// bounds `v + 2e` to `upper` when given) and returns the least upper bound.
+    /// Panels [`Isa::products`] takes at once.
+    fn panels_per_call(self) -> usize {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => avx512::PANELS,
+            _ => 1,
+        }
+    }
+
+    /// Writes the lower bounds `v - 2e` of the block's centroids to `lower` and returns the
+    /// least upper bound `v + 2e`.
     fn bounds(
         self,
         dots: &[i32],
@@ -908,47 +983,96 @@ impl Isa {
         c0: usize,
         row: RowTerms,
         lower: &mut [f32],
-        upper: Option<&mut [f32]>,
     ) -> f32 {
         assert!(
             dots.len().is_multiple_of(8)
                 && lower.len() == dots.len()
                 && c0 + dots.len() <= cq.norm.len()
         );
-        assert!(upper.as_ref().is_none_or(|u| u.len() == dots.len()));
         match self {
-            Isa::Portable => bounds_portable(dots, cq, c0, row, lower, upper),
+            Isa::Portable => bounds_portable(dots, cq, c0, row, lower),
             // SAFETY: AVX2 and FMA were detected (AVX-512 implies them here); the lengths were
             // checked.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::bounds(dots, cq, c0, row, lower, upper) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::bounds(dots, cq, c0, row, lower) },
+        }
+    }
+
+    /// Writes the lower bounds `v - 2e` of the block's centroids to `lower`, and lowers `least`
+    /// (ascending) by their upper bounds `v + 2e`: it ends holding the least `least.len()` of
+    /// its values and those bounds.
+    fn few_bounds(
+        self,
+        dots: &[i32],
+        cq: &QuantCentroids,
+        c0: usize,
+        row: RowTerms,
+        lower: &mut [f32],
+        least: &mut [f32],
+    ) {
+        assert!(
+            dots.len().is_multiple_of(16)
+                && lower.len() == dots.len()
+                && c0 + dots.len() <= cq.norm.len()
+                && !least.is_empty(),
+            "a block of whole panels within the centroids"
+        );
+        match self {
+            Isa::Portable => {
+                for (j, (&dot, lower)) in dots.iter().zip(lower).enumerate() {
+                    let (v, e) = bounds(dot, cq, c0 + j, row);
+                    *lower = (-2f32).mul_add(e, v);
+                    insert_least(least, 2f32.mul_add(e, v));
+                }
+            }
+            // SAFETY: AVX-512 F (and AVX2, FMA) were detected; the lengths were checked.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 if least.len() <= avx512::MAX_FEW => unsafe {
+                avx512::few_bounds(dots, cq, c0, row, lower, least)
+            },
+            // SAFETY: AVX2 and FMA were detected (AVX-512 implies them here); the lengths were
+            // checked.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::few_bounds(dots, cq, c0, row, lower, least) },
         }
     }
 
     /// Appends `(c0 + j, lower[j])` for every `lower[j] <= threshold`, in index order.
-    fn candidates(self, lower: &[f32], c0: usize, threshold: f32, out: &mut Vec<(u32, f32)>) {
+    fn below(self, lower: &[f32], c0: usize, threshold: f32, out: &mut Vec<Candidate>) {
         assert!(lower.len().is_multiple_of(8));
         match self {
             Isa::Portable => {
                 for (j, &l) in lower.iter().enumerate() {
                     if l <= threshold {
-                        out.push(((c0 + j) as u32, l));
+                        out.push(Candidate {
+                            index: (c0 + j) as u32,
+                            lower: l,
+                        });
                     }
                 }
             }
             // SAFETY: AVX2 was detected; the length was checked.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::candidates(lower, c0, threshold, out) },
+            Isa::Avx2 => unsafe { avx2::below(lower, c0, threshold, out) },
+            // SAFETY: AVX-512 F was detected; the length was checked.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe { avx512::below(lower, c0, threshold, out) },
         }
     }
 
-    /// [`dist2`], bit for bit (the same operations in the same order, wider registers).
-    fn dist2(self, a: &[f32], b: &[f32]) -> f32 {
+    /// [`dist2`] from `a` to centroids `columns` (at most four; the rest of the result is
+    /// unspecified), each bit for bit [`dist2`]'s (the same operations in the same order, wider
+    /// registers, four chains interleaved).
+    fn dists(self, a: &[f32], centroids: &Centroids, columns: &[u32]) -> [f32; 4] {
+        assert!((1..=4).contains(&columns.len()), "one to four columns");
+        // Missing columns repeat the first (their results are not read).
+        let row = |q: usize| centroids.row(columns.get(q).copied().unwrap_or(columns[0]) as usize);
+        let rows = [row(0), row(1), row(2), row(3)];
         match self {
-            Isa::Portable => dist2(a, b),
+            Isa::Portable => dist2_4(a, rows),
             // SAFETY: AVX2 was detected.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::dist2(a, b) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::dist2_4(a, rows) },
         }
     }
 }
@@ -987,7 +1111,6 @@ fn bounds_portable(
     c0: usize,
     row: RowTerms,
     lower: &mut [f32],
-    mut upper: Option<&mut [f32]>,
 ) -> f32 {
     let mut least = f32::INFINITY;
     for (j, (&dot, l)) in dots.iter().zip(lower).enumerate() {
@@ -995,9 +1118,6 @@ fn bounds_portable(
         let u = 2f32.mul_add(e, v);
         least = least.min(u);
         *l = (-2f32).mul_add(e, v);
-        if let Some(upper) = upper.as_deref_mut() {
-            upper[j] = u;
-        }
     }
     least
 }
@@ -1008,7 +1128,7 @@ mod avx2 {
 
     use std::arch::x86_64::*;
 
-    use super::{CENTROID_BLOCK, MR, NR, QuantCentroids, RowTerms};
+    use super::{CENTROID_BLOCK, Candidate, MR, NR, QuantCentroids, RowTerms};
 
     /// # Safety
     /// AVX2 must be available; `x` must hold `MR * width` codes, `panel` `NR * width`, and `out`
@@ -1082,7 +1202,6 @@ mod avx2 {
         c0: usize,
         row: RowTerms,
         lower: &mut [f32],
-        mut upper: Option<&mut [f32]>,
     ) -> f32 {
         let (two, minus_two) = (_mm256_set1_ps(2.0), _mm256_set1_ps(-2.0));
         let mut least = _mm256_set1_ps(f32::INFINITY);
@@ -1093,9 +1212,6 @@ mod avx2 {
                 let u = _mm256_fmadd_ps(two, e, v);
                 least = _mm256_min_ps(least, u);
                 _mm256_storeu_ps(lower.as_mut_ptr().add(at), _mm256_fmadd_ps(minus_two, e, v));
-                if let Some(upper) = upper.as_deref_mut() {
-                    _mm256_storeu_ps(upper.as_mut_ptr().add(at), u);
-                }
             }
         }
         let mut out = [0f32; 8];
@@ -1107,12 +1223,7 @@ mod avx2 {
     /// # Safety
     /// AVX2; `lower.len()` a multiple of 8.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn candidates(
-        lower: &[f32],
-        c0: usize,
-        threshold: f32,
-        out: &mut Vec<(u32, f32)>,
-    ) {
+    pub(super) unsafe fn below(lower: &[f32], c0: usize, threshold: f32, out: &mut Vec<Candidate>) {
         let limit = _mm256_set1_ps(threshold);
         for at in (0..lower.len()).step_by(8) {
             // SAFETY: at + 8 <= lower.len() by the caller's contract.
@@ -1120,19 +1231,91 @@ mod avx2 {
             let mut mask = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LE_OQ>(l, limit));
             while mask != 0 {
                 let lane = mask.trailing_zeros() as usize;
-                out.push(((c0 + at + lane) as u32, lower[at + lane]));
+                out.push(Candidate {
+                    index: (c0 + at + lane) as u32,
+                    lower: lower[at + lane],
+                });
                 mask &= mask - 1;
             }
         }
     }
 
-    /// [`super::dist2`] compiled for AVX2: the same operations in the same order.
+    /// As [`super::Isa::few_bounds`].
+    ///
+    /// # Safety
+    /// AVX2 and FMA; `dots.len()` a multiple of 8, `lower` as long, `c0 + dots.len()` within
+    /// the padded centroids, `least` not empty.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn few_bounds(
+        dots: &[i32],
+        cq: &QuantCentroids,
+        c0: usize,
+        row: RowTerms,
+        lower: &mut [f32],
+        least: &mut [f32],
+    ) {
+        let (two, minus_two) = (_mm256_set1_ps(2.0), _mm256_set1_ps(-2.0));
+        let last = least.len() - 1;
+        let mut worst = _mm256_set1_ps(least[last]);
+        for at in (0..dots.len()).step_by(8) {
+            // SAFETY: in bounds by the caller's contract.
+            let (v, e) = unsafe { lanes(dots, at, cq, c0 + at, row) };
+            // SAFETY: at + 8 <= lower.len().
+            unsafe {
+                _mm256_storeu_ps(lower.as_mut_ptr().add(at), _mm256_fmadd_ps(minus_two, e, v))
+            };
+            let u = _mm256_fmadd_ps(two, e, v);
+            // Lanes below the current r-th least are rare once it has settled.
+            let mut mask = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(u, worst));
+            if mask != 0 {
+                let mut values = [0f32; 8];
+                // SAFETY: `values` holds eight f32.
+                unsafe { _mm256_storeu_ps(values.as_mut_ptr(), u) };
+                while mask != 0 {
+                    super::insert_least(least, values[mask.trailing_zeros() as usize]);
+                    mask &= mask - 1;
+                }
+                worst = _mm256_set1_ps(least[last]);
+            }
+        }
+    }
+
+    /// [`super::dist2_4`] in AVX2: per row the same operations in the same order (a separate
+    /// multiply and add per lane, the lanes summed in order, then the tail), so the same bits.
     ///
     /// # Safety
     /// AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn dist2(a: &[f32], b: &[f32]) -> f32 {
-        super::dist2(a, b)
+    pub(super) unsafe fn dist2_4(a: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
+        assert!(
+            b.iter().all(|b| b.len() == a.len()),
+            "rows of other lengths"
+        );
+        let whole = a.len() / 8 * 8;
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for at in (0..whole).step_by(8) {
+            // SAFETY: at + 8 <= whole <= every row's length.
+            unsafe {
+                let x = _mm256_loadu_ps(a.as_ptr().add(at));
+                for (acc, b) in acc.iter_mut().zip(&b) {
+                    let d = _mm256_sub_ps(x, _mm256_loadu_ps(b.as_ptr().add(at)));
+                    *acc = _mm256_add_ps(*acc, _mm256_mul_ps(d, d));
+                }
+            }
+        }
+        let mut out = [0f32; 4];
+        for ((out, acc), b) in out.iter_mut().zip(acc).zip(&b) {
+            let mut lanes = [0f32; 8];
+            // SAFETY: `lanes` holds eight f32.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+            let tail: f32 = a[whole..]
+                .iter()
+                .zip(&b[whole..])
+                .map(|(x, y)| (x - y) * (x - y))
+                .sum();
+            *out = lanes.iter().sum::<f32>() + tail;
+        }
+        out
     }
 }
 
@@ -1144,46 +1327,178 @@ mod avx512 {
 
     use std::arch::x86_64::*;
 
-    use super::{CENTROID_BLOCK, MR, NR};
+    use super::{CENTROID_BLOCK, Candidate, MR, NR, QuantCentroids, RowTerms};
 
-    /// As [`super::avx2::products`].
+    /// The most nearest centroids [`few_bounds`] keeps in registers.
+    pub(super) const MAX_FEW: usize = 8;
+
+    /// Sixteen lanes of `(v, e)` from centroid `j` on, as [`super::bounds`] computes them.
     ///
     /// # Safety
-    /// AVX-512 F, BW and VNNI must be available; the lengths as [`super::avx2::products`].
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    pub(super) unsafe fn products(x: &[u8], width: usize, panel: &[u8], out: &mut [i32]) {
-        debug_assert_eq!(NR, 16);
-        // Two accumulators per row (even and odd quads) keep eight independent chains in
-        // flight: enough to cover the instruction's latency at two per cycle.
-        let mut acc = [[_mm512_setzero_si512(); 2]; MR];
-        let (x, panel) = (x.as_ptr(), panel.as_ptr());
-        let quads = width / 4;
-        // SAFETY (both loops): every quad read is below width / 4, within the checked lengths.
+    /// AVX-512 F; `dots[at..at + 16]` and the centroid terms `[j..j + 16]` must exist.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn lanes(
+        dots: &[i32],
+        at: usize,
+        cq: &QuantCentroids,
+        j: usize,
+        row: RowTerms,
+    ) -> (__m512, __m512) {
+        debug_assert!(at + 16 <= dots.len() && j + 16 <= cq.norm.len());
+        // SAFETY: the ranges are in bounds (caller).
         unsafe {
-            for quad in (0..quads - quads % 2).step_by(2) {
-                let p0 = _mm512_loadu_si512(panel.add(quad * 64).cast());
-                let p1 = _mm512_loadu_si512(panel.add(quad * 64 + 64).cast());
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    let row = x.add(r * width + quad * 4).cast::<i32>();
-                    let a0 = _mm512_set1_epi32(row.read_unaligned());
-                    let a1 = _mm512_set1_epi32(row.add(1).read_unaligned());
-                    acc[0] = _mm512_dpbusd_epi32(acc[0], a0, p0);
-                    acc[1] = _mm512_dpbusd_epi32(acc[1], a1, p1);
+            let load = |v: &[f32]| _mm512_loadu_ps(v.as_ptr().add(j));
+            let dot = _mm512_cvtepi32_ps(_mm512_loadu_si512(dots.as_ptr().add(at).cast()));
+            let base = _mm512_fnmadd_ps(_mm512_set1_ps(row.lo), load(&cq.offset), load(&cq.norm));
+            let scaled = _mm512_mul_ps(load(&cq.scale), dot);
+            let v = _mm512_fnmadd_ps(_mm512_set1_ps(row.step), scaled, base);
+            let inner =
+                _mm512_fmadd_ps(_mm512_set1_ps(row.error), load(&cq.length), load(&cq.slack));
+            let e = _mm512_fmadd_ps(_mm512_set1_ps(row.length), load(&cq.error), inner);
+            (v, e)
+        }
+    }
+
+    /// As [`super::Isa::few_bounds`], branch-free for up to [`MAX_FEW`] nearest: every lane
+    /// keeps its own `r` least upper bounds in `r` registers (a min/max insertion network), seeded
+    /// with `least` in lane 0; the `r` least of their union, the block's and `least`'s, are then
+    /// taken from the lanes' heads one at a time.
+    ///
+    /// # Safety
+    /// AVX-512 F; `dots.len()` a multiple of 16, `lower` as long, `c0 + dots.len()` within the
+    /// padded centroids, `1 <= least.len() <= MAX_FEW`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn few_bounds(
+        dots: &[i32],
+        cq: &QuantCentroids,
+        c0: usize,
+        row: RowTerms,
+        lower: &mut [f32],
+        least: &mut [f32],
+    ) {
+        let r = least.len();
+        debug_assert!((1..=MAX_FEW).contains(&r) && dots.len().is_multiple_of(16));
+        let (two, minus_two) = (_mm512_set1_ps(2.0), _mm512_set1_ps(-2.0));
+        let infinity = _mm512_set1_ps(f32::INFINITY);
+        let mut stack = [infinity; MAX_FEW];
+        for (slot, &value) in stack.iter_mut().zip(least.iter()) {
+            *slot = _mm512_mask_mov_ps(infinity, 1, _mm512_set1_ps(value));
+        }
+        for at in (0..dots.len()).step_by(16) {
+            // SAFETY: in bounds by the caller's contract.
+            let (v, e) = unsafe { lanes(dots, at, cq, c0 + at, row) };
+            // SAFETY: at + 16 <= lower.len().
+            unsafe {
+                _mm512_storeu_ps(lower.as_mut_ptr().add(at), _mm512_fmadd_ps(minus_two, e, v))
+            };
+            let mut carry = _mm512_fmadd_ps(two, e, v);
+            for slot in &mut stack[..r] {
+                let low = _mm512_min_ps(*slot, carry);
+                carry = _mm512_max_ps(*slot, carry);
+                *slot = low;
+            }
+        }
+        for value in least.iter_mut() {
+            let head = _mm512_reduce_min_ps(stack[0]);
+            *value = head;
+            // Pop one lane holding it (the lowest): its next value moves up.
+            let hits = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(stack[0], _mm512_set1_ps(head));
+            let lane: __mmask16 = hits & hits.wrapping_neg();
+            for s in 0..r {
+                let next = if s + 1 < r { stack[s + 1] } else { infinity };
+                stack[s] = _mm512_mask_mov_ps(stack[s], lane, next);
+            }
+        }
+    }
+
+    /// As [`super::avx2::below`], without branches: every block of 16 lanes packs those at or
+    /// under `threshold` into [`Candidate`] pairs and stores them, however many there are.
+    ///
+    /// # Safety
+    /// AVX-512 F; `lower.len()` a multiple of 16.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn below(lower: &[f32], c0: usize, threshold: f32, out: &mut Vec<Candidate>) {
+        let limit = _mm512_set1_ps(threshold);
+        let step = _mm512_set1_epi32(16);
+        let mut index = _mm512_add_epi32(
+            _mm512_set1_epi32(c0 as i32),
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        );
+        // (index, lower) pairs of lanes 0..8 and of lanes 8..16, as 64-bit lanes.
+        let first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        let second =
+            _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        // Room for every lane, plus a whole register's store past the last.
+        out.reserve(lower.len() + 16);
+        for at in (0..lower.len()).step_by(16) {
+            // SAFETY: at + 16 <= lower.len() by the caller's contract.
+            let l = unsafe { _mm512_loadu_ps(lower.as_ptr().add(at)) };
+            let mask = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(l, limit);
+            let bits = _mm512_castps_si512(l);
+            for (half, order) in [
+                ((mask & 0xff) as __mmask8, first),
+                ((mask >> 8) as __mmask8, second),
+            ] {
+                let packed = _mm512_maskz_compress_epi64(
+                    half,
+                    _mm512_permutex2var_epi32(index, order, bits),
+                );
+                let len = out.len();
+                // SAFETY: the reserve above leaves room for a full register (8 pairs) past any
+                // length this loop reaches; `Candidate` is `repr(C)` (index, lower), the pairs'
+                // layout; only the packed pairs become part of the vector.
+                unsafe {
+                    _mm512_storeu_si512(out.as_mut_ptr().add(len).cast(), packed);
+                    out.set_len(len + half.count_ones() as usize);
                 }
             }
-            if quads % 2 == 1 {
-                let quad = quads - 1;
-                let p = _mm512_loadu_si512(panel.add(quad * 64).cast());
+            index = _mm512_add_epi32(index, step);
+        }
+    }
+
+    /// Panels per call of [`products`].
+    pub(super) const PANELS: usize = 4;
+
+    /// As [`super::avx2::products`], for `P` panels side by side: per quad of dims, `P` panel
+    /// loads and [`MR`] row broadcasts feed `MR * P` independent accumulators (16 at four
+    /// panels: enough chains to cover the instruction's latency, and a quarter of a broadcast
+    /// per product instruction).
+    ///
+    /// # Safety
+    /// AVX-512 F, BW and VNNI must be available; `x` must hold `MR * width` codes, `panels`
+    /// `P * NR * width`, and `out` `(MR - 1) * CENTROID_BLOCK + P * NR` values.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn products<const P: usize>(
+        x: &[u8],
+        width: usize,
+        panels: &[u8],
+        out: &mut [i32],
+    ) {
+        debug_assert_eq!(NR, 16);
+        let mut acc = [[_mm512_setzero_si512(); P]; MR];
+        let (x, panels) = (x.as_ptr(), panels.as_ptr());
+        // SAFETY (whole block): every quad read is below width / 4, every panel below P, and
+        // every store within `out`, by the caller's lengths.
+        unsafe {
+            for quad in 0..width / 4 {
+                let mut codes = [_mm512_setzero_si512(); P];
+                for (p, codes) in codes.iter_mut().enumerate() {
+                    *codes = _mm512_loadu_si512(panels.add((p * width / 4 + quad) * 64).cast());
+                }
                 for (r, acc) in acc.iter_mut().enumerate() {
-                    let row = x.add(r * width + quad * 4).cast::<i32>();
-                    acc[0] =
-                        _mm512_dpbusd_epi32(acc[0], _mm512_set1_epi32(row.read_unaligned()), p);
+                    let four = x.add(r * width + quad * 4).cast::<i32>().read_unaligned();
+                    let row = _mm512_set1_epi32(four);
+                    for (acc, &codes) in acc.iter_mut().zip(&codes) {
+                        *acc = _mm512_dpbusd_epi32(*acc, row, codes);
+                    }
                 }
             }
             let out = out.as_mut_ptr();
             for (r, acc) in acc.iter().enumerate() {
-                let sum = _mm512_add_epi32(acc[0], acc[1]);
-                _mm512_storeu_si512(out.add(r * CENTROID_BLOCK).cast(), sum);
+                for (p, &sum) in acc.iter().enumerate() {
+                    _mm512_storeu_si512(out.add(r * CENTROID_BLOCK + p * NR).cast(), sum);
+                }
             }
         }
     }
@@ -1191,6 +1506,7 @@ mod avx512 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::assign::dist2;
     use super::*;
 
     /// Values in `[-0.5, 0.5) + shift`.
@@ -1291,7 +1607,7 @@ mod tests {
         let mut cq = QuantCentroids::new(centroids);
         cq.isa = kernel;
         let mut scratch = FewScratch::default();
-        for r in [1, 2, 5, centroids.k() + 2] {
+        for r in [1, 2, 5, 8, 9, centroids.k() + 2] {
             let (mut words, mut dists) = (vec![7u32; n * r], vec![0f32; n * r]);
             let xs = xq.slice(0, n);
             nearest_few_quantized(
@@ -1455,19 +1771,40 @@ mod tests {
     }
 
     #[test]
+    fn every_build_of_the_direct_distances_is_dist2_bit_for_bit() {
+        for kernel in kernels() {
+            for dims in [1, 7, 8, 13, 512, 515] {
+                let a = values(dims, 1, 0.0);
+                let centroids = Centroids::new(values(5 * dims, 2, 0.3), dims);
+                for columns in [&[0u32, 1, 2, 3][..], &[4, 2], &[3]] {
+                    let got = kernel.dists(&a, &centroids, columns);
+                    for (&j, got) in columns.iter().zip(got) {
+                        let want = dist2(&a, centroids.row(j as usize));
+                        assert_eq!(got.to_bits(), want.to_bits(), "{kernel:?}, {dims} dims");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn portable_and_simd_products_agree() {
         for kernel in kernels() {
-            // Odd and even quad counts (the VNNI build pairs quads).
-            for width in [64, 60, 4] {
+            // Odd and even quad counts, every number of panels a call takes.
+            for (width, count) in [(64, 1), (60, 2), (4, 3), (512, 4)] {
+                let count = count.min(kernel.panels_per_call());
                 let x: Vec<u8> = (0..MR * width).map(|i| (i * 37 % 128) as u8).collect();
-                let panel: Vec<u8> = (0..NR * width)
+                let panels: Vec<u8> = (0..count * NR * width)
                     .map(|i| ((i * 53 % 255) as i32 - 127) as i8 as u8)
                     .collect();
-                let mut want = vec![0i32; (MR - 1) * CENTROID_BLOCK + NR];
-                products_portable(&x, width, &panel, &mut want);
+                let mut want = vec![0i32; (MR - 1) * CENTROID_BLOCK + count * NR];
+                for p in 0..count {
+                    let panel = &panels[p * NR * width..];
+                    products_portable(&x, width, panel, &mut want[p * NR..]);
+                }
                 let mut got = vec![0i32; want.len()];
-                kernel.products(&x, width, &panel, &mut got);
-                assert_eq!(got, want, "{kernel:?}, width {width}");
+                kernel.products(&x, width, &panels, count, &mut got);
+                assert_eq!(got, want, "{kernel:?}, width {width}, {count} panels");
             }
             // The extremes of the codes do not saturate the i16 pair sums.
             let width = 64;
@@ -1475,7 +1812,7 @@ mod tests {
             let x = vec![127u8; MR * width];
             for code in [127i8, -127] {
                 let panel = vec![code as u8; NR * width];
-                kernel.products(&x, width, &panel, &mut got);
+                kernel.products(&x, width, &panel, 1, &mut got);
                 assert_eq!(got[0], 127 * i32::from(code) * width as i32, "{kernel:?}");
             }
         }
