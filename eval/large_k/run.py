@@ -2,6 +2,7 @@
 
 usage: eval/large_k/run.sh [--per-image P | --partitions DIR] [--ks 16384,65536] [--iterations 20]
                           [--full-iterations 3] [--modes faiss,f32,int8,pruned,pruned-int8]
+                          (a mode ending in -avx2, e.g. int8-avx2, runs capped at AVX2)
                           [--faiss-iterations I] [--init-seed S] [--name NAME]
 
 Data: real 512-d HOG, P random patches per scene15 photo (`vocab features --per-image P`, the
@@ -24,6 +25,7 @@ reports it). Per-iteration seconds of every run go to iterations.csv.
 
 import argparse
 import csv
+import os
 import pathlib
 import subprocess
 import sys
@@ -55,12 +57,15 @@ def read_partitions(folder):
 
 
 def run_vocab(vocab, data, init, k, iterations, work, mode, suffix):
+    # "-avx2" caps the kernels at AVX2 (VOCAB_MAX_ISA), beside the VNNI build on AVX-512 machines.
+    base, cap = (mode[:-len("-avx2")], "avx2") if mode.endswith("-avx2") else (mode, None)
     flags = {"f32": [], "int8": ["--kernel", "int8"], "pruned": ["--prune"],
-             "pruned-int8": ["--prune", "--kernel", "int8"]}[mode]
+             "pruned-int8": ["--prune", "--kernel", "int8"]}[base]
+    env = dict(os.environ, VOCAB_MAX_ISA=cap) if cap else None
     out = work / f"vocab-k{k}-{mode}{suffix}.bin"
     subprocess.run([vocab, "--quiet", "--threads", "2", "kmeans", "--features", str(data), "--k", str(k),
                     "--iterations", str(iterations), "--tol", "0", "--init-centroids", str(init), *flags,
-                    "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+                    "--out", str(out)], check=True, stdout=subprocess.DEVNULL, env=env)
     with open(f"{out}.iterations.csv") as f:
         rows = list(csv.DictReader(f))
     return [(int(r["iteration"]), float(r["seconds"]), float(r["inertia"]), int(r.get("kept") or 0))
@@ -106,7 +111,7 @@ def main():
         init = work / f"init-k{k}{suffix}.txt"
         np.savetxt(init, c0, fmt="%.9g")
         for mode in modes:
-            full = mode in ("f32", "int8") or (mode == "faiss" and args.faiss_iterations is not None)
+            full = mode in ("f32", "int8", "int8-avx2") or (mode == "faiss" and args.faiss_iterations is not None)
             iters = args.full_iterations if full else args.iterations
             if mode == "faiss" and args.faiss_iterations is not None:
                 iters = args.faiss_iterations
@@ -123,7 +128,8 @@ def main():
                 total = sum(s for _, s, _, _ in rows)
                 per, inertia = total / len(rows), rows[-1][2]
             to_20 = per * args.iterations if full else total
-            summary.append(dict(k=k, n=n, mode=mode, iterations_run=iters,
+            # A run that reaches a fixed point stops early (even at --tol 0): count what ran.
+            summary.append(dict(k=k, n=n, mode=mode, iterations_run=iters if mode == "faiss" else len(rows),
                                 seconds_per_iteration=round(per, 3),
                                 seconds_to_all=round(to_20, 3), projected=full,
                                 final_inertia=inertia if not full else ""))

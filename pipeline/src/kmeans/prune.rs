@@ -19,7 +19,10 @@
 //! left to search hold more than [`DENSE_SEARCH`] of all centroids (early iterations, when
 //! centroids still move far) is not searched one distance at a time: such vectors are gathered
 //! and assigned by the blocked GEMM, which also records every group's minimum, as the first
-//! iteration does for all. So a pruned iteration never costs much more than the full pass.
+//! iteration does for all. So a pruned iteration never costs much more than the f32 full pass.
+//! (The VNNI build of the integer pass is cheap enough that the bounds' own bookkeeping, `n x G`
+//! floats per iteration, can cost more than it saves: on 1.17M HOG vectors at k = 16,384 a
+//! pruned-int8 iteration takes 1.5x a plain int8 pass; `eval/large_k`.)
 //!
 //! With the integer kernel (`Assignment::Pruned(Kernel::Int8)`), those full passes run through
 //! [`quant::assign_quantized_runs`] instead: labels by direct distance, and a group's bound the
