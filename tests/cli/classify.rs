@@ -313,19 +313,18 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
 
     // `vocab encode` of the photo set with this vocabulary into `out`, L1, plus `extra`: its
     // output when it should succeed, its error when it should fail.
+    let encode_args = |out: &Path, extra: &[&str]| -> Vec<String> {
+        let base = ["encode", "--vocabulary", s(&vocab), "--input", s(&photos)];
+        let tail = ["--out", s(out), "--norm", "l1"];
+        base.iter()
+            .chain(&tail)
+            .chain(extra)
+            .map(|a| a.to_string())
+            .collect()
+    };
     let encode = |out: &Path, extra: &[&str], succeeds: bool| {
-        let mut args = vec![
-            "encode",
-            "--vocabulary",
-            s(&vocab),
-            "--input",
-            s(&photos),
-            "--out",
-            s(out),
-            "--norm",
-            "l1",
-        ];
-        args.extend_from_slice(extra);
+        let args = encode_args(out, extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         if succeeds { ok(&args) } else { fails(&args) }
     };
     let encode_l1 = |out: &Path, extra: &[&str]| encode(out, extra, true);
@@ -445,24 +444,9 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
     // Every instruction-set level the machine has (VOCAB_MAX_ISA caps the kernels' choice)
     // encodes the same bytes; a bad level is named.
     let with_isa = |level: &str, out: &Path| {
-        let args = [
-            "encode",
-            "--vocabulary",
-            s(&vocab),
-            "--input",
-            s(&photos),
-            "--out",
-            s(out),
-            "--norm",
-            "l1",
-            "--soft",
-            "3",
-            "--kernel",
-            "int8",
-            "--quiet",
-        ];
+        let extra = ["--soft", "3", "--kernel", "int8", "--quiet"];
         std::process::Command::new(env!("CARGO_BIN_EXE_vocab"))
-            .args(args)
+            .args(encode_args(out, &extra))
             .env("VOCAB_MAX_ISA", level)
             .output()
             .expect("vocab runs")

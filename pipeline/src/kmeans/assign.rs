@@ -116,8 +116,15 @@ pub fn dist2(a: &[f32], b: &[f32]) -> f32 {
             acc[l] += d * d;
         }
     }
-    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| (x - y) * (x - y)).sum();
-    acc.iter().sum::<f32>() + tail
+    dist2_finish(&acc, ra, rb)
+}
+
+/// The end of [`dist2`] and of every build of it: the eight lanes summed in order, plus the
+/// squared differences of the elements past the last whole eight (`a`, `b`).
+#[inline(always)]
+pub(super) fn dist2_finish(lanes: &[f32; 8], a: &[f32], b: &[f32]) -> f32 {
+    let tail: f32 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+    lanes.iter().sum::<f32>() + tail
 }
 
 /// [`dist2`] from `a` to four rows at once, each bit for bit [`dist2`]'s (the same operations
@@ -144,12 +151,7 @@ pub fn dist2_4(a: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
     }
     let mut out = [0f32; 4];
     for ((out, acc), b) in out.iter_mut().zip(&acc).zip(&b) {
-        let tail: f32 = a[whole..]
-            .iter()
-            .zip(&b[whole..])
-            .map(|(x, y)| (x - y) * (x - y))
-            .sum();
-        *out = acc.iter().sum::<f32>() + tail;
+        *out = dist2_finish(acc, &a[whole..], &b[whole..]);
     }
     out
 }

@@ -1308,12 +1308,7 @@ mod avx2 {
             let mut lanes = [0f32; 8];
             // SAFETY: `lanes` holds eight f32.
             unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
-            let tail: f32 = a[whole..]
-                .iter()
-                .zip(&b[whole..])
-                .map(|(x, y)| (x - y) * (x - y))
-                .sum();
-            *out = lanes.iter().sum::<f32>() + tail;
+            *out = super::super::assign::dist2_finish(&lanes, &a[whole..], &b[whole..]);
         }
         out
     }
@@ -1392,7 +1387,9 @@ mod avx512 {
             unsafe {
                 _mm512_storeu_ps(lower.as_mut_ptr().add(at), _mm512_fmadd_ps(minus_two, e, v))
             };
-            let mut carry = _mm512_fmadd_ps(two, e, v);
+            // A NaN bound (never from finite data) becomes infinity, so it enters no stack,
+            // as the portable code's `u < least` lets none in.
+            let mut carry = _mm512_min_ps(_mm512_fmadd_ps(two, e, v), infinity);
             for slot in &mut stack[..r] {
                 let low = _mm512_min_ps(*slot, carry);
                 carry = _mm512_max_ps(*slot, carry);
