@@ -675,7 +675,7 @@ impl Memory {
             },
             bounds: if assignment.pruned() {
                 n.saturating_mul(4)
-                    .saturating_mul(k.div_ceil(10).clamp(1, prune::MAX_GROUPS as u64) + 2)
+                    .saturating_mul(prune::group_count(k, int8) + 2)
             } else {
                 0
             },
@@ -791,7 +791,7 @@ fn map_tasks_as(
         && p.groups.as_ref().is_none_or(|g| g.k() != k)
     {
         // Groups are fixed for a run (Yinyang); a new k starts over.
-        p.groups = Some(prune::Groups::new(centroids));
+        p.groups = Some(prune::Groups::new(centroids, codes.is_some()));
         p.units.clear();
         p.previous = None;
     }

@@ -169,6 +169,18 @@ enum Table {
 /// centroid order.
 pub type Entries<'a> = Box<dyn Iterator<Item = (usize, u64, &'a [i64])> + 'a>;
 
+/// `n` zeros, written rather than mapped: a table from `vec![0; n]` is fresh zero pages that its
+/// first `+=` reads and then writes, and each such copy-on-write fault flushes the page from every
+/// core's TLB (an interrupt to each); at k = 16,384 that was an eighth of a pruned iteration
+/// (`perf`, `eval/large_k`). Written pages fault once, locally.
+fn written_zeros<T: Copy + Default>(n: usize) -> Vec<T> {
+    let mut v = Vec::with_capacity(n);
+    // Opaque to the optimiser, so allocation and fill are not fused into a zeroed allocation.
+    std::hint::black_box(&mut v);
+    v.resize(n, T::default());
+    v
+}
+
 impl Partial {
     /// An empty dense partial for `k` centroids of `dims` values at fixed-point `scale`.
     pub fn new(k: usize, dims: usize, scale: i32) -> Self {
@@ -177,8 +189,8 @@ impl Partial {
             dims,
             scale,
             table: Table::Dense {
-                counts: vec![0; k],
-                sums: vec![0; k * dims],
+                counts: written_zeros(k),
+                sums: written_zeros(k * dims),
             },
             units: Vec::new(),
         }

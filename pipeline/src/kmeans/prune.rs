@@ -20,13 +20,19 @@
 //! centroids still move far) is not searched one distance at a time: such vectors are gathered
 //! and assigned by the blocked GEMM, which also records every group's minimum, as the first
 //! iteration does for all. So a pruned iteration never costs much more than the f32 full pass.
-//! (The VNNI build of the integer pass is cheap enough that the bounds' own bookkeeping, `n x G`
-//! floats per iteration, can cost more than it saves: on 1.17M HOG vectors at k = 16,384 a
-//! pruned-int8 iteration takes 1.5x a plain int8 pass; `eval/large_k`.)
 //!
-//! With the integer kernel (`Assignment::Pruned(Kernel::Int8)`), those full passes run through
-//! [`quant::assign_quantized_runs`] instead: labels by direct distance, and a group's bound the
-//! least of its members' integer lower bounds (looser than the GEMM's, a bound all the same).
+//! **With the integer kernel** (`Assignment::Pruned(Kernel::Int8)`) the search is the kernel's
+//! too. Groups are whole panels of it ([`group_size`]: 32 centroids at k = 16,384, 128 at
+//! 65,536; the clusters balanced to that size by [`balance`]), and a block of vectors hands its
+//! open (vector, group) pairs to [`quant::search_runs`]: one kernel call per four vectors and
+//! group, products and bounds fused, then direct distances for the few candidates those bounds
+//! leave; a searched group's new bound is the least of its members' integer lower bounds (looser
+//! than the GEMM's, a bound all the same). There is no local filter: a group costs one call.
+//! Vectors whose open groups hold more than [`DENSE_SEARCH_INT8`] of the centroids take the
+//! integer full pass ([`quant::assign_quantized_runs`]), as the first iteration does. On the
+//! 1.17M dense HOG vectors at k = 16,384 that cuts 20 iterations from 312 s of plain VNNI passes
+//! to under 200 s (`eval/large_k`); a direct distance per searched centroid, as the f32 search
+//! does, cost more than the plain pass there.
 //!
 //! Bounds from the GEMM's expansion `||x||^2 - 2 x.c + ||c||^2` are lowered by a bound on its
 //! rounding error, and every comparison carries a slack (1e-3 relative plus 1e-6 absolute) far
@@ -45,9 +51,24 @@ const SLACK_ABSOLUTE: f32 = 1e-6;
 /// Bound on the rounding error of an f32 dot product of 512-d unit-scale vectors, relative to
 /// `||x||^2 + ||c||^2` (`d * eps / 2` for `d = 512`, doubled for the norms' own rounding).
 const EXPANSION_ERROR: f32 = 6e-5;
-/// Groups at most (the bounds take `4 G` bytes per vector). At k = 16,384 on HOG, 1,024 groups ran
-/// 20 pruned iterations 1.22x faster than 256 and as fast as k / 10 = 1,639 (`eval/large_k`).
+/// Rows whose searches [`quant::search_runs`] runs at once: their codes stay in cache while the
+/// groups' panels stream past.
+const SEARCH_BLOCK: usize = 512;
+/// [`DENSE_SEARCH`] for the integer search, whose products cost more than the full pass's (one
+/// group's panels per call, fewer rows sharing a panel load, and the search's bookkeeping). Chosen
+/// on HOG at k = 16,384, where it matters in the first few iterations: at 201,000 vectors 0.1 to
+/// 0.3 ran level and 0.4 and 0.6 slower; at 1.17M vectors 0.5 ran iterations 2-4 in 50 s against
+/// 0.3's 46 s (one run each).
+pub const DENSE_SEARCH_INT8: f64 = 0.3;
+/// Groups at most for the f32 search (the bounds take `4 G` bytes per vector). At k = 16,384 on
+/// HOG, 1,024 groups ran 20 pruned iterations 1.22x faster than 256 and as fast as k / 10 = 1,639
+/// (`eval/large_k`).
 pub const MAX_GROUPS: usize = 1024;
+/// Groups at most for the integer search. Its products are cheap enough that the bounds' own
+/// traffic (`4 G` bytes per vector, read and written every iteration) weighs as much: at
+/// k = 16,384 on the 1.17M HOG vectors, 20 iterations took 192 s with 1,024 groups, 168 s with
+/// 512 and 184 s with 256 (one run each, the same labels; `eval/large_k`).
+pub const MAX_INT8_GROUPS: usize = 512;
 /// A vector whose unfiltered groups hold more than this fraction of the centroids goes to the
 /// GEMM instead of a search: a direct distance costs several GEMM distances (about five, estimated
 /// from one early run on HOG; see `eval/kmeans_bench/README.md`).
@@ -67,26 +88,51 @@ pub struct Groups {
     /// Members of group `g`: `members[start[g]..start[g + 1]]`.
     start: Vec<usize>,
     members: Vec<u32>,
+    /// Where each centroid is in `members` (its column in the group-ordered centroids).
+    column: Vec<u32>,
+}
+
+/// Centroids per group of the integer search for `k` centroids: whole panels of its kernel, as
+/// few as make at most [`MAX_INT8_GROUPS`] groups (16 up to k = 8,192; 32 at 16,384; 128 at
+/// 65,536).
+pub fn group_size(k: usize) -> usize {
+    quant::PANEL * k.div_ceil(quant::PANEL * MAX_INT8_GROUPS).max(1)
+}
+
+/// Groups for `k` centroids, [`Groups::new`]'s `aligned` or not (a memory plan's `k` may exceed
+/// the address space: saturating).
+pub fn group_count(k: u64, aligned: bool) -> u64 {
+    if aligned {
+        let k = usize::try_from(k).unwrap_or(usize::MAX);
+        k.div_ceil(group_size(k)).max(1) as u64
+    } else {
+        k.div_ceil(10).clamp(1, MAX_GROUPS as u64)
+    }
 }
 
 impl Groups {
-    /// About ten centroids per group, grouped by five Lloyd steps over the centroids themselves
-    /// from evenly spaced starting members (deterministic).
-    pub fn new(centroids: &Centroids) -> Self {
+    /// The groups of `centroids`: five Lloyd steps over the centroids themselves, from evenly
+    /// spaced starting members, cluster them (deterministic). For the f32 search (`aligned` false)
+    /// each cluster is a group, about ten centroids each. For the integer search, which computes
+    /// whole panels, every group holds [`group_size`] centroids (the last may hold fewer):
+    /// [`balance`] fills the clusters to those sizes.
+    pub fn new(centroids: &Centroids, aligned: bool) -> Self {
         let (k, d) = (centroids.k(), centroids.dims());
-        let count = k.div_ceil(10).clamp(1, MAX_GROUPS);
+        let size = group_size(k);
+        let count = usize::try_from(group_count(k as u64, aligned)).unwrap_or(1);
         let mut centers: Vec<f32> = (0..count)
             .flat_map(|g| centroids.row(g * k / count).iter().copied())
             .collect();
         let all = Matrix::dense(centroids.as_slice(), d);
-        let mut of = vec![0u32; k];
+        let mut cluster = vec![0u32; k];
         let mut dist = vec![0f32; k];
         for step in 0..6 {
             let current = Centroids::new(centers.clone(), d);
             // In parallel over whole GEMM row blocks (the same blocks as one call, so the same
             // labels on every node whatever its thread count).
             let rows = 16 * ROW_BLOCK;
-            of.par_chunks_mut(rows)
+            cluster
+                .par_chunks_mut(rows)
                 .zip(dist.par_chunks_mut(rows))
                 .enumerate()
                 .for_each_init(AssignScratch::default, |scratch, (i, (of, dist))| {
@@ -98,7 +144,7 @@ impl Groups {
             }
             let mut sums = vec![0f64; count * d];
             let mut counts = vec![0usize; count];
-            for (j, &g) in of.iter().enumerate() {
+            for (j, &g) in cluster.iter().enumerate() {
                 counts[g as usize] += 1;
                 for (s, &v) in sums[g as usize * d..][..d].iter_mut().zip(centroids.row(j)) {
                     *s += f64::from(v);
@@ -110,20 +156,35 @@ impl Groups {
                 }
             }
         }
-        let mut start = vec![0usize; count + 1];
-        for &g in &of {
-            start[g as usize + 1] += 1;
+        if aligned {
+            cluster = balance(centroids, &Centroids::new(centers, d), size);
         }
+        let mut members: Vec<u32> = (0..k as u32).collect();
+        members.sort_by_key(|&j| (cluster[j as usize], j));
+        let start: Vec<usize> = if aligned {
+            (0..=count).map(|g| (g * size).min(k)).collect()
+        } else {
+            let mut start = vec![0usize; count + 1];
+            for &g in &cluster {
+                start[g as usize + 1] += 1;
+            }
+            for g in 0..count {
+                start[g + 1] += start[g];
+            }
+            start
+        };
+        let (mut of, mut column) = (vec![0u32; k], vec![0u32; k]);
         for g in 0..count {
-            start[g + 1] += start[g];
+            for (pos, &j) in members.iter().enumerate().take(start[g + 1]).skip(start[g]) {
+                (of[j as usize], column[j as usize]) = (g as u32, pos as u32);
+            }
         }
-        let mut fill = start.clone();
-        let mut members = vec![0u32; k];
-        for (j, &g) in of.iter().enumerate() {
-            members[fill[g as usize]] = j as u32;
-            fill[g as usize] += 1;
+        Self {
+            of,
+            start,
+            members,
+            column,
         }
-        Self { of, start, members }
     }
 
     /// Number of groups.
@@ -158,6 +219,8 @@ pub struct Geometry {
     sorted: Centroids,
     /// `sorted` quantised, when the full passes run through the integer kernel.
     quantized: Option<QuantCentroids>,
+    /// The largest `||c||^2`.
+    max_norm: f32,
 }
 
 impl Geometry {
@@ -191,7 +254,9 @@ impl Geometry {
             current.dims(),
         );
         let quantized = int8.then(|| QuantCentroids::new(&sorted));
+        let max_norm = sorted.norms().iter().copied().fold(0f32, f32::max);
         Self {
+            max_norm,
             drift,
             group_drift,
             sorted,
@@ -223,6 +288,14 @@ pub struct PruneScratch {
     dense_labels: Vec<u32>,
     dense_dist: Vec<f32>,
     dense_lower: Vec<f32>,
+    /// The integer search of a row block: its rows, their `(row, group)` pairs, each row's best
+    /// `(column, distance)` and each pair's least lower bound.
+    search: quant::SearchScratch,
+    rows: Vec<usize>,
+    open: Vec<u32>,
+    pairs: Vec<(u32, u32)>,
+    best: Vec<(u32, f32)>,
+    least: Vec<f32>,
 }
 
 impl UnitBounds {
@@ -262,6 +335,11 @@ impl UnitBounds {
             self.labels.copy_from_slice(labels);
             self.ready = true;
             return 0;
+        }
+        if let (Some(cq), Some(xq)) = (&geometry.quantized, xq) {
+            return self.step_int8(
+                x, xq, cq, centroids, groups, geometry, scratch, labels, dist,
+            );
         }
         let dense_above = DENSE_SEARCH * centroids.k() as f64;
         let mut kept = 0usize;
@@ -347,6 +425,94 @@ impl UnitBounds {
         kept
     }
 
+    /// [`UnitBounds::step`] on the integer kernel: row blocks whose unproved groups are searched
+    /// by [`quant::search_runs`] (a group is a run of whole panels), rows with wide searches by
+    /// the integer full pass.
+    #[allow(clippy::too_many_arguments)]
+    fn step_int8(
+        &mut self,
+        x: Matrix<'_>,
+        xq: QuantSlice<'_>,
+        cq: &QuantCentroids,
+        centroids: &Centroids,
+        groups: &Groups,
+        geometry: &Geometry,
+        scratch: &mut PruneScratch,
+        labels: &mut [u32],
+        dist: &mut [f32],
+    ) -> usize {
+        let (n, count) = (x.rows(), groups.len());
+        let dense_above = DENSE_SEARCH_INT8 * centroids.k() as f64;
+        let runs = Runs::new(&groups.start, &groups.members);
+        let mut kept = 0usize;
+        scratch.dense.clear();
+        for b0 in (0..n).step_by(SEARCH_BLOCK) {
+            scratch.rows.clear();
+            scratch.pairs.clear();
+            scratch.best.clear();
+            for i in b0..n.min(b0 + SEARCH_BLOCK) {
+                let label = self.labels[i] as usize;
+                let own2 = dist2(x.row(i), centroids.row(label));
+                let own = own2.sqrt();
+                let lower = &mut self.lower[i * count..][..count];
+                if proves(own, drop_by(lower, &geometry.group_drift)) {
+                    (labels[i], dist[i]) = (label as u32, own2);
+                    kept += 1;
+                    continue;
+                }
+                scratch.open.clear();
+                open_groups(own, lower, &mut scratch.open);
+                let wide: usize = scratch
+                    .open
+                    .iter()
+                    .map(|&g| groups.start[g as usize + 1] - groups.start[g as usize])
+                    .sum();
+                if wide as f64 > dense_above {
+                    scratch.dense.push(i);
+                    continue;
+                }
+                let row = scratch.rows.len() as u32;
+                scratch.rows.push(i);
+                scratch.best.push((groups.column[label], own2));
+                scratch.pairs.extend(scratch.open.iter().map(|&g| (row, g)));
+            }
+            scratch.least.resize(scratch.pairs.len(), 0.0);
+            quant::search_runs(
+                x,
+                xq,
+                cq,
+                &geometry.sorted,
+                runs,
+                &scratch.rows,
+                &scratch.pairs,
+                &mut scratch.search,
+                &mut scratch.best,
+                &mut scratch.least,
+            );
+            let mut searched = scratch.pairs.iter().zip(&scratch.least).peekable();
+            for (row, (&i, &(column, d2))) in scratch.rows.iter().zip(&scratch.best).enumerate() {
+                let xi = x.row(i);
+                let xx = dot(xi, xi);
+                let err = EXPANSION_ERROR * (xx + geometry.max_norm);
+                let lower = &mut self.lower[i * count..][..count];
+                while let Some((&(_, g), &v)) = searched.next_if(|((r, _), _)| *r as usize == row) {
+                    let t = xx + v - err;
+                    lower[g as usize] = if t > 0.0 { t } else { 0.0 }.sqrt();
+                }
+                let (old, new) = (self.labels[i] as usize, groups.members[column as usize]);
+                if new as usize != old {
+                    // The old label is now one of its group's other members.
+                    let own = dist2(xi, centroids.row(old)).sqrt();
+                    let slot = &mut lower[groups.of[old] as usize];
+                    *slot = slot.min(own);
+                }
+                (self.labels[i], labels[i], dist[i]) = (new, new, d2);
+            }
+        }
+        self.assign_dense(x, Some(xq), geometry, groups, scratch, labels, dist);
+        kept
+    }
+
     /// Assigns the vectors in `scratch.dense` by the GEMM (or the integer kernel), renewing all
     /// their bounds.
     #[allow(clippy::too_many_arguments)]
@@ -391,6 +557,98 @@ impl UnitBounds {
     }
 }
 
+/// Nearest centers [`balance`] considers per centroid.
+const BALANCE_CHOICES: usize = 8;
+
+/// The centroids assigned to `centers` so that center `g` gets exactly `size` of them (the last
+/// center the rest): every (centroid, one of its [`BALANCE_CHOICES`] nearest centers) pair in
+/// ascending distance, a centroid going to the first with room (ties by centroid, then center);
+/// the few whose choices all filled up go to the lowest centers with room. Deterministic.
+fn balance(centroids: &Centroids, centers: &Centroids, size: usize) -> Vec<u32> {
+    let (k, count) = (centroids.k(), centers.k());
+    let capacity = |g: usize| size.min(k.saturating_sub(g * size));
+    let all = Matrix::dense(centroids.as_slice(), centroids.dims());
+    // Each centroid's nearest centers by `||m||^2 - 2 c.m`, ascending (ties to the lower
+    // center), in parallel over whole row blocks.
+    let rows = 16 * ROW_BLOCK;
+    let mut near = vec![[(f32::INFINITY, u32::MAX); BALANCE_CHOICES]; k];
+    near.par_chunks_mut(rows)
+        .enumerate()
+        .for_each_init(Vec::new, |dots, (i, near)| {
+            let block = all.slice(i * rows, i * rows + near.len());
+            for_each_block(block, centers, dots, |part, r0, c0, dots| {
+                let bn = dots.len() / part.rows();
+                for (list, row) in near[r0..].iter_mut().zip(dots.chunks_exact(bn)) {
+                    for (j, &dot) in row.iter().enumerate() {
+                        let v = centers.norms()[c0 + j] - 2.0 * dot;
+                        let mut at = BALANCE_CHOICES;
+                        while at > 0 && v < list[at - 1].0 {
+                            at -= 1;
+                        }
+                        if at < BALANCE_CHOICES {
+                            list.copy_within(at..BALANCE_CHOICES - 1, at + 1);
+                            list[at] = (v, (c0 + j) as u32);
+                        }
+                    }
+                }
+            });
+        });
+    let mut choices: Vec<(f32, u32, u32)> = near
+        .iter()
+        .enumerate()
+        .flat_map(|(j, list)| {
+            let own = centroids.norms()[j];
+            list.iter()
+                .filter(|c| c.1 != u32::MAX)
+                .map(move |&(v, g)| (own + v, j as u32, g))
+        })
+        .collect();
+    choices.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    let (mut group, mut fill) = (vec![u32::MAX; k], vec![0usize; count]);
+    for (_, j, g) in choices {
+        let (j, g) = (j as usize, g as usize);
+        if group[j] == u32::MAX && fill[g] < capacity(g) {
+            (group[j], fill[g]) = (g as u32, fill[g] + 1);
+        }
+    }
+    let mut open = 0;
+    for slot in group.iter_mut().filter(|g| **g == u32::MAX) {
+        while fill[open] >= capacity(open) {
+            open += 1;
+        }
+        (*slot, fill[open]) = (open as u32, fill[open] + 1);
+    }
+    group
+}
+
+/// Lowers every bound by its group's drift and returns the least (no NaN reaches here). Sixteen
+/// independent lanes, so the compiler keeps them in vector registers.
+fn drop_by(lower: &mut [f32], drift: &[f32]) -> f32 {
+    let mut lanes = [f32::INFINITY; 16];
+    for (l, d) in lower.chunks_mut(16).zip(drift.chunks(16)) {
+        for ((m, l), d) in lanes.iter_mut().zip(l).zip(d) {
+            *l -= d;
+            *m = if *l < *m { *l } else { *m };
+        }
+    }
+    lanes.into_iter().fold(f32::INFINITY, f32::min)
+}
+
+/// Appends to `out` the groups whose bound in `lower` does not clear `own` ([`proves`]), in
+/// order: sixteen comparisons become a bit mask, and only the open groups cost a step.
+fn open_groups(own: f32, lower: &[f32], out: &mut Vec<u32>) {
+    for (c, chunk) in lower.chunks(16).enumerate() {
+        let mut bits = 0u32;
+        for (lane, &l) in chunk.iter().enumerate() {
+            bits |= u32::from(!proves(own, l)) << lane;
+        }
+        while bits != 0 {
+            out.push((c * 16) as u32 + bits.trailing_zeros());
+            bits &= bits - 1;
+        }
+    }
+}
+
 /// The full assignment of `x`, also writing each vector's nearest distance in every group other
 /// than its label's (and in its label's group, the nearest other member) into `lower`
 /// (`x.rows() x G`).
@@ -419,13 +677,10 @@ fn grouped_assign(
         "output slices must hold {} rows",
         x.rows()
     );
-    let max_norm = sorted.norms().iter().copied().fold(0f32, f32::max);
+    let max_norm = geometry.max_norm;
     if let Some(cq) = &geometry.quantized {
         let xq = xq.expect("the integer kernel's geometry needs the rows' codes");
-        let runs = Runs {
-            start: &groups.start,
-            ids: &groups.members,
-        };
+        let runs = Runs::new(&groups.start, &groups.members);
         quant::assign_quantized_runs(x, xq, cq, sorted, runs, quant_scratch, labels, dist, lower);
         for i in 0..x.rows() {
             let low = &mut lower[i * count..][..count];
@@ -541,20 +796,24 @@ mod tests {
     fn groups_cover_every_centroid_once() {
         let d = 6;
         let centroids = Centroids::new(blobs(5, 30, d, 2), d);
-        let groups = Groups::new(&centroids);
-        assert_eq!(groups.len(), 15);
-        let mut seen: Vec<u32> = (0..groups.len())
-            .flat_map(|g| groups.members(g).to_vec())
-            .collect();
-        seen.sort_unstable();
-        assert_eq!(seen, (0..150).collect::<Vec<_>>());
-        for g in 0..groups.len() {
-            assert!(
-                groups
-                    .members(g)
-                    .iter()
-                    .all(|&c| groups.of[c as usize] as usize == g)
-            );
+        // Clusters of about ten for the f32 search; whole panels of 16 for the integer search.
+        for (aligned, count) in [(false, 15), (true, 10)] {
+            let groups = Groups::new(&centroids, aligned);
+            assert_eq!(groups.len(), count);
+            let mut seen: Vec<u32> = (0..groups.len())
+                .flat_map(|g| groups.members(g).to_vec())
+                .collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..150).collect::<Vec<_>>());
+            for g in 0..groups.len() {
+                for &c in groups.members(g) {
+                    assert_eq!(groups.of[c as usize] as usize, g);
+                    assert_eq!(groups.members[groups.column[c as usize] as usize], c);
+                }
+                if aligned {
+                    assert_eq!(groups.start[g], 16 * g);
+                }
+            }
         }
     }
 
@@ -572,7 +831,7 @@ mod tests {
         let n = x.rows();
         let codes = int8.then(|| quant::QuantRows::new(x));
         let mut centroids = Centroids::new(data[..96 * d].to_vec(), d);
-        let groups = Groups::new(&centroids);
+        let groups = Groups::new(&centroids, int8);
         let mut bounds = UnitBounds::default();
         let mut scratch = PruneScratch::default();
         let (mut labels, mut dist) = (vec![0u32; n], vec![0f32; n]);
@@ -685,9 +944,10 @@ mod tests {
         for shift in [0.0, 100.0] {
             let data: Vec<f32> = blobs(12, 60, d, 5).iter().map(|v| v + shift).collect();
             let x = Matrix::dense(&data, d);
-            let mut passes = 0;
+            let (mut passes, mut undense) = (0, 0);
             let kept = drive(&data, d, true, |step, dense, labels, dist, centroids| {
                 passes += dense.len();
+                undense += labels.len() - dense.len();
                 for (i, (&label, &got)) in labels.iter().zip(dist).enumerate() {
                     let (want, want_dist) = (0..centroids.k())
                         .map(|j| (dist2(x.row(i), centroids.row(j)), j as u32))
@@ -707,6 +967,14 @@ mod tests {
                 assert!(kept > 0, "the bounds never proved a label");
             }
             assert!(passes > data.len() / d, "shift {shift}: no wide search");
+            // Rows neither kept nor sent to the full pass went through the integer search.
+            if shift == 0.0 {
+                assert!(
+                    undense - kept >= 500,
+                    "only {} rows searched",
+                    undense - kept
+                );
+            }
         }
     }
 }

@@ -569,6 +569,20 @@ pub struct Runs<'a> {
     pub start: &'a [usize],
     /// The index each column is known by (ties go to the lowest of these).
     pub ids: &'a [u32],
+    /// Every run starts at a multiple of [`PANEL`] (see [`Runs::new`]).
+    aligned: bool,
+}
+
+impl<'a> Runs<'a> {
+    /// Runs `g` = columns `start[g]..start[g + 1]`, known by `ids`.
+    pub fn new(start: &'a [usize], ids: &'a [u32]) -> Self {
+        let aligned = start.iter().all(|s| s.is_multiple_of(NR));
+        Self {
+            start,
+            ids,
+            aligned,
+        }
+    }
 }
 
 /// [`assign_quantized`] over centroids in runs: `labels[i]` is the id ([`Runs::ids`]) of the
@@ -612,6 +626,208 @@ pub fn assign_quantized_runs(
     );
 }
 
+/// Centroids per panel: [`search_runs`] needs every run to start at a multiple of this.
+pub const PANEL: usize = NR;
+
+/// Reusable buffers of [`search_runs`].
+#[derive(Debug, Default, Clone)]
+pub struct SearchScratch {
+    /// Pair indices ordered by run, and where each run's start in that order.
+    order: Vec<u32>,
+    first: Vec<usize>,
+    /// The codes of the [`MR`] rows of one kernel call (builds that need them side by side),
+    /// and their products.
+    codes: Vec<u8>,
+    dots: Vec<i32>,
+    /// Per pair, the lower bounds of its run's columns (`span` each).
+    lowers: Vec<f32>,
+    min_upper: Vec<f32>,
+    candidates: Vec<Candidate>,
+}
+
+/// The searched runs of a row block: for each `(row, run)` of `pairs` (row ascending; each row's
+/// runs once), the integer products of `x.row(rows[row])` and the run's columns, and from them:
+///
+/// - `best[row]`, on entry a column and its exact [`dist2`] (the row's label, an upper bound),
+///   becomes the brute-force arg-min of [`dist2`] over that column and every column of the row's
+///   runs (ties to the lowest id, [`Runs::ids`]), with that distance; a row without pairs keeps
+///   its entry;
+/// - `least[p]` a lower bound on `||c||^2 - 2 x.c` over pair `p`'s run other than the row's
+///   final best column (infinity if none), float rounding of `||x||^2` aside, as
+///   [`assign_quantized_runs`] gives for every run.
+///
+/// Exact by [`assign_quantized`]'s argument: the nearest column's lower bound is at most every
+/// column's upper bound and the entry's distance, so it is verified; columns whose lower bound
+/// exceeds the best distance found (with both sides' slack) are strictly farther. This is
+/// Yinyang's group search on the integer kernel: a row pays for the runs it searches only.
+///
+/// # Panics
+/// As [`assign_quantized`], if a run does not start at a multiple of [`PANEL`] or is longer than
+/// [`CENTROID_BLOCK`], or `pairs`, `rows`, `best` and `least` disagree.
+#[allow(clippy::too_many_arguments)]
+pub fn search_runs(
+    x: Matrix<'_>,
+    xq: QuantSlice<'_>,
+    cq: &QuantCentroids,
+    centroids: &Centroids,
+    runs: Runs<'_>,
+    rows: &[usize],
+    pairs: &[(u32, u32)],
+    scratch: &mut SearchScratch,
+    best: &mut [(u32, f32)],
+    least: &mut [f32],
+) {
+    let kernel = cq.isa;
+    check_shapes(x, xq, cq, centroids);
+    let count = runs.start.len().saturating_sub(1);
+    let k = centroids.k();
+    assert!(
+        runs.start.first() == Some(&0)
+            && runs.start.last() == Some(&k)
+            && runs.ids.len() == k
+            && runs.start.windows(2).all(|w| {
+                w[0].is_multiple_of(NR) && w[0] <= w[1] && w[1] - w[0] <= CENTROID_BLOCK
+            }),
+        "runs must cover the {k} centroids, each starting at a whole panel"
+    );
+    assert!(
+        best.len() == rows.len()
+            && least.len() == pairs.len()
+            && rows.iter().all(|&i| i < xq.len)
+            && best.iter().all(|&(col, _)| (col as usize) < k)
+            && pairs.windows(2).all(|w| w[0].0 <= w[1].0)
+            && pairs
+                .iter()
+                .all(|&(r, g)| (r as usize) < rows.len() && (g as usize) < count),
+        "pairs must name rows and runs, in row order"
+    );
+    let qrows = xq.rows;
+    let span = runs
+        .start
+        .windows(2)
+        .map(|w| (w[1] - w[0]).div_ceil(NR) * NR)
+        .max()
+        .unwrap_or(0);
+    let SearchScratch {
+        order,
+        first,
+        codes,
+        dots,
+        lowers,
+        min_upper,
+        candidates,
+    } = scratch;
+    // Pairs by run (a stable counting sort: rows stay ascending within a run).
+    first.clear();
+    first.resize(count + 1, 0);
+    for &(_, g) in pairs {
+        first[g as usize + 1] += 1;
+    }
+    for g in 0..count {
+        first[g + 1] += first[g];
+    }
+    order.resize(pairs.len(), 0);
+    let mut fill = first[..count].to_vec();
+    for (p, &(_, g)) in pairs.iter().enumerate() {
+        order[fill[g as usize]] = p as u32;
+        fill[g as usize] += 1;
+    }
+    dots.resize(MR * CENTROID_BLOCK, 0);
+    // Each pair's slice is written (its run's whole panels) before it is read.
+    // Spare spans past the pairs' take the writes of a kernel call's unused slots.
+    if lowers.len() < (pairs.len() + MR) * span {
+        lowers.resize((pairs.len() + MR) * span, f32::INFINITY);
+    }
+    min_upper.clear();
+    min_upper.resize(rows.len(), f32::INFINITY);
+    let step = kernel.panels_per_call();
+    for g in 0..count {
+        let (c0, panels) = (
+            runs.start[g],
+            (runs.start[g + 1] - runs.start[g]).div_ceil(NR),
+        );
+        for chunk in order[first[g]..first[g + 1]].chunks(MR) {
+            // Slots past the chunk repeat its first row and write to the spare spans past the
+            // pairs' (their results are not read).
+            let (mut slots, mut of) = ([0usize; MR], [0usize; MR]);
+            for slot in 0..MR {
+                let p = chunk.get(slot).copied().unwrap_or(chunk[0]) as usize;
+                of[slot] = xq.start + rows[pairs[p].0 as usize];
+                slots[slot] = if slot < chunk.len() {
+                    p
+                } else {
+                    pairs.len() + slot
+                };
+            }
+            for panel in (0..panels).step_by(step) {
+                let n = step.min(panels - panel);
+                let mut at = [0usize; MR];
+                for (at, &slot) in at.iter_mut().zip(&slots) {
+                    *at = slot * span + panel * NR;
+                }
+                let upper = kernel.search_panels(
+                    qrows,
+                    of,
+                    cq,
+                    (c0 + panel * NR, n),
+                    (codes, dots),
+                    lowers,
+                    at,
+                );
+                for (&p, &u) in chunk.iter().zip(&upper) {
+                    let row = pairs[p as usize].0 as usize;
+                    min_upper[row] = min_upper[row].min(u);
+                }
+            }
+        }
+    }
+    let mut a = 0;
+    while a < pairs.len() {
+        let row = pairs[a].0 as usize;
+        let b = a + pairs[a..]
+            .iter()
+            .take_while(|q| q.0 as usize == row)
+            .count();
+        let (i, g) = (rows[row], xq.start + rows[row]);
+        let xi = x.row(i);
+        let own = super::assign::dot(xi, xi);
+        let slack = qrows.slack[g];
+        let (col, d) = best[row];
+        let stop =
+            (min_upper[row] + 4.0 * slack).min(d - own + 4.0 * (slack + cq.slack[col as usize]));
+        candidates.clear();
+        for q in a..b {
+            let c0 = runs.start[pairs[q].1 as usize];
+            let len = (runs.start[pairs[q].1 as usize + 1] - c0).div_ceil(NR) * NR;
+            kernel.below(&lowers[q * span..][..len], c0, stop, candidates);
+        }
+        let entry = (d, runs.ids[col as usize], col);
+        let (d, _, col) = verify(
+            kernel,
+            xi,
+            centroids,
+            cq,
+            slack,
+            Some(runs.ids),
+            candidates,
+            entry,
+            stop,
+        );
+        best[row] = (col, d);
+        for q in a..b {
+            let run = pairs[q].1 as usize;
+            let c0 = runs.start[run];
+            let lower = &lowers[q * span..][..runs.start[run + 1] - c0];
+            least[q] = match (col as usize).checked_sub(c0) {
+                // The best column's own run: its other members.
+                Some(j) if j < lower.len() => least_of(&lower[..j]).min(least_of(&lower[j + 1..])),
+                _ => least_of(lower),
+            };
+        }
+        a = b;
+    }
+}
+
 /// The scan behind [`assign_quantized`] and [`assign_quantized_runs`].
 #[allow(clippy::too_many_arguments)]
 fn scan(
@@ -643,11 +859,13 @@ fn scan(
     lower.resize(CENTROID_BLOCK, 0.0);
     min_upper.resize(ROW_BLOCK, 0.0);
     candidates.resize_with(ROW_BLOCK, Vec::new);
-    if let Some((_, least)) = runs.as_mut() {
-        least.fill(f32::INFINITY);
-    }
     for r0 in (0..n).step_by(ROW_BLOCK) {
         let bm = ROW_BLOCK.min(n - r0);
+        if let Some((runs, least)) = runs.as_mut() {
+            // The block's minima start here, so they are in cache while the block is scanned.
+            let count = runs.start.len() - 1;
+            least[r0 * count..(r0 + bm) * count].fill(f32::INFINITY);
+        }
         let first = xq.start + r0;
         min_upper[..bm].fill(f32::INFINITY);
         candidates[..bm].iter_mut().for_each(Vec::clear);
@@ -667,7 +885,7 @@ fn scan(
                     list.retain(|c| c.lower <= threshold);
                 }
                 if let Some((runs, least)) = runs.as_mut() {
-                    run_minima(runs, c0, &lower[..bn], least, r0 + i);
+                    run_minima(kernel, runs, c0, &lower[..bn], least, r0 + i);
                 }
             }
         }
@@ -676,34 +894,88 @@ fn scan(
             let g = first + i;
             let threshold = min_upper[i] + 4.0 * rows.slack[g];
             let xi = x.row(r0 + i);
-            let own = super::assign::dot(xi, xi);
-            let (mut best, mut label) = (f32::INFINITY, u32::MAX);
-            // Candidates whose lower bound exceeds the best distance found (with both sides'
-            // slack) are strictly farther and skipped, as in `nearest_few_quantized`.
-            let mut stop = threshold;
-            let mut next = Pending::new(&candidates[i]);
-            while let Some((columns, count)) = next.take(stop) {
-                let found = kernel.dists(xi, centroids, &columns[..count]);
-                for (&j, &d) in columns[..count].iter().zip(&found) {
-                    let id = ids.map_or(j, |ids| ids[j as usize]);
-                    if d < best || (d == best && id < label) {
-                        (best, label) = (d, id);
-                        let bound = d - own + 4.0 * (rows.slack[g] + cq.slack[j as usize]);
-                        stop = stop.min(bound);
-                    }
-                }
-            }
+            let entry = (f32::INFINITY, u32::MAX, u32::MAX);
+            let slack = rows.slack[g];
+            let (best, label, _) = verify(
+                kernel,
+                xi,
+                centroids,
+                cq,
+                slack,
+                ids,
+                &candidates[i],
+                entry,
+                threshold,
+            );
             labels[r0 + i] = label;
             dist[r0 + i] = best;
         }
     }
 }
 
+/// The nearest of `best` (distance, id, column) and `candidates` to `xi` by direct distance (ties
+/// to the lowest id: `ids[column]`, or the column without `ids`). Candidates are taken in list
+/// order; one whose lower bound exceeds `stop` (which starts as the caller's threshold and falls
+/// to each better distance found, with both sides' slack; `slack` is the row's) is strictly
+/// farther and skipped, as in [`nearest_few_quantized`].
+#[allow(clippy::too_many_arguments)]
+fn verify(
+    kernel: Isa,
+    xi: &[f32],
+    centroids: &Centroids,
+    cq: &QuantCentroids,
+    slack: f32,
+    ids: Option<&[u32]>,
+    candidates: &[Candidate],
+    mut best: (f32, u32, u32),
+    mut stop: f32,
+) -> (f32, u32, u32) {
+    let own = super::assign::dot(xi, xi);
+    let mut next = Pending::new(candidates);
+    while let Some((columns, count)) = next.take(stop) {
+        let found = kernel.dists(xi, centroids, &columns[..count]);
+        for (&j, &d) in columns[..count].iter().zip(&found) {
+            let id = ids.map_or(j, |ids| ids[j as usize]);
+            if d < best.0 || (d == best.0 && id < best.1) {
+                best = (d, id, j);
+                stop = stop.min(d - own + 4.0 * (slack + cq.slack[j as usize]));
+            }
+        }
+    }
+    best
+}
+
 /// Lowers row `row`'s run minima in `least` by the lower bounds of columns `c0..` (`lower`).
-fn run_minima(runs: &Runs<'_>, c0: usize, lower: &[f32], least: &mut [f32], row: usize) {
+fn run_minima(
+    kernel: Isa,
+    runs: &Runs<'_>,
+    c0: usize,
+    lower: &[f32],
+    least: &mut [f32],
+    row: usize,
+) {
     let count = runs.start.len() - 1;
     let end = (c0 + lower.len()).min(runs.start[count]);
     if c0 >= end {
+        return;
+    }
+    if runs.aligned && lower.len() <= CENTROID_BLOCK {
+        // Runs of whole panels: one least per panel (padding columns' bounds are infinite).
+        let mut minima = [0f32; CENTROID_BLOCK / NR];
+        let minima = &mut minima[..lower.len() / NR];
+        kernel.panel_minima(lower, minima);
+        let least = &mut least[row * count..][..count];
+        let mut g = runs.start.partition_point(|&s| s <= c0) - 1;
+        for (p, &m) in minima.iter().enumerate() {
+            let column = c0 + p * NR;
+            if column >= end {
+                break;
+            }
+            while runs.start[g + 1] <= column {
+                g += 1;
+            }
+            least[g] = least[g].min(m);
+        }
         return;
     }
     // Runs with columns in c0..end (empty runs give empty ranges).
@@ -970,6 +1242,64 @@ impl Isa {
         }
     }
 
+    /// The search's products and bounds for rows `rows` of `xq` ([`MR`] of them, anywhere) and
+    /// `count` panels from centroid `c0` on (at most [`Isa::panels_per_call`]): row `r`'s lower
+    /// bounds go to `lower[at[r]..][..count * NR]`, and its least upper bound is returned, as
+    /// [`Isa::bounds`]. The AVX-512 build reads the rows in place and keeps the products in
+    /// registers (twice the accumulator chains at one panel); the others copy the rows into
+    /// `buffer` and the products through `dots`.
+    #[allow(clippy::too_many_arguments)]
+    fn search_panels(
+        self,
+        xq: &QuantRows,
+        rows: [usize; MR],
+        cq: &QuantCentroids,
+        (c0, count): (usize, usize),
+        (buffer, dots): (&mut Vec<u8>, &mut [i32]),
+        lower: &mut [f32],
+        at: [usize; MR],
+    ) -> [f32; MR] {
+        let (len, width) = (count * NR, xq.width);
+        let panels = &cq.panels[c0 * width..][..len * width];
+        assert!(
+            (1..=self.panels_per_call()).contains(&count)
+                && c0.is_multiple_of(NR)
+                && xq.width == cq.width
+                && rows.iter().all(|&g| g < xq.rows)
+                && at.iter().all(|&a| a + len <= lower.len())
+                && (0..MR).all(|r| (r + 1..MR).all(|q| at[r].abs_diff(at[q]) >= len)),
+            "whole panels, rows of `xq`, disjoint outputs within `lower`"
+        );
+        match self {
+            // SAFETY: AVX-512 F/BW/VNNI were detected; the panels and centroid terms cover
+            // `c0..c0 + len` (sliced above), the rows exist, the outputs were checked to be in
+            // `lower` and disjoint.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe {
+                match count {
+                    1 => avx512::search_panels::<1, 2>(xq, rows, panels, cq, c0, lower, at),
+                    2 => avx512::search_panels::<2, 1>(xq, rows, panels, cq, c0, lower, at),
+                    3 => avx512::search_panels::<3, 1>(xq, rows, panels, cq, c0, lower, at),
+                    _ => avx512::search_panels::<4, 1>(xq, rows, panels, cq, c0, lower, at),
+                }
+            },
+            _ => {
+                buffer.resize(MR * width, 0);
+                for (slot, &g) in buffer.chunks_exact_mut(width).zip(&rows) {
+                    slot.copy_from_slice(&xq.codes[g * width..][..width]);
+                }
+                self.products(buffer, width, panels, count, dots);
+                let mut out = [0f32; MR];
+                for (r, out) in out.iter_mut().enumerate() {
+                    let dots = &dots[r * CENTROID_BLOCK..][..len];
+                    let lower = &mut lower[at[r]..][..len];
+                    *out = self.bounds(dots, cq, c0, xq.terms(rows[r]), lower);
+                }
+                out
+            }
+        }
+    }
+
     /// Panels [`Isa::products`] takes at once.
     fn panels_per_call(self) -> usize {
         match self {
@@ -996,6 +1326,11 @@ impl Isa {
         );
         match self {
             Isa::Portable => bounds_portable(dots, cq, c0, row, lower),
+            // SAFETY: AVX-512 F was detected; the lengths were checked.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 if dots.len().is_multiple_of(16) => unsafe {
+                avx512::bounds(dots, cq, c0, row, lower)
+            },
             // SAFETY: AVX2 and FMA were detected (AVX-512 implies them here); the lengths were
             // checked.
             #[cfg(target_arch = "x86_64")]
@@ -1039,6 +1374,21 @@ impl Isa {
             // checked.
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 | Isa::Avx512 => unsafe { avx2::few_bounds(dots, cq, c0, row, lower, least) },
+        }
+    }
+
+    /// `out[p]` = the least of `lower[p * NR..][..NR]` (the bounds hold no NaN).
+    fn panel_minima(self, lower: &[f32], out: &mut [f32]) {
+        assert_eq!(lower.len(), out.len() * NR, "one minimum per panel");
+        match self {
+            // SAFETY: AVX-512 F was detected; the lengths were checked.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe { avx512::panel_minima(lower, out) },
+            _ => {
+                for (out, panel) in out.iter_mut().zip(lower.chunks_exact(NR)) {
+                    *out = least_of(panel);
+                }
+            }
         }
     }
 
@@ -1327,7 +1677,7 @@ mod avx512 {
 
     use std::arch::x86_64::*;
 
-    use super::{CENTROID_BLOCK, Candidate, MR, NR, QuantCentroids, RowTerms};
+    use super::{CENTROID_BLOCK, Candidate, MR, NR, QuantCentroids, QuantRows, RowTerms};
 
     /// The most nearest centroids [`few_bounds`] keeps in registers.
     pub(super) const MAX_FEW: usize = 8;
@@ -1345,11 +1695,31 @@ mod avx512 {
         j: usize,
         row: RowTerms,
     ) -> (__m512, __m512) {
-        debug_assert!(at + 16 <= dots.len() && j + 16 <= cq.norm.len());
+        debug_assert!(at + 16 <= dots.len());
         // SAFETY: the ranges are in bounds (caller).
         unsafe {
+            let dot = _mm512_loadu_si512(dots.as_ptr().add(at).cast());
+            lanes_of(dot, cq, j, row)
+        }
+    }
+
+    /// [`lanes`] of sixteen products in a register.
+    ///
+    /// # Safety
+    /// AVX-512 F; the centroid terms `[j..j + 16]` must exist.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn lanes_of(
+        dot: __m512i,
+        cq: &QuantCentroids,
+        j: usize,
+        row: RowTerms,
+    ) -> (__m512, __m512) {
+        debug_assert!(j + 16 <= cq.norm.len());
+        // SAFETY: the range is in bounds (caller).
+        unsafe {
             let load = |v: &[f32]| _mm512_loadu_ps(v.as_ptr().add(j));
-            let dot = _mm512_cvtepi32_ps(_mm512_loadu_si512(dots.as_ptr().add(at).cast()));
+            let dot = _mm512_cvtepi32_ps(dot);
             let base = _mm512_fnmadd_ps(_mm512_set1_ps(row.lo), load(&cq.offset), load(&cq.norm));
             let scaled = _mm512_mul_ps(load(&cq.scale), dot);
             let v = _mm512_fnmadd_ps(_mm512_set1_ps(row.step), scaled, base);
@@ -1357,6 +1727,48 @@ mod avx512 {
                 _mm512_fmadd_ps(_mm512_set1_ps(row.error), load(&cq.length), load(&cq.slack));
             let e = _mm512_fmadd_ps(_mm512_set1_ps(row.length), load(&cq.error), inner);
             (v, e)
+        }
+    }
+
+    /// As [`super::avx2::bounds`], sixteen centroids at a time.
+    ///
+    /// # Safety
+    /// AVX-512 F; `dots.len()` a multiple of 16, `lower` as long, `c0 + dots.len()` within the
+    /// padded centroids.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn bounds(
+        dots: &[i32],
+        cq: &QuantCentroids,
+        c0: usize,
+        row: RowTerms,
+        lower: &mut [f32],
+    ) -> f32 {
+        debug_assert!(dots.len().is_multiple_of(16) && lower.len() == dots.len());
+        let (two, minus_two) = (_mm512_set1_ps(2.0), _mm512_set1_ps(-2.0));
+        let mut least = _mm512_set1_ps(f32::INFINITY);
+        for at in (0..dots.len()).step_by(16) {
+            // SAFETY: in bounds by the caller's contract.
+            let (v, e) = unsafe { lanes(dots, at, cq, c0 + at, row) };
+            // SAFETY: at + 16 <= lower.len().
+            unsafe {
+                _mm512_storeu_ps(lower.as_mut_ptr().add(at), _mm512_fmadd_ps(minus_two, e, v))
+            };
+            // A NaN upper bound (never from finite data) is passed over, as `f32::min` does.
+            least = _mm512_min_ps(_mm512_fmadd_ps(two, e, v), least);
+        }
+        _mm512_reduce_min_ps(least)
+    }
+
+    /// As [`super::Isa::panel_minima`]: one horizontal minimum per panel.
+    ///
+    /// # Safety
+    /// AVX-512 F; `lower.len() == out.len() * 16`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn panel_minima(lower: &[f32], out: &mut [f32]) {
+        debug_assert_eq!(lower.len(), out.len() * 16);
+        for (p, out) in out.iter_mut().enumerate() {
+            // SAFETY: p * 16 + 16 <= lower.len() by the caller's contract.
+            *out = _mm512_reduce_min_ps(unsafe { _mm512_loadu_ps(lower.as_ptr().add(p * 16)) });
         }
     }
 
@@ -1459,6 +1871,106 @@ mod avx512 {
         }
     }
 
+    /// The [`MR`] x `P` panel sums of [`products`], for rows read in place (`rows`, each at
+    /// least `width` codes), with `S` sets of accumulators over alternate quads of dims (summed
+    /// at the end: exact integers in any order), so that one panel still feeds `MR * S`
+    /// independent chains.
+    ///
+    /// # Safety
+    /// AVX-512 F, BW and VNNI must be available; `panels` must hold `P * NR * width` codes.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn sums<const P: usize, const S: usize>(
+        rows: [&[u8]; MR],
+        width: usize,
+        panels: &[u8],
+    ) -> [[__m512i; P]; MR] {
+        debug_assert!(rows.iter().all(|r| r.len() >= width) && panels.len() >= P * NR * width);
+        let mut acc = [[[_mm512_setzero_si512(); P]; MR]; S];
+        let rows = rows.map(<[u8]>::as_ptr);
+        let panels = panels.as_ptr();
+        let quads = width / 4;
+        // SAFETY (whole block): every quad read is below width / 4 and every panel below P, by
+        // the caller's lengths.
+        unsafe {
+            let step = |acc: &mut [[__m512i; P]; MR], quad: usize| {
+                let mut codes = [_mm512_setzero_si512(); P];
+                for (p, codes) in codes.iter_mut().enumerate() {
+                    *codes = _mm512_loadu_si512(panels.add((p * quads + quad) * 64).cast());
+                }
+                for (acc, &row) in acc.iter_mut().zip(&rows) {
+                    let four = row.add(quad * 4).cast::<i32>().read_unaligned();
+                    let row = _mm512_set1_epi32(four);
+                    for (acc, &codes) in acc.iter_mut().zip(&codes) {
+                        *acc = _mm512_dpbusd_epi32(*acc, row, codes);
+                    }
+                }
+            };
+            let whole = quads / S * S;
+            for quad in (0..whole).step_by(S) {
+                for (s, acc) in acc.iter_mut().enumerate() {
+                    step(acc, quad + s);
+                }
+            }
+            for quad in whole..quads {
+                step(&mut acc[0], quad);
+            }
+        }
+        let mut out = acc[0];
+        for set in &acc[1..] {
+            for (out, set) in out.iter_mut().zip(set) {
+                for (out, &sum) in out.iter_mut().zip(set) {
+                    *out = _mm512_add_epi32(*out, sum);
+                }
+            }
+        }
+        out
+    }
+
+    /// The search's products and bounds at once: for the [`MR`] rows `rows` of `xq` and the `P` panels of centroids from `c0` on, row `r`'s lower bounds `v - 2e`
+    /// (as [`super::bounds`]) go to `lower[at[r]..][..P * NR]`; returns each row's least upper
+    /// bound `v + 2e`. The products never leave their registers.
+    ///
+    /// # Safety
+    /// AVX-512 F, BW and VNNI must be available; `panels` must hold `P * NR * width` codes, the
+    /// centroid terms `[c0..c0 + P * NR]` must exist, and every `at[r] + P * NR <= lower.len()`
+    /// with the rows' ranges disjoint.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn search_panels<const P: usize, const S: usize>(
+        xq: &QuantRows,
+        rows: [usize; MR],
+        panels: &[u8],
+        cq: &QuantCentroids,
+        c0: usize,
+        lower: &mut [f32],
+        at: [usize; MR],
+    ) -> [f32; MR] {
+        debug_assert!(at.iter().all(|&a| a + P * NR <= lower.len()));
+        let width = xq.width;
+        let codes = rows.map(|g| &xq.codes[g * width..][..width]);
+        // SAFETY: the caller's lengths.
+        let sums = unsafe { sums::<P, S>(codes, width, panels) };
+        let (two, minus_two) = (_mm512_set1_ps(2.0), _mm512_set1_ps(-2.0));
+        let mut out = [f32::INFINITY; MR];
+        let base = lower.as_mut_ptr();
+        for (r, sums) in sums.iter().enumerate() {
+            let mut least = _mm512_set1_ps(f32::INFINITY);
+            for (p, &sum) in sums.iter().enumerate() {
+                // SAFETY: the terms and `lower` ranges are in bounds (caller).
+                unsafe {
+                    let (v, e) = lanes_of(sum, cq, c0 + p * NR, xq.terms(rows[r]));
+                    let at = base.add(at[r] + p * NR);
+                    _mm512_storeu_ps(at, _mm512_fmadd_ps(minus_two, e, v));
+                    // A NaN upper bound (never from finite data) is passed over, as in
+                    // [`bounds`].
+                    least = _mm512_min_ps(_mm512_fmadd_ps(two, e, v), least);
+                }
+            }
+            out[r] = _mm512_reduce_min_ps(least);
+        }
+        out
+    }
+
     /// Panels per call of [`products`].
     pub(super) const PANELS: usize = 4;
 
@@ -1508,7 +2020,7 @@ mod avx512 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::assign::dist2;
+    use super::super::assign::{dist2, dot};
     use super::*;
 
     /// Values in `[-0.5, 0.5) + shift`.
@@ -1562,6 +2074,129 @@ mod tests {
             .filter(|&level| level <= detected())
             .map(Isa::at)
             .collect()
+    }
+
+    #[test]
+    fn searched_runs_give_the_brute_force_nearest_and_the_full_pass_bounds() {
+        // Runs of one, two, four and five panels (the last two calls apart), a short last run,
+        // ids in reverse so ties go to the higher column, rows equal to centroids and centroids
+        // repeated (exact ties), odd and even quads of dims; every build this CPU has.
+        for kernel in kernels() {
+            for (n, k, d, size) in [(40, 100, 20, 16), (33, 150, 45, 32), (21, 200, 512, 64)] {
+                for size in [size, 80] {
+                    let mut raw = values(k * d, 3, 0.0);
+                    // Centroid 1 repeats centroid 0, centroid 17 repeats centroid 5.
+                    raw.copy_within(0..d, d);
+                    raw.copy_within(5 * d..6 * d, 17 * d);
+                    let centroids = Centroids::new(raw, d);
+                    let mut rows = values(n * d, 4, 0.0);
+                    rows[..d].copy_from_slice(centroids.row(0));
+                    rows[2 * d..3 * d].copy_from_slice(centroids.row(5));
+                    let x = Matrix::dense(&rows, d);
+                    let xq = QuantRows::new(x);
+                    let mut cq = QuantCentroids::new(&centroids);
+                    cq.isa = kernel;
+                    let start: Vec<usize> =
+                        (0..k.div_ceil(size)).map(|g| g * size).chain([k]).collect();
+                    let ids: Vec<u32> = (0..k as u32).rev().collect();
+                    let runs = Runs::new(&start, &ids);
+                    let count = start.len() - 1;
+                    // The full pass's bounds of every run, to compare with.
+                    let (mut labels, mut dist) = (vec![0u32; n], vec![0f32; n]);
+                    let mut full = vec![0f32; n * count];
+                    assign_quantized_runs(
+                        x,
+                        xq.slice(0, n),
+                        &cq,
+                        &centroids,
+                        runs,
+                        &mut QuantScratch::default(),
+                        &mut labels,
+                        &mut dist,
+                        &mut full,
+                    );
+                    // Every other row, each with a pseudo-random set of runs (some with none),
+                    // starting from column `row % k`.
+                    let chosen: Vec<usize> = (0..n).step_by(2).collect();
+                    let mut pairs = Vec::new();
+                    for r in 0..chosen.len() {
+                        pairs.extend(
+                            (0..count)
+                                .filter(|&g| (r * 7 + g * 3) % 5 < 2 + r % 2)
+                                .filter(|_| r % 6 != 5)
+                                .map(|g| (r as u32, g as u32)),
+                        );
+                    }
+                    let mut best: Vec<(u32, f32)> = chosen
+                        .iter()
+                        .map(|&i| ((i % k) as u32, dist2(x.row(i), centroids.row(i % k))))
+                        .collect();
+                    let entry = best.clone();
+                    let mut least = vec![0f32; pairs.len()];
+                    search_runs(
+                        x,
+                        xq.slice(0, n),
+                        &cq,
+                        &centroids,
+                        runs,
+                        &chosen,
+                        &pairs,
+                        &mut SearchScratch::default(),
+                        &mut best,
+                        &mut least,
+                    );
+                    let case = format!("n {n} k {k} d {d} runs of {size}, {kernel:?}");
+                    for (r, &i) in chosen.iter().enumerate() {
+                        let xi = x.row(i);
+                        let mine: Vec<u32> = pairs
+                            .iter()
+                            .filter(|p| p.0 == r as u32)
+                            .map(|p| p.1)
+                            .collect();
+                        let columns = mine
+                            .iter()
+                            .flat_map(|&g| start[g as usize]..start[g as usize + 1])
+                            .chain([entry[r].0 as usize]);
+                        let want = columns
+                            .map(|j| (dist2(xi, centroids.row(j)), ids[j], j as u32))
+                            .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
+                            .map(|(d, _, j)| (j, d));
+                        assert_eq!(Some(best[r]), want, "{case} row {i}");
+                        let own = dot(xi, xi);
+                        for (&(_, g), &l) in
+                            pairs.iter().zip(&least).filter(|(p, _)| p.0 == r as u32)
+                        {
+                            let (lo, hi) = (start[g as usize], start[g as usize + 1]);
+                            let others = (lo..hi).filter(|&j| j != best[r].0 as usize);
+                            let truth = others
+                                .clone()
+                                .map(|j| dist2(xi, centroids.row(j)) - own)
+                                .fold(f32::INFINITY, f32::min);
+                            let slack = 1e-4
+                                * (own
+                                    + centroids.norms()[lo..hi]
+                                        .iter()
+                                        .copied()
+                                        .fold(0.0, f32::max));
+                            assert!(
+                                l <= truth + slack,
+                                "{case} row {i} run {g}: {l} above {truth}"
+                            );
+                            let whole = full[i * count + g as usize];
+                            if (lo..hi).contains(&(best[r].0 as usize)) {
+                                assert!(l >= whole, "{case} row {i} run {g}: {l} below {whole}");
+                            } else {
+                                assert_eq!(l.to_bits(), whole.to_bits(), "{case} row {i} run {g}");
+                            }
+                        }
+                    }
+                    assert!(
+                        best.iter().zip(&entry).any(|(b, e)| b.0 != e.0),
+                        "{case}: no row found a nearer centroid"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
