@@ -1927,9 +1927,10 @@ mod avx512 {
         out
     }
 
-    /// The search's products and bounds at once: for the [`MR`] rows `rows` of `xq` and the `P` panels of centroids from `c0` on, row `r`'s lower bounds `v - 2e`
-    /// (as [`super::bounds`]) go to `lower[at[r]..][..P * NR]`; returns each row's least upper
-    /// bound `v + 2e`. The products never leave their registers.
+    /// The search's products and bounds at once: for the [`MR`] rows `rows` of `xq` and the `P`
+    /// panels of centroids from `c0` on, row `r`'s lower bounds `v - 2e` (as [`super::bounds`])
+    /// go to `lower[at[r]..][..P * NR]`; returns each row's least upper bound `v + 2e`. The
+    /// products never leave their registers.
     ///
     /// # Safety
     /// AVX-512 F, BW and VNNI must be available; `panels` must hold `P * NR * width` codes, the
