@@ -290,9 +290,10 @@ pub struct PruneScratch {
     dense_dist: Vec<f32>,
     dense_lower: Vec<f32>,
     /// The integer search of a row block: its rows, their `(row, group)` pairs, each row's best
-    /// `(column, distance)` and each pair's least lower bound.
+    /// `(column, distance)` and distance to its label before, and each pair's least lower bound.
     search: quant::SearchScratch,
     rows: Vec<usize>,
+    own: Vec<f32>,
     open: Vec<u32>,
     pairs: Vec<(u32, u32)>,
     best: Vec<(u32, f32)>,
@@ -451,6 +452,7 @@ impl UnitBounds {
             scratch.rows.clear();
             scratch.pairs.clear();
             scratch.best.clear();
+            scratch.own.clear();
             for i in b0..n.min(b0 + SEARCH_BLOCK) {
                 let label = self.labels[i] as usize;
                 let own2 = dist2(x.row(i), centroids.row(label));
@@ -475,6 +477,7 @@ impl UnitBounds {
                 let row = scratch.rows.len() as u32;
                 scratch.rows.push(i);
                 scratch.best.push((groups.column[label], own2));
+                scratch.own.push(own2);
                 scratch.pairs.extend(scratch.open.iter().map(|&g| (row, g)));
             }
             scratch.least.resize(scratch.pairs.len(), 0.0);
@@ -503,9 +506,8 @@ impl UnitBounds {
                 let (old, new) = (self.labels[i] as usize, groups.members[column as usize]);
                 if new as usize != old {
                     // The old label is now one of its group's other members.
-                    let own = dist2(xi, centroids.row(old)).sqrt();
                     let slot = &mut lower[groups.of[old] as usize];
-                    *slot = slot.min(own);
+                    *slot = slot.min(scratch.own[row].sqrt());
                 }
                 (self.labels[i], labels[i], dist[i]) = (new, new, d2);
             }

@@ -804,7 +804,7 @@ pub fn search_runs(
         let entry = (d, runs.ids[col as usize], col);
         let (d, _, col) = verify(
             kernel,
-            xi,
+            (xi, own),
             centroids,
             cq,
             slack,
@@ -894,11 +894,12 @@ fn scan(
             let g = first + i;
             let threshold = min_upper[i] + 4.0 * rows.slack[g];
             let xi = x.row(r0 + i);
+            let own = super::assign::dot(xi, xi);
             let entry = (f32::INFINITY, u32::MAX, u32::MAX);
             let slack = rows.slack[g];
             let (best, label, _) = verify(
                 kernel,
-                xi,
+                (xi, own),
                 centroids,
                 cq,
                 slack,
@@ -913,15 +914,15 @@ fn scan(
     }
 }
 
-/// The nearest of `best` (distance, id, column) and `candidates` to `xi` by direct distance (ties
-/// to the lowest id: `ids[column]`, or the column without `ids`). Candidates are taken in list
-/// order; one whose lower bound exceeds `stop` (which starts as the caller's threshold and falls
+/// The nearest of `best` (distance, id, column) and `candidates` to `xi` (`own` = `xi . xi`) by
+/// direct distance (ties to the lowest id: `ids[column]`, or the column without `ids`).
+/// Candidates are taken in list order; one whose lower bound exceeds `stop` (which starts as the caller's threshold and falls
 /// to each better distance found, with both sides' slack; `slack` is the row's) is strictly
 /// farther and skipped, as in [`nearest_few_quantized`].
 #[allow(clippy::too_many_arguments)]
 fn verify(
     kernel: Isa,
-    xi: &[f32],
+    (xi, own): (&[f32], f32),
     centroids: &Centroids,
     cq: &QuantCentroids,
     slack: f32,
@@ -930,7 +931,6 @@ fn verify(
     mut best: (f32, u32, u32),
     mut stop: f32,
 ) -> (f32, u32, u32) {
-    let own = super::assign::dot(xi, xi);
     let mut next = Pending::new(candidates);
     while let Some((columns, count)) = next.take(stop) {
         let found = kernel.dists(xi, centroids, &columns[..count]);
