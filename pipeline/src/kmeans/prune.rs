@@ -500,8 +500,7 @@ impl UnitBounds {
                 let err = EXPANSION_ERROR * (xx + geometry.max_norm);
                 let lower = &mut self.lower[i * count..][..count];
                 while let Some((&(_, g), &v)) = searched.next_if(|((r, _), _)| *r as usize == row) {
-                    let t = xx + v - err;
-                    lower[g as usize] = if t > 0.0 { t } else { 0.0 }.sqrt();
+                    lower[g as usize] = distance_bound(xx, v, err);
                 }
                 let (old, new) = (self.labels[i] as usize, groups.members[column as usize]);
                 if new as usize != old {
@@ -748,6 +747,15 @@ fn grouped_assign(
     });
 }
 
+/// A lower bound on a distance from a lower bound `v` on `||c||^2 - 2 x.c` (`xx` = `||x||^2`),
+/// lowered by `err`, the expansion's rounding bound.
+#[inline]
+fn distance_bound(xx: f32, v: f32, err: f32) -> f32 {
+    let t = xx + v - err;
+    // Not `f32::max`: its NaN rule keeps the loop from vectorising (no NaN reaches here).
+    if t > 0.0 { t } else { 0.0 }.sqrt()
+}
+
 /// Turns a vector's group minima of `||c||^2 - 2 x.c` (`low`) into lower bounds on distances,
 /// lowered by a bound on the expansion's rounding, and sets its label's group to the nearest
 /// other member, directly.
@@ -762,9 +770,7 @@ fn finish_bounds(
     let xx = dot(xi, xi);
     let err = EXPANSION_ERROR * (xx + max_norm);
     for v in low.iter_mut() {
-        // Not `f32::max`: its NaN rule keeps the loop from vectorising (no NaN reaches here).
-        let t = xx + *v - err;
-        *v = if t > 0.0 { t } else { 0.0 }.sqrt();
+        *v = distance_bound(xx, *v, err);
     }
     let g = groups.of[label] as usize;
     low[g] = (groups.start[g]..groups.start[g + 1])
