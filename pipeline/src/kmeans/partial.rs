@@ -171,8 +171,8 @@ pub type Entries<'a> = Box<dyn Iterator<Item = (usize, u64, &'a [i64])> + 'a>;
 
 /// `n` zeros, written rather than mapped: a table from `vec![0; n]` is fresh zero pages that its
 /// first `+=` reads and then writes, and each such copy-on-write fault flushes the page from every
-/// core's TLB (an interrupt to each); at k = 16,384 that was an eighth of a pruned iteration
-/// (`perf`, `eval/large_k`). Written pages fault once, locally.
+/// core's TLB (an interrupt to each): 13% of a pruned-int8 run's samples at k = 16,384
+/// (`eval/large_k/choices/profile-partials.txt`). Written pages fault once, locally.
 fn written_zeros<T: Copy + Default>(n: usize) -> Vec<T> {
     let mut v = Vec::with_capacity(n);
     // Opaque to the optimiser, so allocation and fill are not fused into a zeroed allocation.

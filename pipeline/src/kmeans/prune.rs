@@ -56,10 +56,9 @@ const EXPANSION_ERROR: f32 = 6e-5;
 /// groups' panels stream past.
 const SEARCH_BLOCK: usize = 512;
 /// [`DENSE_SEARCH`] for the integer search, whose products cost more than the full pass's (one
-/// group's panels per call, fewer rows sharing a panel load, and the search's bookkeeping). Chosen
-/// on HOG at k = 16,384, where it matters in the first few iterations: at 201,000 vectors 0.1 to
-/// 0.3 ran level and 0.4 and 0.6 slower; at 1.17M vectors 0.5 ran iterations 2-4 in 50 s against
-/// 0.3's 46 s (one run each).
+/// group's panels per call, fewer rows sharing a panel load, and the search's bookkeeping). It
+/// matters in the first few iterations: on the 1.17M HOG vectors at k = 16,384, 0.5 ran
+/// iterations 2-4 in 50 s against 0.3's 46 s (one run each, `eval/large_k/choices`).
 pub const DENSE_SEARCH_INT8: f64 = 0.3;
 /// Groups at most for the f32 search (the bounds take `4 G` bytes per vector). At k = 16,384 on
 /// HOG, 1,024 groups ran 20 pruned iterations 1.22x faster than 256 and as fast as k / 10 = 1,639
@@ -68,7 +67,7 @@ pub const MAX_GROUPS: usize = 1024;
 /// Groups at most for the integer search. Its products are cheap enough that the bounds' own
 /// traffic (`4 G` bytes per vector, read and written every iteration) weighs as much: at
 /// k = 16,384 on the 1.17M HOG vectors, 20 iterations took 192 s with 1,024 groups, 168 s with
-/// 512 and 184 s with 256 (one run each, the same labels; `eval/large_k`).
+/// 512 and 184 s with 256 (one run each, the same labels; `eval/large_k/choices`).
 pub const MAX_INT8_GROUPS: usize = 512;
 /// A vector whose unfiltered groups hold more than this fraction of the centroids goes to the
 /// GEMM instead of a search: a direct distance costs several GEMM distances (about five, estimated
