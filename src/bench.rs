@@ -27,7 +27,7 @@ fn best_of(repeat: usize, mut f: impl FnMut() -> usize) -> (f64, usize) {
 /// side by side; one CSV row per (k, form) on stdout. Every form must give the same merged sums
 /// (checked), so the rows differ only in time and bytes.
 pub fn partials(args: &BenchPartialsArgs) -> anyhow::Result<()> {
-    use vocab_cluster::aggregate::{encode_range, range_of};
+    use vocab_cluster::collective::aggregate::{encode_range, range_of};
     use vocab_pipeline::kmeans::partial::UnitRows;
     use vocab_pipeline::kmeans::{Accumulation, Partial, merge_tasks};
     use vocab_pipeline::partition::Matrix;
@@ -270,14 +270,14 @@ pub fn hog(args: &BenchHogArgs) -> anyhow::Result<()> {
 /// bytes, alternating. Each timing runs from a barrier to a barrier (the slowest rank's time).
 #[cfg(feature = "mpi")]
 pub fn collectives(
-    transport: &vocab_cluster::transport::mpi::MpiTransport,
+    transport: &vocab_cluster::net::transport::mpi::MpiTransport,
     args: &crate::cli::BenchCollectivesArgs,
 ) -> anyhow::Result<()> {
     use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
     use mpi::topology::Communicator;
     use vocab_cluster::collective::Algorithm;
     use vocab_cluster::collective::{BroadcastPlan, Team, broadcast, reduce_ranges};
-    use vocab_cluster::transport::Transport;
+    use vocab_cluster::net::transport::Transport;
     use vocab_pipeline::kmeans::Partial;
 
     let world = transport.world();

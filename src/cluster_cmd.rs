@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use rand::RngCore;
-use vocab_cluster::auth::Secret;
 use vocab_cluster::collective::Algorithm;
-use vocab_cluster::config::Cluster;
-use vocab_cluster::peer::{PingError, ping};
+use vocab_cluster::net::auth::Secret;
+use vocab_cluster::net::config::Cluster;
+use vocab_cluster::net::peer::{PingError, ping};
 use vocab_cluster::worker::{Faults, Worker};
 
 use crate::cli::{

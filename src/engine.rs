@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
+use vocab_cluster::net::transport::Transport;
 use vocab_cluster::spmd::Members;
-use vocab_cluster::transport::Transport;
 
 use crate::cli::Command;
 use crate::progress::Ui;
@@ -52,8 +52,8 @@ pub fn wants_mpi(command: &Command) -> bool {
 /// Runs `command` as one rank of an MPI job.
 #[cfg(feature = "mpi")]
 pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
+    use vocab_cluster::net::transport::mpi::MpiTransport;
     use vocab_cluster::spmd::{self, Faults};
-    use vocab_cluster::transport::mpi::MpiTransport;
 
     let transport = MpiTransport::init().context("starting MPI")?;
     let rank = transport.rank();

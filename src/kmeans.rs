@@ -674,7 +674,7 @@ fn links_file(args: &KmeansSettings) -> Option<PathBuf> {
 
 /// Links measured before, if `path` holds them (a file that does not parse is reported and
 /// measured anew).
-fn read_links(path: &Path) -> Option<vocab_cluster::topology::Saved> {
+fn read_links(path: &Path) -> Option<vocab_cluster::collective::topology::Saved> {
     let text = std::fs::read_to_string(path).ok()?;
     match serde_json::from_str(&text) {
         Ok(saved) => Some(saved),
@@ -693,7 +693,7 @@ fn save_links(path: &Path, c: &vocab_cluster::spmd::Calibration, labels: &[Strin
     if c.reused {
         return;
     }
-    let saved = vocab_cluster::topology::Saved::new(labels, &c.links, c.seconds);
+    let saved = vocab_cluster::collective::topology::Saved::new(labels, &c.links, c.seconds);
     let written = serde_json::to_vec_pretty(&saved)
         .map_err(std::io::Error::other)
         .and_then(|text| vocab_pipeline::atomic::write(path, &text));

@@ -46,7 +46,7 @@ fn nodes_of(engine: &Engine) -> anyhow::Result<Nodes> {
             cluster: Some(path),
             ..
         } => {
-            let c = vocab_cluster::config::Cluster::load(path)
+            let c = vocab_cluster::net::config::Cluster::load(path)
                 .with_context(|| format!("planning with {}", path.display()))?;
             let mut racks: Vec<&str> = c.nodes.iter().map(|n| n.rack.as_str()).collect();
             racks.sort_unstable();
@@ -307,7 +307,7 @@ pub fn print(
 /// Stage-2 bytes of one iteration, summed over `nodes` nodes that each ship `partials`
 /// partials of `vectors` vectors: each partial sends a piece of every other node's range of
 /// `k / nodes` centroids, dense or sparse, whichever is smaller (the wire layout of
-/// `vocab_cluster::aggregate`). The centroids a partial touches are estimated as if its vectors
+/// `vocab_cluster::collective::aggregate`). The centroids a partial touches are estimated as if its vectors
 /// fell uniformly on the `k` centroids, `k (1 - (1 - 1/k)^vectors)`: clustered data touches
 /// fewer, so this is an upper estimate.
 pub fn stage2_bytes(k: u64, vectors: u64, nodes: u64, partials: u64) -> u64 {

@@ -28,10 +28,10 @@ use vocab_pipeline::partition::{
 use vocab_pipeline::store::Element;
 
 use crate::collective::{MAX_CONTROL, Team, broadcast_message, gather, tags};
+use crate::net::transport::{Recv, Send, Transport};
 use crate::photos::Work;
 use crate::share::lock;
 use crate::spmd::{EngineError, decode, encode};
-use crate::transport::{Recv, Send, Transport};
 
 /// Bytes of one record on the wire: picture id, row, column, then the values (`f32`), the
 /// binary record layout of a feature file.

@@ -1,7 +1,7 @@
 //! The driver of distributed k-means on the worker daemons: membership, failure detection and
 //! recovery around the SPMD engine (`crate::spmd`), which runs each iteration.
 //!
-//! The driver forms a team (`crate::transport::tcp::team`): itself as member 0, the cluster
+//! The driver forms a team (`crate::net::transport::tcp::team`): itself as member 0, the cluster
 //! file's nodes in chain order after it, linked pairwise over authenticated connections. The
 //! SPMD root runs on that team with `root_maps` off: the workers cache the partitions
 //! (contiguous, even blocks in chain order) and reduce the centroid ranges, the driver
@@ -25,16 +25,16 @@ use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::kmeans::{Assignment, Centroids, Params, State};
 use vocab_pipeline::partition::Manifest;
 
-use crate::auth::Secret;
 use crate::collective::Algorithm;
+use crate::collective::topology::tree::Tree;
 use crate::collective::{BroadcastPlan, CollectiveError};
-use crate::config::Cluster;
-use crate::peer::ping;
+use crate::net::auth::Secret;
+use crate::net::config::Cluster;
+use crate::net::peer::ping;
+use crate::net::transport::tcp::TcpTransport;
+use crate::net::transport::tcp::team::{FormError, form};
 use crate::photos::{MemberTime, PhotoRoot, PhotoStage, Value};
 use crate::spmd::{self, EngineError, Root};
-use crate::topology::tree::Tree;
-use crate::transport::tcp::TcpTransport;
-use crate::transport::tcp::team::{FormError, form};
 
 /// The name the driver authenticates with.
 pub const DRIVER: &str = "driver";
@@ -207,7 +207,7 @@ pub struct Options {
     /// order; measured again whenever a new team forms.
     pub auto: Option<spmd::Auto>,
     /// Links measured before (`<cluster>.links.json`), reused while they cover the team.
-    pub known: Option<crate::topology::Saved>,
+    pub known: Option<crate::collective::topology::Saved>,
     /// How partitions are dealt: blocks from a shared folder, or where they are
     /// ([`spmd::Deal::Found`]: each team asks its members, so partitions stay with the
     /// workers holding them across teams).
@@ -506,7 +506,7 @@ impl Driver {
     /// for the members it keeps instead of measuring again.
     fn remember_links(&mut self) {
         if let Some((c, names)) = self.calibration().filter(|(c, _)| !c.reused) {
-            let saved = crate::topology::Saved::new(&names, &c.links, c.seconds);
+            let saved = crate::collective::topology::Saved::new(&names, &c.links, c.seconds);
             self.options.known = Some(saved);
         }
     }
@@ -1077,7 +1077,7 @@ mod tests {
         rt.block_on(crate::worker::start_workers(n, 2, settings, SECRET))
     }
 
-    use crate::transport::tcp::test_runtime as runtime;
+    use crate::net::transport::tcp::test_runtime as runtime;
 
     /// A driver on `cluster` for the partitions in `dir` (chain broadcast, stage 1 on).
     fn connect(cluster: Cluster, dir: &str, manifest: Manifest) -> Result<Driver, DriverError> {

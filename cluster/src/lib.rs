@@ -6,19 +6,11 @@
 
 #![deny(missing_docs)]
 
-pub mod aggregate;
-pub mod auth;
 pub mod born;
 pub mod collective;
-pub mod config;
-pub mod connection;
 pub mod driver;
-pub mod frame;
-pub mod messages;
-pub mod peer;
+pub mod net;
 pub mod photos;
 pub mod share;
 pub mod spmd;
-pub mod topology;
-pub mod transport;
 pub mod worker;

@@ -29,9 +29,9 @@ use vocab_pipeline::patch::{MAX_PER_IMAGE, Sampling};
 use crate::collective::{
     Algorithm, BroadcastPlan, MAX_CONTROL, Team, broadcast, broadcast_message, gather,
 };
-use crate::messages::BUILD;
+use crate::net::messages::BUILD;
+use crate::net::transport::Transport;
 use crate::spmd::{Command, EngineError, Members, decode, encode};
-use crate::transport::Transport;
 
 /// Largest piece of one round a member sends (bytes): far above a round of dense photos, it
 /// only stops a corrupt size from allocating.
@@ -1256,8 +1256,8 @@ mod tests {
     use vocab_pipeline::store::Format;
 
     use super::*;
+    use crate::net::transport::memory::MemoryTransport;
     use crate::spmd::{exit, hello, serve};
-    use crate::transport::memory::MemoryTransport;
 
     /// Synthetic photos plus two that are skipped (not an image; too small for a patch).
     fn photos(dir: &Path) -> PathBuf {

@@ -1,5 +1,5 @@
 //! The worker daemon: accepts authenticated connections, answers pings, and serves the jobs of
-//! drivers. A [`Message::Join`] makes it a member of a team (`crate::transport::tcp::team`),
+//! drivers. A [`Message::Join`] makes it a member of a team (`crate::net::transport::tcp::team`),
 //! which it then serves with the SPMD engine (`crate::spmd::serve_cached`: k-means steps,
 //! broadcasts) on a thread of its own until the driver ends the job or the team breaks; a
 //! [`Message::Link`] from another worker is filed for the team it belongs to. The partitions
@@ -15,20 +15,20 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::auth::{Secret, server_handshake};
-use crate::config::Cluster;
-use crate::connection::Connection;
-use crate::frame::Frame;
-use crate::messages::Message;
+use crate::net::auth::{Secret, server_handshake};
+use crate::net::config::Cluster;
+use crate::net::connection::Connection;
+use crate::net::frame::Frame;
+use crate::net::messages::Message;
+use crate::net::transport::tcp::team::{self, Forming, Host};
 use crate::share::Share;
-use crate::transport::tcp::team::{self, Forming, Host};
 
 /// Why a worker stopped serving a connection.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// The peer did not authenticate.
     #[error("handshake")]
-    Handshake(#[source] crate::auth::AuthError),
+    Handshake(#[source] crate::net::auth::AuthError),
     /// Dropped to make room: the oldest of a full set of handshakes.
     #[error("evicted: the oldest of a full set of handshakes")]
     Evicted,
@@ -41,7 +41,7 @@ pub enum ServeError {
         /// The authenticated peer.
         peer: String,
         /// What failed.
-        source: crate::connection::ConnectionError,
+        source: crate::net::connection::ConnectionError,
     },
     /// A control message that does not parse.
     #[error("{peer}")]
@@ -49,7 +49,7 @@ pub enum ServeError {
         /// The authenticated peer.
         peer: String,
         /// What is wrong.
-        source: crate::messages::MessageError,
+        source: crate::net::messages::MessageError,
     },
     /// A frame or message the worker does not take here.
     #[error("{peer}: unexpected {what}")]
@@ -67,7 +67,7 @@ pub enum ServeError {
         /// Epoch.
         epoch: u64,
         /// Why.
-        source: crate::messages::MessageError,
+        source: crate::net::messages::MessageError,
     },
     /// A link of a forming team was not filed.
     #[error(transparent)]
@@ -247,7 +247,7 @@ impl Worker {
         };
         handshake_done();
         let peer = shaken?;
-        conn.set_limit(crate::frame::DEFAULT_MAX_PAYLOAD);
+        conn.set_limit(crate::net::frame::DEFAULT_MAX_PAYLOAD);
         let _slot = slots
             .acquire_owned()
             .await
@@ -263,11 +263,12 @@ impl Worker {
                     .await
                     .map_err(broken)?,
                 Frame::Control(body) => {
-                    let message =
-                        crate::messages::decode(&body).map_err(|source| ServeError::Message {
+                    let message = crate::net::messages::decode(&body).map_err(|source| {
+                        ServeError::Message {
                             peer: peer.clone(),
                             source,
-                        })?;
+                        }
+                    })?;
                     return match message {
                         Message::Join(join) => self.join(&peer, conn, join).await,
                         Message::Link(link) => {
@@ -301,11 +302,11 @@ impl Worker {
         self: &Arc<Self>,
         peer: &str,
         conn: Connection,
-        join: crate::messages::Join,
+        join: crate::net::messages::Join,
     ) -> Result<(), ServeError> {
         let (job, epoch) = (join.job, join.epoch);
         let counter = Arc::clone(self);
-        let on_received: crate::transport::tcp::OnReceived =
+        let on_received: crate::net::transport::tcp::OnReceived =
             Arc::new(move |n| counter.count_and_maybe_exit(n));
         let host = Host {
             cluster: &self.cluster,
@@ -424,7 +425,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(100)).await;
         // An authenticated peer gets through at once: it evicts the oldest idle handshake.
         let started = std::time::Instant::now();
-        crate::peer::ping(&cluster, &cluster.nodes[0], &secret, "driver")
+        crate::net::peer::ping(&cluster, &cluster.nodes[0], &secret, "driver")
             .await
             .expect("ping through the flood");
         assert!(
@@ -436,8 +437,8 @@ mod tests {
         // A frame header announcing 16 MiB before authentication: the worker closes the
         // connection without reading (or allocating) the payload.
         let mut raw = TcpStream::connect(address).await.expect("connect");
-        let mut header = crate::frame::MAGIC.to_vec();
-        header.extend_from_slice(&[crate::frame::PROTOCOL_VERSION, 1]);
+        let mut header = crate::net::frame::MAGIC.to_vec();
+        header.extend_from_slice(&[crate::net::frame::PROTOCOL_VERSION, 1]);
         header.extend_from_slice(&(16u32 << 20).to_le_bytes());
         header.extend_from_slice(&[0; 4]);
         raw.write_all(&header).await.expect("write");

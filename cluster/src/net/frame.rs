@@ -26,7 +26,7 @@ pub const MAGIC: [u8; 2] = *b"VC";
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 12;
 /// Default payload limit: a broadcast chunk of the largest allowed size plus its fields.
-pub const DEFAULT_MAX_PAYLOAD: usize = crate::config::MAX_CHUNK_SIZE + 64;
+pub const DEFAULT_MAX_PAYLOAD: usize = crate::net::config::MAX_CHUNK_SIZE + 64;
 /// Length of authentication nonces and proofs.
 pub const NONCE_LEN: usize = 32;
 
@@ -102,9 +102,9 @@ pub enum Frame {
         /// Message.
         message: String,
     },
-    /// A control message of the daemons (JSON; see `crate::messages`).
+    /// A control message of the daemons (JSON; see `crate::net::messages`).
     Control(Bytes),
-    /// A message of a team's transport (`crate::transport::tcp`): a piece of the bytes one
+    /// A message of a team's transport (`crate::net::transport::tcp`): a piece of the bytes one
     /// member sends another with `tag`.
     Data {
         /// The transport tag.

@@ -21,8 +21,8 @@ use rand::RngCore;
 use sha2::Sha256;
 use thiserror::Error;
 
-use crate::connection::{Connection, ConnectionError};
-use crate::frame::{Frame, NONCE_LEN};
+use crate::net::connection::{Connection, ConnectionError};
+use crate::net::frame::{Frame, NONCE_LEN};
 
 /// Shortest accepted secret, in bytes.
 pub const MIN_SECRET_LEN: usize = 16;

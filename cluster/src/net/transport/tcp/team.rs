@@ -25,11 +25,11 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use super::{Liveness, OnReceived, TcpTransport};
-use crate::auth::Secret;
-use crate::config::Cluster;
-use crate::connection::Connection;
-use crate::messages::{BUILD, Join, Link, Message, MessageError, recv, send};
-use crate::peer::dial_name;
+use crate::net::auth::Secret;
+use crate::net::config::Cluster;
+use crate::net::connection::Connection;
+use crate::net::messages::{BUILD, Join, Link, Message, MessageError, recv, send};
+use crate::net::peer::dial_name;
 
 /// Links a worker holds for teams still forming, at most (further ones are refused).
 const MAX_PENDING: usize = 1024;
@@ -73,7 +73,7 @@ async fn open(
 pub enum OpenError {
     /// Dialing or the handshake failed.
     #[error(transparent)]
-    Dial(#[from] crate::peer::DialError),
+    Dial(#[from] crate::net::peer::DialError),
     /// The first message could not be sent.
     #[error("cannot send the first message")]
     Send(#[from] MessageError),

@@ -6,9 +6,9 @@ use std::time::Duration;
 use thiserror::Error;
 use tokio::net::TcpSocket;
 
-use crate::auth::{AuthError, Secret, client_handshake};
-use crate::config::{Cluster, Node};
-use crate::connection::Connection;
+use crate::net::auth::{AuthError, Secret, client_handshake};
+use crate::net::config::{Cluster, Node};
+use crate::net::connection::Connection;
 
 /// Why a node could not be reached.
 #[derive(Debug, Error)]
@@ -108,12 +108,12 @@ pub async fn ping(
 ) -> Result<Duration, PingError> {
     let started = std::time::Instant::now();
     let mut conn = dial(cluster, node, secret, me).await?;
-    conn.write_frame(&crate::frame::Frame::Ping { seq: 1 })
+    conn.write_frame(&crate::net::frame::Frame::Ping { seq: 1 })
         .await?;
     let deadline = Duration::from_millis(cluster.settings.io_timeout_ms);
     match tokio::time::timeout(deadline, conn.read_frame()).await {
         Err(_) => Err(PingError::Timeout),
-        Ok(Ok(Some(crate::frame::Frame::Pong { seq: 1 }))) => Ok(started.elapsed()),
+        Ok(Ok(Some(crate::net::frame::Frame::Pong { seq: 1 }))) => Ok(started.elapsed()),
         Ok(Ok(Some(other))) => Err(PingError::Unexpected(other.describe())),
         Ok(Ok(None)) => Err(PingError::Closed),
         Ok(Err(e)) => Err(e.into()),
@@ -128,7 +128,7 @@ pub enum PingError {
     Dial(#[from] DialError),
     /// The connection failed.
     #[error("the ping failed")]
-    Connection(#[from] crate::connection::ConnectionError),
+    Connection(#[from] crate::net::connection::ConnectionError),
     /// No answer in time.
     #[error("no answer before the timeout")]
     Timeout,

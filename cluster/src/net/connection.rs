@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
-use crate::frame::{DEFAULT_MAX_PAYLOAD, Frame, FrameError, HEADER_LEN};
+use crate::net::frame::{DEFAULT_MAX_PAYLOAD, Frame, FrameError, HEADER_LEN};
 
 /// Errors of a connection; all of them end it.
 #[derive(Debug, Error)]

@@ -1,5 +1,5 @@
 //! The control messages of the daemons, on top of frames: how a driver forms a team of workers
-//! for a job (`crate::transport::tcp::team`). Once formed, the team's traffic is
+//! for a job (`crate::net::transport::tcp::team`). Once formed, the team's traffic is
 //! [`Frame::Data`] of the TCP transport.
 //!
 //! Control messages travel as [`Frame::Control`] with a JSON body (small: names, ids).
@@ -15,8 +15,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::connection::{Connection, ConnectionError};
-use crate::frame::Frame;
+use crate::net::connection::{Connection, ConnectionError};
+use crate::net::frame::Frame;
 
 /// Build identity exchanged when a team forms: members of another build are refused.
 pub const BUILD: &str = concat!("vocab ", env!("CARGO_PKG_VERSION"));

@@ -23,8 +23,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::{Recv, Send, Tag, Transport, TransportError, check_peers, pieces};
-use crate::connection::{Connection, FrameReader, FrameWriter};
-use crate::frame::Frame;
+use crate::net::connection::{Connection, FrameReader, FrameWriter};
+use crate::net::frame::Frame;
 
 pub mod team;
 
@@ -381,8 +381,8 @@ impl Transport for TcpTransport {
 mod tests {
     use super::*;
     use crate::collective::Algorithm;
+    use crate::collective::topology::tree::Tree;
     use crate::collective::{BroadcastPlan, Team, broadcast, gather};
-    use crate::topology::tree::Tree;
     use tokio::net::{TcpListener, TcpStream};
 
     /// A team of `n` over loopback sockets (no handshake), on a runtime of its own.
@@ -408,7 +408,7 @@ mod tests {
             .collect()
     }
 
-    use crate::transport::tcp::test_runtime as runtime;
+    use crate::net::transport::tcp::test_runtime as runtime;
 
     #[test]
     fn messages_above_a_piece_cross_in_order_and_collectives_run() {

@@ -18,19 +18,23 @@
 //!
 //! Sizes read from peers are checked before they allocate.
 
+pub mod aggregate;
+pub mod calibration;
+pub mod topology;
+
 use std::ops::Range;
 
 use thiserror::Error;
 use vocab_pipeline::kmeans::Partial;
 
-use crate::aggregate::{RangeSum, encode_range, range_len, range_of};
-use crate::topology::Links;
-use crate::topology::tree::{Tree, TreeError};
-use crate::transport::{Recv, Send, Tag, Transport, TransportError};
+use crate::collective::aggregate::{RangeSum, encode_range, range_len, range_of};
+use crate::collective::topology::Links;
+use crate::collective::topology::tree::{Tree, TreeError};
+use crate::net::transport::{Recv, Send, Tag, Transport, TransportError};
 
 /// Tags of the collectives (each phase its own, so phases never match each other's messages).
 pub mod tags {
-    use crate::transport::Tag;
+    use crate::net::transport::Tag;
 
     /// Gathered lengths.
     pub const GATHER_LEN: Tag = 3;
@@ -102,7 +106,7 @@ pub enum CollectiveError {
     Missing(usize),
     /// Stage-2 data that does not fit the accumulator.
     #[error("stage 2")]
-    Stage2(#[source] crate::aggregate::AggregateError),
+    Stage2(#[source] crate::collective::aggregate::AggregateError),
 }
 
 /// A transport with its members in chain order.
@@ -862,7 +866,7 @@ pub fn reduce_ranges(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::memory::MemoryTransport;
+    use crate::net::transport::memory::MemoryTransport;
 
     #[test]
     fn pair_rounds_meet_every_pair_once_in_disjoint_rounds() {
@@ -998,7 +1002,7 @@ mod tests {
 
     #[test]
     fn measured_trees_broadcast_and_gather_like_the_fixed_ones() {
-        use crate::topology::tree::random_trees;
+        use crate::collective::topology::tree::random_trees;
         let message: Vec<u8> = (0..700u32).map(|i| (i * 13 % 256) as u8).collect();
         for w in [1usize, 2, 3, 5, 8] {
             let mut trees = random_trees(w, 0, 4, w as u64);
