@@ -9,14 +9,14 @@ use std::time::Instant;
 use anyhow::{Context, ensure};
 use vocab_cluster::collective::Algorithm;
 use vocab_cluster::collective::BroadcastPlan;
-use vocab_cluster::driver::{Driver, Options, StepReport};
+use vocab_cluster::driver::{Driver, Options};
 use vocab_cluster::spmd::{Deal, Options as SpmdOptions, Root};
 use vocab_pipeline::kmeans::approx::Recall;
 use vocab_pipeline::kmeans::files::{
     RunMeta, checkpoint_dir, load_checkpoint, read_vocabulary, save_checkpoint, write_toml,
     write_vocabulary,
 };
-use vocab_pipeline::kmeans::{self, Init, KMeansError, Params, State};
+use vocab_pipeline::kmeans::{self, Init, KMeansError, Params, State, StepReport};
 use vocab_pipeline::partition::{self, Manifest, Matrix, PartitionSet, Verify, read_manifest};
 use vocab_pipeline::store::{FeatureReader, Format, Record};
 use vocab_pipeline::synth;
@@ -632,7 +632,9 @@ fn run_mpi(
         if args.local_aggregation { "on" } else { "off" },
     )?;
     let labels = vocab_cluster::spmd::labels(&mpi.members.hosts);
-    let done = root.fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)));
+    let done = kmeans::fit_with::<_, anyhow::Error>(&mut root, params, state, &mut |s, r| {
+        on_state(s, Some(r))
+    });
     write_remade(out, root.remade())?;
     let done = done.and_then(|state| {
         let recall = remote_recall(args, at, &state, &mut |picks| {
@@ -766,7 +768,9 @@ fn run_cluster(
         Algorithm::from(args.broadcast).name(),
         if args.local_aggregation { "on" } else { "off" },
     )?;
-    let done = driver.fit::<anyhow::Error>(params, state, &mut |s, r| on_state(s, Some(r)));
+    let done = kmeans::fit_with::<_, anyhow::Error>(&mut driver, params, state, &mut |s, r| {
+        on_state(s, Some(r))
+    });
     write_remade(out, driver.remade())?;
     let done = done.and_then(|state| {
         let recall = remote_recall(args, at, &state, &mut |picks| {

@@ -16,13 +16,13 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use thiserror::Error;
 use tokio::task::JoinSet;
 use vocab_pipeline::features::Outcome;
 use vocab_pipeline::image_io::Collection;
-use vocab_pipeline::kmeans::{Assignment, Centroids, Params, State};
+use vocab_pipeline::kmeans::{Assignment, Centroids, Engine, StepResult};
 use vocab_pipeline::partition::Manifest;
 
 use crate::collective::Algorithm;
@@ -38,122 +38,6 @@ use crate::spmd::{self, EngineError, Root};
 
 /// The name the driver authenticates with.
 pub const DRIVER: &str = "driver";
-
-/// Time and traffic of one iteration. Seconds of map and the aggregation stages are the slowest
-/// worker's; bytes are totals over the cluster (frame headers included, except for the
-/// broadcast, which counts payload bytes received by the members).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct StepReport {
-    /// Broadcast wall time (driver).
-    pub broadcast_seconds: f64,
-    /// Map tasks.
-    pub map_seconds: f64,
-    /// Stage 1: merging a node's map-task partials.
-    pub stage1_seconds: f64,
-    /// Stage 2: range exchange and reduction, from the moment the slowest worker finished its
-    /// map tasks and stage 1 until the last range was reduced (each worker times both from its
-    /// receipt of the step, which the driver sends to all at once).
-    pub stage2_seconds: f64,
-    /// Stage 3: gathering the ranges at the driver and assembling them.
-    pub stage3_seconds: f64,
-    /// Centroid bytes received by all members.
-    pub broadcast_bytes: u64,
-    /// Bytes sent between workers in stage 2.
-    pub stage2_bytes: u64,
-    /// Bytes the driver received in stage 3.
-    pub stage3_bytes: u64,
-    /// Map tasks over all workers.
-    pub tasks: u64,
-    /// Members that completed the iteration.
-    pub workers: usize,
-    /// Attempts (1 when nothing failed).
-    pub attempts: u32,
-    /// Members dropped during this iteration.
-    pub dropped: Vec<String>,
-    /// What went wrong in failed attempts.
-    pub failures: Vec<String>,
-    /// Seconds spent measuring the links again before this iteration (`--order auto`, when
-    /// the broadcast had slowed down by more than 20%).
-    pub recalibrated: Option<f64>,
-}
-
-impl StepReport {
-    /// Header of [`StepReport::csv_row`] (after the iteration column).
-    pub const CSV_HEADER: &'static str = "workers,attempts,broadcast_seconds,map_seconds,stage1_seconds,stage2_seconds,stage3_seconds,broadcast_bytes,stage2_bytes,stage3_bytes,map_tasks,dropped";
-
-    /// One CSV row of the report (columns of [`StepReport::CSV_HEADER`]).
-    pub fn csv_row(&self) -> String {
-        format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{}",
-            self.workers,
-            self.attempts,
-            self.broadcast_seconds,
-            self.map_seconds,
-            self.stage1_seconds,
-            self.stage2_seconds,
-            self.stage3_seconds,
-            self.broadcast_bytes,
-            self.stage2_bytes,
-            self.stage3_bytes,
-            self.tasks,
-            self.dropped.join(";")
-        )
-    }
-
-    /// The per-iteration line's stage part: seconds per stage, then bytes per stage.
-    pub fn summary(&self) -> String {
-        let mut line = format!(
-            "broadcast {:.3} map {:.3} agg1 {:.3} agg2 {:.3} agg3 {:.3} bytes {}/{}/{}",
-            self.broadcast_seconds,
-            self.map_seconds,
-            self.stage1_seconds,
-            self.stage2_seconds,
-            self.stage3_seconds,
-            self.broadcast_bytes,
-            self.stage2_bytes,
-            self.stage3_bytes
-        );
-        if !self.dropped.is_empty() {
-            line.push_str(" dropped ");
-            line.push_str(&self.dropped.join(","));
-        }
-        if let Some(s) = self.recalibrated {
-            line.push_str(&format!(" recalibrated {s:.3}"));
-        }
-        line
-    }
-}
-
-/// The assembled result of one iteration.
-#[derive(Debug, Clone)]
-pub struct StepResult {
-    /// Means of all centroids (`k x dims`; zeros where a cluster is empty).
-    pub means: Vec<f32>,
-    /// Vectors per centroid.
-    pub counts: Vec<u64>,
-    /// Inertia, added per map unit in key order.
-    pub inertia: f64,
-    /// Vectors whose label pruning kept (0: the cluster path runs the full assignment).
-    pub kept: usize,
-    /// Time and traffic.
-    pub report: StepReport,
-}
-
-impl StepResult {
-    /// Ends the iteration on `state` (`State::advance`, shared by every engine) and returns
-    /// the report.
-    pub fn apply(self, state: &mut State, params: &Params, started: Instant) -> StepReport {
-        state.advance(
-            params,
-            self.means,
-            &self.counts,
-            self.inertia,
-            started,
-            self.kept,
-        );
-        self.report
-    }
-}
 
 /// Errors of the driver.
 #[derive(Debug, Error)]
@@ -551,24 +435,6 @@ impl Driver {
             .map(|c| (c, names))
     }
 
-    /// Runs iterations from `state` until `params.max_iter` or convergence, as
-    /// `vocab_pipeline::kmeans::fit` does on one node (same update, same stopping rule).
-    /// `on_iteration` sees every new state with its report; an error from it stops the run.
-    pub fn fit<E: From<DriverError>>(
-        &mut self,
-        params: &Params,
-        mut state: State,
-        on_iteration: &mut dyn FnMut(&State, &StepReport) -> Result<(), E>,
-    ) -> Result<State, E> {
-        while state.iteration < params.max_iter && !state.converged {
-            let started = Instant::now();
-            let result = self.step(state.iteration + 1, &state.centroids)?;
-            let report = result.apply(&mut state, params, started);
-            on_iteration(&state, &report)?;
-        }
-        Ok(state)
-    }
-
     /// The rows of the global `indices` from the workers holding them (the initial centroids
     /// of partitions that lie only at the workers), recovering from failed members.
     pub fn rows(&mut self, indices: &[usize]) -> Result<Vec<f32>, DriverError> {
@@ -605,6 +471,18 @@ impl Driver {
         result.report.dropped = done.dropped;
         result.report.failures = done.failures;
         Ok(result)
+    }
+}
+
+impl Engine for Driver {
+    type Error = DriverError;
+
+    fn step(&mut self, iteration: u64, centroids: &Centroids) -> Result<StepResult, DriverError> {
+        Driver::step(self, iteration, centroids)
+    }
+
+    fn rows(&mut self, indices: &[usize]) -> Result<Vec<f32>, DriverError> {
+        Driver::rows(self, indices)
     }
 }
 
@@ -1062,7 +940,9 @@ fn classify(e: EngineError, names: &[String]) -> Attempt {
 
 #[cfg(test)]
 mod tests {
-    use vocab_pipeline::kmeans::{self, Init, KMeansError, Kernel, initial_centroids};
+    use vocab_pipeline::kmeans::{
+        self, Init, KMeansError, Kernel, Params, State, initial_centroids,
+    };
     use vocab_pipeline::partition::{PartitionSet, read_manifest, split};
     use vocab_pipeline::store::{Element, Format};
 
@@ -1198,12 +1078,16 @@ mod tests {
             )
             .expect("connect");
             let mut reports = Vec::new();
-            let state = driver
-                .fit::<DriverError>(&params, start(&set, k), &mut |_, r| {
+            let state = vocab_pipeline::kmeans::fit_with::<_, DriverError>(
+                &mut driver,
+                &params,
+                start(&set, k),
+                &mut |_, r| {
                     reports.push(r.clone());
                     Ok(())
-                })
-                .expect("fit");
+                },
+            )
+            .expect("fit");
             let what = format!("{n} workers, k = {k}, {}", assignment.name());
             crate::spmd::assert_same_run(&state, &local, assignment, &what);
             let r = &reports[0];
@@ -1256,9 +1140,13 @@ mod tests {
         )
         .expect("connect");
         assert_eq!(driver.dropped(), ["ghost".to_string()]);
-        let state = driver
-            .fit::<DriverError>(&params(12), start(&set, 12), &mut |_, _| Ok(()))
-            .expect("fit");
+        let state = vocab_pipeline::kmeans::fit_with::<_, DriverError>(
+            &mut driver,
+            &params(12),
+            start(&set, 12),
+            &mut |_, _| Ok(()),
+        )
+        .expect("fit");
         assert_eq!(state.centroids, local.centroids);
     }
 

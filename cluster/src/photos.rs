@@ -1497,8 +1497,12 @@ mod tests {
                         &mut |indices| engine.rows(indices),
                     )?;
                     assert_eq!(seeded, start.centroids, "{what}: first centroids");
-                    let state =
-                        engine.fit::<EngineError>(&kparams, start.clone(), &mut |_, _| Ok(()))?;
+                    let state = vocab_pipeline::kmeans::fit_with::<_, EngineError>(
+                        &mut engine,
+                        &kparams,
+                        start.clone(),
+                        &mut |_, _| Ok(()),
+                    )?;
                     if size == 3 {
                         // A partition gone from its member is on no member: named, not skipped.
                         let owner = born.owners[1].to_string();
@@ -1563,7 +1567,8 @@ mod tests {
                                 .expect("split's"),
                             "{what}"
                         );
-                        let rerun = again.fit::<EngineError>(
+                        let rerun = vocab_pipeline::kmeans::fit_with::<_, EngineError>(
+                            &mut again,
                             &kparams,
                             start.clone(),
                             &mut |_, _| Ok(()),

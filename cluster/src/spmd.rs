@@ -22,7 +22,9 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use vocab_pipeline::kmeans::partial::inertia_of;
-use vocab_pipeline::kmeans::{Assignment, Centroids, Kernel, Params, State, fixed_scale};
+use vocab_pipeline::kmeans::{
+    Assignment, Centroids, Engine, Kernel, StepReport, StepResult, fixed_scale,
+};
 use vocab_pipeline::partition::{Manifest, read_manifest};
 
 use crate::collective::aggregate::{place_result, range_of};
@@ -34,7 +36,6 @@ use crate::collective::{
     BroadcastPlan, CollectiveError, MAX_CONTROL, Team, broadcast, broadcast_message, gather,
     reduce_ranges,
 };
-use crate::driver::{StepReport, StepResult};
 use crate::net::messages::BUILD;
 use crate::net::transport::Transport;
 use crate::share::{Mapped, Share, ShareError};
@@ -1549,22 +1550,17 @@ impl<'t> Root<'t> {
             report,
         })
     }
+}
 
-    /// Runs iterations from `state` until `params.max_iter` or convergence, as the
-    /// single-process `fit` does (same update, same stopping rule).
-    pub fn fit<E: From<EngineError>>(
-        &mut self,
-        params: &Params,
-        mut state: State,
-        on_iteration: &mut dyn FnMut(&State, &StepReport) -> Result<(), E>,
-    ) -> Result<State, E> {
-        while state.iteration < params.max_iter && !state.converged {
-            let started = Instant::now();
-            let result = self.step(state.iteration + 1, &state.centroids)?;
-            let report = result.apply(&mut state, params, started);
-            on_iteration(&state, &report)?;
-        }
-        Ok(state)
+impl Engine for Root<'_> {
+    type Error = EngineError;
+
+    fn step(&mut self, iteration: u64, centroids: &Centroids) -> Result<StepResult, EngineError> {
+        Root::step(self, iteration, centroids)
+    }
+
+    fn rows(&mut self, indices: &[usize]) -> Result<Vec<f32>, EngineError> {
+        Root::rows(self, indices)
     }
 }
 
@@ -1572,16 +1568,22 @@ impl<'t> Root<'t> {
 /// centroids, every iteration's inertia, and (pruned or not, as `assignment` says) the labels
 /// the bounds kept.
 #[cfg(test)]
-pub(crate) fn assert_same_run(state: &State, local: &State, assignment: Assignment, what: &str) {
+pub(crate) fn assert_same_run(
+    state: &vocab_pipeline::kmeans::State,
+    local: &vocab_pipeline::kmeans::State,
+    assignment: Assignment,
+    what: &str,
+) {
     assert_eq!(state.centroids, local.centroids, "{what}");
-    let bits = |s: &State| {
+    let bits = |s: &vocab_pipeline::kmeans::State| {
         s.history
             .iter()
             .map(|h| h.inertia.to_bits())
             .collect::<Vec<_>>()
     };
     assert_eq!(bits(state), bits(local), "{what}");
-    let kept = |s: &State| s.history.iter().map(|h| h.kept).collect::<Vec<_>>();
+    let kept =
+        |s: &vocab_pipeline::kmeans::State| s.history.iter().map(|h| h.kept).collect::<Vec<_>>();
     assert_eq!(kept(state), kept(local), "{what}");
     assert_eq!(
         kept(state).iter().sum::<usize>() > 0,
@@ -1592,7 +1594,7 @@ pub(crate) fn assert_same_run(state: &State, local: &State, assignment: Assignme
 
 #[cfg(test)]
 mod tests {
-    use vocab_pipeline::kmeans::{self, Init, KMeansError, initial_centroids};
+    use vocab_pipeline::kmeans::{self, Init, KMeansError, Params, State, initial_centroids};
     use vocab_pipeline::partition::{PartitionSet, split};
     use vocab_pipeline::store::{Element, Format};
 
@@ -1648,10 +1650,15 @@ mod tests {
                 let members = hello(root)?;
                 let mut engine = Root::start(Box::new(root), &members, options, manifest, 7)?;
                 let mut reports = Vec::new();
-                let state = engine.fit::<EngineError>(params, start, &mut |_, r| {
-                    reports.push(r.clone());
-                    Ok(())
-                })?;
+                let state = vocab_pipeline::kmeans::fit_with::<_, EngineError>(
+                    &mut engine,
+                    params,
+                    start,
+                    &mut |_, r| {
+                        reports.push(r.clone());
+                        Ok(())
+                    },
+                )?;
                 Ok((state, reports, engine.members()))
             })();
             // Members leave on Exit, or when the root's end of the team is gone.

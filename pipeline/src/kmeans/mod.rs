@@ -14,6 +14,7 @@
 
 pub mod approx;
 pub mod assign;
+pub mod engine;
 pub mod files;
 pub mod partial;
 pub mod prune;
@@ -28,6 +29,7 @@ use rayon::prelude::*;
 use thiserror::Error;
 
 pub use self::assign::{AssignScratch, Centroids, assign, nearest_few};
+pub use self::engine::{Engine, Local, StepReport, StepResult, fit_with};
 pub use self::partial::{Partial, fixed_scale, max_abs, split_empty, update};
 use crate::partition::Matrix;
 use crate::store::StoreError;
@@ -958,7 +960,7 @@ pub fn fit<E: From<KMeansError>>(
     if params.k > n {
         return Err(KMeansError::TooFewVectors { k: params.k, n }.into());
     }
-    let mut state = match start {
+    let state = match start {
         Some(state) => {
             if state.centroids.k() != params.k || state.centroids.dims() != dims {
                 return Err(KMeansError::InitShape {
@@ -978,30 +980,10 @@ pub fn fit<E: From<KMeansError>>(
             converged: false,
         },
     };
-    let shards = Shard::numbered(parts);
-    let scale = data_scale(&shards)?;
-    let mut pruner = params.assignment.pruned().then(Pruner::default);
-    let mut quantized = None;
-    while state.iteration < params.max_iter && !state.converged {
-        let started = Instant::now();
-        // The rows are quantised once, inside the first iteration's time.
-        if quantized.is_none() && params.assignment.kernel() == Kernel::Int8 {
-            let rows: Vec<_> = shards
-                .par_iter()
-                .map(|s| quant::QuantRows::new(s.rows))
-                .collect();
-            quantized = Some(rows);
-        }
-        let rows: Vec<&quant::QuantRows> = quantized.iter().flatten().collect();
-        let codes = quantized.is_some().then_some(&rows[..]);
-        let mode = Mode::of(params.assignment, params.k, pruner.as_mut(), codes);
-        let (partial, kept) = local_step(&shards, &state.centroids, scale, params.threads, mode);
-        let counts = partial.counts();
-        let means = partial::means(&partial.sums(), &counts, dims, scale);
-        state.advance(params, means, &counts, partial.inertia(), started, kept);
-        on_iteration(&state)?;
-    }
-    Ok(state)
+    let mut engine = Local::new(Shard::numbered(parts), params)?;
+    fit_with(&mut engine, params, state, &mut |state, _| {
+        on_iteration(state)
+    })
 }
 
 #[cfg(test)]
