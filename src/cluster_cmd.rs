@@ -11,14 +11,16 @@ use vocab_cluster::collective::Algorithm;
 use vocab_cluster::net::auth::Secret;
 use vocab_cluster::net::config::Cluster;
 use vocab_cluster::net::peer::{PingError, ping};
-use vocab_cluster::worker::{Faults, Worker};
+use vocab_cluster::worker::Worker;
 
 use crate::cli::{
     BenchBroadcastArgs, BenchGatherArgs, BenchTeamArgs, BroadcastAlgorithm, CalibrateArgs,
     LocalArgs, StatusArgs, WorkerArgs,
 };
+use crate::faults::ExitAt;
 
-use vocab_cluster::driver::{BroadcastReport, Broadcaster, DRIVER};
+use vocab_cluster::engine::crew::DRIVER;
+use vocab_cluster::jobs::bench::{BroadcastReport, Broadcaster};
 
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
@@ -58,12 +60,12 @@ pub fn worker(args: &WorkerArgs) -> anyhow::Result<()> {
             args.name,
             listener.local_addr()?
         );
-        let faults = Faults {
-            exit_after_bytes: args.exit_after_bytes,
-            exit_at_step: args.exit_at_step,
-            exit_at_round: args.exit_at_round,
+        let faults = ExitAt {
+            after_bytes: args.exit_after_bytes,
+            step: args.exit_at_step,
+            round: args.exit_at_round,
         };
-        let worker = Worker::new(&args.name, cluster, secret, faults);
+        let worker = Worker::new(&args.name, cluster, secret, std::sync::Arc::new(faults));
         tokio::select! {
             served = worker.serve(listener) => served.context("accept loop failed"),
             _ = tokio::signal::ctrl_c() => {
@@ -97,7 +99,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
             args.cluster.display()
         )
     })?;
-    let auto = vocab_cluster::spmd::Auto {
+    let auto = vocab_cluster::collective::calibration::Auto {
         probe: vocab_cluster::collective::Probe {
             large: usize::try_from(args.probe)
                 .ok()
@@ -420,7 +422,7 @@ fn bench_team(
     let mut broadcaster = Broadcaster::connect(cluster, secret)
         .with_context(|| format!("forming a team of the workers of {}", path.display()))?;
     if args.order == crate::cli::OrderArg::Auto {
-        let auto = vocab_cluster::spmd::Auto {
+        let auto = vocab_cluster::collective::calibration::Auto {
             probe: vocab_cluster::collective::Probe::default(),
             bytes,
         };

@@ -103,7 +103,7 @@ pub enum PartitionAt {
     /// The driver gathers the sample and splits it (the partitions in its work directory).
     Driver,
     /// Each node keeps the patches it described and the nodes cut them into partitions where
-    /// they are mapped; the sample never gathers at the driver (`vocab_cluster::born`).
+    /// they are mapped; the sample never gathers at the driver (`vocab_cluster::jobs::born`).
     #[default]
     Nodes,
 }

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
+use vocab_cluster::engine::Members;
 use vocab_cluster::net::transport::Transport;
-use vocab_cluster::spmd::Members;
 
 use crate::cli::Command;
 use crate::progress::Ui;
@@ -52,8 +52,10 @@ pub fn wants_mpi(command: &Command) -> bool {
 /// Runs `command` as one rank of an MPI job.
 #[cfg(feature = "mpi")]
 pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
+    use vocab_cluster::engine;
     use vocab_cluster::net::transport::mpi::MpiTransport;
-    use vocab_cluster::spmd::{self, Faults};
+
+    use crate::faults::ExitAt;
 
     let transport = MpiTransport::init().context("starting MPI")?;
     let rank = transport.rank();
@@ -64,22 +66,22 @@ pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
     if rank != 0 {
         let faults = match &command {
             Command::Kmeans(args) => match parse_fault(args.exit_rank_at.as_deref())? {
-                Some((r, step)) if r == rank => Faults {
-                    exit_at_step: Some(step),
-                    ..Faults::default()
+                Some((r, step)) if r == rank => ExitAt {
+                    step: Some(step),
+                    ..ExitAt::default()
                 },
-                _ => Faults::default(),
+                _ => ExitAt::default(),
             },
             Command::Run(args) => match parse_fault(args.exit_rank_in_round.as_deref())? {
-                Some((r, round)) if r == rank => Faults {
-                    exit_at_round: Some(round),
-                    ..Faults::default()
+                Some((r, round)) if r == rank => ExitAt {
+                    round: Some(round),
+                    ..ExitAt::default()
                 },
-                _ => Faults::default(),
+                _ => ExitAt::default(),
             },
-            _ => Faults::default(),
+            _ => ExitAt::default(),
         };
-        if let Err(e) = spmd::serve(&transport, faults) {
+        if let Err(e) = vocab_cluster::jobs::serve(&transport, &faults) {
             // The root waits for this rank: end the whole job rather than leave it hanging.
             eprintln!("error: rank {rank} on {}: {e}", transport.host());
             transport.abort(1);
@@ -97,11 +99,11 @@ pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
         Ok(r) => r.unwrap_or_default(),
         Err(e) => {
             eprintln!("error: {e:#}");
-            let _ = spmd::exit(&transport);
+            let _ = engine::exit(&transport);
             return Err(e);
         }
     };
-    let members = match spmd::hello(&transport) {
+    let members = match engine::hello(&transport) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("error: starting the MPI job: {e}");
@@ -125,7 +127,7 @@ pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
         _ => crate::dispatch(command, ui, Some(&mpi)),
     });
     // The other ranks wait for rank 0's next command, whatever happened here: let them go.
-    if let Err(e) = spmd::exit(&transport) {
+    if let Err(e) = engine::exit(&transport) {
         eprintln!("error: releasing the other ranks: {e}");
         transport.abort(1);
     }

@@ -9,14 +9,15 @@ use std::time::Instant;
 use anyhow::{Context, ensure};
 use vocab_cluster::collective::Algorithm;
 use vocab_cluster::collective::BroadcastPlan;
-use vocab_cluster::driver::{Driver, Options};
-use vocab_cluster::spmd::{Deal, Options as SpmdOptions, Root};
+use vocab_cluster::jobs::kmeans::{Deal, Options as SpmdOptions, Root};
+use vocab_cluster::jobs::kmeans::{Driver, DriverOptions as Options};
 use vocab_pipeline::kmeans::approx::Recall;
+use vocab_pipeline::kmeans::engine::StepReport;
 use vocab_pipeline::kmeans::files::{
     RunMeta, checkpoint_dir, load_checkpoint, read_vocabulary, save_checkpoint, write_toml,
     write_vocabulary,
 };
-use vocab_pipeline::kmeans::{self, Init, KMeansError, Params, State, StepReport};
+use vocab_pipeline::kmeans::{self, Init, KMeansError, Params, State};
 use vocab_pipeline::partition::{self, Manifest, Matrix, PartitionSet, Verify, read_manifest};
 use vocab_pipeline::store::{FeatureReader, Format, Record};
 use vocab_pipeline::synth;
@@ -311,10 +312,10 @@ pub fn run(
         (Input::Placed(m), None) => {
             run_cluster(args, At::Nodes(m), &params, start, &out, &mut on_state)
         }
-        _ => {
-            kmeans::fit::<anyhow::Error>(&parts, &params, start, &mut |state| on_state(state, None))
-                .map(|state| (state, None))
-        }
+        _ => kmeans::engine::fit::<anyhow::Error>(&parts, &params, start, &mut |state| {
+            on_state(state, None)
+        })
+        .map(|state| (state, None)),
     };
     let (state, measured) = fitted.map_err(|e| match e.downcast::<KMeansError>() {
         Ok(k) => anyhow::Error::new(k).context(format!("k-means on {}", args.features.display())),
@@ -480,11 +481,11 @@ fn members_dir(args: &KmeansSettings) -> anyhow::Result<PathBuf> {
 /// so that partitions no node holds any more are made again from their photos.
 fn remake_of(
     args: &KmeansSettings,
-) -> anyhow::Result<Option<std::sync::Arc<vocab_cluster::born::Recipes>>> {
+) -> anyhow::Result<Option<std::sync::Arc<vocab_cluster::jobs::born::Recipes>>> {
     let Some(here) = &args.placed else {
         return Ok(None);
     };
-    let path = here.join(vocab_cluster::born::RECIPES);
+    let path = here.join(vocab_cluster::jobs::born::RECIPES);
     if !path.is_file() {
         return Ok(None);
     }
@@ -631,10 +632,11 @@ fn run_mpi(
         Algorithm::from(args.broadcast).name(),
         if args.local_aggregation { "on" } else { "off" },
     )?;
-    let labels = vocab_cluster::spmd::labels(&mpi.members.hosts);
-    let done = kmeans::fit_with::<_, anyhow::Error>(&mut root, params, state, &mut |s, r| {
-        on_state(s, Some(r))
-    });
+    let labels = vocab_cluster::collective::calibration::labels(&mpi.members.hosts);
+    let done =
+        kmeans::engine::fit_with::<_, anyhow::Error>(&mut root, params, state, &mut |s, r| {
+            on_state(s, Some(r))
+        });
     write_remade(out, root.remade())?;
     let done = done.and_then(|state| {
         let recall = remote_recall(args, at, &state, &mut |picks| {
@@ -651,10 +653,15 @@ fn run_mpi(
 
 /// `--order auto`: measure the links with the default probes and choose the chain for the
 /// centroids' bytes.
-fn auto_order(args: &KmeansSettings, manifest: &Manifest) -> Option<vocab_cluster::spmd::Auto> {
-    (args.order == crate::cli::OrderArg::Auto).then(|| vocab_cluster::spmd::Auto {
-        probe: vocab_cluster::collective::Probe::default(),
-        bytes: (args.k * manifest.dims * 4) as f64,
+fn auto_order(
+    args: &KmeansSettings,
+    manifest: &Manifest,
+) -> Option<vocab_cluster::collective::calibration::Auto> {
+    (args.order == crate::cli::OrderArg::Auto).then(|| {
+        vocab_cluster::collective::calibration::Auto {
+            probe: vocab_cluster::collective::Probe::default(),
+            bytes: (args.k * manifest.dims * 4) as f64,
+        }
     })
 }
 
@@ -691,7 +698,11 @@ fn read_links(path: &Path) -> Option<vocab_cluster::collective::topology::Saved>
 }
 
 /// Saves a calibration's links for the next run (best effort: a failure is reported).
-fn save_links(path: &Path, c: &vocab_cluster::spmd::Calibration, labels: &[String]) {
+fn save_links(
+    path: &Path,
+    c: &vocab_cluster::collective::calibration::Calibration,
+    labels: &[String],
+) {
     if c.reused {
         return;
     }
@@ -768,9 +779,10 @@ fn run_cluster(
         Algorithm::from(args.broadcast).name(),
         if args.local_aggregation { "on" } else { "off" },
     )?;
-    let done = kmeans::fit_with::<_, anyhow::Error>(&mut driver, params, state, &mut |s, r| {
-        on_state(s, Some(r))
-    });
+    let done =
+        kmeans::engine::fit_with::<_, anyhow::Error>(&mut driver, params, state, &mut |s, r| {
+            on_state(s, Some(r))
+        });
     write_remade(out, driver.remade())?;
     let done = done.and_then(|state| {
         let recall = remote_recall(args, at, &state, &mut |picks| {

@@ -6,6 +6,7 @@ mod cli;
 mod cluster_cmd;
 mod config;
 mod engine;
+mod faults;
 mod figures;
 mod kmeans;
 mod plan;

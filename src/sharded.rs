@@ -1,13 +1,13 @@
 //! The photo stages across nodes: features and encode sharded over the TCP workers or the MPI
-//! ranks (`vocab_cluster::photos`), written here in picture-id order, byte for byte what one
+//! ranks (`vocab_cluster::jobs::photos`), written here in picture-id order, byte for byte what one
 //! machine writes.
 
 use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
-use vocab_cluster::driver::PhotoDriver;
-use vocab_cluster::photos::{
+use vocab_cluster::jobs::photos::PhotoDriver;
+use vocab_cluster::jobs::photos::{
     Journal, Journaled, MemberTime, PhotoRoot, PhotoStage, Rounds, Value, shard_photos,
 };
 use vocab_pipeline::features::{FeatureSummary, FeaturesError, Source, manifest_path};
@@ -285,7 +285,8 @@ pub fn born(
         let spread = tcp_spread(&driver, local.is_some(), &logs, &path, 0);
         (sized, placed, spread)
     };
-    let recipes = vocab_cluster::born::Recipes::of(collection, params, &sized, &placed.manifest);
+    let recipes =
+        vocab_cluster::jobs::born::Recipes::of(collection, params, &sized, &placed.manifest);
     let summary = manifests_from(collection, out, &mut Given(Some(sized)), progress)?;
     let placed = Placed {
         manifest: placed.manifest,
@@ -299,7 +300,7 @@ pub struct Placed {
     /// The manifest (each node keeps a copy beside its partitions).
     pub manifest: vocab_pipeline::partition::Manifest,
     /// The recipes.
-    pub recipes: vocab_cluster::born::Recipes,
+    pub recipes: vocab_cluster::jobs::born::Recipes,
 }
 
 /// The digest of everything a photo job's results depend on: the stage's settings, the photos

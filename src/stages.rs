@@ -18,7 +18,7 @@ use crate::cli::{ConvertArgs, NormArg};
 use crate::progress::Ui;
 use crate::settings::{EncodeSettings, FeatureSettings, PhotoSetSettings};
 use crate::sharded::On;
-use vocab_cluster::photos::PhotoStage;
+use vocab_cluster::jobs::photos::PhotoStage;
 
 fn describe_sampling(s: &Sampling) -> String {
     match s {

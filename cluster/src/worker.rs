@@ -1,9 +1,10 @@
 //! The worker daemon: accepts authenticated connections, answers pings, and serves the jobs of
 //! drivers. A [`Message::Join`] makes it a member of a team (`crate::net::transport::tcp::team`),
-//! which it then serves with the SPMD engine (`crate::spmd::serve_cached`: k-means steps,
-//! broadcasts) on a thread of its own until the driver ends the job or the team breaks; a
-//! [`Message::Link`] from another worker is filed for the team it belongs to. The partitions
-//! of the last job stay cached for the next team of that job.
+//! which it then serves with every job (`crate::engine::serve` over `crate::jobs::members`:
+//! k-means steps, photo rounds, cuts, broadcasts) on a thread of its own until the driver ends
+//! the job or the team breaks; a [`Message::Link`] from another worker is filed for the team it
+//! belongs to. The jobs of the last team stay for the next (the partitions of a k-means job stay
+//! open). Faults are injected through the [`Hooks`] the caller passes in.
 //!
 //! Each connection is one task until it is handed to a team. Before authentication a
 //! connection has a small frame limit, a deadline, and a slot in a bounded pool of handshakes.
@@ -15,13 +16,13 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::engine::{Checkpoint, Hooks, Job};
 use crate::net::auth::{Secret, server_handshake};
 use crate::net::config::Cluster;
 use crate::net::connection::Connection;
 use crate::net::frame::Frame;
 use crate::net::messages::Message;
 use crate::net::transport::tcp::team::{self, Forming, Host};
-use crate::share::Share;
 
 /// Why a worker stopped serving a connection.
 #[derive(Debug, thiserror::Error)]
@@ -114,25 +115,21 @@ pub struct Worker {
     log_skipped: AtomicU64,
     /// Links of teams still forming.
     forming: Forming,
-    /// The share of the last job served, for the next team of the same job.
-    cached: std::sync::Mutex<Option<Share>>,
-    faults: Faults,
-}
-
-/// Fault injection for tests: ways to make a worker process die on cue.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Faults {
-    /// Exit after receiving this many bytes of team messages (broadcasts, stage-2 ranges).
-    pub exit_after_bytes: Option<u64>,
-    /// Exit in the middle of k-means iteration `n`: after the map tasks, before stage 2.
-    pub exit_at_step: Option<u64>,
-    /// Exit when told to do the `n`-th round of a photo job's photos.
-    pub exit_at_round: Option<u64>,
+    /// The jobs of the last team served, for the next team (k-means keeps its partitions
+    /// open); taken while a team runs, so a team formed meanwhile starts with fresh jobs.
+    jobs: std::sync::Mutex<Option<Vec<Box<dyn Job>>>>,
+    /// What happens at checkpoints (fault injection in tests).
+    hooks: Arc<dyn Hooks + Send>,
 }
 
 impl Worker {
     /// A worker named `name` of `cluster`.
-    pub fn new(name: &str, cluster: Cluster, secret: Secret, faults: Faults) -> Arc<Self> {
+    pub fn new(
+        name: &str,
+        cluster: Cluster,
+        secret: Secret,
+        hooks: Arc<dyn Hooks + Send>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             name: name.to_string(),
             cluster,
@@ -142,8 +139,8 @@ impl Worker {
             log_count: AtomicU64::new(0),
             log_skipped: AtomicU64::new(0),
             forming: Forming::default(),
-            cached: std::sync::Mutex::new(None),
-            faults,
+            jobs: std::sync::Mutex::new(None),
+            hooks,
         })
     }
 
@@ -307,7 +304,7 @@ impl Worker {
         let (job, epoch) = (join.job, join.epoch);
         let counter = Arc::clone(self);
         let on_received: crate::net::transport::tcp::OnReceived =
-            Arc::new(move |n| counter.count_and_maybe_exit(n));
+            Arc::new(move |n| counter.count_received(n));
         let host = Host {
             cluster: &self.cluster,
             secret: &self.secret,
@@ -318,20 +315,17 @@ impl Worker {
             .await
             .map_err(|source| ServeError::Join { job, epoch, source })?;
         let worker = Arc::clone(self);
-        let faults = crate::spmd::Faults {
-            exit_at_step: self.faults.exit_at_step,
-            exit_at_round: self.faults.exit_at_round,
-        };
         std::thread::Builder::new()
             .name(format!("{}-job", self.name))
             .spawn(move || {
-                let mut cached = worker
-                    .cached
+                let mut jobs = worker
+                    .jobs
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .take();
-                let served = crate::spmd::serve_cached(&transport, faults, &mut cached);
-                *worker.cached.lock().unwrap_or_else(|e| e.into_inner()) = cached;
+                    .take()
+                    .unwrap_or_else(crate::jobs::members);
+                let served = crate::engine::serve(&transport, &mut jobs, &*worker.hooks);
+                *worker.jobs.lock().unwrap_or_else(|e| e.into_inner()) = Some(jobs);
                 if let Err(e) = served {
                     worker.log_closed(&format!(
                         "job {job:x} epoch {epoch} ended: {}",
@@ -343,19 +337,15 @@ impl Worker {
             .map_err(|source| ServeError::Thread { job, source })
     }
 
-    fn count_and_maybe_exit(&self, n: u64) {
+    /// Counts bytes of team messages received and reports the total to the hooks.
+    fn count_received(&self, n: u64) {
         let total = self.received.fetch_add(n, Ordering::Relaxed) + n;
-        if self
-            .faults
-            .exit_after_bytes
-            .is_some_and(|limit| total >= limit)
-        {
-            eprintln!(
-                "worker {}: exiting after {total} bytes (fault injection)",
-                self.name
-            );
-            std::process::exit(3);
-        }
+        self.hooks.reached(&Checkpoint {
+            job: "team",
+            event: "received",
+            count: total,
+            rank: 0,
+        });
     }
 }
 
@@ -389,7 +379,7 @@ pub(crate) async fn start_workers(
                 &format!("w{i}"),
                 cluster.clone(),
                 Secret::from_bytes(secret.to_vec()),
-                Faults::default(),
+                Arc::new(crate::engine::NoHooks),
             );
             tokio::spawn(Arc::clone(&w).serve(l));
             w

@@ -132,7 +132,7 @@ impl Stage for Features<'_> {
             std::fs::create_dir_all(&here)
                 .with_context(|| format!("cannot create {}", here.display()))?;
             vocab_pipeline::partition::write_manifest(&here, &placed.manifest)?;
-            let recipes = here.join(vocab_cluster::born::RECIPES);
+            let recipes = here.join(vocab_cluster::jobs::born::RECIPES);
             let text = serde_json::to_vec(&placed.recipes)?;
             vocab_pipeline::atomic::write(&recipes, &text)
                 .with_context(|| format!("cannot write {}", recipes.display()))?;

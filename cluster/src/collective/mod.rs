@@ -48,7 +48,7 @@ pub mod tags {
     pub const CALIBRATE: Tag = 7;
     /// Positions and lengths of the pieces of a subtree (gather up a tree).
     pub const GATHER_HEAD: Tag = 8;
-    /// Records of a partition born on the nodes, to its owner ([`crate::born`]).
+    /// Records of a partition born on the nodes, to its owner ([`crate::jobs::born`]).
     pub const BORN: Tag = 9;
     /// Broadcast data; chain `c` of a multi-chain broadcast uses `BROADCAST + c`.
     pub const BROADCAST: Tag = 100;

@@ -14,7 +14,11 @@ use rayon::prelude::*;
 
 use super::Pruner;
 use super::quant::QuantRows;
-use super::{Centroids, KMeansError, Kernel, Mode, Params, Shard, State, local_step, partial};
+use super::{
+    Centroids, KMeansError, Kernel, Mode, Params, Shard, State, check_dims, initial_centroids,
+    local_step, partial,
+};
+use crate::partition::Matrix;
 
 /// Time and traffic of one iteration. Seconds of map and the aggregation stages are the slowest
 /// member's; bytes are totals over the cluster (frame headers included, except for the
@@ -165,6 +169,47 @@ where
         on_iteration(&state, &report)?;
     }
     Ok(state)
+}
+
+/// Runs iterations from `start` (or from the initial centroids) until `max_iter` or convergence.
+///
+/// `on_iteration` sees the state after every iteration (to log and checkpoint it); an error from
+/// it stops the run.
+pub fn fit<E: From<KMeansError>>(
+    parts: &[Matrix<'_>],
+    params: &Params,
+    start: Option<State>,
+    on_iteration: &mut dyn FnMut(&State) -> Result<(), E>,
+) -> Result<State, E> {
+    let n: usize = parts.iter().map(Matrix::rows).sum();
+    let dims = check_dims(parts)?;
+    if params.k > n {
+        return Err(KMeansError::TooFewVectors { k: params.k, n }.into());
+    }
+    let state = match start {
+        Some(state) => {
+            if state.centroids.k() != params.k || state.centroids.dims() != dims {
+                return Err(KMeansError::InitShape {
+                    got_k: state.centroids.k(),
+                    got_dims: state.centroids.dims(),
+                    k: params.k,
+                    dims,
+                }
+                .into());
+            }
+            state
+        }
+        None => State {
+            iteration: 0,
+            centroids: initial_centroids(parts, params.k, &params.init, params.seed)?,
+            history: Vec::new(),
+            converged: false,
+        },
+    };
+    let mut engine = Local::new(Shard::numbered(parts), params)?;
+    fit_with(&mut engine, params, state, &mut |state, _| {
+        on_iteration(state)
+    })
 }
 
 /// The engine of one process: every map task on this machine's threads, stage 1 in shared

@@ -29,7 +29,6 @@ use rayon::prelude::*;
 use thiserror::Error;
 
 pub use self::assign::{AssignScratch, Centroids, assign, nearest_few};
-pub use self::engine::{Engine, Local, StepReport, StepResult, fit_with};
 pub use self::partial::{Partial, fixed_scale, max_abs, split_empty, update};
 use crate::partition::Matrix;
 use crate::store::StoreError;
@@ -320,7 +319,7 @@ impl State {
     }
 }
 
-fn check_dims(parts: &[Matrix<'_>]) -> Result<usize, KMeansError> {
+pub(crate) fn check_dims(parts: &[Matrix<'_>]) -> Result<usize, KMeansError> {
     let dims = parts.first().map_or(0, Matrix::dims);
     match parts.iter().find(|p| p.dims() != dims) {
         Some(p) => Err(KMeansError::MixedDims(dims, p.dims())),
@@ -329,7 +328,7 @@ fn check_dims(parts: &[Matrix<'_>]) -> Result<usize, KMeansError> {
 }
 
 /// Row `global` of the concatenation of `parts`.
-fn global_row<'a>(parts: &[Matrix<'a>], mut global: usize) -> &'a [f32] {
+pub(crate) fn global_row<'a>(parts: &[Matrix<'a>], mut global: usize) -> &'a [f32] {
     for p in parts {
         if global < p.rows() {
             return p.row(global);
@@ -945,49 +944,9 @@ pub fn merge_tasks(tasks: Vec<Partial>, k: usize, dims: usize, scale: i32) -> Pa
     Partial::sum(tasks, k, dims, scale)
 }
 
-/// Runs iterations from `start` (or from the initial centroids) until `max_iter` or convergence.
-///
-/// `on_iteration` sees the state after every iteration (to log and checkpoint it); an error from
-/// it stops the run.
-pub fn fit<E: From<KMeansError>>(
-    parts: &[Matrix<'_>],
-    params: &Params,
-    start: Option<State>,
-    on_iteration: &mut dyn FnMut(&State) -> Result<(), E>,
-) -> Result<State, E> {
-    let n: usize = parts.iter().map(Matrix::rows).sum();
-    let dims = check_dims(parts)?;
-    if params.k > n {
-        return Err(KMeansError::TooFewVectors { k: params.k, n }.into());
-    }
-    let state = match start {
-        Some(state) => {
-            if state.centroids.k() != params.k || state.centroids.dims() != dims {
-                return Err(KMeansError::InitShape {
-                    got_k: state.centroids.k(),
-                    got_dims: state.centroids.dims(),
-                    k: params.k,
-                    dims,
-                }
-                .into());
-            }
-            state
-        }
-        None => State {
-            iteration: 0,
-            centroids: initial_centroids(parts, params.k, &params.init, params.seed)?,
-            history: Vec::new(),
-            converged: false,
-        },
-    };
-    let mut engine = Local::new(Shard::numbered(parts), params)?;
-    fit_with(&mut engine, params, state, &mut |state, _| {
-        on_iteration(state)
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::engine::fit;
     use super::*;
 
     /// `clusters` well-separated blobs in `dims` dimensions, `per` points each, from a fixed LCG.

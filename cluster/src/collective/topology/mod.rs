@@ -1,6 +1,6 @@
 //! Collectives built from measured links (Gong, He and Zhong, "Network Performance Aware MPI
 //! Collective Communication Operations in the Cloud"): where no rack labels exist, or links are
-//! uneven and asymmetric, measure every pair ([`crate::calibrate`]) and build the chain from the
+//! uneven and asymmetric, measure every pair ([`crate::collective::calibrate`]) and build the chain from the
 //! measurements.
 //!
 //! * [`Links`]: latency and bandwidth from every member to every other; the network

@@ -17,6 +17,8 @@ use vocab_pipeline::kmeans::{
 use vocab_pipeline::partition::{Manifest, Partition, Verify};
 use vocab_pipeline::store::StoreError;
 
+use crate::jobs::place::lock;
+
 /// Errors opening a share.
 #[derive(Debug, Error)]
 pub enum ShareError {
@@ -79,11 +81,6 @@ pub struct Mapped {
     pub map_seconds: f64,
     /// Seconds merging the tasks' partials.
     pub stage1_seconds: f64,
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while holding the lock leaves plain data behind; keep serving.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Share {

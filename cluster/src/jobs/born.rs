@@ -1,5 +1,5 @@
 //! Partitions born on the nodes (issue 20): after a features job whose members kept the patches
-//! they described ([`crate::photos::PhotoRoot::start_keeping`], one contiguous shard of the
+//! they described ([`crate::jobs::photos::PhotoRoot::start_keeping`], one contiguous shard of the
 //! collection per member, so rank order is record order), the members cut those records into
 //! the partitions one machine's `partition::split` makes of the feature file: `P` contiguous
 //! ranges of the records, sizes differing by at most one. Each partition is written by the
@@ -28,25 +28,70 @@ use vocab_pipeline::partition::{
 use vocab_pipeline::store::Element;
 
 use crate::collective::{MAX_CONTROL, Team, broadcast_message, gather, tags};
+use crate::engine::{EngineError, Job, Member, decode, encode, send_json};
+use crate::jobs::photos::job::{PhotoStage, Work, check_stage, inside};
+use crate::jobs::photos::member::Slot;
+use crate::jobs::place::{lock, my_dir};
 use crate::net::transport::{Recv, Send, Transport};
-use crate::photos::Work;
-use crate::share::lock;
-use crate::spmd::{EngineError, decode, encode};
 
 /// Bytes of one record on the wire: picture id, row, column, then the values (`f32`), the
 /// binary record layout of a feature file.
 const RECORD: usize = 8 + DIMS * 4;
 
-/// What the members of a kept features job hold: each rank's shard of photos and its records.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Kept {
-    /// Photos of each rank, in rank order (contiguous, in photo order).
-    pub shards: Vec<(u64, u64)>,
-    /// Records each rank holds.
-    pub records: Vec<u64>,
+/// The tag of the born partitions' commands.
+pub const TAG: &str = "born";
+
+/// What the root tells the members.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) enum Command {
+    /// Cut the patches kept by the current features job into partitions.
+    Cut(Cut),
+    /// Make partitions born on the nodes again from their photos.
+    Remake(Remake),
 }
 
-/// The cut, as the root sends it ([`crate::spmd::Command::Cut`]).
+/// Partitions born on the nodes at a member: the cut of what the current photo job (shared
+/// with the photo job through `current`) kept, and partitions made again.
+#[derive(Debug, Default)]
+pub struct Cuts {
+    current: Slot,
+}
+
+impl Cuts {
+    /// The job cutting what the photo job keeping its work in `current` kept.
+    pub fn new(current: Slot) -> Self {
+        Self { current }
+    }
+}
+
+impl Job for Cuts {
+    fn tag(&self) -> &'static str {
+        TAG
+    }
+
+    fn serve(&mut self, member: &Member<'_>, body: &[u8]) -> Result<(), EngineError> {
+        let transport = member.transport();
+        match decode(0, body)? {
+            Command::Cut(ref cut) => {
+                let mut current = lock(&self.current);
+                // A round computed ahead must be in before the kept records are counted.
+                if let Some(a) = current.ahead.take() {
+                    let _ = a.wait();
+                }
+                serve(transport, current.work.as_ref(), cut)
+            }
+            Command::Remake(ref remake) => {
+                let error = remake_here(transport, remake).err();
+                let control = Team::ranks(transport);
+                gather(&control, &encode(&error), MAX_CONTROL)?;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The cut, as the root sends it ([`Command::Cut`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Cut {
@@ -146,19 +191,6 @@ pub fn plan(records: &[u64], parts: usize) -> Result<Vec<Planned>, String> {
         begin = end;
     }
     Ok(planned)
-}
-
-/// A member's partition folder: `dir` with `{rank}` replaced by its rank and `{node}` by the
-/// name of its node (its name in the cluster file, its host under MPI; a `/` in it becomes
-/// `_`), so that members sharing a filesystem can still keep folders of their own.
-pub fn member_dir(dir: &str, rank: usize, node: &str) -> String {
-    dir.replace("{rank}", &rank.to_string())
-        .replace("{node}", &node.replace('/', "_"))
-}
-
-/// This member's partition folder ([`member_dir`]).
-pub(crate) fn my_dir(dir: &str, transport: &dyn Transport) -> String {
-    member_dir(dir, transport.rank(), &transport.host())
 }
 
 /// A member's answer in a phase of the cut.
@@ -406,7 +438,7 @@ fn exchange_and_write(
     Ok(Ok(reports))
 }
 
-/// The member's side of [`crate::spmd::Command::Cut`]. Errors of the cut itself go back to the
+/// The member's side of [`Command::Cut`]. Errors of the cut itself go back to the
 /// root; the member keeps serving.
 pub(crate) fn serve(
     transport: &dyn Transport,
@@ -484,8 +516,7 @@ pub(crate) fn root(
     source: &str,
 ) -> Result<Born, EngineError> {
     let control = Team::ranks(transport);
-    let command = crate::spmd::Command::Cut(cut.clone());
-    broadcast_message(&control, Some(&encode(&command)))?;
+    send_json(transport, TAG, &Command::Cut(cut.clone()))?;
     let ready = prepare(transport, own, cut);
     let answer = Answer {
         error: ready.as_ref().err().cloned(),
@@ -695,7 +726,7 @@ pub(crate) struct Task {
     pub photos: Vec<(String, Option<String>)>,
 }
 
-/// Partitions to make again ([`crate::spmd::Command::Remake`]).
+/// Partitions to make again ([`Command::Remake`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Remake {
@@ -774,7 +805,7 @@ pub(crate) fn remake_here(transport: &dyn Transport, remake: &Remake) -> Result<
     if mine.is_empty() {
         return Ok(());
     }
-    crate::photos::check_stage(&crate::photos::PhotoStage::Features(remake.params), 0)?;
+    check_stage(&PhotoStage::Features(remake.params), 0)?;
     let element = Element::from_name(&remake.element)
         .ok_or_else(|| format!("element type {:?}", remake.element))?;
     let folder = my_dir(&remake.dir, transport);
@@ -782,7 +813,7 @@ pub(crate) fn remake_here(transport: &dyn Transport, remake: &Remake) -> Result<
     std::fs::create_dir_all(folder)
         .map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
     for task in mine {
-        if let Some((bad, _)) = task.photos.iter().find(|(p, _)| !crate::photos::inside(p)) {
+        if let Some((bad, _)) = task.photos.iter().find(|(p, _)| !inside(p)) {
             return Err(format!("photo path {bad:?} leaves the photo folder"));
         }
         let index = usize::try_from(task.index).map_err(|_| "a partition index".to_string())?;

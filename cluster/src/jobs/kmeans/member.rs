@@ -1,0 +1,244 @@
+//! The k-means job's member half: a share of the partitions cached across iterations (and
+//! across teams of the same job), and each iteration's broadcast, map, stage 1 and stage 2.
+
+use std::time::Instant;
+
+use vocab_pipeline::kmeans::{Assignment, Centroids, Kernel};
+
+use super::layout::{Placement, holdings, mapper, open_share};
+use super::share::{Mapped, Share};
+use super::wire::{Command, LoadReply, MAX_STEP_BYTES, StepStats, TAG};
+use crate::collective::{MAX_CONTROL, Team, broadcast, gather, reduce_ranges};
+use crate::engine::{EngineError, Job, Member, decode, encode};
+use crate::jobs::place::{plan_of, team_of};
+use crate::net::messages::BUILD;
+
+/// What a member knows of a loaded job.
+#[derive(Debug, Clone)]
+struct Loaded {
+    order: Vec<usize>,
+    broadcast_tree: Vec<Vec<usize>>,
+    gather_tree: Vec<Vec<usize>>,
+    root_maps: bool,
+}
+
+/// The k-means job at a member: its share of the partitions (kept when a new team of the same
+/// job forms, so the partitions are not opened again) and the job it loaded in this team.
+#[derive(Debug, Default)]
+pub struct Kmeans {
+    share: Option<Share>,
+    loaded: Option<Loaded>,
+}
+
+impl Job for Kmeans {
+    fn tag(&self) -> &'static str {
+        TAG
+    }
+
+    fn begin(&mut self) {
+        self.loaded = None;
+    }
+
+    fn serve(&mut self, member: &Member<'_>, body: &[u8]) -> Result<(), EngineError> {
+        let transport = member.transport();
+        let control = Team::ranks(transport);
+        let command: Command = decode(0, body)?;
+        match command {
+            Command::Load {
+                job,
+                ref dir,
+                manifest,
+                order: ref chain,
+                ref broadcast_tree,
+                ref gather_tree,
+                root_maps,
+                ref build,
+                ref deal,
+            } => {
+                let opened = if *build != BUILD {
+                    Err(format!("it runs {BUILD}, the root runs {build}"))
+                } else {
+                    Team::ordered(transport, chain.clone())
+                        .map_err(|e| vocab_pipeline::chain(&e))
+                        .and_then(|team| {
+                            let at = Placement {
+                                dir,
+                                digest: manifest,
+                                root_maps,
+                                deal,
+                            };
+                            open_share(&team, job, &at, self.share.as_ref())
+                                .map_err(|e| vocab_pipeline::chain(&e))
+                        })
+                };
+                let reply = match opened {
+                    Ok(s) => {
+                        let reply = LoadReply::of(&s);
+                        self.share = Some(s);
+                        self.loaded = Some(Loaded {
+                            order: chain.clone(),
+                            broadcast_tree: broadcast_tree.clone(),
+                            gather_tree: gather_tree.clone(),
+                            root_maps,
+                        });
+                        reply
+                    }
+                    Err(e) => {
+                        (self.share, self.loaded) = (None, None);
+                        LoadReply::refused(Some(e))
+                    }
+                };
+                gather(&control, &encode(&reply), MAX_CONTROL)?;
+            }
+            Command::Step { .. } => {
+                let (Some(s), Some(job)) = (self.share.as_ref(), self.loaded.as_ref()) else {
+                    return Err(EngineError::NotLoaded(transport.rank()));
+                };
+                let team = team_of(transport, &job.order, &job.broadcast_tree, &job.gather_tree)?;
+                let piece = member_step(
+                    &team,
+                    Some(s),
+                    job.root_maps,
+                    &command,
+                    None,
+                    member.received(),
+                    &|iteration| member.reached(TAG, "mapped", iteration),
+                )?;
+                gather(&team, &piece, MAX_STEP_BYTES)?;
+            }
+            Command::Holdings { ref dir, manifest } => {
+                let held = holdings(dir, transport, manifest);
+                gather(&control, &encode(&held), MAX_CONTROL)?;
+            }
+            Command::Rows { ref indices } => {
+                let piece = (self.share.as_ref()).map_or_else(Vec::new, |s| s.rows_at(indices));
+                gather(&control, &piece, MAX_STEP_BYTES)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A member's part of one iteration: the centroid broadcast, map, stage 1 and stage 2; returns
+/// the stage-3 piece (statistics, then the reduced range's counts and means).
+pub(super) fn member_step(
+    team: &Team<'_>,
+    share: Option<&Share>,
+    root_maps: bool,
+    command: &Command,
+    centroids: Option<&Centroids>,
+    received: Instant,
+    on_mapped: &dyn Fn(u64),
+) -> Result<Vec<u8>, EngineError> {
+    let Command::Step {
+        iteration,
+        k,
+        dims,
+        scale,
+        stage1,
+        int8,
+        prune,
+        approx_probes,
+        approx_lists,
+        ref algorithm,
+        chunk,
+        chains,
+    } = *command
+    else {
+        return Err(EngineError::Malformed {
+            rank: 0,
+            reason: "not a step".into(),
+        });
+    };
+    let (k, dims) = (k as usize, dims as usize);
+    let values = k
+        .checked_mul(dims)
+        .filter(|&v| v > 0 && v as u64 <= MAX_STEP_BYTES / 4);
+    let Some(values) = values else {
+        return Err(EngineError::Shape {
+            got: 0,
+            want: k.saturating_mul(dims),
+        });
+    };
+    let plan = plan_of(algorithm, chunk, chains)?;
+    let mut bytes = match centroids {
+        Some(c) => c.as_slice().iter().flat_map(|v| v.to_le_bytes()).collect(),
+        None => vec![0u8; values * 4],
+    };
+    broadcast(team, plan, &mut bytes)?;
+    let broadcast_seconds = received.elapsed().as_secs_f64();
+    let owned;
+    let centroids = match centroids {
+        Some(c) => c,
+        None => {
+            owned = Centroids::new(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+                dims,
+            );
+            &owned
+        }
+    };
+    drop(bytes);
+    let (w, me) = (team.size(), team.me());
+    let Some(share) = share.filter(|_| mapper(me, w, root_maps).is_some()) else {
+        // A root that only drives: no map, no range; its piece is empty statistics.
+        let stats = encode(&StepStats {
+            broadcast_seconds,
+            ..StepStats::default()
+        });
+        let mut piece = (stats.len() as u64).to_le_bytes().to_vec();
+        piece.extend_from_slice(&stats);
+        return Ok(piece);
+    };
+    let Mapped {
+        partials,
+        kept,
+        tasks,
+        map_seconds,
+        stage1_seconds,
+    } = share.map(
+        centroids,
+        scale,
+        if approx_probes > 0 {
+            Assignment::Approx {
+                lists: approx_lists,
+                probes: approx_probes,
+            }
+        } else {
+            Assignment::new(prune, if int8 { Kernel::Int8 } else { Kernel::F32 })
+        },
+        stage1,
+        iteration,
+    );
+    on_mapped(iteration);
+    let mapped_at = received.elapsed().as_secs_f64();
+    let mappers = if root_maps {
+        Team::subset(team.transport(), team.order().to_vec())?
+    } else {
+        Team::subset(team.transport(), team.order()[1..].to_vec())?
+    };
+    let (sum, stage2_bytes) = reduce_ranges(&mappers, &partials, k, dims, plan.chunk)?;
+    let reduced_at = received.elapsed().as_secs_f64();
+    let stats = StepStats {
+        broadcast_seconds,
+        map_seconds,
+        stage1_seconds,
+        mapped_at,
+        reduced_at,
+        stage2_bytes,
+        tasks: tasks as u64,
+        kept: kept as u64,
+        units: partials
+            .iter()
+            .flat_map(|p| p.units.iter().map(|&(key, v)| (key, v.to_bits())))
+            .collect(),
+    };
+    let stats = encode(&stats);
+    let mut piece = (stats.len() as u64).to_le_bytes().to_vec();
+    piece.extend_from_slice(&stats);
+    piece.extend_from_slice(&sum.encode_result(scale));
+    Ok(piece)
+}
