@@ -2,7 +2,12 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
+
+use crate::options::{
+    AssignArg, BroadcastAlgorithm, DEFAULT_PROBES, ElementArg, EngineArg, FileFormat, InitMethod,
+    KernelArg, KernelMapArg, Mode, OrderArg, SolverArg,
+};
 
 /// Visual vocabularies from photo collections, at cluster scale.
 #[derive(Debug, Parser)]
@@ -169,34 +174,6 @@ pub struct BenchTeamArgs {
     pub csv: Option<PathBuf>,
 }
 
-/// Where the chain order of a distributed run comes from.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum OrderArg {
-    /// Racks: the cluster file's racks or `order`, or the MPI rack map.
-    #[default]
-    Racks,
-    /// Measured: every link probed when the job starts, the chain and the trees built from
-    /// the measurements (groups kept together, slow links at the end or at a leaf).
-    Auto,
-}
-
-/// Broadcast algorithms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BroadcastAlgorithm {
-    /// Pipelined chain, racks together.
-    Chain,
-    /// Root sends to each node in turn.
-    Simple,
-    /// Binomial tree (MPI's MST).
-    Mst,
-    /// Several chains in parallel, each with a slice.
-    Multichain,
-}
-
 /// Parses `123`, `64K`, `512M`, `1G` (powers of 1024).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
@@ -311,35 +288,6 @@ pub struct BenchHogArgs {
     pub out: PathBuf,
 }
 
-/// Patch sampling mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// N random patches per photo (the vocabulary's sample).
-    Random,
-    /// Every patch on a grid (encoding).
-    Dense,
-}
-
-/// Feature file format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FileFormat {
-    /// `picture_id row col f1 ... f512` per line (the paper's format).
-    Text,
-    /// vocab's checksummed, memory-mappable binary format.
-    Bin,
-}
-
-impl From<FileFormat> for vocab_pipeline::store::Format {
-    fn from(f: FileFormat) -> Self {
-        match f {
-            FileFormat::Text => Self::Text,
-            FileFormat::Bin => Self::Bin,
-        }
-    }
-}
-
 /// Arguments of `vocab features`.
 #[derive(Debug, Args)]
 pub struct FeaturesArgs {
@@ -371,7 +319,7 @@ pub struct FeaturesArgs {
     #[arg(long, value_name = "PX")]
     pub max_side: Option<usize>,
     /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
-    #[arg(long, value_name = "MPIX", default_value_t = crate::settings::DEFAULT_MAX_MPIX)]
+    #[arg(long, value_name = "MPIX", default_value_t = crate::options::DEFAULT_MAX_MPIX)]
     pub max_pixels: u64,
     #[command(flatten)]
     pub nodes: NodesArgs,
@@ -394,16 +342,6 @@ pub struct NodesArgs {
     pub engine: Option<EngineArg>,
 }
 
-/// Histogram normalisation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NormArg {
-    /// Rows sum to 1.
-    L1,
-    /// Square root of the L1-normalised histogram.
-    Hellinger,
-}
-
 /// Arguments of `vocab encode`.
 #[derive(Debug, Args)]
 pub struct EncodeArgs {
@@ -420,58 +358,9 @@ pub struct EncodeArgs {
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
     #[command(flatten)]
-    pub options: crate::settings::EncodeOptions,
+    pub options: crate::options::EncodeOptions,
     #[command(flatten)]
     pub nodes: NodesArgs,
-}
-
-/// SVM solvers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SolverArg {
-    /// Dual coordinate descent (liblinear, scikit-learn's LinearSVC).
-    Dcd,
-    /// linfa-svm (SMO, linear kernel).
-    Linfa,
-}
-
-/// Explicit kernel maps before the linear SVM.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum KernelMapArg {
-    /// The histograms as they are (a linear kernel on them).
-    #[default]
-    None,
-    /// Chi-squared, `2xy / (x + y)` per bin.
-    Chi2,
-    /// Histogram intersection, `min(x, y)` per bin.
-    Intersection,
-    /// Jensen-Shannon.
-    Js,
-}
-
-impl KernelMapArg {
-    /// The pipeline's kernel (none for `none`).
-    pub fn kernel(self) -> Option<vocab_pipeline::kernel_map::Kernel> {
-        use vocab_pipeline::kernel_map::Kernel;
-        match self {
-            Self::None => None,
-            Self::Chi2 => Some(Kernel::Chi2),
-            Self::Intersection => Some(Kernel::Intersection),
-            Self::Js => Some(Kernel::Js),
-        }
-    }
-}
-
-impl From<SolverArg> for vocab_pipeline::svm::Solver {
-    fn from(s: SolverArg) -> Self {
-        match s {
-            SolverArg::Dcd => Self::Dcd,
-            SolverArg::Linfa => Self::Linfa,
-        }
-    }
 }
 
 /// Arguments of `vocab train`.
@@ -615,79 +504,6 @@ pub struct PartitionArgs {
     /// do; at most 1/510 absolute error).
     #[arg(long, value_enum, default_value_t = ElementArg::F32)]
     pub element: ElementArg,
-}
-
-/// Value storage of partitions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ElementArg {
-    /// 4-byte floats.
-    F32,
-    /// One byte per value, scale 1/255.
-    U8,
-}
-
-impl From<ElementArg> for vocab_pipeline::store::Element {
-    fn from(e: ElementArg) -> Self {
-        match e {
-            ElementArg::F32 => Self::F32,
-            ElementArg::U8 => Self::U8,
-        }
-    }
-}
-
-/// Lists the approximate search visits per vector unless told.
-pub const DEFAULT_PROBES: u32 = 8;
-
-/// Initialisation of k-means.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum InitMethod {
-    /// k distinct vectors drawn uniformly.
-    Random,
-    /// k-means++ on a sample of max(2k, 1024) vectors.
-    #[value(name = "kmeans++")]
-    #[serde(rename = "kmeans++")]
-    PlusPlus,
-}
-
-/// Kernel of the full assignment pass.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum KernelArg {
-    /// f32 GEMM with a fused arg-min.
-    #[default]
-    F32,
-    /// 7-bit integer products (AVX2 `vpmaddubsw`) with exact re-ranking of the candidates their
-    /// error bound leaves: labels are the arg-min of direct distances; 0.54-0.58x the f32
-    /// kernel's time per iteration here (eval/kmeans_bench).
-    Int8,
-}
-
-impl From<KernelArg> for vocab_pipeline::kmeans::Kernel {
-    fn from(k: KernelArg) -> Self {
-        match k {
-            KernelArg::F32 => Self::F32,
-            KernelArg::Int8 => Self::Int8,
-        }
-    }
-}
-
-/// How k-means searches for each vector's nearest centroid.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, serde::Deserialize, serde::Serialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum AssignArg {
-    /// Every vector against every centroid (or Yinyang-pruned with --prune): the nearest.
-    #[default]
-    Exact,
-    /// An inverted file over the centroids, rebuilt every iteration: each vector searches the
-    /// members of its --probes nearest of --lists lists (for very large k; the run reports how
-    /// often it found the exact nearest on a sample).
-    Approx,
 }
 
 /// Arguments of `vocab kmeans`.
@@ -837,15 +653,6 @@ pub struct RunArgs {
     /// Rack map for `--engine mpi` (TOML: `"host" = "rack"`).
     #[arg(long, value_name = "FILE")]
     pub racks: Option<PathBuf>,
-}
-
-/// Distributed engines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EngineArg {
-    /// vocab's authenticated TCP worker daemons.
-    Tcp,
-    /// MPI ranks (mpirun, srun).
-    Mpi,
 }
 
 /// `vocab config ...`

@@ -14,10 +14,11 @@ use vocab_cluster::net::peer::{PingError, ping};
 use vocab_cluster::worker::Worker;
 
 use crate::cli::{
-    BenchBroadcastArgs, BenchGatherArgs, BenchTeamArgs, BroadcastAlgorithm, CalibrateArgs,
-    LocalArgs, StatusArgs, WorkerArgs,
+    BenchBroadcastArgs, BenchGatherArgs, BenchTeamArgs, CalibrateArgs, LocalArgs, StatusArgs,
+    WorkerArgs,
 };
 use crate::faults::ExitAt;
+use crate::options::BroadcastAlgorithm;
 
 use vocab_cluster::engine::crew::DRIVER;
 use vocab_cluster::jobs::bench::{BroadcastReport, Broadcaster};
@@ -421,7 +422,7 @@ fn bench_team(
     let bytes = bytes(&cluster);
     let mut broadcaster = Broadcaster::connect(cluster, secret)
         .with_context(|| format!("forming a team of the workers of {}", path.display()))?;
-    if args.order == crate::cli::OrderArg::Auto {
+    if args.order == crate::options::OrderArg::Auto {
         let auto = vocab_cluster::collective::calibration::Auto {
             probe: vocab_cluster::collective::Probe::default(),
             bytes,

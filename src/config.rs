@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{
+use crate::options::EncodeOptions;
+use crate::options::{
     BroadcastAlgorithm, ElementArg, InitMethod, KernelArg, KernelMapArg, NormArg, SolverArg,
 };
-use crate::settings::{self, EncodeOptions, FeaturesConfig, Invalid};
+use crate::settings::{self, FeaturesConfig, Invalid};
 
 /// A whole config file, with defaults filled in.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -165,14 +166,14 @@ pub struct KmeansConfig {
     pub kernel: KernelArg,
     /// Exact or approximate assignment (`vocab kmeans --assign`).
     #[serde(default, skip_serializing_if = "is_default")]
-    pub assign: crate::cli::AssignArg,
+    pub assign: crate::options::AssignArg,
     /// Lists of the approximate search's index (`--lists`; default sqrt(k)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lists: Option<u32>,
     /// Lists the approximate search visits per vector (`--probes`).
     #[serde(
         default = "default_probes",
-        skip_serializing_if = "settings::is_default_probes"
+        skip_serializing_if = "crate::options::is_default_probes"
     )]
     pub probes: u32,
     /// Rack of each host for `--engine mpi` (`[kmeans.racks]`, `"host" = "rack"` lines; the
@@ -183,7 +184,7 @@ pub struct KmeansConfig {
     /// Chain order on a distributed engine (`vocab kmeans --order`): `racks` or `auto`
     /// (measured links).
     #[serde(default, skip_serializing_if = "is_default")]
-    pub order: crate::cli::OrderArg,
+    pub order: crate::options::OrderArg,
 }
 
 impl KmeansConfig {
@@ -200,7 +201,7 @@ impl KmeansConfig {
 }
 
 fn default_probes() -> u32 {
-    crate::cli::DEFAULT_PROBES
+    crate::options::DEFAULT_PROBES
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -353,7 +354,7 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
     };
     let f = &config.features;
     settings::photo_limits(f.max_side, f.max_pixels)
-        .and_then(|_| settings::sampling(crate::cli::Mode::Random, f.per_image, 8, f.seed))
+        .and_then(|_| settings::sampling(crate::options::Mode::Random, f.per_image, 8, f.seed))
         .map_err(|e| invalid("features", e))?;
     settings::PartitionSettings::new(
         Path::new(""),
@@ -401,36 +402,6 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
         ));
     }
     Ok(config)
-}
-
-/// `vocab config check FILE`.
-pub fn check(path: &Path) -> anyhow::Result<()> {
-    let config = load(path)?;
-    let dataset = match (&config.dataset.path, &config.dataset.synthetic) {
-        (Some(p), _) => format!("photos in {}", p.display()),
-        (None, Some(s)) => format!("synthetic set, {} photos per kind", s.per_kind),
-        (None, None) => unreachable!("checked by load"),
-    };
-    let data = crate::run::check_dataset(path, &config)?;
-    println!(
-        "config {}: ok ({dataset}; vocabularies k = {:?}; {}); {data}",
-        path.display(),
-        config.kmeans.k,
-        if config.kmeans.nodes == 0 {
-            "k-means in one process".to_string()
-        } else {
-            format!("k-means on {} loopback workers", config.kmeans.nodes)
-        }
-    );
-    Ok(())
-}
-
-/// `vocab config show FILE`: the resolved config, every default filled in.
-pub fn show(path: &Path) -> anyhow::Result<()> {
-    let config = load(path)?;
-    let text = toml::to_string_pretty(&config).context("cannot print the config")?;
-    println!("# {} with every default filled in\n{text}", path.display());
-    Ok(())
 }
 
 #[cfg(test)]

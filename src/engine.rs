@@ -38,7 +38,7 @@ pub fn read_racks(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {
 
 /// Whether `command` runs under MPI.
 pub fn wants_mpi(command: &Command) -> bool {
-    use crate::cli::EngineArg::Mpi;
+    use crate::options::EngineArg::Mpi;
     match command {
         Command::Kmeans(args) => args.engine == Some(Mpi),
         Command::Features(args) => args.nodes.engine == Some(Mpi),

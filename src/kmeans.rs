@@ -22,8 +22,9 @@ use vocab_pipeline::partition::{self, Manifest, Matrix, PartitionSet, Verify, re
 use vocab_pipeline::store::{FeatureReader, Format, Record};
 use vocab_pipeline::synth;
 
-use crate::cli::{InitMethod, SynthArgs};
+use crate::cli::SynthArgs;
 use crate::engine::Mpi;
+use crate::options::InitMethod;
 use crate::progress::Ui;
 use crate::settings::{Engine, KmeansSettings, PartitionSettings, format_for};
 
@@ -404,7 +405,7 @@ fn check_memory(args: &KmeansSettings, n: u64, dims: u64) -> anyhow::Result<()> 
         args.assignment,
         args.engine.distributed(),
     );
-    match crate::plan::memory_here() {
+    match crate::memory::memory_here() {
         Some(total) => fits(&plan, nodes, total, args.k),
         None => Ok(()),
     }
@@ -417,14 +418,14 @@ fn fits(plan: &kmeans::Memory, nodes: u64, total: u64, k: usize) -> anyhow::Resu
         need <= total,
         "k-means at k = {k} needs about {} here ({}{}), and this machine has {}: lower k, or \
          run on a cluster",
-        crate::plan::human(need as f64),
-        crate::plan::breakdown(plan),
+        crate::memory::human(need as f64),
+        crate::memory::breakdown(plan),
         if nodes > 1 {
             format!(" per node, {nodes} nodes")
         } else {
             String::new()
         },
-        crate::plan::human(total as f64)
+        crate::memory::human(total as f64)
     );
     Ok(())
 }
@@ -657,7 +658,7 @@ fn auto_order(
     args: &KmeansSettings,
     manifest: &Manifest,
 ) -> Option<vocab_cluster::collective::calibration::Auto> {
-    (args.order == crate::cli::OrderArg::Auto).then(|| {
+    (args.order == crate::options::OrderArg::Auto).then(|| {
         vocab_cluster::collective::calibration::Auto {
             probe: vocab_cluster::collective::Probe::default(),
             bytes: (args.k * manifest.dims * 4) as f64,
@@ -668,7 +669,7 @@ fn auto_order(
 /// Where `--order auto` keeps its measured links: beside the cluster file (`--cluster`), or
 /// beside the vocabulary under MPI; none for loopback workers.
 fn links_file(args: &KmeansSettings) -> Option<PathBuf> {
-    if args.order != crate::cli::OrderArg::Auto {
+    if args.order != crate::options::OrderArg::Auto {
         return None;
     }
     match &args.engine {

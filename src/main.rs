@@ -9,6 +9,8 @@ mod engine;
 mod faults;
 mod figures;
 mod kmeans;
+mod memory;
+mod options;
 mod plan;
 mod progress;
 mod run;
@@ -128,8 +130,8 @@ fn dispatch(
             kmeans::run(&settings, &ui, mpi, &mut stdout()).map(|_| ())
         }
         Command::Run(args) => run::run(&args, &ui, mpi),
-        Command::Config(ConfigCommand::Check(args)) => config::check(&args.config),
-        Command::Config(ConfigCommand::Show(args)) => config::show(&args.config),
+        Command::Config(ConfigCommand::Check(args)) => run::check::check(&args.config),
+        Command::Config(ConfigCommand::Show(args)) => run::check::show(&args.config),
         Command::Bench(BenchCommand::Hog(args)) => bench::hog(&args),
         Command::Bench(BenchCommand::Partials(args)) => bench::partials(&args),
         // `run` hands it to engine::main, which runs it on every rank.

@@ -7,23 +7,16 @@ use anyhow::{Context, bail};
 
 use vocab_pipeline::kmeans;
 
-use crate::cli::{ElementArg, RunArgs};
+use crate::cli::RunArgs;
 use crate::config::Config;
+use crate::memory::{breakdown, human, memory_here};
+use crate::options::ElementArg;
 use crate::settings::Engine;
 
 /// HOG values per vector.
 const DIMS: u64 = 512;
 /// Bytes before the values of a binary feature record.
 const RECORD_HEAD: u64 = 8;
-
-pub(crate) fn human(bytes: f64) -> String {
-    for (unit, size) in [("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)] {
-        if bytes >= size {
-            return format!("{:.2} {unit}", bytes / size);
-        }
-    }
-    format!("{bytes:.0} B")
-}
 
 /// Where k-means runs, for the plan: nodes, racks and a description.
 struct Nodes {
@@ -86,37 +79,6 @@ pub fn kmeans_memory(config: &Config, n: u64, k: u64, nodes: u64, tasks: u64) ->
         assignment,
         nodes > 1,
     )
-}
-
-/// `vectors 2.4 GB, centroids 4.3 GB, ...`: the parts of a memory plan that are not zero.
-pub fn breakdown(m: &kmeans::Memory) -> String {
-    [
-        ("vectors", m.vectors),
-        ("centroids", m.centroids),
-        ("sums", m.sums),
-        ("int8 codes", m.codes),
-        ("bounds", m.bounds),
-        ("index", m.index),
-    ]
-    .iter()
-    .filter(|(_, b)| *b > 0)
-    .map(|(what, b)| format!("{what} {}", human(*b as f64)))
-    .collect::<Vec<_>>()
-    .join(", ")
-}
-
-/// Total memory of this machine, from `/proc/meminfo`.
-pub(crate) fn memory_here() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    kb.checked_mul(1024)
 }
 
 /// Refuses a config whose vocabularies cannot be built from `training` photos: a `k` larger

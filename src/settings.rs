@@ -16,16 +16,10 @@ use vocab_pipeline::kmeans::{Assignment, approx};
 use vocab_pipeline::patch::{MAX_PER_IMAGE, Sampling};
 use vocab_pipeline::store::Format;
 
-use crate::cli::{
-    AssignArg, BroadcastAlgorithm, ElementArg, EngineArg, InitMethod, KernelArg, KernelMapArg,
-    Mode, NormArg, OrderArg, SolverArg,
+use crate::options::{
+    AssignArg, BroadcastAlgorithm, DEFAULT_MAX_MPIX, ElementArg, EncodeOptions, EngineArg,
+    InitMethod, KernelArg, KernelMapArg, Mode, NormArg, OrderArg, SolverArg, is_default_mpix,
 };
-
-/// Default pixel limit of the photo stages, in megapixels.
-pub const DEFAULT_MAX_MPIX: u64 = vocab_pipeline::image_io::MAX_PIXELS / 1_000_000;
-
-/// The default of `sharpness` (soft assignment).
-pub const DEFAULT_SHARPNESS: f32 = 10.0;
 
 /// Spatial pyramid levels at most (5 levels: 341 cells of k words each).
 pub const MAX_PYRAMID: usize = 5;
@@ -234,7 +228,7 @@ pub struct FeaturesConfig {
     /// Sampling seed.
     pub seed: u64,
     /// Feature file format.
-    pub format: crate::cli::FileFormat,
+    pub format: crate::options::FileFormat,
     /// Downscale photos whose longer side exceeds this.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_side: Option<usize>,
@@ -248,23 +242,11 @@ impl Default for FeaturesConfig {
         Self {
             per_image: 5,
             seed: 0,
-            format: crate::cli::FileFormat::Bin,
+            format: crate::options::FileFormat::Bin,
             max_side: None,
             max_pixels: DEFAULT_MAX_MPIX,
         }
     }
-}
-
-fn is_default_mpix(v: &u64) -> bool {
-    *v == DEFAULT_MAX_MPIX
-}
-
-fn is_zero(v: &usize) -> bool {
-    *v == 0
-}
-
-fn is_default_sharpness(v: &f32) -> bool {
-    *v == DEFAULT_SHARPNESS
 }
 
 /// Settings of the partition stage.
@@ -296,94 +278,6 @@ impl PartitionSettings {
             parts,
             element,
         })
-    }
-}
-
-/// How photos are encoded: `vocab encode`'s options and a config's `[encode]`, the same type.
-#[derive(Debug, Clone, PartialEq, clap::Args, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct EncodeOptions {
-    /// Dense grid step in pixels.
-    #[arg(long, value_name = "PX", default_value_t = 8)]
-    pub stride: usize,
-    /// Normalisation.
-    #[arg(long, value_enum, default_value_t = NormArg::L1)]
-    pub norm: NormArg,
-    /// Spatial pyramid levels (1 = plain bag of words; 3 = 1x1 + 2x2 + 4x4).
-    #[arg(long, value_name = "LEVELS", default_value_t = 1)]
-    pub pyramid: usize,
-    /// Downscale photos whose longer side exceeds PX (area averaging).
-    #[arg(long, value_name = "PX")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_side: Option<usize>,
-    /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
-    #[arg(long, value_name = "MPIX", default_value_t = DEFAULT_MAX_MPIX)]
-    #[serde(skip_serializing_if = "is_default_mpix")]
-    pub max_pixels: u64,
-    /// Soft assignment: each patch counts toward its N nearest words, weighted by distance
-    /// (0: its nearest word only).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    #[serde(skip_serializing_if = "is_zero")]
-    pub soft: usize,
-    /// How fast a soft weight falls with distance: word j weighs exp(-S (d_j / d_1 - 1)) of
-    /// squared distances d.
-    #[arg(long, value_name = "S", default_value_t = DEFAULT_SHARPNESS)]
-    #[serde(skip_serializing_if = "is_default_sharpness")]
-    pub sharpness: f32,
-    /// How patches find their words: the f32 GEMM, or 7-bit integer products with exact
-    /// re-ranking (words are the arg-min of direct distances; eval/encode_bench).
-    #[arg(long, value_enum, default_value_t = KernelArg::F32)]
-    #[serde(skip_serializing_if = "is_f32")]
-    pub kernel: KernelArg,
-    /// Patch sides in pixels, 40 first: each larger side S also describes the photo downscaled
-    /// by 40/S, so its patches cover S pixels (e.g. 40,64).
-    #[arg(long, value_name = "PX,PX", value_delimiter = ',', default_values_t = [40])]
-    #[serde(skip_serializing_if = "vocab_pipeline::encode::is_base_scale")]
-    pub scales: Vec<usize>,
-    /// Exact or approximate word search (approx: an inverted file over the words, for
-    /// vocabularies of hundreds of thousands to millions of words; nearest word only, f32).
-    #[arg(long, value_enum, default_value_t = AssignArg::Exact)]
-    #[serde(skip_serializing_if = "is_exact")]
-    pub assign: AssignArg,
-    /// Lists of the approximate search's index [default: sqrt(K)].
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lists: Option<u32>,
-    /// Lists the approximate search visits per patch.
-    #[arg(long, value_name = "N", default_value_t = crate::cli::DEFAULT_PROBES)]
-    #[serde(skip_serializing_if = "is_default_probes")]
-    pub probes: u32,
-}
-
-fn is_exact(assign: &AssignArg) -> bool {
-    *assign == AssignArg::Exact
-}
-
-/// Whether `probes` is the default (left out of serialized settings, so keys stay the same).
-pub(crate) fn is_default_probes(probes: &u32) -> bool {
-    *probes == crate::cli::DEFAULT_PROBES
-}
-
-fn is_f32(kernel: &KernelArg) -> bool {
-    *kernel == KernelArg::F32
-}
-
-impl Default for EncodeOptions {
-    fn default() -> Self {
-        Self {
-            stride: 8,
-            norm: NormArg::L1,
-            pyramid: 1,
-            max_side: None,
-            max_pixels: DEFAULT_MAX_MPIX,
-            soft: 0,
-            sharpness: DEFAULT_SHARPNESS,
-            kernel: KernelArg::F32,
-            scales: vocab_pipeline::encode::base_scale(),
-            assign: AssignArg::Exact,
-            lists: None,
-            probes: crate::cli::DEFAULT_PROBES,
-        }
     }
 }
 

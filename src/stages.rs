@@ -14,7 +14,8 @@ use vocab_pipeline::patch::Sampling;
 use vocab_pipeline::store::{self, Format};
 use vocab_pipeline::synth;
 
-use crate::cli::{ConvertArgs, NormArg};
+use crate::cli::ConvertArgs;
+use crate::options::NormArg;
 use crate::progress::Ui;
 use crate::settings::{EncodeSettings, FeatureSettings, PhotoSetSettings};
 use crate::sharded::On;

@@ -9,6 +9,7 @@
 //! [`step::Runner`] skips the finished ones and renames the others into place when they finish.
 //! Outputs pass to later stages in memory; the report is rebuilt on every run.
 
+pub mod check;
 mod dataset;
 mod report;
 mod stages;
@@ -22,8 +23,9 @@ use anyhow::{Context, ensure};
 use self::dataset::{Dataset, Overrides, Source};
 use self::report::{Outcome, Vocabulary};
 use self::step::{Runner, Stage, WorkLock};
-use crate::cli::{EngineArg, RunArgs};
+use crate::cli::RunArgs;
 use crate::config::{self, Config};
+use crate::options::EngineArg;
 use crate::progress::Ui;
 use crate::settings::Engine;
 

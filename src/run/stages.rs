@@ -12,9 +12,9 @@ use vocab_pipeline::kmeans::files::RunMeta;
 use super::dataset::{self, Dataset};
 use super::step::{Stage, digest};
 use crate::classify_cmd::Scores;
-use crate::cli::{FileFormat, KernelArg, KernelMapArg};
 use crate::config::Config;
 use crate::engine::Mpi;
+use crate::options::{FileFormat, KernelArg, KernelMapArg};
 use crate::progress::Ui;
 use crate::settings::{
     EncodeSettings, Engine, EvaluateSettings, FeatureSettings, KmeansSettings, PartitionSettings,

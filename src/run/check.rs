@@ -1,0 +1,37 @@
+//! `vocab config check` and `vocab config show`.
+
+use std::path::Path;
+
+use anyhow::Context;
+
+use crate::config::load;
+
+/// `vocab config check FILE`.
+pub fn check(path: &Path) -> anyhow::Result<()> {
+    let config = load(path)?;
+    let dataset = match (&config.dataset.path, &config.dataset.synthetic) {
+        (Some(p), _) => format!("photos in {}", p.display()),
+        (None, Some(s)) => format!("synthetic set, {} photos per kind", s.per_kind),
+        (None, None) => unreachable!("checked by load"),
+    };
+    let data = super::check_dataset(path, &config)?;
+    println!(
+        "config {}: ok ({dataset}; vocabularies k = {:?}; {}); {data}",
+        path.display(),
+        config.kmeans.k,
+        if config.kmeans.nodes == 0 {
+            "k-means in one process".to_string()
+        } else {
+            format!("k-means on {} loopback workers", config.kmeans.nodes)
+        }
+    );
+    Ok(())
+}
+
+/// `vocab config show FILE`: the resolved config, every default filled in.
+pub fn show(path: &Path) -> anyhow::Result<()> {
+    let config = load(path)?;
+    let text = toml::to_string_pretty(&config).context("cannot print the config")?;
+    println!("# {} with every default filled in\n{text}", path.display());
+    Ok(())
+}
