@@ -5,18 +5,19 @@ mod classify_cmd;
 mod cli;
 mod cluster_cmd;
 mod config;
-mod engine;
 mod faults;
 mod figures;
-mod kmeans;
+mod kmeans_cmd;
 mod memory;
 mod options;
 mod plan;
 mod progress;
+mod ranks;
 mod run;
 mod settings;
 mod sharded;
 mod stages;
+mod teams;
 
 use std::io::stdout;
 use std::process::ExitCode;
@@ -64,8 +65,8 @@ fn run() -> anyhow::Result<()> {
             .context("cannot start the thread pool")?;
     }
     let ui = progress::Ui { quiet: cli.quiet };
-    if engine::wants_mpi(&cli.command) {
-        return engine::main(cli.command, &ui);
+    if ranks::wants_mpi(&cli.command) {
+        return ranks::main(cli.command, &ui);
     }
     dispatch(cli.command, &ui, None)
 }
@@ -74,7 +75,7 @@ fn run() -> anyhow::Result<()> {
 fn dispatch(
     command: Command,
     ui: &progress::Ui,
-    mpi: Option<&engine::Mpi<'_>>,
+    mpi: Option<&ranks::Mpi<'_>>,
 ) -> anyhow::Result<()> {
     let ui = *ui;
     match command {
@@ -118,23 +119,23 @@ fn dispatch(
             let settings = PhotoSetSettings::new(&args.out, args.per_kind, args.seed).or_flag()?;
             stages::photos(&settings, &mut stdout())
         }
-        Command::Datasets(DatasetsCommand::Synth(args)) => kmeans::synth(&args),
+        Command::Datasets(DatasetsCommand::Synth(args)) => kmeans_cmd::synth(&args),
         Command::Partition(args) => {
             let settings =
                 PartitionSettings::new(&args.features, &args.out, args.parts, args.element)
                     .or_flag()?;
-            kmeans::partition(&settings, &mut stdout())
+            kmeans_cmd::partition(&settings, &mut stdout())
         }
         Command::Kmeans(args) => {
             let settings = KmeansSettings::from_args(&args).or_flag()?;
-            kmeans::run(&settings, &ui, mpi, &mut stdout()).map(|_| ())
+            kmeans_cmd::run(&settings, &ui, mpi, &mut stdout()).map(|_| ())
         }
         Command::Run(args) => run::run(&args, &ui, mpi),
         Command::Config(ConfigCommand::Check(args)) => run::check::check(&args.config),
         Command::Config(ConfigCommand::Show(args)) => run::check::show(&args.config),
         Command::Bench(BenchCommand::Hog(args)) => bench::hog(&args),
         Command::Bench(BenchCommand::Partials(args)) => bench::partials(&args),
-        // `run` hands it to engine::main, which runs it on every rank.
+        // `run` hands it to ranks::main, which runs it on every rank.
         Command::Bench(BenchCommand::Collectives(_)) => {
             anyhow::bail!("bench collectives runs only as an MPI job")
         }

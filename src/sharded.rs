@@ -14,7 +14,7 @@ use vocab_pipeline::features::{FeatureSummary, FeaturesError, Source, manifest_p
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::kmeans::Centroids;
 
-use crate::engine::Mpi;
+use crate::ranks::Mpi;
 use crate::settings::Engine;
 
 /// Where a photo stage runs: here, or on the nodes of a distributed engine.

@@ -30,7 +30,7 @@ use crate::progress::Ui;
 use crate::settings::Engine;
 
 /// `vocab run`.
-pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> anyhow::Result<()> {
+pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyhow::Result<()> {
     let started = Instant::now();
     let config = config::load(&args.config)?;
     let base = args.config.parent().unwrap_or(Path::new("."));
@@ -77,7 +77,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::engine::Mpi<'_>>) -> any
     let mut runner = Runner::new(&work, args.force.as_deref())?;
     // The rack map: `--racks` (read when the MPI job started), else `[kmeans.racks]`.
     let mpi = mpi.map(|m| match (&args.racks, config.kmeans.racks.is_empty()) {
-        (None, false) => crate::engine::Mpi {
+        (None, false) => crate::ranks::Mpi {
             racks: config.kmeans.racks.clone(),
             ..m.clone()
         },

@@ -13,9 +13,9 @@ use super::dataset::{self, Dataset};
 use super::step::{Stage, digest};
 use crate::classify_cmd::Scores;
 use crate::config::Config;
-use crate::engine::Mpi;
 use crate::options::{FileFormat, KernelArg, KernelMapArg};
 use crate::progress::Ui;
+use crate::ranks::Mpi;
 use crate::settings::{
     EncodeSettings, Engine, EvaluateSettings, FeatureSettings, KmeansSettings, PartitionSettings,
     Split, TrainSettings,
@@ -209,7 +209,7 @@ impl Stage for Partition<'_> {
         let p = &self.config.partition;
         let settings =
             PartitionSettings::new(self.sample, &tmp.join("parts"), Some(p.parts), p.element)?;
-        crate::kmeans::partition(&settings, out)
+        crate::kmeans_cmd::partition(&settings, out)
     }
 
     fn cached(&self, _dir: &Path) -> anyhow::Result<()> {
@@ -307,7 +307,7 @@ impl Stage for Kmeans<'_> {
             placed: self.placed.map(Path::to_path_buf),
         }
         .checked()?;
-        crate::kmeans::run(&settings, self.ui, self.mpi, out)
+        crate::kmeans_cmd::run(&settings, self.ui, self.mpi, out)
     }
 
     fn cached(&self, dir: &Path) -> anyhow::Result<RunMeta> {

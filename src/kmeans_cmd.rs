@@ -3,15 +3,10 @@
 use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
-use vocab_cluster::collective::Algorithm;
-use vocab_cluster::collective::BroadcastPlan;
-use vocab_cluster::jobs::kmeans::{Deal, Options as SpmdOptions, Root};
-use vocab_cluster::jobs::kmeans::{Driver, DriverOptions as Options};
-use vocab_pipeline::kmeans::approx::Recall;
 use vocab_pipeline::kmeans::engine::StepReport;
 use vocab_pipeline::kmeans::files::{
     RunMeta, checkpoint_dir, load_checkpoint, read_vocabulary, save_checkpoint, write_toml,
@@ -23,10 +18,11 @@ use vocab_pipeline::store::{FeatureReader, Format, Record};
 use vocab_pipeline::synth;
 
 use crate::cli::SynthArgs;
-use crate::engine::Mpi;
 use crate::options::InitMethod;
 use crate::progress::Ui;
+use crate::ranks::Mpi;
 use crate::settings::{Engine, KmeansSettings, PartitionSettings, format_for};
+use crate::teams::{self, At, RECALL_SAMPLE};
 
 /// `vocab datasets synth`.
 pub fn synth(args: &SynthArgs) -> anyhow::Result<()> {
@@ -294,26 +290,16 @@ pub fn run(
         }
         Ok(())
     };
-    let fitted = match (&input, mpi) {
-        (Input::Partitions(set), Some(mpi)) => run_mpi(
-            args,
-            At::Here(set),
-            &params,
-            start,
-            mpi,
-            &out,
-            &mut on_state,
-        ),
-        (Input::Placed(m), Some(mpi)) => {
-            run_mpi(args, At::Nodes(m), &params, start, mpi, &out, &mut on_state)
-        }
-        (Input::Partitions(set), None) if distributed => {
-            run_cluster(args, At::Here(set), &params, start, &out, &mut on_state)
-        }
-        (Input::Placed(m), None) => {
-            run_cluster(args, At::Nodes(m), &params, start, &out, &mut on_state)
-        }
-        _ => kmeans::engine::fit::<anyhow::Error>(&parts, &params, start, &mut |state| {
+    let at = match &input {
+        Input::Partitions(set) => Some(At::Here(set)),
+        Input::Placed(m) => Some(At::Nodes(m)),
+        Input::Loaded { .. } => None,
+    };
+    let fitted = match at.filter(|_| distributed) {
+        Some(at) => teams::start(args, at, mpi, &out).and_then(|mut team| {
+            teams::fit(&mut *team, args, at, &params, start, &out, &mut on_state)
+        }),
+        None => kmeans::engine::fit::<anyhow::Error>(&parts, &params, start, &mut |state| {
             on_state(state, None)
         })
         .map(|state| (state, None)),
@@ -384,9 +370,6 @@ pub fn run(
     Ok(meta)
 }
 
-/// Vectors on which an approximate run's assignment is compared with the exact one.
-pub const RECALL_SAMPLE: usize = 1000;
-
 /// Refuses a run on this machine (one process, or loopback workers sharing it) whose largest
 /// arrays would not fit in its memory.
 fn check_memory(args: &KmeansSettings, n: u64, dims: u64) -> anyhow::Result<()> {
@@ -428,375 +411,6 @@ fn fits(plan: &kmeans::Memory, nodes: u64, total: u64, k: usize) -> anyhow::Resu
         crate::memory::human(total as f64)
     );
     Ok(())
-}
-
-/// The initial state of a distributed run: the checkpoint's, or the initial centroids sampled
-/// from the (header-verified) partitions here, or from rows the nodes send (`rows`) when the
-/// partitions lie only there.
-fn first_state(
-    at: At<'_>,
-    params: &Params,
-    start: Option<State>,
-    rows: &mut kmeans::RowsOf<'_, anyhow::Error>,
-) -> anyhow::Result<State> {
-    if let Some(state) = start {
-        return Ok(state);
-    }
-    let centroids = match at {
-        At::Here(set) => {
-            let matrices = set.matrices();
-            let n: usize = matrices.iter().map(Matrix::rows).sum();
-            if params.k > n {
-                return Err(KMeansError::TooFewVectors { k: params.k, n }.into());
-            }
-            kmeans::initial_centroids(&matrices, params.k, &params.init, params.seed)?
-        }
-        At::Nodes(m) => kmeans::initial_centroids_by(
-            m.count as usize,
-            m.dims,
-            params.k,
-            &params.init,
-            params.seed,
-            rows,
-        )?,
-    };
-    Ok(State {
-        iteration: 0,
-        centroids,
-        history: Vec::new(),
-        converged: false,
-    })
-}
-
-/// The partition folder as the members see it: `--features` resolved here, or, for partitions
-/// at the nodes, as given (each member expands its `{node}` / `{rank}`; nothing to resolve here).
-fn members_dir(args: &KmeansSettings) -> anyhow::Result<PathBuf> {
-    if args.placed.is_some() {
-        return Ok(args.features.clone());
-    }
-    std::fs::canonicalize(&args.features)
-        .with_context(|| format!("cannot resolve {}", args.features.display()))
-}
-
-/// The recipes beside the manifest of partitions born on the nodes (`vocab run` writes them),
-/// so that partitions no node holds any more are made again from their photos.
-fn remake_of(
-    args: &KmeansSettings,
-) -> anyhow::Result<Option<std::sync::Arc<vocab_cluster::jobs::born::Recipes>>> {
-    let Some(here) = &args.placed else {
-        return Ok(None);
-    };
-    let path = here.join(vocab_cluster::jobs::born::RECIPES);
-    if !path.is_file() {
-        return Ok(None);
-    }
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let recipes = serde_json::from_str(&text)
-        .with_context(|| format!("invalid recipes in {}", path.display()))?;
-    Ok(Some(std::sync::Arc::new(recipes)))
-}
-
-/// The recall of approximate assignment when the vectors lie only at the nodes (from the rows
-/// of the same sample, which `rows` fetches); `None` otherwise (measured here after the run).
-fn remote_recall(
-    args: &KmeansSettings,
-    at: At<'_>,
-    state: &State,
-    rows: &mut kmeans::RowsOf<'_, anyhow::Error>,
-) -> anyhow::Result<Option<Recall>> {
-    let (At::Nodes(m), Some(approx)) = (at, args.assignment.approx(args.k)) else {
-        return Ok(None);
-    };
-    kmeans::approx::recall_by(
-        m.count as usize,
-        &state.centroids,
-        approx,
-        RECALL_SAMPLE,
-        args.seed,
-        rows,
-    )
-    .map(Some)
-}
-
-/// Partitions made again from their photos, for the summary.
-fn write_remade(out: &RefCell<&mut dyn Write>, remade: &[(u32, String)]) -> anyhow::Result<()> {
-    if !remade.is_empty() {
-        let list: Vec<String> = (remade.iter())
-            .map(|(p, host)| {
-                format!(
-                    "{} on {host}",
-                    vocab_pipeline::partition::part_file(*p as usize)
-                )
-            })
-            .collect();
-        writeln!(
-            out.borrow_mut(),
-            "kmeans: no node held {} partition{}; made again from their photos: {}",
-            remade.len(),
-            if remade.len() == 1 { "" } else { "s" },
-            list.join(", ")
-        )?;
-    }
-    Ok(())
-}
-
-/// Where a distributed run's partitions are.
-#[derive(Clone, Copy)]
-enum At<'a> {
-    /// In a folder this process reads too (a shared filesystem): mapped here.
-    Here(&'a PartitionSet),
-    /// Only at the nodes (born there): the manifest here.
-    Nodes(&'a Manifest),
-}
-
-impl At<'_> {
-    fn manifest(&self) -> &Manifest {
-        match self {
-            Self::Here(set) => &set.manifest,
-            Self::Nodes(m) => m,
-        }
-    }
-
-    /// How the shares are dealt: blocks of a shared folder, or where the partitions are.
-    fn deal(&self) -> Deal {
-        match self {
-            Self::Here(_) => Deal::Blocks,
-            Self::Nodes(_) => Deal::Found,
-        }
-    }
-}
-
-/// The MPI path of `vocab kmeans`: this process is rank 0; it drives and maps its share, the
-/// other ranks map theirs.
-fn run_mpi(
-    args: &KmeansSettings,
-    at: At<'_>,
-    params: &Params,
-    start: Option<State>,
-    mpi: &Mpi<'_>,
-    out: &RefCell<&mut dyn Write>,
-    on_state: &mut dyn FnMut(&State, Option<&StepReport>) -> anyhow::Result<()>,
-) -> anyhow::Result<(State, Option<Recall>)> {
-    let dir = members_dir(args)?;
-    let racks = mpi.racks.clone();
-    // The chain as `rank@host`, with the host's rack where the map names one.
-    let rack_of = |member: &str| {
-        let host = member.split_once('@').map_or(member, |(_, h)| h);
-        mpi.racks
-            .get(host)
-            .map_or_else(|| member.to_string(), |r| format!("{member} ({r})"))
-    };
-    let chunk = args.chunk_size;
-    let options = SpmdOptions {
-        dir: dir.display().to_string(),
-        plan: BroadcastPlan {
-            algorithm: Algorithm::from(args.broadcast),
-            chunk,
-            chains: 2,
-        },
-        stage1: args.local_aggregation,
-        assignment: args.assignment,
-        racks,
-        // Rank 0 is a compute rank like the others.
-        root_maps: true,
-        auto: auto_order(args, at.manifest()),
-        known: links_file(args).and_then(|p| read_links(&p)),
-        deal: at.deal(),
-        remake: remake_of(args)?,
-    };
-    let job = rand::random::<u64>() >> 1;
-    let mut root = Root::start(
-        Box::new(mpi.transport),
-        &mpi.members,
-        options,
-        at.manifest().clone(),
-        job,
-    )
-    .context("starting k-means on the MPI ranks")?;
-    let state = first_state(at, params, start, &mut |indices| {
-        root.rows(indices)
-            .context("reading the first centroids from the MPI ranks")
-    })?;
-    if let Some(c) = root.calibration() {
-        let names: Vec<String> = (mpi.members.hosts.iter().enumerate())
-            .map(|(r, h)| format!("{r}@{h}"))
-            .collect();
-        writeln!(out.borrow_mut(), "{}", c.describe(&names))?;
-    }
-    let chain: Vec<String> = root.members().iter().map(|m| rack_of(m)).collect();
-    writeln!(
-        out.borrow_mut(),
-        "kmeans: on {} MPI ranks (chain {}), broadcast {}, local aggregation {}",
-        mpi.transport.size(),
-        chain.join(", "),
-        Algorithm::from(args.broadcast).name(),
-        if args.local_aggregation { "on" } else { "off" },
-    )?;
-    let labels = vocab_cluster::collective::calibration::labels(&mpi.members.hosts);
-    let done =
-        kmeans::engine::fit_with::<_, anyhow::Error>(&mut root, params, state, &mut |s, r| {
-            on_state(s, Some(r))
-        });
-    write_remade(out, root.remade())?;
-    let done = done.and_then(|state| {
-        let recall = remote_recall(args, at, &state, &mut |picks| {
-            root.rows(picks)
-                .context("reading the recall sample from the MPI ranks")
-        })?;
-        Ok((state, recall))
-    });
-    if let (Some(c), Some(path)) = (root.calibration(), links_file(args)) {
-        save_links(&path, c, &labels);
-    }
-    done
-}
-
-/// `--order auto`: measure the links with the default probes and choose the chain for the
-/// centroids' bytes.
-fn auto_order(
-    args: &KmeansSettings,
-    manifest: &Manifest,
-) -> Option<vocab_cluster::collective::calibration::Auto> {
-    (args.order == crate::options::OrderArg::Auto).then(|| {
-        vocab_cluster::collective::calibration::Auto {
-            probe: vocab_cluster::collective::Probe::default(),
-            bytes: (args.k * manifest.dims * 4) as f64,
-        }
-    })
-}
-
-/// Where `--order auto` keeps its measured links: beside the cluster file (`--cluster`), or
-/// beside the vocabulary under MPI; none for loopback workers.
-fn links_file(args: &KmeansSettings) -> Option<PathBuf> {
-    if args.order != crate::options::OrderArg::Auto {
-        return None;
-    }
-    match &args.engine {
-        Engine::Tcp {
-            cluster: Some(cluster),
-            ..
-        } => Some(crate::cluster_cmd::links_path(cluster)),
-        Engine::Mpi => Some(crate::cluster_cmd::links_path(&args.out)),
-        _ => None,
-    }
-}
-
-/// Links measured before, if `path` holds them (a file that does not parse is reported and
-/// measured anew).
-fn read_links(path: &Path) -> Option<vocab_cluster::collective::topology::Saved> {
-    let text = std::fs::read_to_string(path).ok()?;
-    match serde_json::from_str(&text) {
-        Ok(saved) => Some(saved),
-        Err(e) => {
-            eprintln!(
-                "kmeans: ignoring {} (measuring the links anew): {e}",
-                path.display()
-            );
-            None
-        }
-    }
-}
-
-/// Saves a calibration's links for the next run (best effort: a failure is reported).
-fn save_links(
-    path: &Path,
-    c: &vocab_cluster::collective::calibration::Calibration,
-    labels: &[String],
-) {
-    if c.reused {
-        return;
-    }
-    let saved = vocab_cluster::collective::topology::Saved::new(labels, &c.links, c.seconds);
-    let written = serde_json::to_vec_pretty(&saved)
-        .map_err(std::io::Error::other)
-        .and_then(|text| vocab_pipeline::atomic::write(path, &text));
-    if let Err(e) = written {
-        eprintln!(
-            "kmeans: cannot save the measured links to {}: {e}",
-            path.display()
-        );
-    }
-}
-
-/// The cluster path of `vocab kmeans`: the driver on this process, the map and reduce on the
-/// workers of `--cluster` or of `--local-nodes` loopback workers started for the run.
-fn run_cluster(
-    args: &KmeansSettings,
-    at: At<'_>,
-    params: &Params,
-    start: Option<State>,
-    out: &RefCell<&mut dyn Write>,
-    on_state: &mut dyn FnMut(&State, Option<&StepReport>) -> anyhow::Result<()>,
-) -> anyhow::Result<(State, Option<Recall>)> {
-    let logs = vocab_pipeline::features::manifest_path(&args.out, "workers");
-    let (cluster_path, _local) = crate::cluster_cmd::workers_of(&args.engine, &logs)?;
-    if _local.is_some() {
-        writeln!(
-            out.borrow_mut(),
-            "kmeans: {} loopback workers, logs in {}",
-            args.engine.local_nodes(),
-            logs.display()
-        )?;
-    }
-    let (cluster, secret) = crate::cluster_cmd::load(&cluster_path)?;
-    let dir = members_dir(args)?;
-    let options = Options {
-        dir: dir.display().to_string(),
-        algorithm: Algorithm::from(args.broadcast),
-        stage1: args.local_aggregation,
-        assignment: args.assignment,
-        auto: auto_order(args, at.manifest()),
-        known: links_file(args).and_then(|p| read_links(&p)),
-        deal: at.deal(),
-        remake: remake_of(args)?,
-    };
-    let mut driver = Driver::connect(cluster, secret, options, at.manifest().clone())
-        .with_context(|| {
-            format!(
-                "starting k-means on the cluster of {}",
-                cluster_path.display()
-            )
-        })?;
-    let state = first_state(at, params, start, &mut |indices| {
-        driver
-            .rows(indices)
-            .context("reading the first centroids from the workers")
-    })?;
-    if let Some((c, names)) = driver.calibration() {
-        writeln!(out.borrow_mut(), "{}", c.describe(&names))?;
-    }
-    let dropped = driver.dropped();
-    writeln!(
-        out.borrow_mut(),
-        "kmeans: on {} workers ({}){}, broadcast {}, local aggregation {}",
-        driver.members().len(),
-        driver.members().join(", "),
-        if dropped.is_empty() {
-            String::new()
-        } else {
-            format!(", dropped {}", dropped.join(", "))
-        },
-        Algorithm::from(args.broadcast).name(),
-        if args.local_aggregation { "on" } else { "off" },
-    )?;
-    let done =
-        kmeans::engine::fit_with::<_, anyhow::Error>(&mut driver, params, state, &mut |s, r| {
-            on_state(s, Some(r))
-        });
-    write_remade(out, driver.remade())?;
-    let done = done.and_then(|state| {
-        let recall = remote_recall(args, at, &state, &mut |picks| {
-            driver
-                .rows(picks)
-                .context("reading the recall sample from the workers")
-        })?;
-        Ok((state, recall))
-    });
-    if let (Some((c, names)), Some(path)) = (driver.calibration(), links_file(args)) {
-        save_links(&path, c, &names);
-    }
-    done
 }
 
 #[cfg(test)]
