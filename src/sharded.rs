@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
+use vocab_cluster::engine::crew::DriverError;
 use vocab_cluster::jobs::photos::PhotoDriver;
 use vocab_cluster::jobs::photos::{
     Journal, Journaled, MemberTime, PhotoRoot, PhotoStage, Rounds, Value, shard_photos,
@@ -129,9 +130,8 @@ fn sharded<T: Value>(
     write: &mut dyn FnMut(&mut dyn Source<T>) -> Result<FeatureSummary, FeaturesError>,
 ) -> anyhow::Result<(FeatureSummary, Spread)> {
     let n = collection.photos().len();
-    let logs = manifest_path(out, "workers");
-    if let Some(mpi) = on.mpi {
-        let mut root = PhotoRoot::start(
+    let mut team = start(on, out, "the photo stage", |nodes| match nodes {
+        Nodes::Ranks(mpi) => PhotoRoot::start(
             Box::new(mpi.transport),
             &mpi.members,
             collection,
@@ -139,78 +139,141 @@ fn sharded<T: Value>(
             vocabulary,
             true,
         )
-        .context("starting the photo stage on the MPI ranks")?;
-        let per_round = shard_photos(n, root.workers()) * root.workers();
-        let rounds = Rounds::new(|range, next| root.round::<T>(range, next), per_round, n);
-        let mut source = Journaled::new(rounds, journal, n);
-        let summary = write(&mut source)?;
-        let resumed = source.resumed;
-        return Ok((summary, mpi_spread(&root, resumed)));
-    }
-    let (path, local) = crate::cluster_cmd::workers_of(on.engine, &logs)?;
-    let (cluster, secret) = crate::cluster_cmd::load(&path)?;
-    let mut driver = PhotoDriver::connect(
-        cluster,
-        secret,
-        collection.clone(),
-        stage,
-        vocabulary.cloned(),
-    )
-    .with_context(|| {
-        format!(
-            "starting the photo stage on the cluster of {}",
-            path.display()
+        .map(|r| Crew::Ranks(Box::new(r)))
+        .map_err(Into::into),
+        Nodes::Workers(cluster, secret) => PhotoDriver::connect(
+            cluster,
+            secret,
+            collection.clone(),
+            stage.clone(),
+            vocabulary.cloned(),
         )
+        .map(|d| Crew::Workers(Box::new(d)))
+        .map_err(Into::into),
     })?;
-    let workers = driver.members().len();
+    let workers = team.crew.workers();
     let per_round = shard_photos(n, workers) * workers;
-    let rounds = Rounds::new(|range, next| driver.round::<T>(range, next), per_round, n);
+    let crew = &mut team.crew;
+    let rounds = Rounds::new(|range, next| crew.round::<T>(range, next), per_round, n);
     let mut source = Journaled::new(rounds, journal, n);
     let summary = write(&mut source)?;
     let resumed = source.resumed;
-    Ok((
-        summary,
-        tcp_spread(&driver, local.is_some(), &logs, &path, resumed),
-    ))
+    Ok((summary, team.spread(resumed)))
 }
 
-/// How a photo stage spread over the workers of `cluster` (loopback workers logging to `logs`
-/// when `loopback`).
-fn tcp_spread(
-    driver: &PhotoDriver,
-    loopback: bool,
-    logs: &Path,
-    cluster: &Path,
-    resumed: usize,
-) -> Spread {
-    let what = if loopback {
-        format!("loopback workers, logs in {}", logs.display())
-    } else {
-        format!("the workers of {}", cluster.display())
-    };
-    Spread {
-        what,
-        times: driver.times(),
-        bytes: driver.bytes(),
-        dropped: driver.dropped().to_vec(),
-        resumed,
+/// Where a photo job's members are, as it is started: the MPI ranks, or the TCP workers of a
+/// cluster file.
+enum Nodes<'a> {
+    Ranks(&'a Mpi<'a>),
+    Workers(
+        vocab_cluster::net::config::Cluster,
+        vocab_cluster::net::auth::Secret,
+    ),
+}
+
+/// A photo job's root: rank 0 of the MPI ranks (which does photos too), or the driver of the
+/// TCP workers (with their recovery).
+enum Crew<'a> {
+    Ranks(Box<PhotoRoot<'a>>),
+    Workers(Box<PhotoDriver>),
+}
+
+impl Crew<'_> {
+    /// Members that do photos.
+    fn workers(&self) -> usize {
+        match self {
+            Self::Ranks(root) => root.workers(),
+            Self::Workers(driver) => driver.members().len(),
+        }
+    }
+
+    /// The photos `range` done by the members, results in picture-id order (`next`: the round
+    /// after, started early).
+    fn round<T: Value>(
+        &mut self,
+        range: std::ops::Range<usize>,
+        next: Option<std::ops::Range<usize>>,
+    ) -> Result<Vec<vocab_pipeline::features::Outcome<T>>, DriverError> {
+        match self {
+            // (Transparent: the engine's own message.)
+            Self::Ranks(root) => root.round::<T>(range, next).map_err(DriverError::Engine),
+            Self::Workers(driver) => driver.round::<T>(range, next),
+        }
     }
 }
 
-/// How a photo stage spread over the MPI ranks (members named `rank@host`).
-fn mpi_spread(root: &PhotoRoot<'_>, resumed: usize) -> Spread {
-    let times = (root.times().into_iter().enumerate())
-        .map(|(r, t)| MemberTime {
-            host: format!("{r}@{}", t.host),
-            ..t
-        })
-        .collect();
-    Spread {
-        what: "MPI ranks".into(),
-        times,
-        bytes: root.bytes(),
-        dropped: Vec::new(),
-        resumed,
+/// A photo job started on the nodes of `on`, with what its summary says of where it ran.
+struct Team<'a> {
+    crew: Crew<'a>,
+    /// The engine, for the summary (`MPI ranks`, `loopback workers, logs in ...`, ...).
+    what: String,
+    /// The engine, for errors (`the MPI ranks`, `the cluster of FILE`).
+    whence: String,
+    /// Loopback workers started for the stage, stopped when it ends (after the crew lets them
+    /// go: fields drop in order).
+    _local: Option<crate::cluster_cmd::Loopback>,
+}
+
+/// Starts a photo job (`job` names it in errors) on the nodes of `on` (which must be
+/// distributed) with `begin`: the MPI ranks, or the TCP workers of the engine (loopback workers
+/// started now, logging beside `out`). The one place a photo stage picks where it runs.
+fn start<'a>(
+    on: On<'a>,
+    out: &Path,
+    job: &str,
+    begin: impl FnOnce(Nodes<'a>) -> anyhow::Result<Crew<'a>>,
+) -> anyhow::Result<Team<'a>> {
+    if let Some(mpi) = on.mpi {
+        let crew =
+            begin(Nodes::Ranks(mpi)).with_context(|| format!("starting {job} on the MPI ranks"))?;
+        return Ok(Team {
+            crew,
+            what: "MPI ranks".into(),
+            whence: "the MPI ranks".into(),
+            _local: None,
+        });
+    }
+    let logs = manifest_path(out, "workers");
+    let (path, local) = crate::cluster_cmd::workers_of(on.engine, &logs)?;
+    let (cluster, secret) = crate::cluster_cmd::load(&path)?;
+    let crew = begin(Nodes::Workers(cluster, secret))
+        .with_context(|| format!("starting {job} on the cluster of {}", path.display()))?;
+    let what = if local.is_some() {
+        format!("loopback workers, logs in {}", logs.display())
+    } else {
+        format!("the workers of {}", path.display())
+    };
+    Ok(Team {
+        crew,
+        what,
+        whence: format!("the cluster of {}", path.display()),
+        _local: local,
+    })
+}
+
+impl Team<'_> {
+    /// How the job spread over the members: each one's time and photos (MPI ranks named
+    /// `rank@host`), bytes moved, members dropped.
+    fn spread(&self, resumed: usize) -> Spread {
+        let (times, bytes, dropped) = match &self.crew {
+            Crew::Ranks(root) => {
+                let times = (root.times().into_iter().enumerate())
+                    .map(|(r, t)| MemberTime {
+                        host: format!("{r}@{}", t.host),
+                        ..t
+                    })
+                    .collect();
+                (times, root.bytes(), Vec::new())
+            }
+            Crew::Workers(driver) => (driver.times(), driver.bytes(), driver.dropped().to_vec()),
+        };
+        Spread {
+            what: self.what.clone(),
+            times,
+            bytes,
+            dropped,
+            resumed,
+        }
     }
 }
 
@@ -247,9 +310,8 @@ pub fn born(
             patches: 0,
         });
     };
-    let logs = manifest_path(out, "workers");
-    let (sized, placed, spread) = if let Some(mpi) = on.mpi {
-        let mut root = PhotoRoot::start_keeping(
+    let mut team = start(on, out, "the features stage", |nodes| match nodes {
+        Nodes::Ranks(mpi) => PhotoRoot::start_keeping(
             Box::new(mpi.transport),
             &mpi.members,
             collection,
@@ -257,34 +319,30 @@ pub fn born(
             true,
             Some(&dir),
         )
-        .context("starting the features stage on the MPI ranks")?;
-        let sized = root.kept_rounds(&mut told)?;
-        let placed = root
-            .cut(&dir, born.parts, born.element, &source)
-            .context("cutting the partitions on the MPI ranks")?;
-        (sized, placed, mpi_spread(&root, 0))
-    } else {
-        let (path, local) = crate::cluster_cmd::workers_of(on.engine, &logs)?;
-        let (cluster, secret) = crate::cluster_cmd::load(&path)?;
-        let mut driver = PhotoDriver::connect_keeping(
+        .map(|r| Crew::Ranks(Box::new(r)))
+        .map_err(Into::into),
+        Nodes::Workers(cluster, secret) => PhotoDriver::connect_keeping(
             cluster,
             secret,
             collection.clone(),
             params,
             Some(dir.clone()),
         )
-        .with_context(|| {
-            format!(
-                "starting the features stage on the cluster of {}",
-                path.display()
-            )
-        })?;
-        let (sized, placed) = driver
+        .map(|d| Crew::Workers(Box::new(d)))
+        .map_err(Into::into),
+    })?;
+    let (sized, placed) = match &mut team.crew {
+        Crew::Ranks(root) => {
+            let sized = root.kept_rounds(&mut told)?;
+            let placed = (root.cut(&dir, born.parts, born.element, &source))
+                .context("cutting the partitions on the MPI ranks")?;
+            (sized, placed)
+        }
+        Crew::Workers(driver) => driver
             .born(&dir, born.parts, born.element, &source, &mut told)
-            .with_context(|| format!("the features stage on the cluster of {}", path.display()))?;
-        let spread = tcp_spread(&driver, local.is_some(), &logs, &path, 0);
-        (sized, placed, spread)
+            .with_context(|| format!("the features stage on {}", team.whence))?,
     };
+    let spread = team.spread(0);
     let recipes =
         vocab_cluster::jobs::born::Recipes::of(collection, params, &sized, &placed.manifest);
     let summary = manifests_from(collection, out, &mut Given(Some(sized)), progress)?;
