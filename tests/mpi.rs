@@ -143,8 +143,7 @@ fn lose_rank_1_in_round_3(run: &[&str]) {
     );
 }
 
-/// The vocabularies of a `vocab run` work folder, by size (`k8`, ...; the step keys differ
-/// between the modes of partitioning).
+/// The vocabularies of a `vocab run` work folder, by size (`k8`, ...).
 fn vocabularies(work: &Path) -> Vec<(String, Vec<u8>)> {
     let mut all: Vec<(String, Vec<u8>)> = std::fs::read_dir(work.join("kmeans"))
         .expect("kmeans folder")
@@ -328,13 +327,27 @@ fn vocab_run_under_mpi_with_partitions_born_on_the_ranks_builds_the_same_vocabul
         "{stdout}"
     );
     vocab(&["run", s(&quickstart), "--work", s(&single)]);
-    // Vocabularies by size (the step keys differ: the features step holds the partitioning).
     let (a, b) = (vocabularies(&born), vocabularies(&single));
     assert_eq!(a.len(), 3);
     assert!(
         a == b,
         "vocabularies differ with partitions born on the ranks"
     );
+    // Keys say what a step computes, not where: each work folder serves the other engine
+    // from its cache (the ranks' partitions lie whole in the work folder, on this one host).
+    let ran = |out: &str| -> Vec<String> {
+        (out.lines())
+            .filter(|l| l.ends_with(" ran"))
+            .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+            .collect()
+    };
+    let here = vocab(&["run", s(&config), "--work", s(&born)]);
+    assert_eq!(ran(&here), ["report"], "{here}");
+    let there = mpi_ok(
+        3,
+        &["run", s(&config), "--work", s(&single), "--engine", "mpi"],
+    );
+    assert_eq!(ran(&there), ["report"], "{there}");
 }
 
 #[test]

@@ -107,28 +107,27 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
 
     // `[partition] at = "nodes"` on a distributed engine: the nodes keep their patches as
     // partitions under this folder (as every node sees it; the driver keeps the manifest there).
-    let born = (config.partition.at == config::PartitionAt::Nodes && engine.distributed())
-        .then(|| -> anyhow::Result<PathBuf> {
-            let base = match &config.partition.folder {
-                Some(f) if f.is_absolute() => f.clone(),
-                Some(f) => work.join(f),
-                None => work.join("nodes"),
-            };
-            // A folder named per node (`{node}`) is made by each node.
-            if !base.to_string_lossy().contains('{') {
-                std::fs::create_dir_all(&base)
-                    .with_context(|| format!("cannot create {}", base.display()))?;
-            }
-            std::path::absolute(&base).with_context(|| format!("cannot resolve {}", base.display()))
-        })
-        .transpose()?;
+    let wants_born = config.partition.at == config::PartitionAt::Nodes && engine.distributed();
+    let nodes = match &config.partition.folder {
+        Some(f) if f.is_absolute() => f.clone(),
+        Some(f) => work.join(f),
+        None => work.join("nodes"),
+    };
+    // A folder named per node (`{node}`) is made by each node.
+    if wants_born && !nodes.to_string_lossy().contains('{') {
+        std::fs::create_dir_all(&nodes)
+            .with_context(|| format!("cannot create {}", nodes.display()))?;
+    }
+    let nodes = std::path::absolute(&nodes)
+        .with_context(|| format!("cannot resolve {}", nodes.display()))?;
     let features = stages::Features {
         config: &config,
         dataset: &dataset,
         labels: &labels_text,
         split_by: &split_by,
         on,
-        born: born.as_deref(),
+        nodes: &nodes,
+        born: wants_born,
         ui,
     };
     let features_key = features.key();
@@ -136,10 +135,19 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
     let sample_file = features_dir.join(features.file());
     let split_csv = features_dir.join("split.csv");
 
+    // Where the step left the sample decides where the partitions are, whatever this run
+    // wanted: a cached sample here is split here and read by the nodes from this folder.
+    let made = features.made(&features_dir);
+    if wants_born && made == Some(stages::Made::Here) {
+        println!(
+            "  the sample is here ({}): partitions are split here, and the nodes read them from \
+             this folder",
+            features_dir.display()
+        );
+    }
     // Born on the nodes: their folder as they see it, and the manifest's copy here.
-    let placed = born
-        .as_ref()
-        .map(|_| (features.nodes_dir(), features_dir.join("parts")));
+    let placed = (made == Some(stages::Made::AtNodes))
+        .then(|| (features.nodes_dir(), features_dir.join("parts")));
     let partition = stages::Partition {
         config: &config,
         features_key: &features_key,
@@ -161,7 +169,11 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
             k,
             engine: &engine,
             exit_after_iteration: args.exit_after_iteration,
-            placed: placed.as_ref().map(|(_, here)| here.as_path()),
+            // One process reads partitions made on the nodes in place (their folder is whole
+            // here, or the features step would have been made again).
+            placed: (placed.as_ref())
+                .filter(|_| engine.distributed())
+                .map(|(_, here)| here.as_path()),
             ui,
             mpi,
         };

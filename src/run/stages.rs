@@ -34,9 +34,11 @@ pub struct Features<'a> {
     pub split_by: &'a str,
     /// Where the photos are described.
     pub on: On<'a>,
-    /// With partitions born on the nodes: the folder (as every node sees it) under which they
-    /// keep them.
-    pub born: Option<&'a Path>,
+    /// The folder (as every node sees it) under which nodes keep the partitions they make.
+    pub nodes: &'a Path,
+    /// Whether this run wants the partitions born on the nodes (`[partition] at = "nodes"` on
+    /// a distributed engine).
+    pub born: bool,
     /// Progress.
     pub ui: &'a Ui,
 }
@@ -63,9 +65,51 @@ impl Features<'_> {
 
     /// With partitions born on the nodes: their folder, as every node sees it (one per key).
     pub fn nodes_dir(&self) -> std::path::PathBuf {
-        let base = self.born.unwrap_or(Path::new("nodes"));
-        base.join(format!("parts-{}", self.key()))
+        self.nodes.join(format!("parts-{}", self.key()))
     }
+
+    /// What the finished step in `dir` holds: the sample here, or (`AtNodes`) the partitions
+    /// cut on the nodes with the driver's copy of their manifest.
+    pub fn made(&self, dir: &Path) -> Option<Made> {
+        if dir.join(self.file()).is_file() {
+            Some(Made::Here)
+        } else if dir.join("parts").join("manifest.toml").is_file() {
+            Some(Made::AtNodes)
+        } else {
+            None
+        }
+    }
+}
+
+/// Where a features step left the sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Made {
+    /// The sample file in the step's folder.
+    Here,
+    /// Partitions in the nodes' folders; the step holds the driver's copy of their manifest.
+    AtNodes,
+}
+
+/// Whether partitions born on the nodes lie whole in `nodes` as this machine sees it (loopback
+/// workers, a shared filesystem): the manifest there is the driver's copy (`here`) and every
+/// partition file has its header and length.
+pub fn whole_here(nodes: &Path, here: &Path) -> bool {
+    use vocab_pipeline::partition::{looks_whole, read_manifest};
+    if nodes.to_string_lossy().contains('{') {
+        return false;
+    }
+    let (Ok(there), Ok(copy)) = (read_manifest(nodes), read_manifest(here)) else {
+        return false;
+    };
+    there.digest() == copy.digest()
+        && (there.partitions.iter()).all(|entry| {
+            looks_whole(
+                &nodes.join(&entry.file),
+                entry,
+                there.dims,
+                there.element_type(),
+            )
+        })
 }
 
 impl Stage for Features<'_> {
@@ -80,18 +124,26 @@ impl Stage for Features<'_> {
     }
 
     fn key(&self) -> String {
-        let mut parts = vec![
+        let parts = vec![
             json!(self.dataset.key),
             json!(self.config.features),
             json!(self.split_by),
             json!(self.config.classify.split_seed),
             json!(vocab_pipeline::image_io::DECODING),
         ];
-        // Born on the nodes, the partitions are this step's output.
-        if self.born.is_some() {
-            parts.push(json!(["partitions at the nodes", self.config.partition]));
-        }
+        // Where the sample goes (kept here, or cut into partitions on the nodes) is not in the
+        // key: the partitions are the same bytes either way.
         digest(&json!(parts))
+    }
+
+    /// A sample cut on the nodes serves a run that wants it there, or one that can read the
+    /// whole set here; a sample here serves every run (partitions are then split here).
+    fn usable(&self, dir: &Path) -> bool {
+        match self.made(dir) {
+            Some(Made::Here) => true,
+            Some(Made::AtNodes) => self.born || whole_here(&self.nodes_dir(), &dir.join("parts")),
+            None => false,
+        }
     }
 
     /// Sharded over nodes, the stage resumes from the rounds it saved.
@@ -118,7 +170,7 @@ impl Stage for Features<'_> {
             &tmp.join("train.csv"),
             &tmp.join(self.file()),
         )?;
-        let born = self.born.map(|_| crate::sharded::Born {
+        let born = self.born.then(|| crate::sharded::Born {
             dir: self.nodes_dir(),
             parts: self.config.partition.parts,
             element: self.config.partition.element.into(),
@@ -188,7 +240,19 @@ impl Stage for Partition<'_> {
     }
 
     fn key(&self) -> String {
-        digest(&json!([self.features_key, self.config.partition]))
+        // Where partitions are made (`at`, `folder`) is not in the key: the same bytes either
+        // way. Left at their defaults, keys stay what they were.
+        let what = crate::config::PartitionConfig {
+            at: crate::config::PartitionAt::Nodes,
+            folder: None,
+            ..self.config.partition.clone()
+        };
+        digest(&json!([self.features_key, what]))
+    }
+
+    /// Partitions split here must be here; partitions made on the nodes are elsewhere anyway.
+    fn usable(&self, dir: &Path) -> bool {
+        self.placed.is_some() || dir.join("parts").join("manifest.toml").is_file()
     }
 
     fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<()> {

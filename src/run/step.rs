@@ -54,6 +54,13 @@ pub trait Stage {
     fn resumes(&self) -> bool {
         false
     }
+
+    /// Whether this run can use the finished folder `dir` of its key. Keys say what a step
+    /// computes, never where it ran; a step whose data another engine left elsewhere (a sample
+    /// cut into partitions on nodes this machine cannot read) is made again here.
+    fn usable(&self, _dir: &Path) -> bool {
+        true
+    }
 }
 
 /// A step's record in the run's summary and report.
@@ -114,7 +121,14 @@ impl Runner {
         let done = dir.join(format!("{label}-{key}"));
         let index = STAGES.iter().position(|s| *s == name).unwrap_or(0);
         let forced = self.force_from.is_some_and(|f| index >= f);
-        if done.is_dir() && !forced {
+        let elsewhere = done.is_dir() && !forced && !stage.usable(&done);
+        if elsewhere {
+            println!(
+                "== {name} {label}: {} holds what another engine left elsewhere; made again here",
+                done.display()
+            );
+        }
+        if done.is_dir() && !forced && !elsewhere {
             // The time it took when it ran; a folder from before step.toml had seconds reads 0.
             let seconds = std::fs::read_to_string(done.join("step.toml"))
                 .ok()
@@ -138,7 +152,7 @@ impl Runner {
         }
         if done.is_dir() {
             std::fs::remove_dir_all(&done)
-                .with_context(|| format!("cannot remove {} for --force", done.display()))?;
+                .with_context(|| format!("cannot remove {} to make it again", done.display()))?;
         }
         let tmp = dir.join(format!(".tmp-{label}-{key}"));
         if tmp.is_dir() {

@@ -5,6 +5,7 @@ mod classify;
 mod cluster;
 mod features;
 mod kmeans;
+mod placement;
 mod run;
 mod util;
 mod walkthrough;
