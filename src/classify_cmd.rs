@@ -8,11 +8,10 @@ use anyhow::{Context, bail, ensure};
 use vocab_pipeline::classify::{
     MODEL_VERSION, ModelFile, SplitSpec, Table, labelled, read_histograms, read_labels,
 };
-use vocab_pipeline::encode::{self, EncodeParams, Encoding, Norm};
-use vocab_pipeline::features::{FeatureParams, manifest_path};
+use vocab_pipeline::encode::{self, Encoding};
+use vocab_pipeline::features::manifest_path;
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::kernel_map::KernelMap;
-use vocab_pipeline::patch::Sampling;
 use vocab_pipeline::svm::{Classifier, SvmParams, choose_c, metrics};
 
 use crate::progress::Ui;
@@ -29,9 +28,13 @@ pub fn read_encoding(histograms: &Path) -> anyhow::Result<Option<Encoding>> {
     }
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(Some(
-        serde_json::from_str(&text).with_context(|| format!("invalid {}", path.display()))?,
-    ))
+    let encoding: Encoding =
+        serde_json::from_str(&text).with_context(|| format!("invalid {}", path.display()))?;
+    // Nothing a file says is trusted before it is checked by the rules of vocab encode.
+    encoding
+        .params()
+        .with_context(|| format!("invalid {}", path.display()))?;
+    Ok(Some(encoding))
 }
 
 /// `(row index, class index)` pairs of labelled photos.
@@ -332,24 +335,12 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
     let vocabulary = crate::stages::read_word_vocabulary(Path::new(&enc.vocabulary))
         .with_context(|| format!("the model's vocabulary {}", enc.vocabulary))?;
     let collection = Collection::open(&args.input, None)?;
-    let params = EncodeParams {
-        features: FeatureParams {
-            sampling: Sampling::Dense { stride: enc.stride },
-            max_side: enc.max_side,
-            max_pixels: vocab_pipeline::image_io::MAX_PIXELS,
-        },
-        norm: if enc.norm == "hellinger" {
-            Norm::Hellinger
-        } else {
-            Norm::L1
-        },
-        levels: enc.pyramid,
-        soft: enc.soft,
-        kernel: enc.kernel,
-        scales: crate::settings::scales(&enc.scales)
-            .with_context(|| format!("model {}: its encoding's scales", args.model.display()))?,
-        approx: enc.approx,
-    };
+    let params = enc.params().with_context(|| {
+        format!(
+            "model {}: its encoding breaks a rule of vocab encode",
+            args.model.display()
+        )
+    })?;
     let tmp = tempfile::tempdir().context("cannot create a temporary folder")?;
     let hist = tmp.path().join("histograms.bin");
     let bar = ui.bar(collection.photos().len() as u64, "classify");

@@ -13,6 +13,7 @@ use vocab_pipeline::encode::{EncodeParams, Norm, Soft};
 use vocab_pipeline::features::FeatureParams;
 use vocab_pipeline::hog::PATCH_SIDE;
 use vocab_pipeline::kmeans::{Assignment, approx};
+use vocab_pipeline::params::Broken;
 use vocab_pipeline::patch::{MAX_PER_IMAGE, Sampling};
 use vocab_pipeline::store::Format;
 
@@ -20,16 +21,6 @@ use crate::options::{
     AssignArg, BroadcastAlgorithm, DEFAULT_MAX_MPIX, ElementArg, EncodeOptions, EngineArg,
     InitMethod, KernelArg, KernelMapArg, Mode, NormArg, OrderArg, SolverArg, is_default_mpix,
 };
-
-/// Spatial pyramid levels at most (5 levels: 341 cells of k words each).
-pub const MAX_PYRAMID: usize = 5;
-
-/// Words of a soft assignment at most.
-pub const MAX_SOFT: usize = 64;
-/// Most patch scales an encoding may use.
-pub const MAX_SCALES: usize = 4;
-/// Largest patch side of a scale: 8x the base (the photo downscaled 8 times).
-pub const MAX_SCALE_SIDE: usize = 320;
 
 /// Frequencies of a kernel map at most.
 pub const MAX_MAP_ORDER: usize = 10;
@@ -64,6 +55,16 @@ impl Invalid {
             self.value,
             self.rule
         )
+    }
+}
+
+impl<E: Broken> From<E> for Invalid {
+    fn from(e: E) -> Self {
+        Self {
+            key: e.key(),
+            value: e.value(),
+            rule: e.rule(),
+        }
     }
 }
 
@@ -282,42 +283,31 @@ impl PartitionSettings {
 }
 
 impl EncodeOptions {
-    /// The checked parameters of the encoding.
+    /// The checked parameters of the encoding ([`EncodeParams::check`]; the approximate
+    /// search's own settings by [`assignment_of`]).
     pub fn params(&self) -> Result<EncodeParams, Invalid> {
         let (max_side, max_pixels) = photo_limits(self.max_side, self.max_pixels)?;
-        if !(1..=MAX_PYRAMID).contains(&self.pyramid) {
-            return Err(Invalid::new(
-                "pyramid",
-                self.pyramid,
-                format!("must be 1 to {MAX_PYRAMID} levels"),
-            ));
-        }
-        let soft = match self.soft {
-            0 => None,
-            w if w == 1 || w > MAX_SOFT => {
-                return Err(Invalid::new(
-                    "soft",
-                    w,
-                    format!("must be 0 (the nearest word alone) or 2 to {MAX_SOFT} words"),
-                ));
-            }
-            words => {
-                if !(self.sharpness.is_finite() && self.sharpness > 0.0) {
-                    return Err(Invalid::new(
-                        "sharpness",
-                        self.sharpness,
-                        "must be a positive number",
-                    ));
-                }
-                Some(Soft {
-                    words,
-                    sharpness: self.sharpness,
-                })
+        let soft = (self.soft > 0).then_some(Soft {
+            words: self.soft,
+            sharpness: self.sharpness,
+        });
+        let approx = if self.assign == AssignArg::Approx && soft.is_some() {
+            // Exact or approximate, soft or not: [`EncodeParams::check`] names the conflict.
+            Some(approx::Search {
+                lists: self.lists.unwrap_or(0),
+                probes: self.probes,
+            })
+        } else {
+            match assignment_of(false, self.kernel, self.assign, self.lists, self.probes)? {
+                Assignment::Approx { lists, probes } => Some(approx::Search { lists, probes }),
+                _ => None,
             }
         };
-        Ok(EncodeParams {
+        let params = EncodeParams {
             features: FeatureParams {
-                sampling: sampling(Mode::Dense, 1, self.stride, 0)?,
+                sampling: Sampling::Dense {
+                    stride: self.stride,
+                },
                 max_side,
                 max_pixels,
             },
@@ -328,55 +318,12 @@ impl EncodeOptions {
             levels: self.pyramid,
             soft,
             kernel: self.kernel.into(),
-            scales: scales(&self.scales)?,
-            approx: self.approx(soft.is_some())?,
-        })
+            scales: self.scales.clone(),
+            approx,
+        };
+        params.check(None)?;
+        Ok(params)
     }
-
-    /// The approximate word search, if asked for (checked against the other settings).
-    fn approx(&self, soft: bool) -> Result<Option<approx::Search>, Invalid> {
-        if soft && self.assign == AssignArg::Approx {
-            return Err(Invalid::new(
-                "assign",
-                "approx",
-                "finds each patch's nearest word only: drop soft",
-            ));
-        }
-        match assignment_of(false, self.kernel, self.assign, self.lists, self.probes)? {
-            Assignment::Approx { lists, probes } => Ok(Some(approx::Search { lists, probes })),
-            _ => Ok(None),
-        }
-    }
-}
-
-/// The patch scales of an encoding: 40 first, then larger sides ascending, at most
-/// [`MAX_SCALES`] of them, none above [`MAX_SCALE_SIDE`].
-pub fn scales(sides: &[usize]) -> Result<Vec<usize>, Invalid> {
-    let shown = || {
-        sides
-            .iter()
-            .map(usize::to_string)
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let base = vocab_pipeline::hog::PATCH_SIDE;
-    let ascending = sides.windows(2).all(|w| w[0] < w[1]);
-    if sides.first() != Some(&base)
-        || !ascending
-        || sides.len() > MAX_SCALES
-        || sides.iter().any(|&s| s > MAX_SCALE_SIDE)
-    {
-        return Err(Invalid::new(
-            "scales",
-            shown(),
-            format!(
-                "must be {base} followed by up to {} larger patch sides, ascending, at most \
-                 {MAX_SCALE_SIDE} (e.g. 40,64)",
-                MAX_SCALES - 1
-            ),
-        ));
-    }
-    Ok(sides.to_vec())
 }
 
 /// Settings of the encode stage.

@@ -221,6 +221,7 @@ pub fn encode(
         },
         pyramid: o.pyramid,
         max_side: o.max_side,
+        max_pixels: settings.params.features.max_pixels,
         soft: settings.params.soft,
         kernel: settings.params.kernel,
         scales: settings.params.scales.clone(),

@@ -25,7 +25,8 @@ use thiserror::Error;
 use crate::atomic;
 use crate::hog::{BlockGrid, CELL_SIDE, DIMS, PATCH_SIDE, PatchDescriber};
 use crate::image_io::{Collection, Luminance, Photo, Skip, load_luminance};
-use crate::patch::Sampling;
+use crate::params::Broken;
+use crate::patch::{MAX_PER_IMAGE, Sampling};
 use crate::store::{FeatureWriter, Format, StoreError};
 
 /// Errors of the features stage (skipped photos are not errors).
@@ -66,6 +67,79 @@ pub struct FeatureParams {
     /// (default [`crate::image_io::MAX_PIXELS`]).
     pub max_pixels: u64,
 }
+
+impl FeatureParams {
+    /// Checks the rules of the parameters: patches per photo, a grid step, a downscale no
+    /// smaller than a patch, a pixel limit.
+    pub fn check(&self) -> Result<(), FeatureParamsError> {
+        match self.sampling {
+            Sampling::Random { per_image: 0, .. } => return Err(FeatureParamsError::NoPatches),
+            Sampling::Random { per_image, .. } if per_image > MAX_PER_IMAGE => {
+                return Err(FeatureParamsError::TooManyPatches(per_image));
+            }
+            Sampling::Dense { stride: 0 } => return Err(FeatureParamsError::Stride),
+            _ => {}
+        }
+        if let Some(side) = self.max_side.filter(|&s| s < PATCH_SIDE) {
+            return Err(FeatureParamsError::MaxSide(side));
+        }
+        if self.max_pixels == 0 {
+            return Err(FeatureParamsError::MaxPixels);
+        }
+        Ok(())
+    }
+}
+
+/// A rule [`FeatureParams`] break.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeatureParamsError {
+    /// No random patch per photo.
+    NoPatches,
+    /// More random patches per photo than [`MAX_PER_IMAGE`].
+    TooManyPatches(usize),
+    /// A grid step of 0.
+    Stride,
+    /// A downscale limit below a patch's side.
+    MaxSide(usize),
+    /// A pixel limit of 0.
+    MaxPixels,
+}
+
+impl Broken for FeatureParamsError {
+    fn key(&self) -> &'static str {
+        match self {
+            Self::NoPatches | Self::TooManyPatches(_) => "per_image",
+            Self::Stride => "stride",
+            Self::MaxSide(_) => "max_side",
+            Self::MaxPixels => "max_pixels",
+        }
+    }
+
+    fn value(&self) -> String {
+        match self {
+            Self::TooManyPatches(n) | Self::MaxSide(n) => n.to_string(),
+            Self::NoPatches | Self::Stride | Self::MaxPixels => "0".into(),
+        }
+    }
+
+    fn rule(&self) -> String {
+        match self {
+            Self::NoPatches => "must be at least 1 patch per photo".into(),
+            Self::TooManyPatches(_) => format!("at most {MAX_PER_IMAGE} patches per photo"),
+            Self::Stride => "must be at least 1 pixel".into(),
+            Self::MaxSide(_) => format!("smaller than a {PATCH_SIDE}x{PATCH_SIDE} patch"),
+            Self::MaxPixels => "1 or more megapixels".into(),
+        }
+    }
+}
+
+impl std::fmt::Display for FeatureParamsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        crate::params::show(self, f)
+    }
+}
+
+impl std::error::Error for FeatureParamsError {}
 
 /// Counts reported when the stage ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

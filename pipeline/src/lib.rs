@@ -15,6 +15,7 @@ pub mod image_io;
 pub mod isa;
 pub mod kernel_map;
 pub mod kmeans;
+pub mod params;
 pub mod partition;
 pub mod patch;
 pub mod store;

@@ -295,6 +295,46 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
     assert_eq!(rows.len(), 24);
     assert!(rows.iter().all(|r| r[2] == "urban" || r[2] == "rural"));
 
+    // A model's encoding is checked by the rules of vocab encode before any photo is encoded:
+    // a hostile one is refused naming the broken rule, never a panic or a huge allocation.
+    let text = std::fs::read_to_string(&model).expect("model");
+    let hostile = dir.path().join("hostile.json");
+    for (from, to, want) in [
+        (
+            "\"pyramid\":1",
+            "\"pyramid\":40",
+            "pyramid = 40: must be 1 to 5 levels",
+        ),
+        (
+            "\"stride\":8",
+            "\"stride\":0",
+            "stride = 0: must be at least 1 pixel",
+        ),
+        (
+            "\"norm\":\"hellinger\"",
+            "\"norm\":\"l7\"",
+            "norm = l7: must be l1 or hellinger",
+        ),
+        (
+            "\"max_side\":null",
+            "\"max_side\":null,\"soft\":{\"words\":0,\"sharpness\":10.0}",
+            "soft = 0: must be 0 (the nearest word alone) or 2 to 64 words",
+        ),
+    ] {
+        assert!(text.contains(from), "{from} in {text}");
+        std::fs::write(&hostile, text.replacen(from, to, 1)).expect("write");
+        let args = [
+            "classify",
+            "--model",
+            s(&hostile),
+            "--input",
+            s(&photos),
+            "--out",
+        ];
+        let err = fails(&[&args[..], &[s(&labelled)]].concat());
+        assert!(err.contains(want), "{want}: {err}");
+    }
+
     let err = fails(&[
         "train",
         "--histograms",

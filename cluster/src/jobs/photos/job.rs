@@ -9,10 +9,9 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use vocab_pipeline::encode::{EncodeParams, Encoder};
 use vocab_pipeline::features::{self, Described, FeatureParams, Outcome};
-use vocab_pipeline::hog::{DIMS, PATCH_SIDE};
+use vocab_pipeline::hog::DIMS;
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::kmeans::Centroids;
-use vocab_pipeline::patch::{MAX_PER_IMAGE, Sampling};
 
 use super::source::Journal;
 use super::wire::put_outcomes;
@@ -145,35 +144,15 @@ fn vocabulary_bytes(k: u64) -> Option<u64> {
     k.checked_mul(DIMS as u64)?.checked_mul(4)
 }
 
-/// Checks settings that came over the network before any photo is touched.
+/// Checks settings that came over the network before any photo is touched: by the rules of
+/// the stage's parameters (`FeatureParams::check`, `EncodeParams::check` with the vocabulary's
+/// size), and a vocabulary the control messages can carry.
 pub(crate) fn check_stage(stage: &PhotoStage, k: u64) -> Result<(), String> {
-    let check_features = |p: &FeatureParams| match p.sampling {
-        Sampling::Random { per_image, .. } if !(1..=MAX_PER_IMAGE).contains(&per_image) => {
-            Err(format!("{per_image} patches per photo"))
-        }
-        Sampling::Dense { stride: 0 } => Err("stride 0".to_string()),
-        _ if p.max_side.is_some_and(|s| s < PATCH_SIDE) => Err("max_side below a patch".into()),
-        _ if p.max_pixels == 0 => Err("max_pixels 0".into()),
-        _ => Ok(()),
-    };
     match stage {
-        PhotoStage::Features(p) => check_features(p),
+        PhotoStage::Features(p) => p.check().map_err(|e| e.to_string()),
         PhotoStage::Encode(p) => {
-            check_features(&p.features)?;
-            if !matches!(p.features.sampling, Sampling::Dense { .. }) {
-                return Err("encoding needs dense sampling".into());
-            }
-            if !(1..=8).contains(&p.levels) {
-                return Err(format!("{} pyramid levels", p.levels));
-            }
-            if p.scales.len() > 8 {
-                return Err(format!("{} patch scales", p.scales.len()));
-            }
-            if let Some(s) = p.soft
-                && (s.words == 0 || s.words as u64 > k || !s.sharpness.is_finite())
-            {
-                return Err(format!("soft assignment over {} words", s.words));
-            }
+            let words = usize::try_from(k).ok();
+            p.check(words).map_err(|e| e.to_string())?;
             if k == 0 || vocabulary_bytes(k).is_none_or(|b| b > MAX_CONTROL) {
                 return Err(format!("a vocabulary of {k} words"));
             }

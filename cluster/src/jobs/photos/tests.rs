@@ -624,7 +624,7 @@ fn members_without_the_photos_or_with_bad_settings_refuse_the_job() {
                 ..feature_params()
             }),
             0,
-            "stride 0",
+            "stride = 0",
         ),
         (
             PhotoStage::Features(FeatureParams {
@@ -640,7 +640,7 @@ fn members_without_the_photos_or_with_bad_settings_refuse_the_job() {
         (
             PhotoStage::Encode(encode_params()),
             2,
-            "soft assignment over 3 words",
+            "soft = 3: more words than the vocabulary's 2",
         ),
         (
             PhotoStage::Encode(EncodeParams {

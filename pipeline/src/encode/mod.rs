@@ -21,70 +21,27 @@
 //! Output: CSV (`picture_id,path,h0,...`) when the path ends in `.csv`, otherwise the binary
 //! feature format (record `picture_id`, row and col 0, one value per histogram bin).
 
+mod params;
+
+pub use self::params::{
+    EncodeParams, EncodeParamsError, Encoding, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES, MAX_SOFT,
+    Norm, Soft, base_scale, is_base_scale,
+};
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use std::ops::Range;
 
 use crate::features::{
-    Described, Describers, FeatureParams, FeatureSummary, FeaturesError, Outcome, Progress, Source,
-    StageOutput, compute_range, describe, here, run_stage,
+    Described, Describers, FeatureSummary, FeaturesError, Outcome, Progress, Source, StageOutput,
+    compute_range, describe, here, run_stage,
 };
 use crate::hog::{DIMS, PATCH_SIDE};
 use crate::image_io::{Collection, Luminance, Photo};
 use crate::kmeans::{Centroids, Kernel, approx, assign, nearest_few, quant};
 use crate::partition::Matrix;
 use crate::store::{FeatureWriter, Format, StoreError};
-
-/// Histogram normalisation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub enum Norm {
-    /// Divide by the sum.
-    #[default]
-    L1,
-    /// Square root of the L1-normalised histogram.
-    Hellinger,
-}
-
-/// Soft assignment: each patch counts toward its `words` nearest words, word `j` with weight
-/// `exp(-sharpness (d_j / d_1 - 1))` (`d` squared distances, `d_1` the nearest's), the weights
-/// of a patch normalised to sum 1 (van Gemert et al.'s kernel codebook, localised to the
-/// nearest words as Liu et al. do). A patch on its word (`d_1 = 0`) counts toward it alone.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Soft {
-    /// Nearest words a patch counts toward (at least 2).
-    pub words: usize,
-    /// How fast the weight falls with distance.
-    pub sharpness: f32,
-}
-
-impl Soft {
-    /// The weights of one patch's words from their squared distances, nearest first (entries
-    /// past the vocabulary, infinite, weigh 0).
-    pub fn weights(&self, dists: &[f32], out: &mut [f32]) {
-        let nearest = dists.first().copied().unwrap_or(0.0);
-        if nearest.is_nan() || nearest <= 0.0 {
-            out.fill(0.0);
-            if let Some(first) = out.first_mut() {
-                *first = 1.0;
-            }
-            return;
-        }
-        let mut sum = 0f32;
-        for (w, &d) in out.iter_mut().zip(dists) {
-            *w = if d.is_finite() {
-                (-self.sharpness * (d / nearest - 1.0)).exp()
-            } else {
-                0.0
-            };
-            sum += *w;
-        }
-        for w in out.iter_mut() {
-            *w /= sum;
-        }
-    }
-}
 
 /// Length of an encoded vector: `k` words per cell, `sum 4^l` cells over the levels.
 pub fn encoded_len(k: usize, levels: usize) -> usize {
@@ -182,70 +139,6 @@ pub fn weighted_histogram(
             Norm::Hellinger => (v * scale).sqrt() as f32,
         })
         .collect()
-}
-
-/// How a histogram file was made: written beside it (`<out>.encoding.json`) so that models trained
-/// on it can encode new photos the same way.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Encoding {
-    /// The vocabulary file (as given to `vocab encode`, made absolute).
-    pub vocabulary: String,
-    /// Words in it.
-    pub k: usize,
-    /// Dense grid step.
-    pub stride: usize,
-    /// `l1` or `hellinger`.
-    pub norm: String,
-    /// Pyramid levels.
-    pub pyramid: usize,
-    /// Downscale limit.
-    pub max_side: Option<usize>,
-    /// Soft assignment (none: each patch to its nearest word).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub soft: Option<Soft>,
-    /// How patches found their words (absent in older records: f32).
-    #[serde(default, skip_serializing_if = "Kernel::is_f32")]
-    pub kernel: Kernel,
-    /// Patch sides the photo is described at (absent in older records: the base 40 alone).
-    #[serde(default = "base_scale", skip_serializing_if = "is_base_scale")]
-    pub scales: Vec<usize>,
-    /// Words found by the approximate search instead of the exact one (absent: exact).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approx: Option<approx::Search>,
-}
-
-/// The base scale alone: 40-px patches of the photo as it is.
-pub fn base_scale() -> Vec<usize> {
-    vec![PATCH_SIDE]
-}
-
-/// Whether `scales` is the base scale alone.
-pub fn is_base_scale(scales: &Vec<usize>) -> bool {
-    scales.as_slice() == [PATCH_SIDE]
-}
-
-/// Settings of the encoding stage.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct EncodeParams {
-    /// Dense sampling and decoding (the sampling must be dense).
-    pub features: FeatureParams,
-    /// Normalisation.
-    pub norm: Norm,
-    /// Pyramid levels (1 = plain bag of words).
-    pub levels: usize,
-    /// Soft assignment (none: each patch to its nearest word).
-    pub soft: Option<Soft>,
-    /// How patches find their words: the f32 GEMM ([`assign`], [`nearest_few`]) or integer
-    /// products with exact re-ranking ([`quant::assign_quantized`],
-    /// [`quant::nearest_few_quantized`]: the arg-min of direct distances).
-    pub kernel: Kernel,
-    /// Patch sides, the base [`PATCH_SIDE`] first, then larger ones ascending (see the module
-    /// docs).
-    pub scales: Vec<usize>,
-    /// Each patch to the word the approximate search finds ([`approx`], for very large
-    /// vocabularies; hard assignment with the f32 kernel only: ignored with `soft`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approx: Option<approx::Search>,
 }
 
 /// Where histograms go.
@@ -543,6 +436,7 @@ pub fn encode_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::features::FeatureParams;
 
     #[test]
     fn plain_histograms_sum_to_one_and_hellinger_is_the_root() {
