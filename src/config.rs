@@ -353,9 +353,7 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
         )
     };
     let f = &config.features;
-    settings::photo_limits(f.max_side, f.max_pixels)
-        .and_then(|_| settings::sampling(crate::options::Mode::Random, f.per_image, 8, f.seed))
-        .map_err(|e| invalid("features", e))?;
+    f.params().map_err(|e| invalid("features", e))?;
     settings::PartitionSettings::new(
         Path::new(""),
         Path::new(""),

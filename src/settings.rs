@@ -11,10 +11,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use vocab_pipeline::encode::{EncodeParams, Norm, Soft};
 use vocab_pipeline::features::FeatureParams;
-use vocab_pipeline::hog::PATCH_SIDE;
 use vocab_pipeline::kmeans::{Assignment, approx};
 use vocab_pipeline::params::Broken;
-use vocab_pipeline::patch::{MAX_PER_IMAGE, Sampling};
+use vocab_pipeline::patch::Sampling;
 use vocab_pipeline::store::Format;
 
 use crate::options::{
@@ -91,52 +90,32 @@ fn at_least(key: &'static str, value: usize, min: usize, what: &str) -> Result<(
     Ok(())
 }
 
-/// Decoding limits shared by the photo stages: `(max_side, max_pixels)` from a side in pixels
-/// and a limit in megapixels.
-pub fn photo_limits(
+/// The parameters of a photo stage's description, checked ([`FeatureParams::check`]): where
+/// patches are cut (`mode`: `per_image` random ones seeded by `seed`, or a grid of `stride`),
+/// the downscale limit and the pixel limit in megapixels.
+pub fn feature_params(
+    mode: Mode,
+    (per_image, stride, seed): (usize, usize, u64),
     max_side: Option<usize>,
     max_mpix: u64,
-) -> Result<(Option<usize>, u64), Invalid> {
-    if let Some(side) = max_side
-        && side < PATCH_SIDE
-    {
-        return Err(Invalid::new(
-            "max_side",
-            side,
-            format!("smaller than a {PATCH_SIDE}x{PATCH_SIDE} patch"),
-        ));
-    }
-    let pixels = max_mpix
-        .checked_mul(1_000_000)
-        .filter(|&p| p > 0)
-        .ok_or_else(|| Invalid::new("max_pixels", max_mpix, "1 or more megapixels"))?;
-    Ok((max_side, pixels))
+) -> Result<FeatureParams, Invalid> {
+    let params = FeatureParams {
+        sampling: match mode {
+            Mode::Random => Sampling::Random { per_image, seed },
+            Mode::Dense => Sampling::Dense { stride },
+        },
+        max_side,
+        max_pixels: pixels(max_mpix)?,
+    };
+    params.check()?;
+    Ok(params)
 }
 
-/// Where patches are cut.
-pub fn sampling(
-    mode: Mode,
-    per_image: usize,
-    stride: usize,
-    seed: u64,
-) -> Result<Sampling, Invalid> {
-    match mode {
-        Mode::Random => {
-            at_least("per_image", per_image, 1, " patch per photo")?;
-            if per_image > MAX_PER_IMAGE {
-                return Err(Invalid::new(
-                    "per_image",
-                    per_image,
-                    format!("at most {MAX_PER_IMAGE} patches per photo"),
-                ));
-            }
-            Ok(Sampling::Random { per_image, seed })
-        }
-        Mode::Dense => {
-            at_least("stride", stride, 1, " pixel")?;
-            Ok(Sampling::Dense { stride })
-        }
-    }
+/// A pixel limit in megapixels, in pixels (the rule of a limit of 0 is the parameters').
+fn pixels(max_mpix: u64) -> Result<u64, Invalid> {
+    max_mpix
+        .checked_mul(1_000_000)
+        .ok_or_else(|| Invalid::new("max_pixels", max_mpix, "1 or more megapixels"))
 }
 
 /// An output file's folder must exist (outputs are written beside their destination, then
@@ -182,7 +161,7 @@ impl FeatureSettings {
     /// From `vocab features`.
     pub fn from_args(args: &crate::cli::FeaturesArgs) -> Result<Self, Invalid> {
         output("out", &args.out)?;
-        let (max_side, max_pixels) = photo_limits(args.max_side, args.max_pixels)?;
+        let shape = (args.per_image, args.stride, args.seed);
         Ok(Self {
             input: args.input.clone(),
             labels: args.labels.clone(),
@@ -190,11 +169,7 @@ impl FeatureSettings {
             format: args
                 .format
                 .map_or_else(|| format_for(&args.out), Format::from),
-            params: FeatureParams {
-                sampling: sampling(args.mode, args.per_image, args.stride, args.seed)?,
-                max_side,
-                max_pixels,
-            },
+            params: feature_params(args.mode, shape, args.max_side, args.max_pixels)?,
         })
     }
 
@@ -205,17 +180,12 @@ impl FeatureSettings {
         labels: &Path,
         out: &Path,
     ) -> Result<Self, Invalid> {
-        let (max_side, max_pixels) = photo_limits(f.max_side, f.max_pixels)?;
         Ok(Self {
             input: input.to_path_buf(),
             labels: Some(labels.to_path_buf()),
             out: out.to_path_buf(),
             format: f.format.into(),
-            params: FeatureParams {
-                sampling: sampling(Mode::Random, f.per_image, 8, f.seed)?,
-                max_side,
-                max_pixels,
-            },
+            params: f.params()?,
         })
     }
 }
@@ -236,6 +206,14 @@ pub struct FeaturesConfig {
     /// Skip photos declaring more megapixels than this (not in the cache key at its default).
     #[serde(skip_serializing_if = "is_default_mpix")]
     pub max_pixels: u64,
+}
+
+impl FeaturesConfig {
+    /// The checked parameters of the sample's description (random patches).
+    pub fn params(&self) -> Result<FeatureParams, Invalid> {
+        let shape = (self.per_image, 8, self.seed);
+        feature_params(Mode::Random, shape, self.max_side, self.max_pixels)
+    }
 }
 
 impl Default for FeaturesConfig {
@@ -286,7 +264,6 @@ impl EncodeOptions {
     /// The checked parameters of the encoding ([`EncodeParams::check`]; the approximate
     /// search's own settings by [`assignment_of`]).
     pub fn params(&self) -> Result<EncodeParams, Invalid> {
-        let (max_side, max_pixels) = photo_limits(self.max_side, self.max_pixels)?;
         let soft = (self.soft > 0).then_some(Soft {
             words: self.soft,
             sharpness: self.sharpness,
@@ -308,8 +285,8 @@ impl EncodeOptions {
                 sampling: Sampling::Dense {
                     stride: self.stride,
                 },
-                max_side,
-                max_pixels,
+                max_side: self.max_side,
+                max_pixels: pixels(self.max_pixels)?,
             },
             norm: match self.norm {
                 NormArg::L1 => Norm::L1,
@@ -808,11 +785,11 @@ mod tests {
         .expect_err("pyramid 9");
         assert_eq!(e.flag(), "--pyramid 9: must be 1 to 5 levels");
         assert_eq!(e.to_string(), "pyramid = 9: must be 1 to 5 levels");
-        let e = sampling(Mode::Random, 0, 8, 0).expect_err("no patches");
+        let e = feature_params(Mode::Random, (0, 8, 0), None, 1).expect_err("no patches");
         assert_eq!(e.key, "per_image");
-        let e = photo_limits(Some(8), 1).expect_err("small side");
+        let e = feature_params(Mode::Random, (5, 8, 0), Some(8), 1).expect_err("small side");
         assert!(e.flag().starts_with("--max-side 8:"), "{}", e.flag());
-        let e = photo_limits(None, u64::MAX).expect_err("overflow");
+        let e = feature_params(Mode::Random, (5, 8, 0), None, u64::MAX).expect_err("overflow");
         assert_eq!(e.key, "max_pixels");
         assert!(
             EncodeOptions {
