@@ -365,12 +365,11 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
     if km.k.is_empty() {
         return Err(fail("kmeans", "k", "list vocabulary sizes of at least 1"));
     }
+    let assignment = km.assignment().map_err(|e| invalid("kmeans", e))?;
     for &k in &km.k {
-        settings::kmeans_rules(k, km.iterations, km.tol)
-            .and_then(|_| settings::init_rule(k, km.init))
+        settings::kmeans_rules(k, (km.iterations, km.tol), Some(km.init), assignment)
             .map_err(|e| invalid("kmeans", e))?;
     }
-    km.assignment().map_err(|e| invalid("kmeans", e))?;
     let e = &config.encode;
     e.params().map_err(|err| invalid("encode", err))?;
     settings::svm_rules(None, config.classify.cv, config.classify.map_order)

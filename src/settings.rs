@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use vocab_pipeline::encode::{EncodeParams, Norm, Soft};
 use vocab_pipeline::features::FeatureParams;
-use vocab_pipeline::kmeans::{Assignment, approx};
+use vocab_pipeline::kmeans::{Assignment, Init, Params, approx};
 use vocab_pipeline::params::Broken;
 use vocab_pipeline::patch::Sampling;
 use vocab_pipeline::store::Format;
@@ -420,35 +420,28 @@ impl Engine {
     }
 }
 
-/// The rules of a k-means run that a config can break before anything runs.
-pub fn kmeans_rules(k: usize, iterations: u64, tol: f64) -> Result<(), Invalid> {
-    at_least("k", k, 1, " word")?;
-    if iterations == 0 {
-        return Err(Invalid::new("iterations", 0, "must be at least 1"));
-    }
-    if tol.is_nan() || tol < 0.0 {
-        return Err(Invalid::new("tol", tol, "must be 0 or more"));
-    }
-    Ok(())
-}
-
-/// k above which k-means++ is refused: its sample of `2k` vectors against `k` centroids costs
-/// `2 k^2 d` (a million words: 10^15 multiply-adds); random initialisation is linear.
-pub const PLUS_PLUS_MAX_K: usize = 65_536;
-
-/// The initialisation rule for `k` words.
-pub fn init_rule(k: usize, init: InitMethod) -> Result<(), Invalid> {
-    if init == InitMethod::PlusPlus && k > PLUS_PLUS_MAX_K {
-        return Err(Invalid::new(
-            "init",
-            "kmeans++",
-            format!(
-                "costs a sample of 2k vectors times k centroids, quadratic in k: above k = \
-                 {PLUS_PLUS_MAX_K} use random (k = {k})"
-            ),
-        ));
-    }
-    Ok(())
+/// The rules of a k-means run of `k` words that settings can break before anything runs, by
+/// [`Params::check`] (`init`: the method, when the first centroids are not given).
+pub fn kmeans_rules(
+    k: usize,
+    (iterations, tol): (u64, f64),
+    init: Option<InitMethod>,
+    assignment: Assignment,
+) -> Result<(), Invalid> {
+    let params = Params {
+        k,
+        max_iter: iterations,
+        tol,
+        seed: 0,
+        init: match init {
+            Some(InitMethod::PlusPlus) => Init::PlusPlus { sample: None },
+            // Given centroids are checked when they are read.
+            Some(InitMethod::Random) | None => Init::Random,
+        },
+        threads: 0,
+        assignment,
+    };
+    Ok(params.check()?)
 }
 
 /// The assignment of `--assign` / `--lists` / `--probes` with `--prune` / `--kernel` (and the
@@ -584,10 +577,8 @@ impl KmeansSettings {
     /// Checks the rules across settings.
     pub fn checked(self) -> Result<Self, Invalid> {
         let distributed = self.engine.distributed();
-        kmeans_rules(self.k, self.iterations, self.tol)?;
-        if self.init_centroids.is_none() {
-            init_rule(self.k, self.init)?;
-        }
+        let init = self.init_centroids.is_none().then_some(self.init);
+        kmeans_rules(self.k, (self.iterations, self.tol), init, self.assignment)?;
         if !distributed && self.order == OrderArg::Auto {
             return Err(Invalid::new(
                 "order",
@@ -802,12 +793,20 @@ mod tests {
         assert!(svm_rules(None, 1, 3).is_err());
         assert!(svm_rules(Some(0.0), 1, 3).is_err());
         assert!(svm_rules(Some(1.0), 1, 3).is_ok());
-        assert_eq!(kmeans_rules(0, 10, 0.0).expect_err("k = 0").key, "k");
+        let rules = |k, iterations, tol| {
+            kmeans_rules(
+                k,
+                (iterations, tol),
+                Some(InitMethod::Random),
+                Assignment::default(),
+            )
+        };
+        assert_eq!(rules(0, 10, 0.0).expect_err("k = 0").key, "k");
         assert_eq!(
-            kmeans_rules(4, 0, 0.0).expect_err("no iterations").key,
+            rules(4, 0, 0.0).expect_err("no iterations").key,
             "iterations"
         );
-        assert_eq!(kmeans_rules(4, 10, f64::NAN).expect_err("NaN").key, "tol");
-        assert!(kmeans_rules(4, 10, 0.0).is_ok());
+        assert_eq!(rules(4, 10, f64::NAN).expect_err("NaN").key, "tol");
+        assert!(rules(4, 10, 0.0).is_ok());
     }
 }

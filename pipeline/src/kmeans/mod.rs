@@ -16,6 +16,7 @@ pub mod approx;
 pub mod assign;
 pub mod engine;
 pub mod files;
+pub mod params;
 pub mod partial;
 pub mod prune;
 pub mod quant;
