@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
@@ -87,6 +87,26 @@ enum Input {
 }
 
 impl Input {
+    /// The vectors of `args`: partitions at the nodes (a manifest here), a partition folder
+    /// (header-verified on a distributed engine: the members verify what they load, and this
+    /// process reads only sampled rows), or a feature file read into memory.
+    fn of(args: &KmeansSettings) -> anyhow::Result<Self> {
+        let distributed = args.engine.distributed();
+        if let Some(here) = &args.placed {
+            ensure!(
+                distributed,
+                "partitions that lie at the nodes need a distributed engine"
+            );
+            return Ok(Self::Placed(read_manifest(here)?));
+        }
+        let verify = if distributed {
+            Verify::Header
+        } else {
+            Verify::Full
+        };
+        Self::open(&args.features, verify)
+    }
+
     /// Opens `path`; a partition folder is checked as `verify` says (header-only on a cluster
     /// driver: the workers verify what they load, and the driver reads only sampled rows).
     fn open(path: &Path, verify: Verify) -> anyhow::Result<Self> {
@@ -156,20 +176,7 @@ pub fn run(
     );
     // Shared by the iteration callback and the engines' own lines.
     let out = RefCell::new(out);
-    let verify = if distributed {
-        Verify::Header
-    } else {
-        Verify::Full
-    };
-    let input = if let Some(here) = &args.placed {
-        ensure!(
-            distributed,
-            "partitions that lie at the nodes need a distributed engine"
-        );
-        Input::Placed(read_manifest(here)?)
-    } else {
-        Input::open(&args.features, verify)?
-    };
+    let input = Input::of(args)?;
     let parts = input.matrices();
     let (n, dims) = match &input {
         Input::Placed(m) => (m.count as usize, m.dims),
@@ -178,25 +185,7 @@ pub fn run(
             parts.first().map_or(0, Matrix::dims),
         ),
     };
-    let init = match (&args.init_centroids, args.init) {
-        (Some(path), _) => Init::Given(read_vocabulary(path).context("--init-centroids")?),
-        (None, InitMethod::Random) => Init::Random,
-        (None, InitMethod::PlusPlus) => Init::PlusPlus { sample: None },
-    };
-    let init_name = match (&args.init_centroids, args.init) {
-        (Some(path), _) => path.display().to_string(),
-        (None, InitMethod::Random) => "random".into(),
-        (None, InitMethod::PlusPlus) => "kmeans++".into(),
-    };
-    let params = Params {
-        k: args.k,
-        max_iter: args.iterations,
-        tol: args.tol,
-        seed: args.seed,
-        init,
-        threads: 0,
-        assignment: args.assignment,
-    };
+    let (params, init_name) = params_of(args)?;
     let assignment = &args.assignment.key()[..];
     check_memory(args, n as u64, dims as u64)?;
     let start = if args.resume {
@@ -222,74 +211,9 @@ pub fn run(
         args.k,
     )?;
     let bar = ui.bar(args.iterations, "kmeans");
-    let iterations_csv = vocab_pipeline::features::manifest_path(&args.out, "iterations.csv");
-    let stages_csv = vocab_pipeline::features::manifest_path(&args.out, "stages.csv");
-    // Cluster rows of earlier iterations survive a resume.
-    let mut stage_rows: Vec<String> = match (&start, std::fs::read_to_string(&stages_csv)) {
-        (Some(state), Ok(text)) => text
-            .lines()
-            .skip(1)
-            .filter(|line| {
-                line.split(',')
-                    .next()
-                    .and_then(|i| i.parse::<u64>().ok())
-                    .is_some_and(|i| i <= state.iteration)
-            })
-            .map(str::to_string)
-            .collect(),
-        _ => Vec::new(),
-    };
     let started = Instant::now();
-    let mut on_state = |state: &State, report: Option<&StepReport>| -> anyhow::Result<()> {
-        let last = state.history.last().copied().context("an iteration ran")?;
-        let kept = if args.assignment.pruned() {
-            format!(" kept {:.1}%", 100.0 * last.kept as f64 / n.max(1) as f64)
-        } else {
-            String::new()
-        };
-        let stages = report.map_or_else(String::new, |r| format!(" {}", r.summary()));
-        bar.suspend(|| -> std::io::Result<()> {
-            let mut out = out.borrow_mut();
-            if let Some(r) = report {
-                for f in &r.failures {
-                    writeln!(out, "  attempt failed: {f}")?;
-                }
-            }
-            writeln!(
-                out,
-                "iter {} inertia {:.6e} seconds {:.3}{kept}{stages}",
-                last.iteration, last.inertia, last.seconds
-            )
-        })?;
-        bar.set_position(state.iteration);
-        save_checkpoint(&args.out, state, args.seed, input.checksum(), assignment)?;
-        if args.exit_after_iteration == Some(state.iteration) {
-            eprintln!(
-                "kmeans: exiting after iteration {} (fault injection)",
-                state.iteration
-            );
-            std::process::exit(3);
-        }
-        let mut csv = String::from("iteration,inertia,seconds,splits,kept\n");
-        for h in &state.history {
-            let _ = writeln!(
-                csv,
-                "{},{},{},{},{}",
-                h.iteration, h.inertia, h.seconds, h.splits, h.kept
-            );
-        }
-        vocab_pipeline::kmeans::files::write_text(&iterations_csv, &csv)?;
-        if let Some(r) = report {
-            stage_rows.push(format!("{},{}", last.iteration, r.csv_row()));
-            let text = format!(
-                "iteration,{}\n{}\n",
-                StepReport::CSV_HEADER,
-                stage_rows.join("\n")
-            );
-            vocab_pipeline::kmeans::files::write_text(&stages_csv, &text)?;
-        }
-        Ok(())
-    };
+    let mut log = Iterations::new(args, n, input.checksum(), start.as_ref(), &bar, &out);
+    let mut on_state = |state: &State, report: Option<&StepReport>| log.record(state, report);
     let at = match &input {
         Input::Partitions(set) => Some(At::Here(set)),
         Input::Placed(m) => Some(At::Nodes(m)),
@@ -368,6 +292,141 @@ pub fn run(
         meta_path.display()
     )?;
     Ok(meta)
+}
+
+/// What a run records after every iteration: its line (with the stages' times and bytes on a
+/// team, and the attempts that failed), the progress bar, the checkpoint, the per-iteration
+/// CSVs beside the vocabulary.
+struct Iterations<'a, 'w> {
+    args: &'a KmeansSettings,
+    /// Vectors (for the share pruning kept).
+    n: usize,
+    /// The input's checksum (the checkpoint's).
+    checksum: u32,
+    bar: &'a indicatif::ProgressBar,
+    out: &'a RefCell<&'w mut dyn Write>,
+    iterations_csv: PathBuf,
+    stages_csv: PathBuf,
+    /// Rows of the stages CSV so far.
+    stage_rows: Vec<String>,
+}
+
+impl<'a, 'w> Iterations<'a, 'w> {
+    fn new(
+        args: &'a KmeansSettings,
+        n: usize,
+        checksum: u32,
+        start: Option<&State>,
+        bar: &'a indicatif::ProgressBar,
+        out: &'a RefCell<&'w mut dyn Write>,
+    ) -> Self {
+        let iterations_csv = vocab_pipeline::features::manifest_path(&args.out, "iterations.csv");
+        let stages_csv = vocab_pipeline::features::manifest_path(&args.out, "stages.csv");
+        // Cluster rows of earlier iterations survive a resume.
+        let stage_rows: Vec<String> = match (start, std::fs::read_to_string(&stages_csv)) {
+            (Some(state), Ok(text)) => text
+                .lines()
+                .skip(1)
+                .filter(|line| {
+                    line.split(',')
+                        .next()
+                        .and_then(|i| i.parse::<u64>().ok())
+                        .is_some_and(|i| i <= state.iteration)
+                })
+                .map(str::to_string)
+                .collect(),
+            _ => Vec::new(),
+        };
+        Self {
+            args,
+            n,
+            checksum,
+            bar,
+            out,
+            iterations_csv,
+            stages_csv,
+            stage_rows,
+        }
+    }
+
+    /// Records the iteration that brought the run to `state` (`report`: on a team).
+    fn record(&mut self, state: &State, report: Option<&StepReport>) -> anyhow::Result<()> {
+        let args = self.args;
+        let last = state.history.last().copied().context("an iteration ran")?;
+        let kept = if args.assignment.pruned() {
+            format!(
+                " kept {:.1}%",
+                100.0 * last.kept as f64 / self.n.max(1) as f64
+            )
+        } else {
+            String::new()
+        };
+        let stages = report.map_or_else(String::new, |r| format!(" {}", r.summary()));
+        self.bar.suspend(|| -> std::io::Result<()> {
+            let mut out = self.out.borrow_mut();
+            if let Some(r) = report {
+                for f in &r.failures {
+                    writeln!(out, "  attempt failed: {f}")?;
+                }
+            }
+            writeln!(
+                out,
+                "iter {} inertia {:.6e} seconds {:.3}{kept}{stages}",
+                last.iteration, last.inertia, last.seconds
+            )
+        })?;
+        self.bar.set_position(state.iteration);
+        let assignment = &args.assignment.key()[..];
+        save_checkpoint(&args.out, state, args.seed, self.checksum, assignment)?;
+        if args.exit_after_iteration == Some(state.iteration) {
+            eprintln!(
+                "kmeans: exiting after iteration {} (fault injection)",
+                state.iteration
+            );
+            std::process::exit(3);
+        }
+        let mut csv = String::from("iteration,inertia,seconds,splits,kept\n");
+        for h in &state.history {
+            let _ = writeln!(
+                csv,
+                "{},{},{},{},{}",
+                h.iteration, h.inertia, h.seconds, h.splits, h.kept
+            );
+        }
+        vocab_pipeline::kmeans::files::write_text(&self.iterations_csv, &csv)?;
+        if let Some(r) = report {
+            (self.stage_rows).push(format!("{},{}", last.iteration, r.csv_row()));
+            let text = format!(
+                "iteration,{}\n{}\n",
+                StepReport::CSV_HEADER,
+                self.stage_rows.join("\n")
+            );
+            vocab_pipeline::kmeans::files::write_text(&self.stages_csv, &text)?;
+        }
+        Ok(())
+    }
+}
+
+/// The run's parameters, and its initialisation for people (a file, `random`, `kmeans++`).
+fn params_of(args: &KmeansSettings) -> anyhow::Result<(Params, String)> {
+    let (init, name) = match (&args.init_centroids, args.init) {
+        (Some(path), _) => (
+            Init::Given(read_vocabulary(path).context("--init-centroids")?),
+            path.display().to_string(),
+        ),
+        (None, InitMethod::Random) => (Init::Random, "random".into()),
+        (None, InitMethod::PlusPlus) => (Init::PlusPlus { sample: None }, "kmeans++".into()),
+    };
+    let params = Params {
+        k: args.k,
+        max_iter: args.iterations,
+        tol: args.tol,
+        seed: args.seed,
+        init,
+        threads: 0,
+        assignment: args.assignment,
+    };
+    Ok((params, name))
 }
 
 /// Refuses a run on this machine (one process, or loopback workers sharing it) whose largest
