@@ -105,117 +105,20 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
             .context("checking the labels before the first stage")?;
     }
 
-    // `[partition] at = "nodes"` on a distributed engine: the nodes keep their patches as
-    // partitions under this folder (as every node sees it; the driver keeps the manifest there).
-    let wants_born = config.partition.at == config::PartitionAt::Nodes && engine.distributed();
-    let nodes = match &config.partition.folder {
-        Some(f) if f.is_absolute() => f.clone(),
-        Some(f) => work.join(f),
-        None => work.join("nodes"),
-    };
-    // A folder named per node (`{node}`) is made by each node.
-    if wants_born && !nodes.to_string_lossy().contains('{') {
-        std::fs::create_dir_all(&nodes)
-            .with_context(|| format!("cannot create {}", nodes.display()))?;
-    }
-    let nodes = std::path::absolute(&nodes)
-        .with_context(|| format!("cannot resolve {}", nodes.display()))?;
-    let features = stages::Features {
+    let chain = Chain {
         config: &config,
         dataset: &dataset,
         labels: &labels_text,
         split_by: &split_by,
+        engine: &engine,
         on,
-        nodes: &nodes,
-        born: wants_born,
+        mpi,
         ui,
+        exit_after_iteration: args.exit_after_iteration,
     };
-    let features_key = features.key();
-    let (features_dir, sample) = runner.run(&features)?;
-    let sample_file = features_dir.join(features.file());
-    let split_csv = features_dir.join("split.csv");
-
-    // Where the step left the sample decides where the partitions are, whatever this run
-    // wanted: a cached sample here is split here and read by the nodes from this folder.
-    let made = features.made(&features_dir);
-    if wants_born && made == Some(stages::Made::Here) {
-        println!(
-            "  the sample is here ({}): partitions are split here, and the nodes read them from \
-             this folder",
-            features_dir.display()
-        );
-    }
-    // Born on the nodes: their folder as they see it, and the manifest's copy here.
-    let placed = (made == Some(stages::Made::AtNodes))
-        .then(|| (features.nodes_dir(), features_dir.join("parts")));
-    let partition = stages::Partition {
-        config: &config,
-        features_key: &features_key,
-        sample: &sample_file,
-        placed: placed.as_ref().map(|(n, h)| (n.as_path(), h.as_path())),
-    };
-    let partition_key = partition.key();
-    let (parts_dir, ()) = runner.run(&partition)?;
-    let parts =
-        (placed.as_ref()).map_or_else(|| parts_dir.join("parts"), |(nodes, _)| nodes.clone());
-
-    let mut outcomes = Vec::new();
-    let mut vocabularies = Vec::new();
-    for &k in &config.kmeans.k {
-        let kmeans = stages::Kmeans {
-            config: &config,
-            partition_key: &partition_key,
-            parts: &parts,
-            k,
-            engine: &engine,
-            exit_after_iteration: args.exit_after_iteration,
-            // One process reads partitions made on the nodes in place (their folder is whole
-            // here, or the features step would have been made again).
-            placed: (placed.as_ref())
-                .filter(|_| engine.distributed())
-                .map(|(_, here)| here.as_path()),
-            ui,
-            mpi,
-        };
-        let kmeans_key = kmeans.key();
-        let (kmeans_dir, meta) = runner.run(&kmeans)?;
-        let vocabulary = kmeans_dir.join("vocabulary.bin");
-        vocabularies.push(Vocabulary {
-            k,
-            dir: kmeans_dir.clone(),
-            meta,
-        });
-        let encode = stages::Encode {
-            config: &config,
-            dataset: &dataset,
-            kmeans_key: &kmeans_key,
-            k,
-            vocabulary: &vocabulary,
-            on,
-            ui,
-        };
-        let encode_key = encode.key();
-        let (encode_dir, ()) = runner.run(&encode)?;
-        let histograms = encode_dir.join("histograms.bin");
-        for attribute in &attributes {
-            let svm = stages::Svm {
-                config: &config,
-                dataset: &dataset,
-                encode_key: &encode_key,
-                features_key: &features_key,
-                k,
-                attribute,
-                histograms: &histograms,
-                split: &split_csv,
-            };
-            let (_, scores) = runner.run(&svm)?;
-            outcomes.push(Outcome {
-                k,
-                attribute: attribute.clone(),
-                scores,
-            });
-        }
-    }
+    let sampled = chain.sample(&mut runner, &work)?;
+    let (outcomes, vocabularies) = chain.vocabularies(&mut runner, &sampled, &attributes)?;
+    let sample = sampled.sample;
 
     // report (always rebuilt)
     let report_dir = work.join("report");
@@ -246,6 +149,171 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         report_dir.join("report.md").display()
     );
     Ok(())
+}
+
+/// What every step of one run shares.
+struct Chain<'a> {
+    config: &'a Config,
+    dataset: &'a Dataset,
+    /// The labels' text.
+    labels: &'a str,
+    /// The attribute the split is stratified by.
+    split_by: &'a str,
+    engine: &'a Engine,
+    /// Where the photo stages run.
+    on: crate::sharded::On<'a>,
+    mpi: Option<&'a crate::ranks::Mpi<'a>>,
+    ui: &'a Ui,
+    /// Fault injection (`--exit-after-iteration`).
+    exit_after_iteration: Option<u64>,
+}
+
+/// What the sample's steps made: the keys later steps depend on, the split, the partitions.
+struct Sampled {
+    features_key: String,
+    sample: stages::Sample,
+    split_csv: PathBuf,
+    partition_key: String,
+    /// The partition folder (as the members see it when they lie at the nodes).
+    parts: PathBuf,
+    /// Partitions made on the nodes: their folder as they see it, and the manifest's copy here.
+    placed: Option<(PathBuf, PathBuf)>,
+}
+
+impl Chain<'_> {
+    /// The features and partition steps in `work`.
+    fn sample(&self, runner: &mut Runner, work: &Path) -> anyhow::Result<Sampled> {
+        // `[partition] at = "nodes"` on a distributed engine: the nodes keep their patches as
+        // partitions under this folder (as every node sees it; the driver keeps the manifest there).
+        let wants_born =
+            self.config.partition.at == config::PartitionAt::Nodes && self.engine.distributed();
+        let nodes = match &self.config.partition.folder {
+            Some(f) if f.is_absolute() => f.clone(),
+            Some(f) => work.join(f),
+            None => work.join("nodes"),
+        };
+        // A folder named per node (`{node}`) is made by each node.
+        if wants_born && !nodes.to_string_lossy().contains('{') {
+            std::fs::create_dir_all(&nodes)
+                .with_context(|| format!("cannot create {}", nodes.display()))?;
+        }
+        let nodes = std::path::absolute(&nodes)
+            .with_context(|| format!("cannot resolve {}", nodes.display()))?;
+        let features = stages::Features {
+            config: self.config,
+            dataset: self.dataset,
+            labels: self.labels,
+            split_by: self.split_by,
+            on: self.on,
+            nodes: &nodes,
+            born: wants_born,
+            ui: self.ui,
+        };
+        let features_key = features.key();
+        let (features_dir, sample) = runner.run(&features)?;
+        let sample_file = features_dir.join(features.file());
+        let split_csv = features_dir.join("split.csv");
+
+        // Where the step left the sample decides where the partitions are, whatever this run
+        // wanted: a cached sample here is split here and read by the nodes from this folder.
+        let made = features.made(&features_dir);
+        if wants_born && made == Some(stages::Made::Here) {
+            println!(
+                "  the sample is here ({}): partitions are split here, and the nodes read them from \
+                 this folder",
+                features_dir.display()
+            );
+        }
+        // Born on the nodes: their folder as they see it, and the manifest's copy here.
+        let placed = (made == Some(stages::Made::AtNodes))
+            .then(|| (features.nodes_dir(), features_dir.join("parts")));
+        let partition = stages::Partition {
+            config: self.config,
+            features_key: &features_key,
+            sample: &sample_file,
+            placed: placed.as_ref().map(|(n, h)| (n.as_path(), h.as_path())),
+        };
+        let partition_key = partition.key();
+        let (parts_dir, ()) = runner.run(&partition)?;
+        let parts =
+            (placed.as_ref()).map_or_else(|| parts_dir.join("parts"), |(nodes, _)| nodes.clone());
+        Ok(Sampled {
+            features_key,
+            sample,
+            split_csv,
+            partition_key,
+            parts,
+            placed,
+        })
+    }
+
+    /// A vocabulary per `k`, each encoding every photo and training a model per attribute of
+    /// `attributes`; returns the scores and the vocabularies.
+    fn vocabularies(
+        &self,
+        runner: &mut Runner,
+        sampled: &Sampled,
+        attributes: &[String],
+    ) -> anyhow::Result<(Vec<Outcome>, Vec<Vocabulary>)> {
+        let mut outcomes = Vec::new();
+        let mut vocabularies = Vec::new();
+        for &k in &self.config.kmeans.k {
+            let kmeans = stages::Kmeans {
+                config: self.config,
+                partition_key: &sampled.partition_key,
+                parts: &sampled.parts,
+                k,
+                engine: self.engine,
+                exit_after_iteration: self.exit_after_iteration,
+                // One process reads partitions made on the nodes in place (their folder is whole
+                // here, or the features step would have been made again).
+                placed: (sampled.placed.as_ref())
+                    .filter(|_| self.engine.distributed())
+                    .map(|(_, here)| here.as_path()),
+                ui: self.ui,
+                mpi: self.mpi,
+            };
+            let kmeans_key = kmeans.key();
+            let (kmeans_dir, meta) = runner.run(&kmeans)?;
+            let vocabulary = kmeans_dir.join("vocabulary.bin");
+            vocabularies.push(Vocabulary {
+                k,
+                dir: kmeans_dir.clone(),
+                meta,
+            });
+            let encode = stages::Encode {
+                config: self.config,
+                dataset: self.dataset,
+                kmeans_key: &kmeans_key,
+                k,
+                vocabulary: &vocabulary,
+                on: self.on,
+                ui: self.ui,
+            };
+            let encode_key = encode.key();
+            let (encode_dir, ()) = runner.run(&encode)?;
+            let histograms = encode_dir.join("histograms.bin");
+            for attribute in attributes {
+                let svm = stages::Svm {
+                    config: self.config,
+                    dataset: self.dataset,
+                    encode_key: &encode_key,
+                    features_key: &sampled.features_key,
+                    k,
+                    attribute,
+                    histograms: &histograms,
+                    split: &sampled.split_csv,
+                };
+                let (_, scores) = runner.run(&svm)?;
+                outcomes.push(Outcome {
+                    k,
+                    attribute: attribute.clone(),
+                    scores,
+                });
+            }
+        }
+        Ok((outcomes, vocabularies))
+    }
 }
 
 /// A dataset's attributes, split column and sizes.
