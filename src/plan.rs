@@ -240,9 +240,10 @@ pub fn print(
     );
     if engine.distributed() {
         // Binary histograms: a record head and a value per bin, per photo and vocabulary.
+        let encoding = config.encode.params()?;
         let sizes: Vec<String> = (km.k.iter())
             .map(|&k| {
-                let values = vocab_pipeline::encode::encoded_len(k, config.encode.pyramid);
+                let values = encoding.len(k);
                 let bytes = photos * (RECORD_HEAD + 4 * values as u64);
                 format!("{} at k = {k}", human(bytes as f64))
             })

@@ -242,7 +242,7 @@ pub fn encode(
         summary.patches,
         vocabulary.k(),
         summary.images as f64 / secs,
-        encode::encoded_len(vocabulary.k(), o.pyramid),
+        settings.params.len(vocabulary.k()),
     )?;
     writeln!(
         out,

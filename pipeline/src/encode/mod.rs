@@ -21,11 +21,13 @@
 //! Output: CSV (`picture_id,path,h0,...`) when the path ends in `.csv`, otherwise the binary
 //! feature format (record `picture_id`, row and col 0, one value per histogram bin).
 
+mod bow;
 mod params;
 
+pub use self::bow::{Shape, histogram, weighted_histogram};
 pub use self::params::{
     EncodeParams, EncodeParamsError, Encoding, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES, MAX_SOFT,
-    Norm, Soft, base_scale, is_base_scale,
+    Norm, Soft, base_scale, encoded_len, is_base_scale,
 };
 
 use std::io::Write as _;
@@ -42,104 +44,6 @@ use crate::image_io::{Collection, Luminance, Photo};
 use crate::kmeans::{Centroids, Kernel, approx, assign, nearest_few, quant};
 use crate::partition::Matrix;
 use crate::store::{FeatureWriter, Format, StoreError};
-
-/// Length of an encoded vector: `k` words per cell, `sum 4^l` cells over the levels.
-pub fn encoded_len(k: usize, levels: usize) -> usize {
-    k * (0..levels.max(1)).map(|l| 1usize << (2 * l)).sum::<usize>()
-}
-
-/// The histogram of one photo's patches (`labels[i]` is the word of the patch at `positions[i]`).
-pub fn histogram(
-    labels: &[u32],
-    positions: &[(usize, usize)],
-    k: usize,
-    width: usize,
-    height: usize,
-    levels: usize,
-    norm: Norm,
-) -> Vec<f32> {
-    let shape = Shape {
-        k,
-        width,
-        height,
-        levels,
-        norm,
-    };
-    weighted_histogram(labels, None, 1, positions, shape)
-}
-
-/// What a histogram is laid out over.
-#[derive(Debug, Clone, Copy)]
-pub struct Shape {
-    /// Words.
-    pub k: usize,
-    /// Photo width (pixels).
-    pub width: usize,
-    /// Photo height (pixels).
-    pub height: usize,
-    /// Pyramid levels.
-    pub levels: usize,
-    /// Normalisation.
-    pub norm: Norm,
-}
-
-/// The histogram of one photo's patches, patch `i` counting toward words
-/// `words[i * per..][..per]` with `weights` likewise (none: weight 1 each, `per = 1`); words
-/// past the vocabulary (`u32::MAX`) are skipped.
-pub fn weighted_histogram(
-    words: &[u32],
-    weights: Option<&[f32]>,
-    per: usize,
-    positions: &[(usize, usize)],
-    shape: Shape,
-) -> Vec<f32> {
-    let Shape {
-        k,
-        width,
-        height,
-        levels,
-        norm,
-    } = shape;
-    let per = per.max(1);
-    let levels = levels.max(1);
-    let top = levels - 1;
-    let mut out = vec![0f64; encoded_len(k, levels)];
-    let n = positions.len().max(1) as f64;
-    let mut base = 0;
-    for level in 0..levels {
-        let cells = 1usize << level;
-        let weight = if levels == 1 {
-            1.0
-        } else if level == 0 {
-            1.0 / (1u64 << top) as f64
-        } else {
-            1.0 / (1u64 << (top - level + 1)) as f64
-        };
-        for (i, &(r, c)) in positions.iter().enumerate() {
-            let (cy, cx) = (r + PATCH_SIDE / 2, c + PATCH_SIDE / 2);
-            let cell = ((cy * cells / height.max(1)).min(cells - 1)) * cells
-                + (cx * cells / width.max(1)).min(cells - 1);
-            for slot in i * per..(i + 1) * per {
-                let Some(&word) = words.get(slot).filter(|&&w| (w as usize) < k) else {
-                    continue;
-                };
-                let share = weights
-                    .and_then(|w| w.get(slot))
-                    .map_or(1.0, |&w| f64::from(w));
-                out[base + cell * k + word as usize] += weight * share / n;
-            }
-        }
-        base += cells * cells * k;
-    }
-    let sum: f64 = out.iter().sum();
-    let scale = if sum > 0.0 { 1.0 / sum } else { 0.0 };
-    out.iter()
-        .map(|&v| match norm {
-            Norm::L1 => (v * scale) as f32,
-            Norm::Hellinger => (v * scale).sqrt() as f32,
-        })
-        .collect()
-}
 
 /// Where histograms go.
 enum Sink {
@@ -282,7 +186,7 @@ impl Encoder {
 
     /// Values per histogram.
     pub fn len(&self) -> usize {
-        encoded_len(self.vocabulary.k(), self.params.levels.max(1))
+        self.params.len(self.vocabulary.k())
     }
 
     /// Whether histograms are empty (never: a vocabulary has words).

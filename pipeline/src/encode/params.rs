@@ -228,6 +228,18 @@ impl Encoding {
     }
 }
 
+/// Length of an encoded vector: `k` words per cell, `sum 4^l` cells over the levels.
+pub fn encoded_len(k: usize, levels: usize) -> usize {
+    k * (0..levels.max(1)).map(|l| 1usize << (2 * l)).sum::<usize>()
+}
+
+impl EncodeParams {
+    /// Values of an encoding of a vocabulary of `k` words with these parameters.
+    pub fn len(&self, k: usize) -> usize {
+        encoded_len(k, self.levels.max(1))
+    }
+}
+
 /// A rule [`EncodeParams`] break.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EncodeParamsError {

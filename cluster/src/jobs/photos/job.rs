@@ -61,7 +61,7 @@ impl PhotoStage {
     /// Values of a result's histogram with a vocabulary of `k` words (0 for features).
     pub fn histogram_len(&self, k: usize) -> usize {
         match self {
-            Self::Encode(p) => vocab_pipeline::encode::encoded_len(k, p.levels.max(1)),
+            Self::Encode(p) => p.len(k),
             Self::Features(_) => 0,
         }
     }

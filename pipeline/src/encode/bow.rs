@@ -1,0 +1,98 @@
+//! Bag of words: a photo's patches counted toward their words (or, soft, their few nearest
+//! words, weighted), per cell of the spatial pyramid, then normalised.
+
+use super::params::{Norm, encoded_len};
+use crate::hog::PATCH_SIDE;
+
+/// The histogram of one photo's patches (`labels[i]` is the word of the patch at `positions[i]`).
+pub fn histogram(
+    labels: &[u32],
+    positions: &[(usize, usize)],
+    k: usize,
+    width: usize,
+    height: usize,
+    levels: usize,
+    norm: Norm,
+) -> Vec<f32> {
+    let shape = Shape {
+        k,
+        width,
+        height,
+        levels,
+        norm,
+    };
+    weighted_histogram(labels, None, 1, positions, shape)
+}
+
+/// What a histogram is laid out over.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    /// Words.
+    pub k: usize,
+    /// Photo width (pixels).
+    pub width: usize,
+    /// Photo height (pixels).
+    pub height: usize,
+    /// Pyramid levels.
+    pub levels: usize,
+    /// Normalisation.
+    pub norm: Norm,
+}
+
+/// The histogram of one photo's patches, patch `i` counting toward words
+/// `words[i * per..][..per]` with `weights` likewise (none: weight 1 each, `per = 1`); words
+/// past the vocabulary (`u32::MAX`) are skipped.
+pub fn weighted_histogram(
+    words: &[u32],
+    weights: Option<&[f32]>,
+    per: usize,
+    positions: &[(usize, usize)],
+    shape: Shape,
+) -> Vec<f32> {
+    let Shape {
+        k,
+        width,
+        height,
+        levels,
+        norm,
+    } = shape;
+    let per = per.max(1);
+    let levels = levels.max(1);
+    let top = levels - 1;
+    let mut out = vec![0f64; encoded_len(k, levels)];
+    let n = positions.len().max(1) as f64;
+    let mut base = 0;
+    for level in 0..levels {
+        let cells = 1usize << level;
+        let weight = if levels == 1 {
+            1.0
+        } else if level == 0 {
+            1.0 / (1u64 << top) as f64
+        } else {
+            1.0 / (1u64 << (top - level + 1)) as f64
+        };
+        for (i, &(r, c)) in positions.iter().enumerate() {
+            let (cy, cx) = (r + PATCH_SIDE / 2, c + PATCH_SIDE / 2);
+            let cell = ((cy * cells / height.max(1)).min(cells - 1)) * cells
+                + (cx * cells / width.max(1)).min(cells - 1);
+            for slot in i * per..(i + 1) * per {
+                let Some(&word) = words.get(slot).filter(|&&w| (w as usize) < k) else {
+                    continue;
+                };
+                let share = weights
+                    .and_then(|w| w.get(slot))
+                    .map_or(1.0, |&w| f64::from(w));
+                out[base + cell * k + word as usize] += weight * share / n;
+            }
+        }
+        base += cells * cells * k;
+    }
+    let sum: f64 = out.iter().sum();
+    let scale = if sum > 0.0 { 1.0 / sum } else { 0.0 };
+    out.iter()
+        .map(|&v| match norm {
+            Norm::L1 => (v * scale) as f32,
+            Norm::Hellinger => (v * scale).sqrt() as f32,
+        })
+        .collect()
+}
