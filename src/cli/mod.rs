@@ -1,0 +1,118 @@
+//! Command-line interface: the doc comments here are the help text. The commands and their
+//! groups here; each group's arguments in a file of their own (`photos`, `vocabulary`,
+//! `models`, `runs`, `daemons`).
+
+mod daemons;
+mod models;
+mod photos;
+mod runs;
+mod vocabulary;
+
+use clap::{Parser, Subcommand};
+
+pub use self::daemons::*;
+pub use self::models::*;
+pub use self::photos::*;
+pub use self::runs::*;
+pub use self::vocabulary::*;
+
+/// Visual vocabularies from photo collections, at cluster scale.
+#[derive(Debug, Parser)]
+#[command(name = "vocab", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Worker threads for parallel stages (default: all cores).
+    #[arg(long, global = true, value_name = "T")]
+    pub threads: Option<usize>,
+    /// Hide progress bars (summaries are still printed).
+    #[arg(long, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The stages and tools.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Sample patches from a folder of photos and describe them with 512-d HOG.
+    Features(FeaturesArgs),
+    /// Convert a feature file between the text and binary formats (streaming).
+    Convert(ConvertArgs),
+    /// Generate datasets.
+    #[command(subcommand)]
+    Datasets(DatasetsCommand),
+    /// Encode photos as histograms over a vocabulary (bag of visual words).
+    Encode(EncodeArgs),
+    /// Train a linear SVM for one attribute on histograms (C by cross-validation by default).
+    Train(TrainArgs),
+    /// Evaluate a model on the held-out part of its split: accuracy, balanced accuracy, confusion.
+    Evaluate(EvaluateArgs),
+    /// Label new photos with a model (encoded as its training photos were).
+    Classify(ClassifyArgs),
+    /// Split a feature file into even partitions for map tasks (streaming).
+    Partition(PartitionArgs),
+    /// Cluster feature vectors into a vocabulary (k-means).
+    Kmeans(KmeansArgs),
+    /// Run the stages of a TOML config in a work directory (cached, resumable).
+    Run(RunArgs),
+    /// Check or show a config file.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Run a worker daemon (one per cluster node).
+    Worker(WorkerArgs),
+    /// Start or inspect a cluster.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+    /// Benchmarks (results feed eval/).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// `vocab cluster ...`
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Start N workers on loopback as separate processes, with a fresh cluster file and secret;
+    /// runs in the foreground until Ctrl-C (use the cluster file from another terminal).
+    Local(LocalArgs),
+    /// Report which nodes of a cluster file answer.
+    Status(StatusArgs),
+    /// Measure every link between the driver and the workers, print the matrices, the groups
+    /// and the chain built from them, and save them beside the cluster file.
+    Calibrate(CalibrateArgs),
+}
+
+/// `vocab bench ...`
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Time broadcasts over a cluster: seconds and GB/s per run.
+    Broadcast(BenchBroadcastArgs),
+    /// Time gathers over a cluster (stage 3's pattern): every worker's piece to the driver,
+    /// directly or up the measured gather tree; seconds per run.
+    Gather(BenchGatherArgs),
+    /// Time the HOG kernels on decoded photos: dense (Mpix/s) and random patches (patches/s).
+    Hog(BenchHogArgs),
+    /// Under mpirun (build with --features mpi): vocab's collectives against MPI's own on the
+    /// same ranks and bytes (chain broadcast vs MPI_Bcast; stage 2 vs MPI_Reduce_scatter_block
+    /// and MPI_Allreduce). Rank 0 prints one CSV row per run.
+    Collectives(BenchCollectivesArgs),
+    /// Time one node's partial sums (accumulation, stage-1 merge, stage-2 encoding) held
+    /// sparse, dense per map task and dense shared, on synthetic vectors with uniform labels.
+    Partials(BenchPartialsArgs),
+}
+
+/// `vocab datasets ...`
+#[derive(Debug, Subcommand)]
+pub enum DatasetsCommand {
+    /// Generate the synthetic photo set (four scene kinds, labels.csv) into a folder.
+    Photos(PhotosArgs),
+    /// Generate Gaussian-blob feature vectors (for scale tests and benchmarks).
+    Synth(SynthArgs),
+}
+
+/// `vocab config ...`
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate a config file (unknown keys and bad values name the key and line).
+    Check(ConfigFileArgs),
+    /// Print a config with every default filled in.
+    Show(ConfigFileArgs),
+}

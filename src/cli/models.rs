@@ -1,0 +1,86 @@
+//! Arguments of `vocab train`, `vocab evaluate` and `vocab classify`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::options::{KernelMapArg, SolverArg};
+
+/// Arguments of `vocab train`.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Histograms from `vocab encode` (CSV, or bin with its manifest).
+    #[arg(long, value_name = "FILE")]
+    pub histograms: PathBuf,
+    /// Labels CSV: path, then attribute columns; an empty cell leaves the photo out.
+    #[arg(long, value_name = "CSV")]
+    pub labels: PathBuf,
+    /// The attribute column to learn.
+    #[arg(long, value_name = "NAME")]
+    pub attribute: String,
+    /// Use this C instead of choosing it by cross-validation.
+    #[arg(long, value_name = "C", conflicts_with = "cv")]
+    pub c: Option<f64>,
+    /// Folds of the cross-validation that chooses C on the training part.
+    #[arg(long, value_name = "FOLDS", default_value_t = 5)]
+    pub cv: usize,
+    /// Solver: dcd (dual coordinate descent, liblinear's; fast) or linfa (linfa-svm's SMO; builds
+    /// an n x n kernel matrix, for small sets and cross-checks).
+    #[arg(long, value_enum, default_value_t = SolverArg::Dcd)]
+    pub solver: SolverArg,
+    /// Split CSV (path,split with train/test): train on its train part only [default: train on
+    /// every labelled photo].
+    #[arg(long, value_name = "CSV", conflicts_with = "holdout")]
+    pub split: Option<PathBuf>,
+    /// Hold out this fraction of each class (seeded, stratified) for `vocab evaluate
+    /// --held-out`; 0.5 is the split of `vocab run` [default: nothing held out].
+    #[arg(long, value_name = "FRACTION")]
+    pub holdout: Option<f64>,
+    /// Seed of the held-out split and of cross-validation.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub split_seed: u64,
+    /// An explicit feature map of an additive kernel on the histograms, so that the linear SVM
+    /// approximates that kernel's SVM (Vedaldi and Zisserman's homogeneous kernel maps; for
+    /// L1-normalised histograms, `vocab encode --norm l1`); the model keeps it and applies it
+    /// to every photo it scores.
+    #[arg(long, value_enum, default_value_t = KernelMapArg::None)]
+    pub kernel_map: KernelMapArg,
+    /// Frequencies of the kernel map after the first: 2 N + 1 values per histogram bin.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub map_order: usize,
+    /// Model file (JSON).
+    #[arg(long, value_name = "MODEL")]
+    pub out: PathBuf,
+}
+
+/// Arguments of `vocab evaluate`.
+#[derive(Debug, Args)]
+pub struct EvaluateArgs {
+    /// Model from `vocab train`.
+    #[arg(long, value_name = "MODEL")]
+    pub model: PathBuf,
+    /// Histograms (the same file or one encoded the same way).
+    #[arg(long, value_name = "FILE")]
+    pub histograms: PathBuf,
+    /// Labels CSV.
+    #[arg(long, value_name = "CSV")]
+    pub labels: PathBuf,
+    /// Score only the photos the model held out (`vocab train --holdout` or `--split`) instead
+    /// of every labelled photo of the histograms.
+    #[arg(long)]
+    pub held_out: bool,
+}
+
+/// Arguments of `vocab classify`.
+#[derive(Debug, Args)]
+pub struct ClassifyArgs {
+    /// Model from `vocab train`.
+    #[arg(long, value_name = "MODEL")]
+    pub model: PathBuf,
+    /// Folder of photos to label.
+    #[arg(long, value_name = "DIR")]
+    pub input: PathBuf,
+    /// CSV to write: picture_id,path,<attribute>.
+    #[arg(long, value_name = "CSV")]
+    pub out: PathBuf,
+}

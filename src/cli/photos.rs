@@ -1,0 +1,96 @@
+//! Arguments of the photo stages: `vocab features`, `vocab encode`, and where they run.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::options::{EngineArg, FileFormat, Mode};
+
+/// Arguments of `vocab features`.
+#[derive(Debug, Args)]
+pub struct FeaturesArgs {
+    /// Folder of photos, searched recursively (JPEG, PNG, WebP, TIFF, BMP).
+    #[arg(long, value_name = "DIR")]
+    pub input: PathBuf,
+    /// Feature file to write; manifests go beside it as <out>.images.csv and <out>.skipped.csv.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Use only the photos listed in the first column of this CSV (paths relative to --input).
+    #[arg(long, value_name = "CSV")]
+    pub labels: Option<PathBuf>,
+    /// Where patches are cut.
+    #[arg(long, value_enum, default_value_t = Mode::Random)]
+    pub mode: Mode,
+    /// Random mode: patches per photo.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub per_image: usize,
+    /// Dense mode: grid step in pixels (multiples of 8 use the whole-image HOG definition).
+    #[arg(long, value_name = "PX", default_value_t = 8)]
+    pub stride: usize,
+    /// Random mode: seed of the patch positions.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Output format [default: text for .txt/.text files, bin otherwise].
+    #[arg(long, value_enum)]
+    pub format: Option<FileFormat>,
+    /// Downscale photos whose longer side exceeds PX (area averaging).
+    #[arg(long, value_name = "PX")]
+    pub max_side: Option<usize>,
+    /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
+    #[arg(long, value_name = "MPIX", default_value_t = crate::options::DEFAULT_MAX_MPIX)]
+    pub max_pixels: u64,
+    #[command(flatten)]
+    pub nodes: NodesArgs,
+}
+
+/// Where a photo stage runs: here, or sharded over nodes (the same files either way).
+#[derive(Debug, Args)]
+pub struct NodesArgs {
+    /// Share the photos out to the workers of this cluster file (every worker reads the photo
+    /// folder at the same absolute path); the output is this machine's, byte for byte.
+    #[arg(long, value_name = "FILE", conflicts_with = "local_nodes")]
+    pub cluster: Option<PathBuf>,
+    /// Start N workers on loopback and share the photos out to them; their logs go to
+    /// <out>.workers/.
+    #[arg(long, value_name = "N")]
+    pub local_nodes: Option<usize>,
+    /// `mpi`: share the photos out to the ranks of the MPI job this runs in (under mpirun or
+    /// srun; needs a build with `--features mpi`); `tcp`: to worker daemons.
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineArg>,
+}
+
+/// Arguments of `vocab encode`.
+#[derive(Debug, Args)]
+pub struct EncodeArgs {
+    /// Vocabulary file (text or bin, from `vocab kmeans`).
+    #[arg(long, value_name = "FILE")]
+    pub vocabulary: PathBuf,
+    /// Folder of photos, searched recursively.
+    #[arg(long, value_name = "DIR")]
+    pub input: PathBuf,
+    /// Only the photos listed in the first column of this CSV.
+    #[arg(long, value_name = "CSV")]
+    pub labels: Option<PathBuf>,
+    /// Histograms: CSV (picture_id,path,h0,...) for .csv paths, binary feature format otherwise.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub options: crate::options::EncodeOptions,
+    #[command(flatten)]
+    pub nodes: NodesArgs,
+}
+
+/// Arguments of `vocab datasets photos`.
+#[derive(Debug, Args)]
+pub struct PhotosArgs {
+    /// Folder to write the photos and labels.csv into.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Photos per scene kind.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub per_kind: usize,
+    /// Seed of the generator.
+    #[arg(long, value_name = "S", default_value_t = 7)]
+    pub seed: u64,
+}

@@ -1,0 +1,54 @@
+//! Arguments of `vocab run` and `vocab config`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::options::EngineArg;
+
+/// Arguments of `vocab run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The experiment's TOML config.
+    pub config: PathBuf,
+    /// Work directory for the stages' outputs [default: work/<config name>].
+    #[arg(long, value_name = "DIR")]
+    pub work: Option<PathBuf>,
+    /// Photo folder instead of the config's [dataset] (its labels: DIR/labels.csv, or --labels).
+    #[arg(long, value_name = "DIR")]
+    pub dataset: Option<PathBuf>,
+    /// Labels CSV (path, then attribute columns) instead of the config's or the photo folder's.
+    #[arg(long, value_name = "CSV")]
+    pub labels: Option<PathBuf>,
+    /// Re-run this stage and every later one even if cached
+    /// (dataset, features, partition, kmeans, encode, svm, report).
+    #[arg(long, value_name = "STAGE")]
+    pub force: Option<String>,
+    /// Run k-means on the workers of this cluster file (default: loopback workers started for
+    /// the run, or [kmeans] cluster).
+    #[arg(long, value_name = "FILE")]
+    pub cluster: Option<PathBuf>,
+    /// Print the stages, data sizes and the cost model's per-iteration traffic, without running.
+    #[arg(long)]
+    pub plan: bool,
+    /// Fault injection for tests: exit right after k-means checkpoints iteration N (a crash).
+    #[arg(long, value_name = "N", hide = true)]
+    pub exit_after_iteration: Option<u64>,
+    /// Fault injection for tests (`--engine mpi`): rank R exits when given photo round N.
+    #[arg(long, value_name = "R:N", hide = true)]
+    pub exit_rank_in_round: Option<String>,
+    /// Run k-means on `mpi` (under mpirun or srun; rank 0 runs every other stage) or on `tcp`
+    /// workers (the default when k-means is distributed).
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineArg>,
+    /// Rack map for `--engine mpi` (TOML: `"host" = "rack"`).
+    #[arg(long, value_name = "FILE")]
+    pub racks: Option<PathBuf>,
+}
+
+/// A config file argument.
+#[derive(Debug, Args)]
+pub struct ConfigFileArgs {
+    /// The TOML config.
+    pub config: PathBuf,
+}

@@ -1,0 +1,162 @@
+//! Arguments of `vocab convert`, `vocab datasets synth`, `vocab partition` and `vocab kmeans`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::daemons::parse_size;
+
+use crate::options::{
+    AssignArg, BroadcastAlgorithm, DEFAULT_PROBES, ElementArg, EngineArg, FileFormat, InitMethod,
+    KernelArg, OrderArg,
+};
+
+/// Arguments of `vocab convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// Feature file to read (format detected).
+    #[arg(long, value_name = "FILE")]
+    pub input: PathBuf,
+    /// Feature file to write.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Output format [default: the other one].
+    #[arg(long, value_enum)]
+    pub format: Option<FileFormat>,
+}
+
+/// Arguments of `vocab datasets synth`.
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// Number of vectors.
+    #[arg(long, value_name = "N")]
+    pub n: u64,
+    /// Values per vector.
+    #[arg(long, value_name = "D", default_value_t = 512)]
+    pub dims: usize,
+    /// Number of blobs.
+    #[arg(long, value_name = "C", default_value_t = 64)]
+    pub clusters: usize,
+    /// Seed.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Output format [default: text for .txt/.text files, bin otherwise].
+    #[arg(long, value_enum)]
+    pub format: Option<FileFormat>,
+    /// Feature file to write.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+/// Arguments of `vocab partition`.
+#[derive(Debug, Args)]
+pub struct PartitionArgs {
+    /// Feature file to split (text or bin).
+    #[arg(long, value_name = "FILE")]
+    pub features: PathBuf,
+    /// Number of partitions [default: 4 per core].
+    #[arg(long, value_name = "P")]
+    pub parts: Option<usize>,
+    /// Folder for the partitions and manifest.toml.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Storage of the values: f32, or u8 (4x smaller; values must lie in [0, 1], as HOG values
+    /// do; at most 1/510 absolute error).
+    #[arg(long, value_enum, default_value_t = ElementArg::F32)]
+    pub element: ElementArg,
+}
+
+/// Arguments of `vocab kmeans`.
+#[derive(Debug, Args)]
+pub struct KmeansArgs {
+    /// A feature file (loaded into memory) or a partition folder (memory-mapped).
+    #[arg(long, value_name = "FILE|DIR")]
+    pub features: PathBuf,
+    /// Number of centroids (visual words).
+    #[arg(long, value_name = "K")]
+    pub k: usize,
+    /// Iterations at most.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub iterations: u64,
+    /// Stop when the relative change of inertia falls below this.
+    #[arg(long, value_name = "TOL", default_value_t = 1e-4)]
+    pub tol: f64,
+    /// Seed of initialisation and empty-cluster splits.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Initialisation.
+    #[arg(long, value_enum, default_value_t = InitMethod::Random)]
+    pub init: InitMethod,
+    /// Start from these centroids (vocabulary file, text or bin) instead.
+    #[arg(long, value_name = "FILE", conflicts_with = "init")]
+    pub init_centroids: Option<PathBuf>,
+    /// Prune the assignment with Yinyang bounds (centroids in groups, a lower bound per group):
+    /// the nearest centroid still, up to float ties, with far fewer distance computations once
+    /// centroids settle. Keeps 4 x min(k/10, 1024) bytes of bounds per vector.
+    #[arg(long)]
+    pub prune: bool,
+    /// Kernel of the full assignment passes (also on cluster workers; with --prune, of the full
+    /// passes pruning still makes: the first iteration and searches too wide to pay off).
+    #[arg(long, value_enum, default_value_t = KernelArg::F32)]
+    pub kernel: KernelArg,
+    /// Exact or approximate assignment (approx: for vocabularies of hundreds of thousands to
+    /// millions of words, minutes per iteration instead of hours).
+    #[arg(long, value_enum, default_value_t = AssignArg::Exact)]
+    pub assign: AssignArg,
+    /// Lists of the approximate search's index [default: sqrt(k)].
+    #[arg(long, value_name = "N")]
+    pub lists: Option<u32>,
+    /// Lists the approximate search visits per vector: more finds the nearest more often and
+    /// costs more.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_PROBES)]
+    pub probes: u32,
+    /// Continue from the checkpoint of a previous run with the same --out, k, seed and input.
+    #[arg(long)]
+    pub resume: bool,
+    /// Run on the workers of this cluster file (Map-Collective: chain broadcast, map on cached
+    /// partitions, three-stage aggregation). --features must be a partition folder that every
+    /// worker can read at the same absolute path.
+    #[arg(long, value_name = "FILE", conflicts_with = "local_nodes")]
+    pub cluster: Option<PathBuf>,
+    /// Start N workers on loopback for this run and run on them (same code path as a cluster);
+    /// their logs go to <out>.workers/.
+    #[arg(long, value_name = "N")]
+    pub local_nodes: Option<usize>,
+    /// Broadcast algorithm for the centroids on a cluster.
+    #[arg(long, value_enum, default_value_t = BroadcastAlgorithm::Chain)]
+    pub broadcast: BroadcastAlgorithm,
+    /// Switch stage-1 (local) aggregation off: every map task ships its own partial sums (to
+    /// measure what local aggregation saves).
+    #[arg(long)]
+    pub no_local_aggregation: bool,
+    /// Fault injection for tests: exit right after checkpointing iteration N (a crash).
+    #[arg(long, value_name = "N", hide = true)]
+    pub exit_after_iteration: Option<u64>,
+    /// The distributed engine: `tcp` (vocab's worker daemons: --cluster or --local-nodes) or
+    /// `mpi` (under mpirun or srun: rank 0 drives and maps, every rank maps its share; needs a
+    /// build with `--features mpi`).
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineArg>,
+    /// Rack map for `--engine mpi`: a TOML file of `"host" = "rack"` lines (default: each host
+    /// is a rack). The chain keeps a rack's ranks together.
+    #[arg(long, value_name = "FILE")]
+    pub racks: Option<PathBuf>,
+    /// Chain order on a distributed engine: `racks` (rack labels, or the cluster file's order)
+    /// or `auto` (measure every link at the start, build the chain from the measurements).
+    #[arg(long, value_enum, default_value_t = OrderArg::Racks)]
+    pub order: OrderArg,
+    /// Chunk size of the pipelined broadcasts and of stage 2 under `--engine mpi`.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "1M")]
+    pub chunk_size: u64,
+    /// Fault injection for tests: rank R exits in iteration N after its map tasks ("R:N").
+    #[arg(long, value_name = "R:N", hide = true)]
+    pub exit_rank_at: Option<String>,
+    /// Vocabulary format: text (one centroid per line, its values separated by spaces; no
+    /// picture id, row or column) or bin (the binary feature format, record j = centroid j)
+    /// [default: text for .txt/.text files, bin otherwise].
+    #[arg(long, value_enum)]
+    pub format: Option<FileFormat>,
+    /// Vocabulary file; beside it <out>.meta.toml, <out>.iterations.csv, <out>.ckpt/.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
