@@ -1,0 +1,147 @@
+//! Settings of train, evaluate and classify.
+
+use std::path::PathBuf;
+
+use super::invalid::{Invalid, at_least, output};
+use crate::options::{KernelMapArg, SolverArg};
+
+/// Frequencies of a kernel map at most.
+pub const MAX_MAP_ORDER: usize = 10;
+
+/// Settings of `vocab train` and of the run's svm stage.
+#[derive(Debug, Clone)]
+pub struct TrainSettings {
+    /// Histogram file.
+    pub histograms: PathBuf,
+    /// Labels CSV.
+    pub labels: PathBuf,
+    /// Attribute column.
+    pub attribute: String,
+    /// Fixed C (`None`: chosen by cross-validation).
+    pub c: Option<f64>,
+    /// Folds of the cross-validation.
+    pub cv: usize,
+    /// Solver.
+    pub solver: SolverArg,
+    /// Which photos train.
+    pub split: Split,
+    /// Seed of the split and of cross-validation.
+    pub split_seed: u64,
+    /// Explicit kernel map.
+    pub kernel_map: KernelMapArg,
+    /// Frequencies of the kernel map.
+    pub map_order: usize,
+    /// Model file.
+    pub out: PathBuf,
+}
+
+/// Which photos a model trains on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Split {
+    /// Every labelled photo.
+    All,
+    /// A seeded stratified split holding out this fraction of each class.
+    Holdout(f64),
+    /// A split file.
+    File(PathBuf),
+}
+
+/// The SVM rules a config can break (`c = None`: chosen by cross-validation over `cv` folds).
+pub fn svm_rules(c: Option<f64>, cv: usize, map_order: usize) -> Result<(), Invalid> {
+    match c {
+        Some(c) if !(c.is_finite() && c > 0.0) => {
+            return Err(Invalid::new("c", c, "must be a positive number"));
+        }
+        Some(_) => {}
+        None => at_least("cv", cv, 2, " folds")?,
+    }
+    if !(1..=MAX_MAP_ORDER).contains(&map_order) {
+        return Err(Invalid::new(
+            "map_order",
+            map_order,
+            format!("must be 1 to {MAX_MAP_ORDER}"),
+        ));
+    }
+    Ok(())
+}
+
+impl TrainSettings {
+    /// From `vocab train`.
+    pub fn from_args(args: &crate::cli::TrainArgs) -> Result<Self, Invalid> {
+        output("out", &args.out)?;
+        svm_rules(args.c, args.cv, args.map_order)?;
+        let split = match (&args.split, args.holdout) {
+            (Some(path), _) => Split::File(path.clone()),
+            (None, Some(h)) if h > 0.0 && h < 1.0 => Split::Holdout(h),
+            (None, Some(h)) => {
+                return Err(Invalid::new(
+                    "holdout",
+                    h,
+                    "a fraction between 0 and 1 (0.5 holds out half)",
+                ));
+            }
+            (None, None) => Split::All,
+        };
+        Ok(Self {
+            histograms: args.histograms.clone(),
+            labels: args.labels.clone(),
+            attribute: args.attribute.clone(),
+            c: args.c,
+            cv: args.cv,
+            solver: args.solver,
+            split,
+            split_seed: args.split_seed,
+            kernel_map: args.kernel_map,
+            map_order: args.map_order,
+            out: args.out.clone(),
+        })
+    }
+}
+
+/// Settings of `vocab evaluate` and of the run's scoring.
+#[derive(Debug, Clone)]
+pub struct EvaluateSettings {
+    /// Model file.
+    pub model: PathBuf,
+    /// Histogram file.
+    pub histograms: PathBuf,
+    /// Labels CSV.
+    pub labels: PathBuf,
+    /// Score only the photos the model held out.
+    pub held_out: bool,
+}
+
+impl EvaluateSettings {
+    /// From `vocab evaluate`.
+    pub fn from_args(args: &crate::cli::EvaluateArgs) -> Self {
+        Self {
+            model: args.model.clone(),
+            histograms: args.histograms.clone(),
+            labels: args.labels.clone(),
+            held_out: args.held_out,
+        }
+    }
+}
+
+/// Settings of `vocab classify`.
+#[derive(Debug, Clone)]
+pub struct ClassifySettings {
+    /// Model file.
+    pub model: PathBuf,
+    /// Photos to label.
+    pub input: PathBuf,
+    /// CSV to write.
+    pub out: PathBuf,
+}
+
+impl ClassifySettings {
+    /// From `vocab classify`.
+    pub fn from_args(args: &crate::cli::ClassifyArgs) -> Result<Self, Invalid> {
+        output("out", &args.out)?;
+        Ok(Self {
+            model: args.model.clone(),
+            input: args.input.clone(),
+            out: args.out.clone(),
+        })
+    }
+}

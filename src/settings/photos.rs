@@ -1,0 +1,233 @@
+//! Settings of the photo stages: features (and a config's `[features]`), encode, photo sets.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use vocab_pipeline::encode::{EncodeParams, Norm, Soft};
+use vocab_pipeline::features::FeatureParams;
+use vocab_pipeline::kmeans::{Assignment, approx};
+use vocab_pipeline::patch::Sampling;
+use vocab_pipeline::store::Format;
+
+use super::invalid::{Invalid, at_least, format_for, output};
+use super::vocabulary::assignment_of;
+use crate::options::{AssignArg, DEFAULT_MAX_MPIX, EncodeOptions, Mode, NormArg, is_default_mpix};
+
+/// The parameters of a photo stage's description, checked ([`FeatureParams::check`]): where
+/// patches are cut (`mode`: `per_image` random ones seeded by `seed`, or a grid of `stride`),
+/// the downscale limit and the pixel limit in megapixels.
+pub fn feature_params(
+    mode: Mode,
+    (per_image, stride, seed): (usize, usize, u64),
+    max_side: Option<usize>,
+    max_mpix: u64,
+) -> Result<FeatureParams, Invalid> {
+    let params = FeatureParams {
+        sampling: match mode {
+            Mode::Random => Sampling::Random { per_image, seed },
+            Mode::Dense => Sampling::Dense { stride },
+        },
+        max_side,
+        max_pixels: pixels(max_mpix)?,
+    };
+    params.check()?;
+    Ok(params)
+}
+
+/// A pixel limit in megapixels, in pixels (the rule of a limit of 0 is the parameters').
+fn pixels(max_mpix: u64) -> Result<u64, Invalid> {
+    max_mpix
+        .checked_mul(1_000_000)
+        .ok_or_else(|| Invalid::new("max_pixels", max_mpix, "1 or more megapixels"))
+}
+
+/// Settings of the features stage.
+#[derive(Debug, Clone)]
+pub struct FeatureSettings {
+    /// Photo folder.
+    pub input: PathBuf,
+    /// Optional labels CSV restricting the photos.
+    pub labels: Option<PathBuf>,
+    /// Feature file.
+    pub out: PathBuf,
+    /// Output format.
+    pub format: Format,
+    /// Sampling and decoding parameters.
+    pub params: FeatureParams,
+}
+
+impl FeatureSettings {
+    /// From `vocab features`.
+    pub fn from_args(args: &crate::cli::FeaturesArgs) -> Result<Self, Invalid> {
+        output("out", &args.out)?;
+        let shape = (args.per_image, args.stride, args.seed);
+        Ok(Self {
+            input: args.input.clone(),
+            labels: args.labels.clone(),
+            out: args.out.clone(),
+            format: args
+                .format
+                .map_or_else(|| format_for(&args.out), Format::from),
+            params: feature_params(args.mode, shape, args.max_side, args.max_pixels)?,
+        })
+    }
+
+    /// From a config's `[features]`: random patches of the photos `labels` lists.
+    pub fn from_config(
+        f: &FeaturesConfig,
+        input: &Path,
+        labels: &Path,
+        out: &Path,
+    ) -> Result<Self, Invalid> {
+        Ok(Self {
+            input: input.to_path_buf(),
+            labels: Some(labels.to_path_buf()),
+            out: out.to_path_buf(),
+            format: f.format.into(),
+            params: f.params()?,
+        })
+    }
+}
+
+/// `[features]` of a config: the vocabulary's sample, random patches of the training photos.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FeaturesConfig {
+    /// Random patches per training photo.
+    pub per_image: usize,
+    /// Sampling seed.
+    pub seed: u64,
+    /// Feature file format.
+    pub format: crate::options::FileFormat,
+    /// Downscale photos whose longer side exceeds this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_side: Option<usize>,
+    /// Skip photos declaring more megapixels than this (not in the cache key at its default).
+    #[serde(skip_serializing_if = "is_default_mpix")]
+    pub max_pixels: u64,
+}
+
+impl FeaturesConfig {
+    /// The checked parameters of the sample's description (random patches).
+    pub fn params(&self) -> Result<FeatureParams, Invalid> {
+        let shape = (self.per_image, 8, self.seed);
+        feature_params(Mode::Random, shape, self.max_side, self.max_pixels)
+    }
+}
+
+impl Default for FeaturesConfig {
+    fn default() -> Self {
+        Self {
+            per_image: 5,
+            seed: 0,
+            format: crate::options::FileFormat::Bin,
+            max_side: None,
+            max_pixels: DEFAULT_MAX_MPIX,
+        }
+    }
+}
+
+impl EncodeOptions {
+    /// The checked parameters of the encoding ([`EncodeParams::check`]; the approximate
+    /// search's own settings by [`assignment_of`]).
+    pub fn params(&self) -> Result<EncodeParams, Invalid> {
+        let soft = (self.soft > 0).then_some(Soft {
+            words: self.soft,
+            sharpness: self.sharpness,
+        });
+        let approx = if self.assign == AssignArg::Approx && soft.is_some() {
+            // Exact or approximate, soft or not: [`EncodeParams::check`] names the conflict.
+            Some(approx::Search {
+                lists: self.lists.unwrap_or(0),
+                probes: self.probes,
+            })
+        } else {
+            match assignment_of(false, self.kernel, self.assign, self.lists, self.probes)? {
+                Assignment::Approx { lists, probes } => Some(approx::Search { lists, probes }),
+                _ => None,
+            }
+        };
+        let params = EncodeParams {
+            features: FeatureParams {
+                sampling: Sampling::Dense {
+                    stride: self.stride,
+                },
+                max_side: self.max_side,
+                max_pixels: pixels(self.max_pixels)?,
+            },
+            norm: match self.norm {
+                NormArg::L1 => Norm::L1,
+                NormArg::Hellinger => Norm::Hellinger,
+            },
+            levels: self.pyramid,
+            soft,
+            kernel: self.kernel.into(),
+            scales: self.scales.clone(),
+            approx,
+        };
+        params.check(None)?;
+        Ok(params)
+    }
+}
+
+/// Settings of the encode stage.
+#[derive(Debug, Clone)]
+pub struct EncodeSettings {
+    /// Vocabulary file.
+    pub vocabulary: PathBuf,
+    /// Photo folder.
+    pub input: PathBuf,
+    /// Optional labels CSV restricting the photos.
+    pub labels: Option<PathBuf>,
+    /// Histogram file.
+    pub out: PathBuf,
+    /// The options as given (recorded beside the histograms).
+    pub options: EncodeOptions,
+    /// The checked parameters.
+    pub params: EncodeParams,
+}
+
+impl EncodeSettings {
+    /// Checks the options.
+    pub fn new(
+        vocabulary: &Path,
+        input: &Path,
+        labels: Option<&Path>,
+        out: &Path,
+        options: &EncodeOptions,
+    ) -> Result<Self, Invalid> {
+        output("out", out)?;
+        Ok(Self {
+            vocabulary: vocabulary.to_path_buf(),
+            input: input.to_path_buf(),
+            labels: labels.map(Path::to_path_buf),
+            out: out.to_path_buf(),
+            params: options.params()?,
+            options: options.clone(),
+        })
+    }
+}
+
+/// Settings of the synthetic photo set (`vocab datasets photos`, a config's
+/// `[dataset.synthetic]`).
+#[derive(Debug, Clone)]
+pub struct PhotoSetSettings {
+    /// Folder of the photos and labels.csv.
+    pub out: PathBuf,
+    /// Photos per scene kind.
+    pub per_kind: usize,
+    /// Generator seed.
+    pub seed: u64,
+}
+
+impl PhotoSetSettings {
+    /// Checks the settings.
+    pub fn new(out: &Path, per_kind: usize, seed: u64) -> Result<Self, Invalid> {
+        at_least("per_kind", per_kind, 1, " photo")?;
+        Ok(Self {
+            out: out.to_path_buf(),
+            per_kind,
+            seed,
+        })
+    }
+}

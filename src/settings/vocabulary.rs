@@ -1,0 +1,302 @@
+//! Settings of partition and k-means, and where k-means runs ([`Engine`]).
+
+use std::path::{Path, PathBuf};
+
+use vocab_pipeline::kmeans::{Assignment, Init, Params};
+use vocab_pipeline::store::Format;
+
+use super::invalid::{Invalid, at_least, format_for, output};
+use crate::options::{
+    AssignArg, BroadcastAlgorithm, ElementArg, EngineArg, InitMethod, KernelArg, OrderArg,
+};
+
+/// Settings of the partition stage.
+#[derive(Debug, Clone)]
+pub struct PartitionSettings {
+    /// Feature file to split.
+    pub features: PathBuf,
+    /// Folder of the partitions.
+    pub out: PathBuf,
+    /// Number of partitions.
+    pub parts: usize,
+    /// Value storage.
+    pub element: ElementArg,
+}
+
+impl PartitionSettings {
+    /// Checks the settings (`parts = None`: 4 per core).
+    pub fn new(
+        features: &Path,
+        out: &Path,
+        parts: Option<usize>,
+        element: ElementArg,
+    ) -> Result<Self, Invalid> {
+        let parts = parts.unwrap_or_else(|| 4 * rayon::current_num_threads());
+        at_least("parts", parts, 1, "")?;
+        Ok(Self {
+            features: features.to_path_buf(),
+            out: out.to_path_buf(),
+            parts,
+            element,
+        })
+    }
+}
+
+/// Settings of a k-means run.
+#[derive(Debug, Clone)]
+pub struct KmeansSettings {
+    /// A feature file or a partition folder.
+    pub features: PathBuf,
+    /// Vocabulary file.
+    pub out: PathBuf,
+    /// Vocabulary format.
+    pub format: Format,
+    /// Number of centroids.
+    pub k: usize,
+    /// Iterations at most.
+    pub iterations: u64,
+    /// Relative inertia change that stops the run.
+    pub tol: f64,
+    /// Seed.
+    pub seed: u64,
+    /// Initialisation.
+    pub init: InitMethod,
+    /// Initial centroids instead of `init`.
+    pub init_centroids: Option<PathBuf>,
+    /// How vectors are assigned (`--prune`, `--kernel`).
+    pub assignment: Assignment,
+    /// Continue from the checkpoint beside `out`.
+    pub resume: bool,
+    /// Where it runs.
+    pub engine: Engine,
+    /// Broadcast algorithm of a distributed run.
+    pub broadcast: BroadcastAlgorithm,
+    /// Stage-1 (local) aggregation of a distributed run.
+    pub local_aggregation: bool,
+    /// Chain order of a distributed run.
+    pub order: OrderArg,
+    /// Chunk size of the pipelined collectives under MPI.
+    pub chunk_size: usize,
+    /// Fault injection: exit after checkpointing this iteration.
+    pub exit_after_iteration: Option<u64>,
+    /// The partitions lie at the nodes (born there, `[partition] at = "nodes"`): `features`
+    /// names their folder as the nodes see it (`{node}`, `{rank}` expanded by each), this the
+    /// folder here with their manifest; shares are dealt where the partitions are and the first
+    /// centroids read from the nodes.
+    pub placed: Option<PathBuf>,
+}
+
+/// Where k-means runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Engine {
+    /// In this process.
+    Local,
+    /// On TCP workers: those of a cluster file, or N loopback workers started for the run.
+    Tcp {
+        /// The cluster file (`None`: loopback workers).
+        cluster: Option<PathBuf>,
+        /// Loopback workers to start when there is no cluster file.
+        local_nodes: usize,
+    },
+    /// On the ranks of the MPI job this process is rank 0 of (its rack map read when the job
+    /// started).
+    Mpi,
+}
+
+impl Engine {
+    /// Distributed: the vectors are mapped by other processes.
+    pub fn distributed(&self) -> bool {
+        !matches!(self, Self::Local)
+    }
+
+    /// Loopback workers this engine starts (at least 1 without a cluster file; 0 otherwise).
+    pub fn local_nodes(&self) -> usize {
+        match self {
+            Self::Tcp {
+                cluster: None,
+                local_nodes,
+            } => (*local_nodes).max(1),
+            _ => 0,
+        }
+    }
+}
+
+/// The rules of a k-means run of `k` words that settings can break before anything runs, by
+/// [`Params::check`] (`init`: the method, when the first centroids are not given).
+pub fn kmeans_rules(
+    k: usize,
+    (iterations, tol): (u64, f64),
+    init: Option<InitMethod>,
+    assignment: Assignment,
+) -> Result<(), Invalid> {
+    let params = Params {
+        k,
+        max_iter: iterations,
+        tol,
+        seed: 0,
+        init: match init {
+            Some(InitMethod::PlusPlus) => Init::PlusPlus { sample: None },
+            // Given centroids are checked when they are read.
+            Some(InitMethod::Random) | None => Init::Random,
+        },
+        threads: 0,
+        assignment,
+    };
+    Ok(params.check()?)
+}
+
+/// The assignment of `--assign` / `--lists` / `--probes` with `--prune` / `--kernel` (and the
+/// same config keys): the approximate search has its own kernel and no pruning.
+pub fn assignment_of(
+    prune: bool,
+    kernel: KernelArg,
+    assign: AssignArg,
+    lists: Option<u32>,
+    probes: u32,
+) -> Result<Assignment, Invalid> {
+    match assign {
+        AssignArg::Exact => {
+            if let Some(l) = lists {
+                return Err(Invalid::new(
+                    "lists",
+                    l,
+                    "sets up the approximate search: add assign approx",
+                ));
+            }
+            Ok(Assignment::new(prune, kernel.into()))
+        }
+        AssignArg::Approx => {
+            if prune {
+                return Err(Invalid::new(
+                    "prune",
+                    true,
+                    "bounds the exact search; the approximate one searches its probed lists \
+                     (drop one of them)",
+                ));
+            }
+            if kernel != KernelArg::F32 {
+                return Err(Invalid::new(
+                    "kernel",
+                    "int8",
+                    "is a kernel of the exact search; the approximate one uses f32",
+                ));
+            }
+            at_least("probes", probes as usize, 1, " list")?;
+            if let Some(l) = lists {
+                at_least("lists", l as usize, 1, " list")?;
+            }
+            Ok(Assignment::Approx {
+                lists: lists.unwrap_or(0),
+                probes,
+            })
+        }
+    }
+}
+
+/// The engine of `--engine`, `--cluster` and `--local-nodes`.
+pub fn engine_of(
+    engine: Option<EngineArg>,
+    cluster: Option<&Path>,
+    local_nodes: Option<usize>,
+) -> Result<Engine, Invalid> {
+    Ok(match (engine, cluster, local_nodes) {
+        (Some(EngineArg::Mpi), None, None) => Engine::Mpi,
+        (Some(EngineArg::Mpi), _, _) => {
+            return Err(Invalid::new(
+                "engine",
+                "mpi",
+                "runs on the ranks of the MPI job; --cluster and --local-nodes are for \
+                 --engine tcp",
+            ));
+        }
+        (_, Some(cluster), _) => Engine::Tcp {
+            cluster: Some(cluster.to_path_buf()),
+            local_nodes: 0,
+        },
+        (_, None, Some(n)) => {
+            at_least("local_nodes", n, 1, " worker")?;
+            Engine::Tcp {
+                cluster: None,
+                local_nodes: n,
+            }
+        }
+        (Some(EngineArg::Tcp), None, None) => Engine::Tcp {
+            cluster: None,
+            local_nodes: 1,
+        },
+        (None, None, None) => Engine::Local,
+    })
+}
+
+impl KmeansSettings {
+    /// From `vocab kmeans`.
+    pub fn from_args(args: &crate::cli::KmeansArgs) -> Result<Self, Invalid> {
+        output("out", &args.out)?;
+        let engine = engine_of(args.engine, args.cluster.as_deref(), args.local_nodes)?;
+        if args.racks.is_some() && engine != Engine::Mpi {
+            return Err(Invalid::new(
+                "racks",
+                args.racks.as_deref().unwrap_or(Path::new("")).display(),
+                "a rack map for --engine mpi (a cluster file names its racks)",
+            ));
+        }
+        let chunk_size = usize::try_from(args.chunk_size)
+            .ok()
+            .filter(|&c| c >= 8)
+            .ok_or_else(|| Invalid::new("chunk_size", args.chunk_size, "at least 8 bytes"))?;
+        Self {
+            features: args.features.clone(),
+            out: args.out.clone(),
+            format: args
+                .format
+                .map_or_else(|| format_for(&args.out), Format::from),
+            k: args.k,
+            iterations: args.iterations,
+            tol: args.tol,
+            seed: args.seed,
+            init: args.init,
+            init_centroids: args.init_centroids.clone(),
+            assignment: assignment_of(
+                args.prune,
+                args.kernel,
+                args.assign,
+                args.lists,
+                args.probes,
+            )?,
+            resume: args.resume,
+            engine,
+            broadcast: args.broadcast,
+            local_aggregation: !args.no_local_aggregation,
+            order: args.order,
+            chunk_size,
+            exit_after_iteration: args.exit_after_iteration,
+            placed: None,
+        }
+        .checked()
+    }
+
+    /// Checks the rules across settings.
+    pub fn checked(self) -> Result<Self, Invalid> {
+        let distributed = self.engine.distributed();
+        let init = self.init_centroids.is_none().then_some(self.init);
+        kmeans_rules(self.k, (self.iterations, self.tol), init, self.assignment)?;
+        if !distributed && self.order == OrderArg::Auto {
+            return Err(Invalid::new(
+                "order",
+                "auto",
+                "orders the chain of a distributed run; add --local-nodes, --cluster or \
+                 --engine mpi",
+            ));
+        }
+        // Partitions at the nodes: the folder there need not exist here (its manifest does).
+        let here = self.placed.as_deref().unwrap_or(&self.features);
+        if distributed && !here.is_dir() {
+            return Err(Invalid::new(
+                "features",
+                self.features.display(),
+                "a distributed run needs a partition folder (make one with vocab partition)",
+            ));
+        }
+        Ok(self)
+    }
+}
