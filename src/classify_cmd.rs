@@ -332,7 +332,7 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
             args.model.display()
         )
     })?;
-    let vocabulary = crate::stages::read_word_vocabulary(Path::new(&enc.vocabulary))
+    let vocabulary = crate::photo_cmd::read_word_vocabulary(Path::new(&enc.vocabulary))
         .with_context(|| format!("the model's vocabulary {}", enc.vocabulary))?;
     let collection = Collection::open(&args.input, None)?;
     let params = enc.params().with_context(|| {

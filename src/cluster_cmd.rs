@@ -189,17 +189,17 @@ pub type Loopback = (LocalCluster, tempfile::TempDir);
 /// The cluster file of a TCP engine: `--cluster`'s, or that of loopback workers started now
 /// (`--local-nodes`, `[kmeans] nodes`; their logs in `logs`), returned with them.
 pub fn workers_of(
-    engine: &crate::settings::Engine,
+    engine: &crate::settings::Backend,
     logs: &Path,
 ) -> anyhow::Result<(std::path::PathBuf, Option<Loopback>)> {
-    use crate::settings::Engine;
+    use crate::settings::Backend;
     match engine {
-        Engine::Tcp {
+        Backend::Tcp {
             cluster: Some(path),
             ..
         } => Ok((path.clone(), None)),
-        Engine::Local | Engine::Mpi => anyhow::bail!("the TCP engine runs on TCP workers"),
-        Engine::Tcp { .. } => {
+        Backend::Local | Backend::Mpi => anyhow::bail!("the TCP engine runs on TCP workers"),
+        Backend::Tcp { .. } => {
             let n = engine.local_nodes();
             let tmp = tempfile::tempdir().context("cannot create a folder for local workers")?;
             let threads = (rayon::current_num_threads() / n).max(1);

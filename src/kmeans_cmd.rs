@@ -21,7 +21,7 @@ use crate::cli::SynthArgs;
 use crate::options::InitMethod;
 use crate::progress::Ui;
 use crate::ranks::Mpi;
-use crate::settings::{Engine, KmeansSettings, PartitionSettings, format_for};
+use crate::settings::{Backend, KmeansSettings, PartitionSettings, format_for};
 use crate::teams::{self, At, RECALL_SAMPLE};
 
 /// `vocab datasets synth`.
@@ -171,7 +171,7 @@ pub fn run(
     let format = args.format;
     let distributed = args.engine.distributed();
     ensure!(
-        (args.engine == Engine::Mpi) == mpi.is_some(),
+        (args.engine == Backend::Mpi) == mpi.is_some(),
         "--engine mpi: this process is not rank 0 of an MPI job"
     );
     // Shared by the iteration callback and the engines' own lines.
@@ -433,10 +433,10 @@ fn params_of(args: &KmeansSettings) -> anyhow::Result<(Params, String)> {
 /// arrays would not fit in its memory.
 fn check_memory(args: &KmeansSettings, n: u64, dims: u64) -> anyhow::Result<()> {
     let nodes = match &args.engine {
-        Engine::Local => 1,
-        Engine::Tcp { cluster: None, .. } => args.engine.local_nodes().max(1) as u64,
+        Backend::Local => 1,
+        Backend::Tcp { cluster: None, .. } => args.engine.local_nodes().max(1) as u64,
         // Other machines: their memory is not known here.
-        Engine::Tcp { .. } | Engine::Mpi => return Ok(()),
+        Backend::Tcp { .. } | Backend::Mpi => return Ok(()),
     };
     let threads = rayon::current_num_threads() as u64;
     let plan = kmeans::Memory::estimate(

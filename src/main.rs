@@ -1,6 +1,6 @@
 //! The `vocab` binary: command line, progress reporting and the config-driven orchestrator.
 
-mod bench;
+mod bench_cmd;
 mod classify_cmd;
 mod cli;
 mod cluster_cmd;
@@ -10,13 +10,13 @@ mod figures;
 mod kmeans_cmd;
 mod memory;
 mod options;
+mod photo_cmd;
 mod plan;
 mod progress;
 mod ranks;
 mod run;
 mod settings;
 mod sharded;
-mod stages;
 mod teams;
 
 use std::io::stdout;
@@ -86,9 +86,9 @@ fn dispatch(
                 engine: &engine,
                 mpi,
             };
-            stages::features(&settings, &ui, on, &mut stdout()).map(|_| ())
+            photo_cmd::features(&settings, &ui, on, &mut stdout()).map(|_| ())
         }
-        Command::Convert(args) => stages::convert(&args),
+        Command::Convert(args) => photo_cmd::convert(&args),
         Command::Encode(args) => {
             let settings = EncodeSettings::new(
                 &args.vocabulary,
@@ -103,7 +103,7 @@ fn dispatch(
                 engine: &engine,
                 mpi,
             };
-            stages::encode(&settings, &ui, on, &mut stdout()).map(|_| ())
+            photo_cmd::encode(&settings, &ui, on, &mut stdout()).map(|_| ())
         }
         Command::Train(args) => {
             let settings = TrainSettings::from_args(&args).or_flag()?;
@@ -117,7 +117,7 @@ fn dispatch(
         }
         Command::Datasets(DatasetsCommand::Photos(args)) => {
             let settings = PhotoSetSettings::new(&args.out, args.per_kind, args.seed).or_flag()?;
-            stages::photos(&settings, &mut stdout())
+            photo_cmd::photos(&settings, &mut stdout())
         }
         Command::Datasets(DatasetsCommand::Synth(args)) => kmeans_cmd::synth(&args),
         Command::Partition(args) => {
@@ -133,8 +133,8 @@ fn dispatch(
         Command::Run(args) => run::run(&args, &ui, mpi),
         Command::Config(ConfigCommand::Check(args)) => run::check::check(&args.config),
         Command::Config(ConfigCommand::Show(args)) => run::check::show(&args.config),
-        Command::Bench(BenchCommand::Hog(args)) => bench::hog(&args),
-        Command::Bench(BenchCommand::Partials(args)) => bench::partials(&args),
+        Command::Bench(BenchCommand::Hog(args)) => bench_cmd::hog(&args),
+        Command::Bench(BenchCommand::Partials(args)) => bench_cmd::partials(&args),
         // `run` hands it to ranks::main, which runs it on every rank.
         Command::Bench(BenchCommand::Collectives(_)) => {
             anyhow::bail!("bench collectives runs only as an MPI job")

@@ -11,7 +11,7 @@ use crate::cli::RunArgs;
 use crate::config::Config;
 use crate::memory::{breakdown, human, memory_here};
 use crate::options::ElementArg;
-use crate::settings::Engine;
+use crate::settings::Backend;
 
 /// HOG values per vector.
 const DIMS: u64 = 512;
@@ -27,15 +27,15 @@ struct Nodes {
     name: String,
 }
 
-fn nodes_of(engine: &Engine) -> anyhow::Result<Nodes> {
+fn nodes_of(engine: &Backend) -> anyhow::Result<Nodes> {
     Ok(match engine {
-        Engine::Local => Nodes {
+        Backend::Local => Nodes {
             nodes: 1,
             racks: 1,
             here: true,
             name: "one process".into(),
         },
-        Engine::Tcp {
+        Backend::Tcp {
             cluster: Some(path),
             ..
         } => {
@@ -51,13 +51,13 @@ fn nodes_of(engine: &Engine) -> anyhow::Result<Nodes> {
                 name: format!("cluster {}", path.display()),
             }
         }
-        Engine::Tcp { local_nodes, .. } => Nodes {
+        Backend::Tcp { local_nodes, .. } => Nodes {
             nodes: *local_nodes as u64,
             racks: 1,
             here: true,
             name: format!("{local_nodes} loopback workers"),
         },
-        Engine::Mpi => Nodes {
+        Backend::Mpi => Nodes {
             nodes: 1,
             racks: 1,
             here: false,
@@ -84,7 +84,7 @@ pub fn kmeans_memory(config: &Config, n: u64, k: u64, nodes: u64, tasks: u64) ->
 /// Refuses a config whose vocabularies cannot be built from `training` photos: a `k` larger
 /// than the sample, or a k-means that needs more memory than this machine has (when it runs
 /// here).
-pub fn check_sizes(config: &Config, engine: &Engine, training: u64) -> anyhow::Result<()> {
+pub fn check_sizes(config: &Config, engine: &Backend, training: u64) -> anyhow::Result<()> {
     let per_image = config.features.per_image as u64;
     let n = training * per_image;
     let largest = config.kmeans.k.iter().copied().max().unwrap_or(0) as u64;
@@ -121,7 +121,7 @@ pub fn check_sizes(config: &Config, engine: &Engine, training: u64) -> anyhow::R
 pub fn print(
     config: &Config,
     args: &RunArgs,
-    engine: &Engine,
+    engine: &Backend,
     photos: u64,
     training: u64,
 ) -> anyhow::Result<()> {

@@ -61,7 +61,7 @@ pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
     let rank = transport.rank();
     if let Command::Bench(crate::cli::BenchCommand::Collectives(args)) = &command {
         // Every rank runs the benchmark's collectives itself.
-        return crate::bench::collectives(&transport, args);
+        return crate::bench_cmd::collectives(&transport, args);
     }
     if rank != 0 {
         let faults = match &command {

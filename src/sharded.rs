@@ -16,25 +16,25 @@ use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::kmeans::Centroids;
 
 use crate::ranks::Mpi;
-use crate::settings::Engine;
+use crate::settings::Backend;
 
 /// Where a photo stage runs: here, or on the nodes of a distributed engine.
 #[derive(Clone, Copy)]
 pub struct On<'a> {
     /// The engine (`Local`: this process).
-    pub engine: &'a Engine,
+    pub engine: &'a Backend,
     /// The MPI job, under `--engine mpi`.
     pub mpi: Option<&'a Mpi<'a>>,
 }
 
 /// The engine of a photo command's `--cluster`, `--local-nodes` and `--engine` (`mpi`: rank 0's
 /// handle under MPI).
-pub fn engine(args: &crate::cli::NodesArgs, mpi: Option<&Mpi<'_>>) -> anyhow::Result<Engine> {
+pub fn engine(args: &crate::cli::NodesArgs, mpi: Option<&Mpi<'_>>) -> anyhow::Result<Backend> {
     use crate::settings::OrFlag;
     let engine = crate::settings::engine_of(args.engine, args.cluster.as_deref(), args.local_nodes)
         .or_flag()?;
     anyhow::ensure!(
-        (engine == Engine::Mpi) == mpi.is_some(),
+        (engine == Backend::Mpi) == mpi.is_some(),
         "--engine mpi: this process is not rank 0 of an MPI job"
     );
     Ok(engine)

@@ -409,11 +409,11 @@ fn links_file(args: &KmeansSettings) -> Option<PathBuf> {
         return None;
     }
     match &args.engine {
-        crate::settings::Engine::Tcp {
+        crate::settings::Backend::Tcp {
             cluster: Some(cluster),
             ..
         } => Some(crate::cluster_cmd::links_path(cluster)),
-        crate::settings::Engine::Mpi => Some(crate::cluster_cmd::links_path(&args.out)),
+        crate::settings::Backend::Mpi => Some(crate::cluster_cmd::links_path(&args.out)),
         _ => None,
     }
 }

@@ -2,19 +2,19 @@
 //! groups here; each group's arguments in a file of their own (`photos`, `vocabulary`,
 //! `models`, `runs`, `daemons`).
 
-mod daemons;
-mod models;
-mod photos;
-mod runs;
-mod vocabulary;
+mod daemon_args;
+mod model_args;
+mod photo_args;
+mod run_args;
+mod vocabulary_args;
 
 use clap::{Parser, Subcommand};
 
-pub use self::daemons::*;
-pub use self::models::*;
-pub use self::photos::*;
-pub use self::runs::*;
-pub use self::vocabulary::*;
+pub use self::daemon_args::*;
+pub use self::model_args::*;
+pub use self::photo_args::*;
+pub use self::run_args::*;
+pub use self::vocabulary_args::*;
 
 /// Visual vocabularies from photo collections, at cluster scale.
 #[derive(Debug, Parser)]

@@ -130,7 +130,7 @@ impl Stage for Generate {
 
     fn run(&self, tmp: &Path, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
         let settings = PhotoSetSettings::new(&tmp.join("photos"), self.0.per_kind, self.0.seed)?;
-        crate::stages::photos(&settings, out)
+        crate::photo_cmd::photos(&settings, out)
     }
 
     fn cached(&self, _dir: &Path) -> anyhow::Result<()> {

@@ -27,7 +27,7 @@ use crate::cli::RunArgs;
 use crate::config::{self, Config};
 use crate::options::EngineArg;
 use crate::progress::Ui;
-use crate::settings::Engine;
+use crate::settings::Backend;
 
 /// `vocab run`.
 pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyhow::Result<()> {
@@ -159,7 +159,7 @@ struct Chain<'a> {
     labels: &'a str,
     /// The attribute the split is stratified by.
     split_by: &'a str,
-    engine: &'a Engine,
+    engine: &'a Backend,
     /// Where the photo stages run.
     on: crate::sharded::On<'a>,
     mpi: Option<&'a crate::ranks::Mpi<'a>>,
@@ -379,7 +379,7 @@ fn engine(
     cluster: Option<&Path>,
     engine: Option<EngineArg>,
     on_mpi: bool,
-) -> anyhow::Result<Engine> {
+) -> anyhow::Result<Backend> {
     let km = &config.kmeans;
     let cluster = cluster
         .map(Path::to_path_buf)
@@ -389,23 +389,23 @@ fn engine(
             "--engine mpi runs k-means on the MPI ranks; --cluster (or [kmeans] cluster) names \
              TCP workers"
         ),
-        (Some(EngineArg::Mpi), None) => Engine::Mpi,
-        (_, Some(cluster)) => Engine::Tcp {
+        (Some(EngineArg::Mpi), None) => Backend::Mpi,
+        (_, Some(cluster)) => Backend::Tcp {
             cluster: Some(cluster),
             local_nodes: 0,
         },
-        (_, None) if km.nodes > 0 => Engine::Tcp {
+        (_, None) if km.nodes > 0 => Backend::Tcp {
             cluster: None,
             local_nodes: km.nodes,
         },
-        (Some(EngineArg::Tcp), None) => Engine::Tcp {
+        (Some(EngineArg::Tcp), None) => Backend::Tcp {
             cluster: None,
             local_nodes: 1,
         },
-        (None, None) => Engine::Local,
+        (None, None) => Backend::Local,
     };
     ensure!(
-        (engine == Engine::Mpi) == on_mpi,
+        (engine == Backend::Mpi) == on_mpi,
         "--engine mpi: this process is not rank 0 of an MPI job"
     );
     Ok(engine)

@@ -17,7 +17,7 @@ use crate::options::{FileFormat, KernelArg, KernelMapArg};
 use crate::progress::Ui;
 use crate::ranks::Mpi;
 use crate::settings::{
-    EncodeSettings, Engine, EvaluateSettings, FeatureSettings, KmeansSettings, PartitionSettings,
+    Backend, EncodeSettings, EvaluateSettings, FeatureSettings, KmeansSettings, PartitionSettings,
     Split, TrainSettings,
 };
 use crate::sharded::On;
@@ -176,7 +176,7 @@ impl Stage for Features<'_> {
             element: self.config.partition.element.into(),
         });
         let (summary, placed) =
-            crate::stages::features_into(&settings, born.as_ref(), self.ui, self.on, out)?;
+            crate::photo_cmd::features_into(&settings, born.as_ref(), self.ui, self.on, out)?;
         // The driver's copy of the partitions' manifest (the nodes hold theirs beside them),
         // and how each partition is made again from its photos if no node holds it any more.
         if let Some(placed) = placed {
@@ -292,7 +292,7 @@ pub struct Kmeans<'a> {
     /// Vocabulary size.
     pub k: usize,
     /// Where it runs.
-    pub engine: &'a Engine,
+    pub engine: &'a Backend,
     /// Fault injection (`--exit-after-iteration`).
     pub exit_after_iteration: Option<u64>,
     /// The partitions lie at the nodes (`parts` as they see it): the folder here with their
@@ -433,7 +433,7 @@ impl Stage for Encode<'_> {
             &tmp.join("histograms.bin"),
             &self.config.encode,
         )?;
-        crate::stages::encode(&settings, self.ui, self.on, out).map(|_| ())
+        crate::photo_cmd::encode(&settings, self.ui, self.on, out).map(|_| ())
     }
 
     fn cached(&self, _dir: &Path) -> anyhow::Result<()> {

@@ -6,15 +6,15 @@
 //! command line shows it as a flag (`--pyramid 9: ...`), a config as its section, key and line
 //! (`[encode] pyramid = 9, line 4: ...`).
 
-mod invalid;
-mod models;
-mod photos;
-mod vocabulary;
+mod model_settings;
+mod photo_settings;
+mod rules;
+mod vocabulary_settings;
 
-pub use self::invalid::*;
-pub use self::models::*;
-pub use self::photos::*;
-pub use self::vocabulary::*;
+pub use self::model_settings::*;
+pub use self::photo_settings::*;
+pub use self::rules::*;
+pub use self::vocabulary_settings::*;
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::daemons::parse_size;
+use super::daemon_args::parse_size;
 
 use crate::options::{
     AssignArg, BroadcastAlgorithm, DEFAULT_PROBES, ElementArg, EngineArg, FileFormat, InitMethod,

@@ -9,8 +9,8 @@ use vocab_pipeline::kmeans::{Assignment, approx};
 use vocab_pipeline::patch::Sampling;
 use vocab_pipeline::store::Format;
 
-use super::invalid::{Invalid, at_least, format_for, output};
-use super::vocabulary::assignment_of;
+use super::rules::{Invalid, at_least, format_for, output};
+use super::vocabulary_settings::assignment_of;
 use crate::options::{AssignArg, DEFAULT_MAX_MPIX, EncodeOptions, Mode, NormArg, is_default_mpix};
 
 /// The parameters of a photo stage's description, checked ([`FeatureParams::check`]): where

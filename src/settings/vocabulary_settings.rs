@@ -1,11 +1,11 @@
-//! Settings of partition and k-means, and where k-means runs ([`Engine`]).
+//! Settings of partition and k-means, and where k-means runs ([`Backend`]).
 
 use std::path::{Path, PathBuf};
 
 use vocab_pipeline::kmeans::{Assignment, Init, Params};
 use vocab_pipeline::store::Format;
 
-use super::invalid::{Invalid, at_least, format_for, output};
+use super::rules::{Invalid, at_least, format_for, output};
 use crate::options::{
     AssignArg, BroadcastAlgorithm, ElementArg, EngineArg, InitMethod, KernelArg, OrderArg,
 };
@@ -68,7 +68,7 @@ pub struct KmeansSettings {
     /// Continue from the checkpoint beside `out`.
     pub resume: bool,
     /// Where it runs.
-    pub engine: Engine,
+    pub engine: Backend,
     /// Broadcast algorithm of a distributed run.
     pub broadcast: BroadcastAlgorithm,
     /// Stage-1 (local) aggregation of a distributed run.
@@ -86,9 +86,9 @@ pub struct KmeansSettings {
     pub placed: Option<PathBuf>,
 }
 
-/// Where k-means runs.
+/// Where the distributed stages run (`--engine`, `--cluster`, `--local-nodes`, `[kmeans] nodes`): this process, TCP workers, MPI ranks.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Engine {
+pub enum Backend {
     /// In this process.
     Local,
     /// On TCP workers: those of a cluster file, or N loopback workers started for the run.
@@ -103,7 +103,7 @@ pub enum Engine {
     Mpi,
 }
 
-impl Engine {
+impl Backend {
     /// Distributed: the vectors are mapped by other processes.
     pub fn distributed(&self) -> bool {
         !matches!(self, Self::Local)
@@ -198,9 +198,9 @@ pub fn engine_of(
     engine: Option<EngineArg>,
     cluster: Option<&Path>,
     local_nodes: Option<usize>,
-) -> Result<Engine, Invalid> {
+) -> Result<Backend, Invalid> {
     Ok(match (engine, cluster, local_nodes) {
-        (Some(EngineArg::Mpi), None, None) => Engine::Mpi,
+        (Some(EngineArg::Mpi), None, None) => Backend::Mpi,
         (Some(EngineArg::Mpi), _, _) => {
             return Err(Invalid::new(
                 "engine",
@@ -209,22 +209,22 @@ pub fn engine_of(
                  --engine tcp",
             ));
         }
-        (_, Some(cluster), _) => Engine::Tcp {
+        (_, Some(cluster), _) => Backend::Tcp {
             cluster: Some(cluster.to_path_buf()),
             local_nodes: 0,
         },
         (_, None, Some(n)) => {
             at_least("local_nodes", n, 1, " worker")?;
-            Engine::Tcp {
+            Backend::Tcp {
                 cluster: None,
                 local_nodes: n,
             }
         }
-        (Some(EngineArg::Tcp), None, None) => Engine::Tcp {
+        (Some(EngineArg::Tcp), None, None) => Backend::Tcp {
             cluster: None,
             local_nodes: 1,
         },
-        (None, None, None) => Engine::Local,
+        (None, None, None) => Backend::Local,
     })
 }
 
@@ -233,7 +233,7 @@ impl KmeansSettings {
     pub fn from_args(args: &crate::cli::KmeansArgs) -> Result<Self, Invalid> {
         output("out", &args.out)?;
         let engine = engine_of(args.engine, args.cluster.as_deref(), args.local_nodes)?;
-        if args.racks.is_some() && engine != Engine::Mpi {
+        if args.racks.is_some() && engine != Backend::Mpi {
             return Err(Invalid::new(
                 "racks",
                 args.racks.as_deref().unwrap_or(Path::new("")).display(),

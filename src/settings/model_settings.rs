@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::invalid::{Invalid, at_least, output};
+use super::rules::{Invalid, at_least, output};
 use crate::options::{KernelMapArg, SolverArg};
 
 /// Frequencies of a kernel map at most.
