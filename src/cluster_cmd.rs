@@ -3,45 +3,21 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
-use rand::RngCore;
 use vocab_cluster::collective::Algorithm;
-use vocab_cluster::net::auth::Secret;
 use vocab_cluster::net::config::Cluster;
-use vocab_cluster::net::peer::{PingError, ping};
 use vocab_cluster::worker::Worker;
 
 use crate::cli::{
     BenchBroadcastArgs, BenchGatherArgs, BenchTeamArgs, CalibrateArgs, LocalArgs, StatusArgs,
     WorkerArgs,
 };
+use crate::daemons::{LocalCluster, load, ping_all, runtime};
 use crate::faults::ExitAt;
 use crate::options::BroadcastAlgorithm;
 
-use vocab_cluster::engine::crew::DRIVER;
 use vocab_cluster::jobs::bench::{BroadcastReport, Broadcaster};
-
-pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-}
-
-/// Loads a cluster file and its secret.
-pub fn load(path: &Path) -> anyhow::Result<(Cluster, Secret)> {
-    let cluster = Cluster::load(path)?;
-    let secret_path = cluster.settings.secret_file.clone().with_context(|| {
-        format!(
-            "cluster file {} sets no settings.secret_file",
-            path.display()
-        )
-    })?;
-    let secret = Secret::load(&secret_path)?;
-    Ok((cluster, secret))
-}
 
 /// `vocab worker`.
 pub fn worker(args: &WorkerArgs) -> anyhow::Result<()> {
@@ -75,18 +51,6 @@ pub fn worker(args: &WorkerArgs) -> anyhow::Result<()> {
             }
         }
     })
-}
-
-/// Pings every node; returns `(name, Ok(rtt) | Err(reason))` in chain order.
-async fn ping_all(
-    cluster: &Cluster,
-    secret: &Secret,
-) -> Vec<(String, Result<Duration, PingError>)> {
-    let mut out = Vec::new();
-    for node in cluster.chain_nodes() {
-        out.push((node.name.clone(), ping(cluster, node, secret, DRIVER).await));
-    }
-    out
 }
 
 /// `vocab cluster calibrate`: forms a team of the driver and the workers, measures every link
@@ -179,171 +143,6 @@ impl From<BroadcastAlgorithm> for Algorithm {
             BroadcastAlgorithm::Simple => Self::Simple,
             BroadcastAlgorithm::Mst => Self::Mst,
             BroadcastAlgorithm::Multichain => Self::MultiChain,
-        }
-    }
-}
-
-/// Loopback workers and the folder of their cluster file, stopped (then removed) when dropped.
-pub type Loopback = (LocalCluster, tempfile::TempDir);
-
-/// The cluster file of a TCP engine: `--cluster`'s, or that of loopback workers started now
-/// (`--local-nodes`, `[kmeans] nodes`; their logs in `logs`), returned with them.
-pub fn workers_of(
-    engine: &crate::settings::Backend,
-    logs: &Path,
-) -> anyhow::Result<(std::path::PathBuf, Option<Loopback>)> {
-    use crate::settings::Backend;
-    match engine {
-        Backend::Tcp {
-            cluster: Some(path),
-            ..
-        } => Ok((path.clone(), None)),
-        Backend::Local | Backend::Mpi => anyhow::bail!("the TCP engine runs on TCP workers"),
-        Backend::Tcp { .. } => {
-            let n = engine.local_nodes();
-            let tmp = tempfile::tempdir().context("cannot create a folder for local workers")?;
-            let threads = (rayon::current_num_threads() / n).max(1);
-            let local = LocalCluster::start(tmp.path(), n, 1, threads, logs)?;
-            Ok((local.path.clone(), Some((local, tmp))))
-        }
-    }
-}
-
-/// Worker processes on loopback with their cluster file; the workers are killed when dropped.
-pub struct LocalCluster {
-    /// The cluster file.
-    pub path: std::path::PathBuf,
-    /// The folder of the workers' logs (`w0.log`, ...).
-    pub logs: std::path::PathBuf,
-    children: Vec<std::process::Child>,
-}
-
-impl LocalCluster {
-    /// Writes a cluster file and secret into `dir` and starts `nodes` workers (spread over
-    /// `racks`), each with `threads` map threads (0: the default), then waits until all answer.
-    /// Each worker's output goes to its own file in `logs` (`w0.log`, appended), so that it
-    /// never interleaves with the driver's.
-    pub fn start(
-        dir: &Path,
-        nodes: usize,
-        racks: usize,
-        threads: usize,
-        logs: &Path,
-    ) -> anyhow::Result<Self> {
-        ensure!(nodes > 0, "the local cluster needs at least 1 node");
-        ensure!(racks > 0, "the local cluster needs at least 1 rack");
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let mut secret = [0u8; 32];
-        rand::rng().fill_bytes(&mut secret);
-        let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
-        let secret_path = dir.join("secret");
-        write_private(&secret_path, (hex + "\n").as_bytes())
-            .with_context(|| format!("cannot write {}", secret_path.display()))?;
-        // Ports: ask the kernel for free ones (a small race with other programs, reported clearly).
-        let mut text = String::from("[settings]\nsecret_file = \"secret\"\n");
-        let mut ports = Vec::new();
-        for i in 0..nodes {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port();
-            ports.push(port);
-            let _ = write!(
-                text,
-                "\n[[nodes]]\nname = \"w{i}\"\naddress = \"127.0.0.1:{port}\"\nrack = \"r{}\"\n",
-                i % racks
-            );
-        }
-        let path = dir.join("cluster.toml");
-        vocab_pipeline::atomic::write(&path, text.as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        let exe = std::env::current_exe().context("cannot find the vocab executable")?;
-        std::fs::create_dir_all(logs)
-            .with_context(|| format!("cannot create {}", logs.display()))?;
-        let mut local = Self {
-            path,
-            logs: logs.to_path_buf(),
-            children: Vec::new(),
-        };
-        for (i, port) in ports.iter().enumerate() {
-            let mut command = std::process::Command::new(&exe);
-            command
-                .args([
-                    "worker",
-                    "--listen",
-                    &format!("127.0.0.1:{port}"),
-                    "--name",
-                    &format!("w{i}"),
-                    "--cluster",
-                ])
-                .arg(&local.path);
-            if threads > 0 {
-                command.env("RAYON_NUM_THREADS", threads.to_string());
-            }
-            let log_path = logs.join(format!("w{i}.log"));
-            let log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .with_context(|| format!("cannot open {}", log_path.display()))?;
-            let err_log = log
-                .try_clone()
-                .with_context(|| format!("cannot open {}", log_path.display()))?;
-            command
-                .stdin(std::process::Stdio::null())
-                .stdout(log)
-                .stderr(err_log);
-            #[cfg(target_os = "linux")]
-            {
-                use std::os::unix::process::CommandExt;
-                // SAFETY: prctl is async-signal-safe and touches only the child being started.
-                // With it the kernel kills the worker when this process dies, even by SIGKILL,
-                // so loopback workers never outlive the run that started them.
-                unsafe {
-                    command.pre_exec(|| {
-                        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                        Ok(())
-                    });
-                }
-            }
-            let child = command
-                .spawn()
-                .with_context(|| format!("cannot start worker w{i}"))?;
-            local.children.push(child);
-        }
-        let (cluster, secret) = load(&local.path)?;
-        let rt = runtime()?;
-        let started = Instant::now();
-        loop {
-            let results = rt.block_on(ping_all(&cluster, &secret));
-            if results.iter().all(|(_, r)| r.is_ok()) {
-                return Ok(local);
-            }
-            if started.elapsed() > Duration::from_secs(10) {
-                let down: Vec<String> = results
-                    .into_iter()
-                    .filter_map(|(name, r)| {
-                        r.err()
-                            .map(|e| format!("{name}: {}", vocab_pipeline::chain(&e)))
-                    })
-                    .collect();
-                bail!(
-                    "workers did not come up within 10 s: {}; their logs are in {}",
-                    down.join("; "),
-                    logs.display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for LocalCluster {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
         }
     }
 }
@@ -489,25 +288,4 @@ fn append_csv(path: Option<&Path>, rows: &str) -> anyhow::Result<()> {
     }
     file.write_all(rows.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// Writes a file only its owner may read (mode 0600 on Unix), as secrets must be.
-pub fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(path)?;
-    #[cfg(unix)]
-    {
-        // An existing file keeps its mode on open: narrow it too.
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    file.write_all(bytes)?;
-    file.sync_all()
 }

@@ -5,6 +5,7 @@ mod classify_cmd;
 mod cli;
 mod cluster_cmd;
 mod config;
+mod daemons;
 mod faults;
 mod figures;
 mod kmeans_cmd;

@@ -211,7 +211,7 @@ struct Team<'a> {
     whence: String,
     /// Loopback workers started for the stage, stopped when it ends (after the crew lets them
     /// go: fields drop in order).
-    _local: Option<crate::cluster_cmd::Loopback>,
+    _local: Option<crate::daemons::Loopback>,
 }
 
 /// Starts a photo job (`job` names it in errors) on the nodes of `on` (which must be
@@ -234,8 +234,8 @@ fn start<'a>(
         });
     }
     let logs = manifest_path(out, "workers");
-    let (path, local) = crate::cluster_cmd::workers_of(on.engine, &logs)?;
-    let (cluster, secret) = crate::cluster_cmd::load(&path)?;
+    let (path, local) = crate::daemons::workers_of(on.engine, &logs)?;
+    let (cluster, secret) = crate::daemons::load(&path)?;
     let crew = begin(Nodes::Workers(cluster, secret))
         .with_context(|| format!("starting {job} on the cluster of {}", path.display()))?;
     let what = if local.is_some() {

@@ -18,7 +18,7 @@ use vocab_pipeline::kmeans::engine::{Engine, StepReport, StepResult};
 use vocab_pipeline::kmeans::{self, Centroids, KMeansError, Params, State};
 use vocab_pipeline::partition::{Manifest, Matrix, PartitionSet};
 
-use crate::cluster_cmd::Loopback;
+use crate::daemons::Loopback;
 use crate::options::OrderArg;
 use crate::ranks::Mpi;
 use crate::settings::KmeansSettings;
@@ -189,7 +189,7 @@ pub fn start<'a>(
         return Ok(Box::new(Ranks { root, mpi }));
     }
     let logs = vocab_pipeline::features::manifest_path(&args.out, "workers");
-    let (cluster_path, local) = crate::cluster_cmd::workers_of(&args.engine, &logs)?;
+    let (cluster_path, local) = crate::daemons::workers_of(&args.engine, &logs)?;
     if local.is_some() {
         writeln!(
             out.borrow_mut(),
@@ -198,7 +198,7 @@ pub fn start<'a>(
             logs.display()
         )?;
     }
-    let (cluster, secret) = crate::cluster_cmd::load(&cluster_path)?;
+    let (cluster, secret) = crate::daemons::load(&cluster_path)?;
     let options = DriverOptions {
         dir,
         algorithm: Algorithm::from(args.broadcast),
