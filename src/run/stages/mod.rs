@@ -1,0 +1,11 @@
+//! The stages of `vocab run` behind [`Stage`]: each takes its settings from the config and its
+//! inputs from the stages before it, and calls the command that runs it alone.
+//! Files: `sample` (features, partition), `words` (kmeans, encode), `models` (svm).
+
+mod models;
+mod sample;
+mod words;
+
+pub use self::models::*;
+pub use self::sample::*;
+pub use self::words::*;

@@ -1,0 +1,115 @@
+//! A model per vocabulary and attribute: the svm step.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use serde_json::json;
+
+use crate::classify_cmd::Scores;
+use crate::config::Config;
+use crate::options::KernelMapArg;
+use crate::run::dataset::Dataset;
+use crate::run::step::{Stage, digest};
+use crate::settings::{EvaluateSettings, Split, TrainSettings};
+
+/// One attribute's SVM over one vocabulary's histograms, scored on the held-out photos.
+pub struct Svm<'a> {
+    /// The run's config.
+    pub config: &'a Config,
+    /// Photos and labels.
+    pub dataset: &'a Dataset,
+    /// Key of the encode step.
+    pub encode_key: &'a str,
+    /// Key of the features step (which holds the split).
+    pub features_key: &'a str,
+    /// Vocabulary size (the label).
+    pub k: usize,
+    /// The attribute.
+    pub attribute: &'a str,
+    /// The histograms.
+    pub histograms: &'a Path,
+    /// The split file.
+    pub split: &'a Path,
+}
+
+impl Stage for Svm<'_> {
+    type Output = Scores;
+
+    fn stage(&self) -> &'static str {
+        "svm"
+    }
+
+    fn label(&self) -> String {
+        format!("k{}-{}", self.k, self.attribute)
+    }
+
+    fn key(&self) -> String {
+        let c = &self.config.classify;
+        let mut key = vec![
+            json!(self.encode_key),
+            json!(self.features_key),
+            json!(self.attribute),
+            json!(c.cv),
+            json!(c.split_seed),
+            json!(c.solver),
+        ];
+        // Keys of runs without a kernel map stay what they were.
+        if c.kernel_map != KernelMapArg::None {
+            key.push(json!([c.kernel_map, c.map_order]));
+        }
+        digest(&json!(key))
+    }
+
+    fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<Scores> {
+        let c = &self.config.classify;
+        let model = tmp.join("model.json");
+        let settings = TrainSettings {
+            histograms: self.histograms.to_path_buf(),
+            labels: self.dataset.labels.clone(),
+            attribute: self.attribute.to_string(),
+            c: None,
+            cv: c.cv,
+            solver: c.solver,
+            split: Split::File(self.split.to_path_buf()),
+            split_seed: c.split_seed,
+            kernel_map: c.kernel_map,
+            map_order: c.map_order,
+            out: model.clone(),
+        };
+        crate::classify_cmd::train(&settings, out)?;
+        let scores = crate::classify_cmd::evaluate(
+            &EvaluateSettings {
+                model,
+                histograms: self.histograms.to_path_buf(),
+                labels: self.dataset.labels.clone(),
+                held_out: true,
+            },
+            &mut std::io::sink(),
+        )?;
+        writeln!(
+            out,
+            "  {}: accuracy {:.4}, balanced {:.4} on {} held-out photos",
+            self.attribute, scores.accuracy, scores.balanced_accuracy, scores.scored
+        )?;
+        Ok(scores)
+    }
+
+    fn cached(&self, dir: &Path) -> anyhow::Result<Scores> {
+        let path = dir.join("model.json.metrics.csv");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let get = |name: &str| -> anyhow::Result<f64> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name},")))
+                .and_then(|v| v.trim().parse().ok())
+                .with_context(|| format!("{} has no {name}", path.display()))
+        };
+        Ok(Scores {
+            accuracy: get("accuracy")?,
+            balanced_accuracy: get("balanced_accuracy")?,
+            // Steps made before `scored` was written have `held_out`, the same count.
+            scored: get("scored").or_else(|_| get("held_out"))? as usize,
+        })
+    }
+}

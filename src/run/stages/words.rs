@@ -1,0 +1,178 @@
+//! A vocabulary's steps: k-means over the partitions, then every photo encoded over it.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use serde_json::json;
+use vocab_pipeline::kmeans::Assignment;
+use vocab_pipeline::kmeans::files::RunMeta;
+
+use crate::config::Config;
+use crate::options::KernelArg;
+use crate::progress::Ui;
+use crate::ranks::Mpi;
+use crate::run::dataset::Dataset;
+use crate::run::step::{Stage, digest};
+use crate::settings::{Backend, EncodeSettings, KmeansSettings};
+use crate::sharded::On;
+
+/// One vocabulary.
+pub struct Kmeans<'a> {
+    /// The run's config.
+    pub config: &'a Config,
+    /// Key of the partition step.
+    pub partition_key: &'a str,
+    /// The partition folder.
+    pub parts: &'a Path,
+    /// Vocabulary size.
+    pub k: usize,
+    /// Where it runs.
+    pub engine: &'a Backend,
+    /// Fault injection (`--exit-after-iteration`).
+    pub exit_after_iteration: Option<u64>,
+    /// The partitions lie at the nodes (`parts` as they see it): the folder here with their
+    /// manifest.
+    pub placed: Option<&'a Path>,
+    /// Progress.
+    pub ui: &'a Ui,
+    /// The MPI job, under `--engine mpi`.
+    pub mpi: Option<&'a Mpi<'a>>,
+}
+
+impl Stage for Kmeans<'_> {
+    type Output = RunMeta;
+
+    fn stage(&self) -> &'static str {
+        "kmeans"
+    }
+
+    fn label(&self) -> String {
+        format!("k{}", self.k)
+    }
+
+    fn key(&self) -> String {
+        let km = &self.config.kmeans;
+        // Where k-means runs does not change its result (bit-identical), so it is not in the
+        // key. Pruning and the int8 kernel can break near-ties differently, so they are (only
+        // when on: old keys stay valid).
+        let mut parts = vec![
+            json!(self.partition_key),
+            json!(self.k),
+            json!(km.iterations),
+            json!(km.tol),
+            json!(km.seed),
+            json!(km.init),
+        ];
+        if km.prune {
+            parts.push(json!("prune"));
+        }
+        if km.kernel != KernelArg::F32 {
+            parts.push(json!(km.kernel));
+        }
+        if let Ok(Assignment::Approx { lists, probes }) = km.assignment() {
+            parts.push(json!(["approx", lists, probes]));
+        }
+        digest(&json!(parts))
+    }
+
+    fn resumes(&self) -> bool {
+        true
+    }
+
+    fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<RunMeta> {
+        let km = &self.config.kmeans;
+        let vocabulary = tmp.join("vocabulary.bin");
+        let resume = vocab_pipeline::kmeans::files::checkpoint_dir(&vocabulary)
+            .join("state.toml")
+            .is_file();
+        let settings = KmeansSettings {
+            features: self.parts.to_path_buf(),
+            out: vocabulary,
+            format: vocab_pipeline::store::Format::Bin,
+            k: self.k,
+            iterations: km.iterations,
+            tol: km.tol,
+            seed: km.seed,
+            init: km.init,
+            init_centroids: None,
+            assignment: km.assignment()?,
+            resume,
+            engine: self.engine.clone(),
+            broadcast: km.broadcast,
+            local_aggregation: km.local_aggregation,
+            order: km.order,
+            chunk_size: 1 << 20,
+            exit_after_iteration: self.exit_after_iteration,
+            placed: self.placed.map(Path::to_path_buf),
+        }
+        .checked()?;
+        crate::kmeans_cmd::run(&settings, self.ui, self.mpi, out)
+    }
+
+    fn cached(&self, dir: &Path) -> anyhow::Result<RunMeta> {
+        let path = dir.join("vocabulary.bin.meta.toml");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("invalid {}", path.display()))
+    }
+}
+
+/// Every photo encoded over one vocabulary.
+pub struct Encode<'a> {
+    /// The run's config.
+    pub config: &'a Config,
+    /// Photos and labels.
+    pub dataset: &'a Dataset,
+    /// Key of the vocabulary's step.
+    pub kmeans_key: &'a str,
+    /// Vocabulary size (the label).
+    pub k: usize,
+    /// The vocabulary file.
+    pub vocabulary: &'a Path,
+    /// Where the photos are encoded.
+    pub on: On<'a>,
+    /// Progress.
+    pub ui: &'a Ui,
+}
+
+impl Stage for Encode<'_> {
+    type Output = ();
+
+    fn stage(&self) -> &'static str {
+        "encode"
+    }
+
+    fn label(&self) -> String {
+        format!("k{}", self.k)
+    }
+
+    fn key(&self) -> String {
+        digest(&json!([
+            self.kmeans_key,
+            self.dataset.key,
+            self.config.encode,
+            vocab_pipeline::image_io::DECODING
+        ]))
+    }
+
+    /// Sharded over nodes, the stage resumes from the rounds it saved.
+    fn resumes(&self) -> bool {
+        true
+    }
+
+    fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+        let settings = EncodeSettings::new(
+            self.vocabulary,
+            &self.dataset.photos,
+            Some(&self.dataset.labels),
+            &tmp.join("histograms.bin"),
+            &self.config.encode,
+        )?;
+        crate::photo_cmd::encode(&settings, self.ui, self.on, out).map(|_| ())
+    }
+
+    fn cached(&self, _dir: &Path) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
