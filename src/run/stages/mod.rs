@@ -1,5 +1,6 @@
-//! The stages of `vocab run` behind [`Stage`]: each takes its settings from the config and its
+//! The stages of `vocab run` behind `Stage` (`super::step`): each takes its settings from the config and its
 //! inputs from the stages before it, and calls the command that runs it alone.
+//!
 //! Files: `sample` (features, partition), `words` (kmeans, encode), `models` (svm).
 
 mod models;
