@@ -3,7 +3,7 @@
 usage: int8_candidates.py DATA.bin VOCABULARY.bin [VOCABULARY.bin ...]
 
 For 3,000 random rows of DATA and every VOCABULARY (vocab's bin formats): rows quantised as
-pipeline/src/kmeans/quant.rs does (per-row offset and step, codes 0..127), centroids with a
+pipeline/src/kmeans/quant/ (rows.rs) does (per-row offset and step, codes 0..127), centroids with a
 per-centroid step (codes -127..127, and -63..63 for the paired kernel discussed in the README),
 the kernel's per-pair bound ||x|| ||c - c~|| + ||x - x~|| ||c~|| (without its float slack) and,
 for comparison, the first version's ||x||_1 max|c - c~| + max|x - x~| ||c~||_1, and the
