@@ -8,7 +8,11 @@
 #   - the quickstart's outputs' checksums (vocabularies, histograms, models, accuracies);
 #   - `vocab run configs/scene15.toml` per-stage seconds.
 # Writes kmeans.csv, quickstart.csv, scene15.csv, machine.txt and results.md beside this script.
-# usage: eval/frame/run.sh [REV]   (WORK=/tmp/frame-work by default; PHOTOS the photo folder)
+# Model files record their vocabulary's and split's paths, step keys included; the keys of runs
+# on nodes changed with the frame (issue 35: keys no longer say where a step ran), so models are
+# compared with the keys in those paths left out.
+# usage: eval/frame/run.sh [REV]   (WORK=/tmp/frame-work by default; PHOTOS the photo folder;
+# ONLY=kmeans|quickstart|scene15 runs one part, keeping the others' CSVs)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -34,7 +38,10 @@ if [ ! -f "$work/parts/manifest.toml" ]; then
   "${bin[after]}" partition --features "$work/hog.bin" --parts 8 --out "$work/parts"
 fi
 
+part() { [ -z "${ONLY:-}" ] || [ "$ONLY" = "$1" ]; }
+
 # k-means on three backends.
+part kmeans && {
 echo "backend,version,iterations,seconds_per_iteration,final_inertia,vocabulary_sha256" >"$here/kmeans.csv"
 for backend in local tcp2 mpi2; do
   for v in before after; do
@@ -52,8 +59,10 @@ for backend in local tcp2 mpi2; do
       "$dir/vocab.bin.iterations.csv" >>"$here/kmeans.csv"
   done
 done
+}
 
 # The quickstart, in the same folder for both (models record their vocabulary's path).
+part quickstart && {
 echo "file,version,sha256" >"$here/quickstart.csv"
 for v in before after; do
   rm -rf "$work/qs"
@@ -62,11 +71,17 @@ for v in before after; do
       -o -name 'model.json.metrics.csv' -o -name accuracy.csv | sort |
     while read -r f; do
       # Step folders by stage and label (their keys changed with the frame).
-      echo "$(echo "$f" | sed -E 's/-[0-9a-f]{12}\//\//'),$v,$(sha256sum <"$f" | cut -c1-16)"
+      case $f in
+        *model.json) sum=$(sed -E 's/-[0-9a-f]{12}\//\//g' "$f" | sha256sum | cut -c1-16) ;;
+        *) sum=$(sha256sum <"$f" | cut -c1-16) ;;
+      esac
+      echo "$(echo "$f" | sed -E 's/-[0-9a-f]{12}\//\//'),$v,$sum"
     done) >>"$here/quickstart.csv"
 done
+}
 
 # The scene-classification run, per stage.
+part scene15 && {
 echo "version,stage,seconds" >"$here/scene15.csv"
 for v in before after; do
   rm -rf "$work/s15-$v"
@@ -75,5 +90,6 @@ for v in before after; do
   awk -F, -v v="$v" 'NR > 1 { s[$1] += $4 } END { for (k in s) printf "%s,%s,%.1f\n", v, k, s[k] }' \
     "$work/s15-$v/report/steps.csv" | sort -t, -k2 >>"$here/scene15.csv"
 done
+}
 
 python3 "$here/table.py" "$here"

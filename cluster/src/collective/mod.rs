@@ -57,6 +57,10 @@ pub mod tags {
 /// Largest control message or gathered piece a member accepts (bytes).
 pub const MAX_CONTROL: u64 = 1 << 30;
 
+/// Largest data broadcast or gathered piece a member accepts (bytes): far above any real job
+/// (the paper's 1M x 512 centroids are 2 GiB), it only stops a corrupt size from allocating.
+pub const MAX_DATA: u64 = 1 << 38;
+
 /// Errors of the collectives.
 #[derive(Debug, Error)]
 pub enum CollectiveError {

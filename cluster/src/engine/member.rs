@@ -95,6 +95,10 @@ pub trait Job: Send + std::fmt::Debug {
     /// partitions already open, it keeps).
     fn begin(&mut self) {}
 
+    /// The team ended (by exit or by an error): let go of what only that team needed, so an
+    /// idle member holds no job's data but what a later team of the same job reuses.
+    fn end(&mut self) {}
+
     /// Serves one command of this job (`body`: the job's own bytes). An error ends the member's
     /// part in the team; a refusal the root should hear is an answer, not an error.
     fn serve(&mut self, member: &Member<'_>, body: &[u8]) -> Result<(), EngineError>;
@@ -104,6 +108,19 @@ pub trait Job: Send + std::fmt::Debug {
 /// hello, then each command handed to the engine or to the job of its tag among `jobs`, which
 /// keep their state across calls (a later team of the same job reuses it).
 pub fn serve(
+    transport: &dyn Transport,
+    jobs: &mut [Box<dyn Job>],
+    hooks: &dyn Hooks,
+) -> Result<(), EngineError> {
+    let served = commands(transport, jobs, hooks);
+    for job in jobs.iter_mut() {
+        job.end();
+    }
+    served
+}
+
+/// [`serve`]'s loop: the hello, then every command until the exit.
+fn commands(
     transport: &dyn Transport,
     jobs: &mut [Box<dyn Job>],
     hooks: &dyn Hooks,
@@ -157,5 +174,75 @@ pub fn serve(
             hooks,
         };
         job.serve(&member, body)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::engine::{exit, hello, send};
+    use crate::net::transport::memory::MemoryTransport;
+
+    /// A job that writes down what happens to it.
+    #[derive(Debug)]
+    struct Diary(Arc<Mutex<Vec<String>>>);
+
+    impl Job for Diary {
+        fn tag(&self) -> &'static str {
+            "diary"
+        }
+
+        fn begin(&mut self) {
+            self.0.lock().expect("diary").push("begin".into());
+        }
+
+        fn end(&mut self) {
+            self.0.lock().expect("diary").push("end".into());
+        }
+
+        fn serve(&mut self, member: &Member<'_>, body: &[u8]) -> Result<(), EngineError> {
+            let entry = format!(
+                "{} at rank {}",
+                String::from_utf8_lossy(body),
+                member.transport().rank()
+            );
+            self.0.lock().expect("diary").push(entry);
+            Ok(())
+        }
+    }
+
+    /// A member serving one team with a diary, while the root does `drive`; the diary.
+    fn served(drive: impl FnOnce(&MemoryTransport) -> Result<(), EngineError>) -> Vec<String> {
+        let mut team = MemoryTransport::team(2);
+        let (member, root) = (team.pop().expect("member"), team.pop().expect("root"));
+        let diary = Arc::new(Mutex::new(Vec::new()));
+        let mut jobs: Vec<Box<dyn Job>> = vec![Box::new(Diary(Arc::clone(&diary)))];
+        std::thread::scope(|s| {
+            let served = s.spawn(move || serve(&member, &mut jobs, &NoHooks));
+            hello(&root).expect("hello");
+            drive(&root).expect("root");
+            let _ = served.join();
+        });
+        // The member's jobs went with its thread: the diary has one owner left.
+        let diary = Arc::try_unwrap(diary).expect("one owner");
+        diary.into_inner().expect("diary")
+    }
+
+    #[test]
+    fn a_job_gets_its_commands_between_begin_and_end_however_the_team_ends() {
+        let by_exit = served(|root| {
+            send(root, "diary", b"first")?;
+            send(root, "diary", b"second")?;
+            exit(root)
+        });
+        assert_eq!(
+            by_exit,
+            ["begin", "first at rank 1", "second at rank 1", "end"]
+        );
+        // A command of a job the member does not know ends its part in the team: the job ends.
+        let by_error = served(|root| send(root, "ghost", b"boo"));
+        assert_eq!(by_error, ["begin", "end"]);
     }
 }

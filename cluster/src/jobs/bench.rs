@@ -9,10 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::collective::calibration::{Auto, Calibration};
 use crate::collective::topology::tree::Tree;
-use crate::collective::{Algorithm, BroadcastPlan, broadcast, gather};
+use crate::collective::{Algorithm, BroadcastPlan, MAX_DATA, broadcast, gather};
 use crate::engine::crew::{self, Attempt, Crew, DriverError};
 use crate::engine::{EngineError, Job, Member, calibrate_links, decode, exit, hello, send_json};
-use crate::jobs::kmeans::wire::MAX_STEP_BYTES;
 use crate::jobs::place::{lists, plan_of, team_of};
 use crate::net::auth::Secret;
 use crate::net::config::Cluster;
@@ -83,7 +82,7 @@ impl Job for Bench {
             } => {
                 let bytes = checked_size(bytes)?;
                 let team = team_of(transport, order, &[], tree)?;
-                gather(&team, &bench_piece(transport.rank(), bytes), MAX_STEP_BYTES)?;
+                gather(&team, &bench_piece(transport.rank(), bytes), MAX_DATA)?;
             }
         }
         Ok(())
@@ -92,10 +91,10 @@ impl Job for Bench {
 
 /// A benchmark size from the root, refused above what any step would move.
 fn checked_size(bytes: u64) -> Result<usize, EngineError> {
-    if bytes > MAX_STEP_BYTES {
+    if bytes > MAX_DATA {
         return Err(EngineError::Shape {
             got: usize::try_from(bytes).unwrap_or(usize::MAX),
-            want: MAX_STEP_BYTES as usize,
+            want: MAX_DATA as usize,
         });
     }
     Ok(bytes as usize)
@@ -164,7 +163,7 @@ pub fn gather_checked(
         tree,
     };
     send_json(transport, TAG, &command)?;
-    let pieces = gather(&team, &[], MAX_STEP_BYTES)?.unwrap_or_default();
+    let pieces = gather(&team, &[], MAX_DATA)?.unwrap_or_default();
     for (j, piece) in pieces.iter().enumerate().skip(1) {
         let rank = team.order()[j];
         if *piece != bench_piece(rank, bytes as usize) {

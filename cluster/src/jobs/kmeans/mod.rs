@@ -26,7 +26,7 @@ mod layout;
 mod member;
 mod root;
 mod share;
-pub(crate) mod wire;
+mod wire;
 
 #[cfg(test)]
 pub(crate) mod tests;

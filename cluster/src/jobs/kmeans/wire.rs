@@ -106,6 +106,5 @@ pub(super) struct StepStats {
     pub(super) units: Vec<(u64, u64)>,
 }
 
-/// Largest centroid set or stage-3 piece a member accepts (bytes): far above any real job (the
-/// paper's 1M x 512 centroids are 2 GiB), it only stops a corrupt size from allocating.
-pub(crate) const MAX_STEP_BYTES: u64 = 1 << 38;
+/// Largest centroid set or stage-3 piece a member accepts (bytes).
+pub(super) const MAX_STEP_BYTES: u64 = crate::collective::MAX_DATA;

@@ -50,6 +50,11 @@ impl Job for Photos {
         self.rounds = 0;
     }
 
+    /// The described photos a kept job holds are the team's: a new team starts the job anew.
+    fn end(&mut self) {
+        self.begin();
+    }
+
     fn serve(&mut self, member: &Member<'_>, body: &[u8]) -> Result<(), EngineError> {
         let transport = member.transport();
         match decode(0, body)? {
