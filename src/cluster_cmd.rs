@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, bail, ensure};
 use vocab_cluster::collective::Algorithm;
@@ -15,6 +15,7 @@ use crate::cli::{
 };
 use crate::daemons::{LocalCluster, load, ping_all, runtime};
 use crate::faults::ExitAt;
+use crate::links::links_path;
 use crate::options::BroadcastAlgorithm;
 
 use vocab_cluster::jobs::bench::{BroadcastReport, Broadcaster};
@@ -96,13 +97,6 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))?;
     println!("  wrote {}", path.display());
     Ok(())
-}
-
-/// Where the measured links of a cluster file go.
-pub fn links_path(cluster: &Path) -> PathBuf {
-    let mut name = cluster.as_os_str().to_owned();
-    name.push(".links.json");
-    PathBuf::from(name)
 }
 
 /// `vocab cluster status`.

@@ -1,16 +1,14 @@
 //! `vocab partition`, `vocab kmeans` and `vocab datasets synth`.
 
 use std::cell::RefCell;
-use std::fmt::Write as _;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
 use vocab_pipeline::kmeans::engine::StepReport;
 use vocab_pipeline::kmeans::files::{
-    RunMeta, checkpoint_dir, load_checkpoint, read_vocabulary, save_checkpoint, write_toml,
-    write_vocabulary,
+    RunMeta, checkpoint_dir, load_checkpoint, read_vocabulary, write_toml, write_vocabulary,
 };
 use vocab_pipeline::kmeans::{self, Init, KMeansError, Params, State};
 use vocab_pipeline::partition::{self, Manifest, Matrix, PartitionSet, Verify, read_manifest};
@@ -18,6 +16,7 @@ use vocab_pipeline::store::{FeatureReader, Format, Record};
 use vocab_pipeline::synth;
 
 use crate::cli::SynthArgs;
+use crate::kmeans_log::Iterations;
 use crate::options::InitMethod;
 use crate::progress::Ui;
 use crate::ranks::Mpi;
@@ -294,119 +293,6 @@ pub fn run(
     Ok(meta)
 }
 
-/// What a run records after every iteration: its line (with the stages' times and bytes on a
-/// team, and the attempts that failed), the progress bar, the checkpoint, the per-iteration
-/// CSVs beside the vocabulary.
-struct Iterations<'a, 'w> {
-    args: &'a KmeansSettings,
-    /// Vectors (for the share pruning kept).
-    n: usize,
-    /// The input's checksum (the checkpoint's).
-    checksum: u32,
-    bar: &'a indicatif::ProgressBar,
-    out: &'a RefCell<&'w mut dyn Write>,
-    iterations_csv: PathBuf,
-    stages_csv: PathBuf,
-    /// Rows of the stages CSV so far.
-    stage_rows: Vec<String>,
-}
-
-impl<'a, 'w> Iterations<'a, 'w> {
-    fn new(
-        args: &'a KmeansSettings,
-        n: usize,
-        checksum: u32,
-        start: Option<&State>,
-        bar: &'a indicatif::ProgressBar,
-        out: &'a RefCell<&'w mut dyn Write>,
-    ) -> Self {
-        let iterations_csv = vocab_pipeline::features::manifest_path(&args.out, "iterations.csv");
-        let stages_csv = vocab_pipeline::features::manifest_path(&args.out, "stages.csv");
-        // Cluster rows of earlier iterations survive a resume.
-        let stage_rows: Vec<String> = match (start, std::fs::read_to_string(&stages_csv)) {
-            (Some(state), Ok(text)) => text
-                .lines()
-                .skip(1)
-                .filter(|line| {
-                    line.split(',')
-                        .next()
-                        .and_then(|i| i.parse::<u64>().ok())
-                        .is_some_and(|i| i <= state.iteration)
-                })
-                .map(str::to_string)
-                .collect(),
-            _ => Vec::new(),
-        };
-        Self {
-            args,
-            n,
-            checksum,
-            bar,
-            out,
-            iterations_csv,
-            stages_csv,
-            stage_rows,
-        }
-    }
-
-    /// Records the iteration that brought the run to `state` (`report`: on a team).
-    fn record(&mut self, state: &State, report: Option<&StepReport>) -> anyhow::Result<()> {
-        let args = self.args;
-        let last = state.history.last().copied().context("an iteration ran")?;
-        let kept = if args.assignment.pruned() {
-            format!(
-                " kept {:.1}%",
-                100.0 * last.kept as f64 / self.n.max(1) as f64
-            )
-        } else {
-            String::new()
-        };
-        let stages = report.map_or_else(String::new, |r| format!(" {}", r.summary()));
-        self.bar.suspend(|| -> std::io::Result<()> {
-            let mut out = self.out.borrow_mut();
-            if let Some(r) = report {
-                for f in &r.failures {
-                    writeln!(out, "  attempt failed: {f}")?;
-                }
-            }
-            writeln!(
-                out,
-                "iter {} inertia {:.6e} seconds {:.3}{kept}{stages}",
-                last.iteration, last.inertia, last.seconds
-            )
-        })?;
-        self.bar.set_position(state.iteration);
-        let assignment = &args.assignment.key()[..];
-        save_checkpoint(&args.out, state, args.seed, self.checksum, assignment)?;
-        if args.exit_after_iteration == Some(state.iteration) {
-            eprintln!(
-                "kmeans: exiting after iteration {} (fault injection)",
-                state.iteration
-            );
-            std::process::exit(3);
-        }
-        let mut csv = String::from("iteration,inertia,seconds,splits,kept\n");
-        for h in &state.history {
-            let _ = writeln!(
-                csv,
-                "{},{},{},{},{}",
-                h.iteration, h.inertia, h.seconds, h.splits, h.kept
-            );
-        }
-        vocab_pipeline::kmeans::files::write_text(&self.iterations_csv, &csv)?;
-        if let Some(r) = report {
-            (self.stage_rows).push(format!("{},{}", last.iteration, r.csv_row()));
-            let text = format!(
-                "iteration,{}\n{}\n",
-                StepReport::CSV_HEADER,
-                self.stage_rows.join("\n")
-            );
-            vocab_pipeline::kmeans::files::write_text(&self.stages_csv, &text)?;
-        }
-        Ok(())
-    }
-}
-
 /// The run's parameters, and its initialisation for people (a file, `random`, `kmeans++`).
 fn params_of(args: &KmeansSettings) -> anyhow::Result<(Params, String)> {
     let (init, name) = match (&args.init_centroids, args.init) {
@@ -448,58 +334,7 @@ fn check_memory(args: &KmeansSettings, n: u64, dims: u64) -> anyhow::Result<()> 
         args.engine.distributed(),
     );
     match crate::memory::memory_here() {
-        Some(total) => fits(&plan, nodes, total, args.k),
+        Some(total) => crate::memory::fits(&plan, nodes, total, args.k),
         None => Ok(()),
-    }
-}
-
-/// Whether `nodes` nodes of `plan` fit in `total` bytes; the error gives the figures.
-fn fits(plan: &kmeans::Memory, nodes: u64, total: u64, k: usize) -> anyhow::Result<()> {
-    let need = plan.total().saturating_mul(nodes);
-    ensure!(
-        need <= total,
-        "k-means at k = {k} needs about {} here ({}{}), and this machine has {}: lower k, or \
-         run on a cluster",
-        crate::memory::human(need as f64),
-        crate::memory::breakdown(plan),
-        if nodes > 1 {
-            format!(" per node, {nodes} nodes")
-        } else {
-            String::new()
-        },
-        crate::memory::human(total as f64)
-    );
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use vocab_pipeline::kmeans::Assignment;
-
-    #[test]
-    fn a_run_that_cannot_fit_is_refused_with_its_figures() {
-        // The million-word run of eval/million: 1.17M HOG vectors, 2 threads.
-        let approx = Assignment::Approx {
-            lists: 0,
-            probes: 8,
-        };
-        let plan = kmeans::Memory::estimate(1_172_113, 1 << 20, 512, 2, approx, false);
-        assert!(fits(&plan, 1, 16_000_000_000, 1 << 20).is_ok(), "{plan:?}");
-        let err = format!(
-            "{:#}",
-            fits(&plan, 1, 8_000_000_000, 1 << 20).expect_err("8 GB")
-        );
-        assert!(
-            err.contains("k = 1048576 needs about 13.")
-                && err.contains("vectors 2.40 GB, centroids 4.29 GB, sums 4.30 GB, index 2.15 GB")
-                && err.contains("this machine has 8.00 GB"),
-            "{err}"
-        );
-        let err = format!(
-            "{:#}",
-            fits(&plan, 2, 16_000_000_000, 1 << 20).expect_err("2 nodes")
-        );
-        assert!(err.contains("per node, 2 nodes"), "{err}");
     }
 }

@@ -9,6 +9,8 @@ mod daemons;
 mod faults;
 mod figures;
 mod kmeans_cmd;
+mod kmeans_log;
+mod links;
 mod memory;
 mod options;
 mod photo_cmd;

@@ -1,6 +1,7 @@
 //! Memory in figures for people: sizes in units, a k-means memory plan's parts, and this
 //! machine's total memory (the plan, `vocab kmeans` and `config check` use them).
 
+use anyhow::ensure;
 use vocab_pipeline::kmeans;
 
 pub fn human(bytes: f64) -> String {
@@ -41,4 +42,56 @@ pub fn memory_here() -> Option<u64> {
         .parse()
         .ok()?;
     kb.checked_mul(1024)
+}
+
+/// Whether `nodes` nodes of `plan` fit in `total` bytes; the error gives the figures.
+pub fn fits(plan: &kmeans::Memory, nodes: u64, total: u64, k: usize) -> anyhow::Result<()> {
+    let need = plan.total().saturating_mul(nodes);
+    ensure!(
+        need <= total,
+        "k-means at k = {k} needs about {} here ({}{}), and this machine has {}: lower k, or \
+         run on a cluster",
+        human(need as f64),
+        breakdown(plan),
+        if nodes > 1 {
+            format!(" per node, {nodes} nodes")
+        } else {
+            String::new()
+        },
+        human(total as f64)
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use vocab_pipeline::kmeans::Assignment;
+
+    use super::*;
+
+    #[test]
+    fn a_run_that_cannot_fit_is_refused_with_its_figures() {
+        // The million-word run of eval/million: 1.17M HOG vectors, 2 threads.
+        let approx = Assignment::Approx {
+            lists: 0,
+            probes: 8,
+        };
+        let plan = kmeans::Memory::estimate(1_172_113, 1 << 20, 512, 2, approx, false);
+        assert!(fits(&plan, 1, 16_000_000_000, 1 << 20).is_ok(), "{plan:?}");
+        let err = format!(
+            "{:#}",
+            fits(&plan, 1, 8_000_000_000, 1 << 20).expect_err("8 GB")
+        );
+        assert!(
+            err.contains("k = 1048576 needs about 13.")
+                && err.contains("vectors 2.40 GB, centroids 4.29 GB, sums 4.30 GB, index 2.15 GB")
+                && err.contains("this machine has 8.00 GB"),
+            "{err}"
+        );
+        let err = format!(
+            "{:#}",
+            fits(&plan, 2, 16_000_000_000, 1 << 20).expect_err("2 nodes")
+        );
+        assert!(err.contains("per node, 2 nodes"), "{err}");
+    }
 }

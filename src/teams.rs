@@ -5,12 +5,11 @@
 
 use std::cell::RefCell;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
-use vocab_cluster::collective::calibration::{Auto, Calibration, labels};
-use vocab_cluster::collective::topology::Saved;
-use vocab_cluster::collective::{Algorithm, BroadcastPlan, Probe};
+use vocab_cluster::collective::calibration::{Calibration, labels};
+use vocab_cluster::collective::{Algorithm, BroadcastPlan};
 use vocab_cluster::jobs::born::{RECIPES, Recipes};
 use vocab_cluster::jobs::kmeans::{Deal, Driver, DriverOptions, Options, Root};
 use vocab_pipeline::kmeans::approx::Recall;
@@ -19,7 +18,7 @@ use vocab_pipeline::kmeans::{self, Centroids, KMeansError, Params, State};
 use vocab_pipeline::partition::{Manifest, Matrix, PartitionSet};
 
 use crate::daemons::Loopback;
-use crate::options::OrderArg;
+use crate::links::{auto_order, links_file, read_links, save_links};
 use crate::ranks::Mpi;
 use crate::settings::KmeansSettings;
 
@@ -390,63 +389,5 @@ impl At<'_> {
             Self::Here(_) => Deal::Blocks,
             Self::Nodes(_) => Deal::Found,
         }
-    }
-}
-
-/// `--order auto`: measure the links with the default probes and choose the chain for the
-/// centroids' bytes.
-fn auto_order(args: &KmeansSettings, manifest: &Manifest) -> Option<Auto> {
-    (args.order == OrderArg::Auto).then(|| Auto {
-        probe: Probe::default(),
-        bytes: (args.k * manifest.dims * 4) as f64,
-    })
-}
-
-/// Where `--order auto` keeps its measured links: beside the cluster file (`--cluster`), or
-/// beside the vocabulary under MPI; none for loopback workers.
-fn links_file(args: &KmeansSettings) -> Option<PathBuf> {
-    if args.order != OrderArg::Auto {
-        return None;
-    }
-    match &args.engine {
-        crate::settings::Backend::Tcp {
-            cluster: Some(cluster),
-            ..
-        } => Some(crate::cluster_cmd::links_path(cluster)),
-        crate::settings::Backend::Mpi => Some(crate::cluster_cmd::links_path(&args.out)),
-        _ => None,
-    }
-}
-
-/// Links measured before, if `path` holds them (a file that does not parse is reported and
-/// measured anew).
-fn read_links(path: &Path) -> Option<Saved> {
-    let text = std::fs::read_to_string(path).ok()?;
-    match serde_json::from_str(&text) {
-        Ok(saved) => Some(saved),
-        Err(e) => {
-            eprintln!(
-                "kmeans: ignoring {} (measuring the links anew): {e}",
-                path.display()
-            );
-            None
-        }
-    }
-}
-
-/// Saves a calibration's links for the next run (best effort: a failure is reported).
-fn save_links(path: &Path, c: &Calibration, labels: &[String]) {
-    if c.reused {
-        return;
-    }
-    let saved = Saved::new(labels, &c.links, c.seconds);
-    let written = serde_json::to_vec_pretty(&saved)
-        .map_err(std::io::Error::other)
-        .and_then(|text| vocab_pipeline::atomic::write(path, &text));
-    if let Err(e) = written {
-        eprintln!(
-            "kmeans: cannot save the measured links to {}: {e}",
-            path.display()
-        );
     }
 }

@@ -1,0 +1,128 @@
+//! What a k-means run records after every iteration: its line (with the stages' times and bytes
+//! on a team, and the attempts that failed), the progress bar, the checkpoint, and the
+//! per-iteration CSVs beside the vocabulary (`iterations.csv`; `stages.csv` on a team).
+
+use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use vocab_pipeline::kmeans::State;
+use vocab_pipeline::kmeans::engine::StepReport;
+use vocab_pipeline::kmeans::files::save_checkpoint;
+
+use crate::settings::KmeansSettings;
+
+/// What a run records after every iteration: its line (with the stages' times and bytes on a
+/// team, and the attempts that failed), the progress bar, the checkpoint, the per-iteration
+/// CSVs beside the vocabulary.
+pub struct Iterations<'a, 'w> {
+    args: &'a KmeansSettings,
+    /// Vectors (for the share pruning kept).
+    n: usize,
+    /// The input's checksum (the checkpoint's).
+    checksum: u32,
+    bar: &'a indicatif::ProgressBar,
+    out: &'a RefCell<&'w mut dyn Write>,
+    iterations_csv: PathBuf,
+    stages_csv: PathBuf,
+    /// Rows of the stages CSV so far.
+    stage_rows: Vec<String>,
+}
+
+impl<'a, 'w> Iterations<'a, 'w> {
+    pub fn new(
+        args: &'a KmeansSettings,
+        n: usize,
+        checksum: u32,
+        start: Option<&State>,
+        bar: &'a indicatif::ProgressBar,
+        out: &'a RefCell<&'w mut dyn Write>,
+    ) -> Self {
+        let iterations_csv = vocab_pipeline::features::manifest_path(&args.out, "iterations.csv");
+        let stages_csv = vocab_pipeline::features::manifest_path(&args.out, "stages.csv");
+        // Cluster rows of earlier iterations survive a resume.
+        let stage_rows: Vec<String> = match (start, std::fs::read_to_string(&stages_csv)) {
+            (Some(state), Ok(text)) => text
+                .lines()
+                .skip(1)
+                .filter(|line| {
+                    line.split(',')
+                        .next()
+                        .and_then(|i| i.parse::<u64>().ok())
+                        .is_some_and(|i| i <= state.iteration)
+                })
+                .map(str::to_string)
+                .collect(),
+            _ => Vec::new(),
+        };
+        Self {
+            args,
+            n,
+            checksum,
+            bar,
+            out,
+            iterations_csv,
+            stages_csv,
+            stage_rows,
+        }
+    }
+
+    /// Records the iteration that brought the run to `state` (`report`: on a team).
+    pub fn record(&mut self, state: &State, report: Option<&StepReport>) -> anyhow::Result<()> {
+        let args = self.args;
+        let last = state.history.last().copied().context("an iteration ran")?;
+        let kept = if args.assignment.pruned() {
+            format!(
+                " kept {:.1}%",
+                100.0 * last.kept as f64 / self.n.max(1) as f64
+            )
+        } else {
+            String::new()
+        };
+        let stages = report.map_or_else(String::new, |r| format!(" {}", r.summary()));
+        self.bar.suspend(|| -> std::io::Result<()> {
+            let mut out = self.out.borrow_mut();
+            if let Some(r) = report {
+                for f in &r.failures {
+                    writeln!(out, "  attempt failed: {f}")?;
+                }
+            }
+            writeln!(
+                out,
+                "iter {} inertia {:.6e} seconds {:.3}{kept}{stages}",
+                last.iteration, last.inertia, last.seconds
+            )
+        })?;
+        self.bar.set_position(state.iteration);
+        let assignment = &args.assignment.key()[..];
+        save_checkpoint(&args.out, state, args.seed, self.checksum, assignment)?;
+        if args.exit_after_iteration == Some(state.iteration) {
+            eprintln!(
+                "kmeans: exiting after iteration {} (fault injection)",
+                state.iteration
+            );
+            std::process::exit(3);
+        }
+        let mut csv = String::from("iteration,inertia,seconds,splits,kept\n");
+        for h in &state.history {
+            let _ = writeln!(
+                csv,
+                "{},{},{},{},{}",
+                h.iteration, h.inertia, h.seconds, h.splits, h.kept
+            );
+        }
+        vocab_pipeline::kmeans::files::write_text(&self.iterations_csv, &csv)?;
+        if let Some(r) = report {
+            (self.stage_rows).push(format!("{},{}", last.iteration, r.csv_row()));
+            let text = format!(
+                "iteration,{}\n{}\n",
+                StepReport::CSV_HEADER,
+                self.stage_rows.join("\n")
+            );
+            vocab_pipeline::kmeans::files::write_text(&self.stages_csv, &text)?;
+        }
+        Ok(())
+    }
+}

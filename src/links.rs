@@ -1,0 +1,77 @@
+//! Links measured between the members (`--order auto`): where they are kept (beside the cluster
+//! file, or beside the vocabulary under MPI), read back for the next run, and saved.
+
+use std::path::{Path, PathBuf};
+
+use vocab_cluster::collective::Probe;
+use vocab_cluster::collective::calibration::{Auto, Calibration};
+use vocab_cluster::collective::topology::Saved;
+use vocab_pipeline::partition::Manifest;
+
+use crate::options::OrderArg;
+use crate::settings::KmeansSettings;
+
+/// Where the measured links of a cluster file go.
+pub fn links_path(cluster: &Path) -> PathBuf {
+    let mut name = cluster.as_os_str().to_owned();
+    name.push(".links.json");
+    PathBuf::from(name)
+}
+
+/// `--order auto`: measure the links with the default probes and choose the chain for the
+/// centroids' bytes.
+pub fn auto_order(args: &KmeansSettings, manifest: &Manifest) -> Option<Auto> {
+    (args.order == OrderArg::Auto).then(|| Auto {
+        probe: Probe::default(),
+        bytes: (args.k * manifest.dims * 4) as f64,
+    })
+}
+
+/// Where `--order auto` keeps its measured links: beside the cluster file (`--cluster`), or
+/// beside the vocabulary under MPI; none for loopback workers.
+pub fn links_file(args: &KmeansSettings) -> Option<PathBuf> {
+    if args.order != OrderArg::Auto {
+        return None;
+    }
+    match &args.engine {
+        crate::settings::Backend::Tcp {
+            cluster: Some(cluster),
+            ..
+        } => Some(links_path(cluster)),
+        crate::settings::Backend::Mpi => Some(links_path(&args.out)),
+        _ => None,
+    }
+}
+
+/// Links measured before, if `path` holds them (a file that does not parse is reported and
+/// measured anew).
+pub fn read_links(path: &Path) -> Option<Saved> {
+    let text = std::fs::read_to_string(path).ok()?;
+    match serde_json::from_str(&text) {
+        Ok(saved) => Some(saved),
+        Err(e) => {
+            eprintln!(
+                "kmeans: ignoring {} (measuring the links anew): {e}",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+/// Saves a calibration's links for the next run (best effort: a failure is reported).
+pub fn save_links(path: &Path, c: &Calibration, labels: &[String]) {
+    if c.reused {
+        return;
+    }
+    let saved = Saved::new(labels, &c.links, c.seconds);
+    let written = serde_json::to_vec_pretty(&saved)
+        .map_err(std::io::Error::other)
+        .and_then(|text| vocab_pipeline::atomic::write(path, &text));
+    if let Err(e) = written {
+        eprintln!(
+            "kmeans: cannot save the measured links to {}: {e}",
+            path.display()
+        );
+    }
+}
