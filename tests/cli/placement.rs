@@ -92,28 +92,8 @@ fn partitions_born_on_the_nodes_give_the_one_machine_run() {
     text.push_str("city/broken.jpg,city,urban,flat\n");
     std::fs::write(&labels, text).expect("labels");
     // `folder`: where nodes keep partitions ("" for the default, one folder they share).
-    let config = |name: &str, nodes: usize, folder: &str| {
-        let path = p(name);
-        let folder = if folder.is_empty() {
-            String::new()
-        } else {
-            format!("folder = {folder:?}\n")
-        };
-        std::fs::write(
-            &path,
-            format!(
-                "[dataset]\npath = {:?}\nlabels = {:?}\n[features]\nper_image = 9\n\
-                 [partition]\nparts = 5\nat = \"nodes\"\n{folder}\
-                 [kmeans]\nk = [6, 12]\niterations = 3\ntol = 0\nnodes = {nodes}\n\
-                 [encode]\nstride = 16\n\
-                 [classify]\nattributes = [\"elevation\"]\ncv = 2\n",
-                s(&photos),
-                s(&labels)
-            ),
-        )
-        .expect("config");
-        path
-    };
+    let config =
+        |name: &str, nodes: usize, folder: &str| config(dir.path(), name, &photos, nodes, folder);
     // What the run made: vocabularies, histograms, the features manifests and the scores.
     let made = |work: &Path| -> Vec<(String, Vec<u8>)> {
         let mut all = Vec::new();
