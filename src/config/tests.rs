@@ -1,0 +1,78 @@
+//! Tests of config loading: defaults, unknown keys and bad values named with their line.
+
+use super::*;
+
+fn load_text(text: &str) -> anyhow::Result<Config> {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, text).expect("write");
+    load(&path)
+}
+
+#[test]
+fn defaults_fill_in_and_rules_name_key_and_line() {
+    let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n").expect("minimal");
+    assert_eq!(
+        (c.kmeans.nodes, c.partition.parts, c.classify.cv),
+        (2, 8, 5)
+    );
+    let err = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4, 0]\n")
+        .expect_err("k = 0")
+        .to_string();
+    assert!(err.contains("[kmeans] k, line 4"), "{err}");
+    let err = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nkay = 3\n")
+        .expect_err("unknown key");
+    assert!(format!("{err:#}").contains("kay"), "{err:#}");
+    let err = load_text("[dataset]\nsynthetic = {}\n[encode]\npyramid = 9\n[kmeans]\nk = [2]\n")
+        .expect_err("pyramid")
+        .to_string();
+    assert!(err.contains("[encode] pyramid, line 4"), "{err}");
+    let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nprune = true\n")
+        .expect("prune on loopback workers");
+    assert!(c.kmeans.prune && c.kmeans.nodes == 2);
+    let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nprune = true\nnodes = 0\n")
+        .expect("prune on one process");
+    assert!(c.kmeans.prune);
+    let c = load_text(
+        "[dataset]\nsynthetic = {}\n[kmeans]\nkernel = \"int8\"\nk = [4]\nprune = true\nnodes = 0\n",
+    )
+    .expect("int8 with prune");
+    assert_eq!(
+        c.kmeans.assignment().expect("valid"),
+        vocab_pipeline::kmeans::Assignment::Pruned(vocab_pipeline::kmeans::Kernel::Int8)
+    );
+    let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nkernel = \"int8\"\n")
+        .expect("int8 on loopback workers");
+    assert_eq!((c.kmeans.kernel, c.kmeans.nodes), (KernelArg::Int8, 2));
+    let c = load_text(
+        "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nassign = \"approx\"\nprobes = 3\n",
+    )
+    .expect("approximate");
+    assert_eq!(
+        c.kmeans.assignment().expect("valid"),
+        vocab_pipeline::kmeans::Assignment::Approx {
+            lists: 0,
+            probes: 3
+        }
+    );
+    for (text, want) in [
+        (
+            "assign = \"approx\"\nprune = true\n",
+            "[kmeans] prune, line 6: bounds the exact search",
+        ),
+        (
+            "lists = 3\n",
+            "[kmeans] lists, line 5: sets up the approximate search",
+        ),
+        (
+            "assign = \"approx\"\nprobes = 0\n",
+            "[kmeans] probes, line 6: must be at least 1",
+        ),
+        ("init = \"kmeans++\"\nk = [100000]\n", "quadratic in k"),
+    ] {
+        let text = format!("[dataset]\nsynthetic = {{}}\n[kmeans]\nk = [4]\n{text}");
+        let text = text.replacen("k = [4]\n", "", usize::from(text.contains("k = [100000]")));
+        let err = format!("{:#}", load_text(&text).expect_err(want));
+        assert!(err.contains(want), "{text}: {err}");
+    }
+}
