@@ -1,6 +1,6 @@
 //! The MPI engine's process model: under `mpirun` or `srun` every rank starts the same
 //! `vocab` command line; rank 0 runs the command (driving k-means and mapping its share), every
-//! other rank serves rank 0's k-means steps until it is told to leave.
+//! other rank serves every job of rank 0 (`vocab_cluster::jobs::serve`) until it is told to leave.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! Command-line interface: the doc comments here are the help text. The commands and their
-//! groups here; each group's arguments in a file of their own (`photos`, `vocabulary`,
-//! `models`, `runs`, `daemons`).
+//! groups here; each group's arguments in a file of their own (`photo_args`,
+//! `vocabulary_args`, `model_args`, `run_args`, `daemon_args`).
 
 mod daemon_args;
 mod model_args;

@@ -6,7 +6,7 @@
 //! and only a finished step is renamed to its key: a folder with a key is complete by
 //! construction, so a re-run skips it, a changed setting changes the keys of exactly the steps
 //! that depend on it, and an interrupted step is redone (k-means resumes from the checkpoint in
-//! its temporary folder).
+//! its temporary folder, the photo stages from the rounds they saved there).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -156,9 +156,9 @@ impl Runner {
         }
         let tmp = dir.join(format!(".tmp-{label}-{key}"));
         if tmp.is_dir() {
-            // A run was interrupted here. k-means resumes from the checkpoint it left; every
-            // other stage starts over, so no half-written file of the killed run survives into
-            // the finished step.
+            // A run was interrupted here. A stage that resumes (k-means from its checkpoint, the
+            // photo stages from their saved rounds) loses only partial files; every other stage
+            // starts over, so no half-written file of the killed run survives into the step.
             if stage.resumes() {
                 remove_partial_files(&tmp)?;
             } else {

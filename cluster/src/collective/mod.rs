@@ -1,4 +1,5 @@
-//! The collectives of an SPMD k-means job, written once against [`Transport`].
+//! The collectives every job of a team uses (k-means, the photo stages, the cut, the benchmark),
+//! written once against [`Transport`].
 //!
 //! A [`Team`] is a transport with the members put in chain order: member `0` is the root (the
 //! rank that drives), and the others follow racks together. Every collective here is called by
