@@ -254,10 +254,10 @@ mod tests {
     use vocab_pipeline::kmeans::{
         self, Init, KMeansError, Kernel, Params, State, initial_centroids,
     };
-    use vocab_pipeline::partition::{PartitionSet, read_manifest, split};
-    use vocab_pipeline::store::{Element, Format};
+    use vocab_pipeline::partition::{PartitionSet, read_manifest};
 
     use super::*;
+    use crate::jobs::kmeans::tests::dataset;
     use crate::worker::Worker;
 
     const SECRET: &[u8] = b"driver-test-secret-0123";
@@ -283,16 +283,6 @@ mod tests {
             remake: None,
         };
         Driver::connect(cluster, Secret::from_bytes(SECRET), options, manifest)
-    }
-
-    /// Features around blobs, split into 7 partitions.
-    fn dataset(dir: &std::path::Path) -> std::path::PathBuf {
-        let features = dir.join("f.bin");
-        vocab_pipeline::synth::generate_features(&features, Format::Bin, 3000, 24, 9, 5)
-            .expect("features");
-        let parts = dir.join("parts");
-        split(&features, 7, &parts, Element::F32).expect("split");
-        parts
     }
 
     fn params(k: usize) -> Params {

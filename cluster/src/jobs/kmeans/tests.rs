@@ -50,7 +50,7 @@ pub(crate) fn assert_same_run(
 }
 
 /// Features around blobs, split into 7 partitions.
-fn dataset(dir: &std::path::Path) -> std::path::PathBuf {
+pub(super) fn dataset(dir: &std::path::Path) -> std::path::PathBuf {
     let features = dir.join("f.bin");
     vocab_pipeline::synth::generate_features(&features, Format::Bin, 3000, 24, 9, 5)
         .expect("features");
