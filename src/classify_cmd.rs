@@ -8,7 +8,7 @@ use anyhow::{Context, bail, ensure};
 use vocab_pipeline::classify::{
     MODEL_VERSION, ModelFile, SplitSpec, Table, labelled, read_histograms, read_labels,
 };
-use vocab_pipeline::encode::{self, Encoding};
+use vocab_pipeline::encode::{self, Encoding, Norm};
 use vocab_pipeline::features::manifest_path;
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::kernel_map::KernelMap;
@@ -28,12 +28,9 @@ pub fn read_encoding(histograms: &Path) -> anyhow::Result<Option<Encoding>> {
     }
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
+    // Nothing a file says is trusted: a record is read back checked by the rules of vocab encode.
     let encoding: Encoding =
         serde_json::from_str(&text).with_context(|| format!("invalid {}", path.display()))?;
-    // Nothing a file says is trusted before it is checked by the rules of vocab encode.
-    encoding
-        .params()
-        .with_context(|| format!("invalid {}", path.display()))?;
     Ok(Some(encoding))
 }
 
@@ -86,13 +83,13 @@ pub fn train(args: &TrainSettings, out: &mut dyn std::io::Write) -> anyhow::Resu
     let kernel_map = match args.kernel_map.kernel() {
         None => None,
         Some(kernel) => {
-            if let Some(enc) = encoding.as_ref().filter(|e| e.norm != "l1") {
+            if let Some(enc) = encoding.as_ref().filter(|e| e.params().norm != Norm::L1) {
                 bail!(
                     "--kernel-map {}: the map takes L1-normalised histograms, and {} were \
                      encoded with --norm {} (itself a kernel map); encode with --norm l1",
                     kernel.name(),
                     args.histograms.display(),
-                    enc.norm
+                    enc.params().norm.name()
                 );
             }
             Some(KernelMap::new(kernel, args.map_order).context("--map-order")?)
@@ -124,7 +121,7 @@ pub fn train(args: &TrainSettings, out: &mut dyn std::io::Write) -> anyhow::Resu
                 &C_GRID,
                 args.cv,
                 args.split_seed,
-                args.solver.into(),
+                args.solver,
             )?;
             (c, Some(acc))
         }
@@ -136,7 +133,7 @@ pub fn train(args: &TrainSettings, out: &mut dyn std::io::Write) -> anyhow::Resu
         &SvmParams {
             c,
             seed: args.split_seed,
-            solver: args.solver.into(),
+            solver: args.solver,
             ..SvmParams::default()
         },
     )?;
@@ -332,19 +329,15 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
             args.model.display()
         )
     })?;
-    let vocabulary = crate::photo_cmd::read_word_vocabulary(Path::new(&enc.vocabulary))
-        .with_context(|| format!("the model's vocabulary {}", enc.vocabulary))?;
+    // The model's encoding was checked by the rules of vocab encode when it was read.
+    let vocabulary = crate::photo_cmd::read_word_vocabulary(Path::new(enc.vocabulary()))
+        .with_context(|| format!("the model's vocabulary {}", enc.vocabulary()))?;
     let collection = Collection::open(&args.input, None)?;
-    let params = enc.params().with_context(|| {
-        format!(
-            "model {}: its encoding breaks a rule of vocab encode",
-            args.model.display()
-        )
-    })?;
+    let params = enc.params();
     let tmp = tempfile::tempdir().context("cannot create a temporary folder")?;
     let hist = tmp.path().join("histograms.bin");
     let bar = ui.bar(collection.photos().len() as u64, "classify");
-    let summary = encode::encode(&collection, &vocabulary, &params, &hist, &|p| {
+    let summary = encode::encode(&collection, &vocabulary, params, &hist, &|p| {
         bar.set_position(p.images as u64)
     })?;
     bar.finish_and_clear();

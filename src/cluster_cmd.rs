@@ -5,7 +5,6 @@ use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, bail, ensure};
-use vocab_cluster::collective::Algorithm;
 use vocab_cluster::net::config::Cluster;
 use vocab_cluster::worker::Worker;
 
@@ -16,7 +15,7 @@ use crate::cli::{
 use crate::daemons::{LocalCluster, load, ping_all, runtime};
 use crate::faults::ExitAt;
 use crate::links::links_path;
-use crate::options::BroadcastAlgorithm;
+use vocab_cluster::collective::calibration::Order;
 
 use vocab_cluster::jobs::bench::{BroadcastReport, Broadcaster};
 
@@ -130,17 +129,6 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-impl From<BroadcastAlgorithm> for Algorithm {
-    fn from(a: BroadcastAlgorithm) -> Self {
-        match a {
-            BroadcastAlgorithm::Chain => Self::Chain,
-            BroadcastAlgorithm::Simple => Self::Simple,
-            BroadcastAlgorithm::Mst => Self::Mst,
-            BroadcastAlgorithm::Multichain => Self::MultiChain,
-        }
-    }
-}
-
 /// `vocab cluster local`: writes a cluster file and secret, starts the workers, waits for Ctrl-C.
 pub fn local(args: &LocalArgs) -> anyhow::Result<()> {
     let cluster = LocalCluster::start(&args.dir, args.nodes, args.racks, 0, &args.dir)?;
@@ -163,7 +151,7 @@ pub fn local(args: &LocalArgs) -> anyhow::Result<()> {
 /// `vocab bench broadcast`: forms a team of the driver and the workers, then times
 /// broadcasts of `--bytes` with the k-means collectives, every copy checked by its CRC.
 pub fn bench(args: &BenchBroadcastArgs) -> anyhow::Result<()> {
-    let algorithm = Algorithm::from(args.algorithm);
+    let algorithm = args.algorithm;
     let data: Vec<u8> = (0..args.bytes)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
@@ -215,7 +203,7 @@ fn bench_team(
     let bytes = bytes(&cluster);
     let mut broadcaster = Broadcaster::connect(cluster, secret)
         .with_context(|| format!("forming a team of the workers of {}", path.display()))?;
-    if args.order == crate::options::OrderArg::Auto {
+    if args.order == Order::Auto {
         let auto = vocab_cluster::collective::calibration::Auto {
             probe: vocab_cluster::collective::Probe::default(),
             bytes,

@@ -16,12 +16,12 @@ use vocab_pipeline::store::{FeatureReader, Format, Record};
 use vocab_pipeline::synth;
 
 use crate::cli::SynthArgs;
-use crate::kmeans_log::Iterations;
-use crate::options::InitMethod;
+use crate::kmeans_log::{Iterations, PerIteration};
 use crate::progress::Ui;
 use crate::ranks::Mpi;
 use crate::settings::{Backend, KmeansSettings, PartitionSettings, format_for};
 use crate::teams::{self, At, RECALL_SAMPLE};
+use vocab_pipeline::kmeans::InitMethod;
 
 /// `vocab datasets synth`.
 pub fn synth(args: &SynthArgs) -> anyhow::Result<()> {
@@ -53,7 +53,7 @@ pub fn synth(args: &SynthArgs) -> anyhow::Result<()> {
 pub fn partition(settings: &PartitionSettings, out: &mut dyn Write) -> anyhow::Result<()> {
     let args = settings;
     let started = Instant::now();
-    let manifest = partition::split(&args.features, args.parts, &args.out, args.element.into())?;
+    let manifest = partition::split(&args.features, args.parts, &args.out, args.element)?;
     let sizes: Vec<u64> = manifest.partitions.iter().map(|p| p.count).collect();
     writeln!(
         out,
@@ -160,14 +160,35 @@ impl Input {
     }
 }
 
+/// What a k-means run made, in memory: its record and what it recorded per iteration.
+#[derive(Debug, Clone)]
+pub struct Fitted {
+    /// The run's record (also written beside the vocabulary, `<out>.meta.toml`).
+    pub meta: RunMeta,
+    /// Its iterations, as written beside the vocabulary.
+    pub per_iteration: PerIteration,
+}
+
+impl Fitted {
+    /// What the run of an earlier process that wrote `vocabulary` made.
+    pub fn read(vocabulary: &Path) -> anyhow::Result<Self> {
+        let path = vocab_pipeline::features::manifest_path(vocabulary, "meta.toml");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        Ok(Self {
+            meta: toml::from_str(&text).with_context(|| format!("invalid {}", path.display()))?,
+            per_iteration: PerIteration::read(vocabulary),
+        })
+    }
+}
+
 /// A k-means run, reporting to `out`.
 pub fn run(
     args: &KmeansSettings,
     ui: &Ui,
     mpi: Option<&Mpi<'_>>,
     out: &mut dyn Write,
-) -> anyhow::Result<RunMeta> {
-    let format = args.format;
+) -> anyhow::Result<Fitted> {
     let distributed = args.engine.distributed();
     ensure!(
         (args.engine == Backend::Mpi) == mpi.is_some(),
@@ -185,30 +206,8 @@ pub fn run(
         ),
     };
     let (params, init_name) = params_of(args)?;
-    let assignment = &args.assignment.key()[..];
     check_memory(args, n as u64, dims as u64)?;
-    let start = if args.resume {
-        let state = load_checkpoint(&args.out, args.k, args.seed, input.checksum(), assignment)?;
-        writeln!(
-            out.borrow_mut(),
-            "kmeans: resuming after iteration {} from {}",
-            state.iteration,
-            checkpoint_dir(&args.out).display()
-        )?;
-        Some(state)
-    } else {
-        None
-    };
-    let partitions = match &input {
-        Input::Placed(m) => format!("{} partitions at the nodes", m.partitions.len()),
-        _ => format!("{} partitions", parts.len()),
-    };
-    writeln!(
-        out.borrow_mut(),
-        "kmeans: {n} vectors x {dims} dims in {partitions}, k = {}, init {init_name}, \
-         assignment {assignment}",
-        args.k,
-    )?;
+    let start = begin(args, &input, n, dims, &init_name, &mut **out.borrow_mut())?;
     let bar = ui.bar(args.iterations, "kmeans");
     let started = Instant::now();
     let mut log = Iterations::new(args, n, input.checksum(), start.as_ref(), &bar, &out);
@@ -232,7 +231,8 @@ pub fn run(
         Err(e) => e,
     })?;
     bar.finish_and_clear();
-    write_vocabulary(&args.out, &state.centroids, format)?;
+    let per_iteration = log.finish();
+    write_vocabulary(&args.out, &state.centroids, args.format)?;
     // Vectors at the nodes: measured there, from rows they sent (the same sample).
     let recall = measured.or_else(|| {
         args.assignment.approx(args.k).map(|(lists, probes)| {
@@ -246,18 +246,7 @@ pub fn run(
             )
         })
     });
-    if let Some(r) = recall {
-        writeln!(
-            out.borrow_mut(),
-            "kmeans: approximate assignment found the exact nearest word for {:.1}% of {} sampled \
-             vectors; their inertia is {:+.2}% against exact assignment",
-            100.0 * r.fraction(),
-            r.sample,
-            100.0 * r.inertia_gap()
-        )?;
-    }
     let final_inertia = state.history.last().map_or(f64::NAN, |h| h.inertia);
-    let seconds: f64 = state.history.iter().map(|h| h.seconds).sum();
     let meta = RunMeta {
         k: args.k,
         dims,
@@ -268,21 +257,82 @@ pub fn run(
         seed: args.seed,
         init: init_name,
         input_checksum: input.checksum(),
-        seconds,
-        assignment: assignment.into(),
+        seconds: state.history.iter().map(|h| h.seconds).sum(),
+        assignment: args.assignment.key(),
         recall,
     };
-    let meta_path = vocab_pipeline::features::manifest_path(&args.out, "meta.toml");
-    write_toml(&meta_path, &meta)?;
-    let out = out.into_inner();
+    let wall = started.elapsed().as_secs_f64();
+    finish(args, &meta, state.history.len(), wall, out.into_inner())?;
+    Ok(Fitted {
+        meta,
+        per_iteration,
+    })
+}
+
+/// The run's first lines, and the state a resumed run starts from.
+fn begin(
+    args: &KmeansSettings,
+    input: &Input,
+    n: usize,
+    dims: usize,
+    init_name: &str,
+    out: &mut dyn Write,
+) -> anyhow::Result<Option<State>> {
+    let assignment = &args.assignment.key()[..];
+    let start = if args.resume {
+        let state = load_checkpoint(&args.out, args.k, args.seed, input.checksum(), assignment)?;
+        writeln!(
+            out,
+            "kmeans: resuming after iteration {} from {}",
+            state.iteration,
+            checkpoint_dir(&args.out).display()
+        )?;
+        Some(state)
+    } else {
+        None
+    };
+    let partitions = match input {
+        Input::Placed(m) => format!("{} partitions at the nodes", m.partitions.len()),
+        _ => format!("{} partitions", input.matrices().len()),
+    };
     writeln!(
         out,
-        "kmeans: {} iterations{} in {:.1} s ({:.2} s per iteration here, {:.1} s wall), final inertia {final_inertia:.6e}",
-        state.iteration,
-        if state.converged { " (converged)" } else { "" },
-        seconds,
-        seconds / state.history.len().max(1) as f64,
-        started.elapsed().as_secs_f64(),
+        "kmeans: {n} vectors x {dims} dims in {partitions}, k = {}, init {init_name}, \
+         assignment {assignment}",
+        args.k,
+    )?;
+    Ok(start)
+}
+
+/// Writes the run's record beside the vocabulary and its last lines: the approximate search's
+/// recall, the iterations, the files.
+fn finish(
+    args: &KmeansSettings,
+    meta: &RunMeta,
+    ran: usize,
+    wall: f64,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    if let Some(r) = &meta.recall {
+        writeln!(
+            out,
+            "kmeans: approximate assignment found the exact nearest word for {:.1}% of {} sampled \
+             vectors; their inertia is {:+.2}% against exact assignment",
+            100.0 * r.fraction(),
+            r.sample,
+            100.0 * r.inertia_gap()
+        )?;
+    }
+    let meta_path = vocab_pipeline::features::manifest_path(&args.out, "meta.toml");
+    write_toml(&meta_path, meta)?;
+    writeln!(
+        out,
+        "kmeans: {} iterations{} in {:.1} s ({:.2} s per iteration here, {wall:.1} s wall), final inertia {:.6e}",
+        meta.iterations,
+        if meta.converged { " (converged)" } else { "" },
+        meta.seconds,
+        meta.seconds / ran.max(1) as f64,
+        meta.final_inertia,
     )?;
     writeln!(
         out,
@@ -290,7 +340,7 @@ pub fn run(
         args.out.display(),
         meta_path.display()
     )?;
-    Ok(meta)
+    Ok(())
 }
 
 /// The run's parameters, and its initialisation for people (a file, `random`, `kmeans++`).

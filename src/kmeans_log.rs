@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use vocab_pipeline::kmeans::State;
@@ -29,6 +29,67 @@ pub struct Iterations<'a, 'w> {
     stages_csv: PathBuf,
     /// Rows of the stages CSV so far.
     stage_rows: Vec<String>,
+    /// What the run recorded so far, as written.
+    recorded: PerIteration,
+}
+
+/// What a k-means run recorded per iteration, as it wrote it beside the vocabulary:
+/// `stages.csv` (the stages' seconds and bytes) on a team, `iterations.csv` in one process.
+/// Handed on in memory to whoever reports on the run; read back only for a run of an earlier
+/// process ([`PerIteration::read`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PerIteration {
+    /// The CSV's text (header first; empty when nothing was recorded).
+    pub csv: String,
+    /// Whether it holds the stages of a team's iterations.
+    pub team: bool,
+}
+
+/// The `*_seconds` columns of a team's `stages.csv`, in the order a report shows them.
+pub const STAGE_SECONDS: [&str; 5] = [
+    "broadcast_seconds",
+    "map_seconds",
+    "stage1_seconds",
+    "stage2_seconds",
+    "stage3_seconds",
+];
+
+impl PerIteration {
+    /// What the run that wrote `vocabulary` recorded (nothing if it recorded nothing).
+    pub fn read(vocabulary: &Path) -> Self {
+        let at = |name| vocab_pipeline::features::manifest_path(vocabulary, name);
+        match std::fs::read_to_string(at("stages.csv")) {
+            Ok(csv) => Self { csv, team: true },
+            Err(_) => Self {
+                csv: std::fs::read_to_string(at("iterations.csv")).unwrap_or_default(),
+                team: false,
+            },
+        }
+    }
+
+    /// Mean seconds of each of the [`STAGE_SECONDS`] over a team's iterations, found by column
+    /// name (none in one process).
+    pub fn stage_means(&self) -> Option<Vec<f64>> {
+        if !self.team {
+            return None;
+        }
+        let mut lines = self.csv.lines();
+        let header: Vec<&str> = lines.next()?.split(',').collect();
+        let columns: Vec<usize> = STAGE_SECONDS
+            .iter()
+            .map(|name| header.iter().position(|h| h == name))
+            .collect::<Option<_>>()?;
+        let mut sums = [0.0; STAGE_SECONDS.len()];
+        let mut rows = 0.0;
+        for line in lines {
+            let cols: Vec<&str> = line.split(',').collect();
+            for (s, &c) in sums.iter_mut().zip(&columns) {
+                *s += cols.get(c)?.parse::<f64>().ok()?;
+            }
+            rows += 1.0;
+        }
+        (rows > 0.0).then(|| sums.iter().map(|s| s / rows).collect())
+    }
 }
 
 impl<'a, 'w> Iterations<'a, 'w> {
@@ -66,7 +127,17 @@ impl<'a, 'w> Iterations<'a, 'w> {
             iterations_csv,
             stages_csv,
             stage_rows,
+            recorded: PerIteration::default(),
         }
+    }
+
+    /// What the run recorded, as it wrote it (a resumed run that had nothing left to do:
+    /// what the process before it wrote).
+    pub fn finish(self) -> PerIteration {
+        if self.recorded.csv.is_empty() {
+            return PerIteration::read(&self.args.out);
+        }
+        self.recorded
     }
 
     /// Records the iteration that brought the run to `state` (`report`: on a team).
@@ -114,6 +185,9 @@ impl<'a, 'w> Iterations<'a, 'w> {
             );
         }
         vocab_pipeline::kmeans::files::write_text(&self.iterations_csv, &csv)?;
+        if !self.recorded.team {
+            self.recorded.csv = csv;
+        }
         if let Some(r) = report {
             (self.stage_rows).push(format!("{},{}", last.iteration, r.csv_row()));
             let text = format!(
@@ -122,6 +196,10 @@ impl<'a, 'w> Iterations<'a, 'w> {
                 self.stage_rows.join("\n")
             );
             vocab_pipeline::kmeans::files::write_text(&self.stages_csv, &text)?;
+            self.recorded = PerIteration {
+                csv: text,
+                team: true,
+            };
         }
         Ok(())
     }

@@ -8,8 +8,8 @@ use vocab_cluster::collective::calibration::{Auto, Calibration};
 use vocab_cluster::collective::topology::Saved;
 use vocab_pipeline::partition::Manifest;
 
-use crate::options::OrderArg;
 use crate::settings::KmeansSettings;
+use vocab_cluster::collective::calibration::Order;
 
 /// Where the measured links of a cluster file go.
 pub fn links_path(cluster: &Path) -> PathBuf {
@@ -21,7 +21,7 @@ pub fn links_path(cluster: &Path) -> PathBuf {
 /// `--order auto`: measure the links with the default probes and choose the chain for the
 /// centroids' bytes.
 pub fn auto_order(args: &KmeansSettings, manifest: &Manifest) -> Option<Auto> {
-    (args.order == OrderArg::Auto).then(|| Auto {
+    (args.order == Order::Auto).then(|| Auto {
         probe: Probe::default(),
         bytes: (args.k * manifest.dims * 4) as f64,
     })
@@ -30,7 +30,7 @@ pub fn auto_order(args: &KmeansSettings, manifest: &Manifest) -> Option<Auto> {
 /// Where `--order auto` keeps its measured links: beside the cluster file (`--cluster`), or
 /// beside the vocabulary under MPI; none for loopback workers.
 pub fn links_file(args: &KmeansSettings) -> Option<PathBuf> {
-    if args.order != OrderArg::Auto {
+    if args.order != Order::Auto {
         return None;
     }
     match &args.engine {

@@ -15,7 +15,6 @@ use vocab_pipeline::store::{self, Format};
 use vocab_pipeline::synth;
 
 use crate::cli::ConvertArgs;
-use crate::options::NormArg;
 use crate::progress::Ui;
 use crate::settings::{EncodeSettings, FeatureSettings, PhotoSetSettings};
 use crate::sharded::On;
@@ -207,26 +206,14 @@ pub fn encode(
         (summary, None)
     };
     bar.finish_and_clear();
-    let o = &settings.options;
-    let encoding = Encoding {
-        vocabulary: std::fs::canonicalize(&settings.vocabulary)
-            .unwrap_or_else(|_| settings.vocabulary.clone())
-            .display()
-            .to_string(),
-        k: vocabulary.k(),
-        stride: o.stride,
-        norm: match o.norm {
-            NormArg::L1 => "l1".into(),
-            NormArg::Hellinger => "hellinger".into(),
-        },
-        pyramid: o.pyramid,
-        max_side: o.max_side,
-        max_pixels: settings.params.features.max_pixels,
-        soft: settings.params.soft,
-        kernel: settings.params.kernel,
-        scales: settings.params.scales.clone(),
-        approx: settings.params.approx,
-    };
+    let vocabulary_path =
+        std::fs::canonicalize(&settings.vocabulary).unwrap_or_else(|_| settings.vocabulary.clone());
+    let encoding = Encoding::new(
+        vocabulary_path.display().to_string(),
+        vocabulary.k(),
+        settings.params.clone(),
+    )
+    .with_context(|| format!("the vocabulary {}", settings.vocabulary.display()))?;
     let encoding_path = manifest_path(&settings.out, "encoding.json");
     vocab_pipeline::atomic::write(
         &encoding_path,

@@ -10,8 +10,8 @@ use vocab_pipeline::kmeans;
 use crate::cli::RunArgs;
 use crate::config::Config;
 use crate::memory::{breakdown, human, memory_here};
-use crate::options::ElementArg;
 use crate::settings::Backend;
+use vocab_pipeline::store::Element;
 
 /// HOG values per vector.
 const DIMS: u64 = 512;
@@ -134,8 +134,8 @@ pub fn print(
     } = nodes_of(engine)?;
     let n = training * config.features.per_image as u64;
     let value = match config.partition.element {
-        ElementArg::F32 => 4,
-        ElementArg::U8 => 1,
+        Element::F32 => 4,
+        Element::U8 => 1,
     };
     let sample = n * (RECORD_HEAD + DIMS * 4);
     let parts = config.partition.parts as u64;

@@ -11,6 +11,7 @@ use vocab_cluster::net::transport::Transport;
 
 use crate::cli::Command;
 use crate::progress::Ui;
+use vocab_cluster::net::transport::Kind as TransportKind;
 
 /// Rank 0's handle on the MPI job: the transport, every rank's host, and their racks.
 #[derive(Clone)]
@@ -38,7 +39,7 @@ pub fn read_racks(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {
 
 /// Whether `command` runs under MPI.
 pub fn wants_mpi(command: &Command) -> bool {
-    use crate::options::EngineArg::Mpi;
+    use TransportKind::Mpi;
     match command {
         Command::Kmeans(args) => args.engine == Some(Mpi),
         Command::Features(args) => args.nodes.engine == Some(Mpi),

@@ -8,8 +8,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use vocab_cluster::collective::BroadcastPlan;
 use vocab_cluster::collective::calibration::{Calibration, labels};
-use vocab_cluster::collective::{Algorithm, BroadcastPlan};
 use vocab_cluster::jobs::born::{RECIPES, Recipes};
 use vocab_cluster::jobs::kmeans::{Deal, Driver, DriverOptions, Options, Root};
 use vocab_pipeline::kmeans::approx::Recall;
@@ -77,7 +77,7 @@ impl Team for Ranks<'_> {
             "kmeans: on {} MPI ranks (chain {}), broadcast {}, local aggregation {}",
             self.mpi.transport.size(),
             chain.join(", "),
-            Algorithm::from(args.broadcast).name(),
+            args.broadcast.name(),
             if args.local_aggregation { "on" } else { "off" },
         )
     }
@@ -130,7 +130,7 @@ impl Team for Workers {
             } else {
                 format!(", dropped {}", dropped.join(", "))
             },
-            Algorithm::from(args.broadcast).name(),
+            args.broadcast.name(),
             if args.local_aggregation { "on" } else { "off" },
         )
     }
@@ -162,7 +162,7 @@ pub fn start<'a>(
         let options = Options {
             dir,
             plan: BroadcastPlan {
-                algorithm: Algorithm::from(args.broadcast),
+                algorithm: args.broadcast,
                 chunk: args.chunk_size,
                 chains: 2,
             },
@@ -200,7 +200,7 @@ pub fn start<'a>(
     let (cluster, secret) = crate::daemons::load(&cluster_path)?;
     let options = DriverOptions {
         dir,
-        algorithm: Algorithm::from(args.broadcast),
+        algorithm: args.broadcast,
         stage1: args.local_aggregation,
         assignment: args.assignment,
         auto,

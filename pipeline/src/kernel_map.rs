@@ -21,6 +21,34 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+/// The kernel map before a linear SVM, if any (the command line's and configs' choice).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Mapping {
+    /// The histograms as they are (a linear kernel on them).
+    #[default]
+    None,
+    /// Chi-squared, `2xy / (x + y)` per bin.
+    Chi2,
+    /// Histogram intersection, `min(x, y)` per bin.
+    Intersection,
+    /// Jensen-Shannon.
+    Js,
+}
+
+impl Mapping {
+    /// The kernel mapped (none for `none`).
+    pub fn kernel(self) -> Option<Kernel> {
+        match self {
+            Self::None => None,
+            Self::Chi2 => Some(Kernel::Chi2),
+            Self::Intersection => Some(Kernel::Intersection),
+            Self::Js => Some(Kernel::Js),
+        }
+    }
+}
+
 /// The additive kernels with a map.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

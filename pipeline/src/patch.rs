@@ -14,6 +14,17 @@ use crate::hog::{CELL_SIDE, PATCH_SIDE};
 /// asking for terabytes.
 pub const MAX_PER_IMAGE: usize = 100_000;
 
+/// How patches are placed, without their numbers (the command line's and configs' choice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Mode {
+    /// N random patches per photo (the vocabulary's sample).
+    Random,
+    /// Every patch on a grid (encoding).
+    Dense,
+}
+
 /// How patches are placed in an image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Sampling {

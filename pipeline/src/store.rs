@@ -54,9 +54,11 @@ pub const ELEM_U8: u8 = 2;
 /// `U8` keeps `round(255 v)` for values in `[0, 1]` (HOG values after L2-Hys lie there): 4x smaller
 /// files, at most 1/510 absolute error; readers return `byte / 255`. Writers refuse values outside
 /// `[0, 1]` rather than clamp them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Element {
-    /// Little-endian `f32`.
+    /// 4-byte floats.
     #[default]
     F32,
     /// One byte per value, scale 1/255.
@@ -150,11 +152,13 @@ pub enum StoreError {
 }
 
 /// On-disk format of a feature file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Format {
-    /// One record per line.
+    /// `picture_id row col f1 ... f512` per line (the paper's format).
     Text,
-    /// The binary format described in the module docs.
+    /// vocab's checksummed, memory-mappable binary format.
     Bin,
 }
 

@@ -24,6 +24,7 @@ use rand_chacha::ChaCha8Rng;
 /// Which solver trains the binary models.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Solver {
     /// Dual coordinate descent, squared hinge loss (liblinear / `LinearSVC`).
     #[default]

@@ -1,10 +1,10 @@
 //! Arguments of the worker daemon and of the cluster and benchmark commands.
 
 use std::path::PathBuf;
+use vocab_cluster::collective::Algorithm;
+use vocab_cluster::collective::calibration::Order;
 
 use clap::Args;
-
-use crate::options::{BroadcastAlgorithm, OrderArg};
 
 /// Arguments of `vocab worker`.
 #[derive(Debug, Args)]
@@ -72,8 +72,8 @@ pub struct BenchBroadcastArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub bytes: u64,
     /// Algorithm.
-    #[arg(long, value_enum, default_value_t = BroadcastAlgorithm::Chain)]
-    pub algorithm: BroadcastAlgorithm,
+    #[arg(long, value_enum, default_value_t = Algorithm::Chain)]
+    pub algorithm: Algorithm,
     #[command(flatten)]
     pub team: BenchTeamArgs,
 }
@@ -100,8 +100,8 @@ pub struct BenchTeamArgs {
     /// `racks`: the cluster file's chain, the binomial tree, the direct gather; `auto`: the
     /// chain and trees built from measured links (measured once, before the timed runs; the
     /// calibration goes to stderr).
-    #[arg(long, value_enum, default_value_t = OrderArg::Racks)]
-    pub order: OrderArg,
+    #[arg(long, value_enum, default_value_t = Order::Racks)]
+    pub order: Order,
     /// Append one CSV row per run to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,

@@ -1,10 +1,10 @@
 //! Arguments of `vocab train`, `vocab evaluate` and `vocab classify`.
 
 use std::path::PathBuf;
+use vocab_pipeline::kernel_map::Mapping;
+use vocab_pipeline::svm::Solver;
 
 use clap::Args;
-
-use crate::options::{KernelMapArg, SolverArg};
 
 /// Arguments of `vocab train`.
 #[derive(Debug, Args)]
@@ -26,8 +26,8 @@ pub struct TrainArgs {
     pub cv: usize,
     /// Solver: dcd (dual coordinate descent, liblinear's; fast) or linfa (linfa-svm's SMO; builds
     /// an n x n kernel matrix, for small sets and cross-checks).
-    #[arg(long, value_enum, default_value_t = SolverArg::Dcd)]
-    pub solver: SolverArg,
+    #[arg(long, value_enum, default_value_t = Solver::Dcd)]
+    pub solver: Solver,
     /// Split CSV (path,split with train/test): train on its train part only [default: train on
     /// every labelled photo].
     #[arg(long, value_name = "CSV", conflicts_with = "holdout")]
@@ -43,8 +43,8 @@ pub struct TrainArgs {
     /// approximates that kernel's SVM (Vedaldi and Zisserman's homogeneous kernel maps; for
     /// L1-normalised histograms, `vocab encode --norm l1`); the model keeps it and applies it
     /// to every photo it scores.
-    #[arg(long, value_enum, default_value_t = KernelMapArg::None)]
-    pub kernel_map: KernelMapArg,
+    #[arg(long, value_enum, default_value_t = Mapping::None)]
+    pub kernel_map: Mapping,
     /// Frequencies of the kernel map after the first: 2 N + 1 values per histogram bin.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub map_order: usize,

@@ -1,10 +1,11 @@
 //! Arguments of the photo stages: `vocab features`, `vocab encode`, and where they run.
 
 use std::path::PathBuf;
+use vocab_cluster::net::transport::Kind as TransportKind;
+use vocab_pipeline::patch::Mode;
+use vocab_pipeline::store::Format;
 
 use clap::Args;
-
-use crate::options::{EngineArg, FileFormat, Mode};
 
 /// Arguments of `vocab features`.
 #[derive(Debug, Args)]
@@ -32,7 +33,7 @@ pub struct FeaturesArgs {
     pub seed: u64,
     /// Output format [default: text for .txt/.text files, bin otherwise].
     #[arg(long, value_enum)]
-    pub format: Option<FileFormat>,
+    pub format: Option<Format>,
     /// Downscale photos whose longer side exceeds PX (area averaging).
     #[arg(long, value_name = "PX")]
     pub max_side: Option<usize>,
@@ -57,7 +58,7 @@ pub struct NodesArgs {
     /// `mpi`: share the photos out to the ranks of the MPI job this runs in (under mpirun or
     /// srun; needs a build with `--features mpi`); `tcp`: to worker daemons.
     #[arg(long, value_enum)]
-    pub engine: Option<EngineArg>,
+    pub engine: Option<TransportKind>,
 }
 
 /// Arguments of `vocab encode`.

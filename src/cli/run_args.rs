@@ -1,10 +1,9 @@
 //! Arguments of `vocab run` and `vocab config`.
 
 use std::path::PathBuf;
+use vocab_cluster::net::transport::Kind as TransportKind;
 
 use clap::Args;
-
-use crate::options::EngineArg;
 
 /// Arguments of `vocab run`.
 #[derive(Debug, Args)]
@@ -40,7 +39,7 @@ pub struct RunArgs {
     /// Run k-means on `mpi` (under mpirun or srun; rank 0 runs every other stage) or on `tcp`
     /// workers (the default when k-means is distributed).
     #[arg(long, value_enum)]
-    pub engine: Option<EngineArg>,
+    pub engine: Option<TransportKind>,
     /// Rack map for `--engine mpi` (TOML: `"host" = "rack"`).
     #[arg(long, value_name = "FILE")]
     pub racks: Option<PathBuf>,

@@ -6,10 +6,15 @@ use clap::Args;
 
 use super::daemon_args::parse_size;
 
-use crate::options::{
-    AssignArg, BroadcastAlgorithm, DEFAULT_PROBES, ElementArg, EngineArg, FileFormat, InitMethod,
-    KernelArg, OrderArg,
-};
+use crate::options::DEFAULT_PROBES;
+use vocab_cluster::collective::Algorithm;
+use vocab_cluster::collective::calibration::Order;
+use vocab_cluster::net::transport::Kind as TransportKind;
+use vocab_pipeline::kmeans::InitMethod;
+use vocab_pipeline::kmeans::Kernel;
+use vocab_pipeline::kmeans::Search;
+use vocab_pipeline::store::Element;
+use vocab_pipeline::store::Format;
 
 /// Arguments of `vocab convert`.
 #[derive(Debug, Args)]
@@ -22,7 +27,7 @@ pub struct ConvertArgs {
     pub out: PathBuf,
     /// Output format [default: the other one].
     #[arg(long, value_enum)]
-    pub format: Option<FileFormat>,
+    pub format: Option<Format>,
 }
 
 /// Arguments of `vocab datasets synth`.
@@ -42,7 +47,7 @@ pub struct SynthArgs {
     pub seed: u64,
     /// Output format [default: text for .txt/.text files, bin otherwise].
     #[arg(long, value_enum)]
-    pub format: Option<FileFormat>,
+    pub format: Option<Format>,
     /// Feature file to write.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
@@ -62,8 +67,8 @@ pub struct PartitionArgs {
     pub out: PathBuf,
     /// Storage of the values: f32, or u8 (4x smaller; values must lie in [0, 1], as HOG values
     /// do; at most 1/510 absolute error).
-    #[arg(long, value_enum, default_value_t = ElementArg::F32)]
-    pub element: ElementArg,
+    #[arg(long, value_enum, default_value_t = Element::F32)]
+    pub element: Element,
 }
 
 /// Arguments of `vocab kmeans`.
@@ -97,12 +102,12 @@ pub struct KmeansArgs {
     pub prune: bool,
     /// Kernel of the full assignment passes (also on cluster workers; with --prune, of the full
     /// passes pruning still makes: the first iteration and searches too wide to pay off).
-    #[arg(long, value_enum, default_value_t = KernelArg::F32)]
-    pub kernel: KernelArg,
+    #[arg(long, value_enum, default_value_t = Kernel::F32)]
+    pub kernel: Kernel,
     /// Exact or approximate assignment (approx: for vocabularies of hundreds of thousands to
     /// millions of words, minutes per iteration instead of hours).
-    #[arg(long, value_enum, default_value_t = AssignArg::Exact)]
-    pub assign: AssignArg,
+    #[arg(long, value_enum, default_value_t = Search::Exact)]
+    pub assign: Search,
     /// Lists of the approximate search's index [default: sqrt(k)].
     #[arg(long, value_name = "N")]
     pub lists: Option<u32>,
@@ -123,8 +128,8 @@ pub struct KmeansArgs {
     #[arg(long, value_name = "N")]
     pub local_nodes: Option<usize>,
     /// Broadcast algorithm for the centroids on a cluster.
-    #[arg(long, value_enum, default_value_t = BroadcastAlgorithm::Chain)]
-    pub broadcast: BroadcastAlgorithm,
+    #[arg(long, value_enum, default_value_t = Algorithm::Chain)]
+    pub broadcast: Algorithm,
     /// Switch stage-1 (local) aggregation off: every map task ships its own partial sums (to
     /// measure what local aggregation saves).
     #[arg(long)]
@@ -136,15 +141,15 @@ pub struct KmeansArgs {
     /// `mpi` (under mpirun or srun: rank 0 drives and maps, every rank maps its share; needs a
     /// build with `--features mpi`).
     #[arg(long, value_enum)]
-    pub engine: Option<EngineArg>,
+    pub engine: Option<TransportKind>,
     /// Rack map for `--engine mpi`: a TOML file of `"host" = "rack"` lines (default: each host
     /// is a rack). The chain keeps a rack's ranks together.
     #[arg(long, value_name = "FILE")]
     pub racks: Option<PathBuf>,
     /// Chain order on a distributed engine: `racks` (rack labels, or the cluster file's order)
     /// or `auto` (measure every link at the start, build the chain from the measurements).
-    #[arg(long, value_enum, default_value_t = OrderArg::Racks)]
-    pub order: OrderArg,
+    #[arg(long, value_enum, default_value_t = Order::Racks)]
+    pub order: Order,
     /// Chunk size of the pipelined broadcasts and of stage 2 under `--engine mpi`.
     #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "1M")]
     pub chunk_size: u64,
@@ -155,7 +160,7 @@ pub struct KmeansArgs {
     /// picture id, row or column) or bin (the binary feature format, record j = centroid j)
     /// [default: text for .txt/.text files, bin otherwise].
     #[arg(long, value_enum)]
-    pub format: Option<FileFormat>,
+    pub format: Option<Format>,
     /// Vocabulary file; beside it <out>.meta.toml, <out>.iterations.csv, <out>.ckpt/.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,

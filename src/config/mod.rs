@@ -12,10 +12,16 @@ use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::options::EncodeOptions;
-use crate::options::{
-    BroadcastAlgorithm, ElementArg, InitMethod, KernelArg, KernelMapArg, NormArg, SolverArg,
-};
 use crate::settings::{self, FeaturesConfig, Invalid};
+use vocab_cluster::collective::Algorithm;
+use vocab_cluster::collective::calibration::Order;
+use vocab_pipeline::encode::Norm;
+use vocab_pipeline::kernel_map::Mapping;
+use vocab_pipeline::kmeans::InitMethod;
+use vocab_pipeline::kmeans::Kernel;
+use vocab_pipeline::kmeans::Search;
+use vocab_pipeline::store::Element;
+use vocab_pipeline::svm::Solver;
 
 /// A whole config file, with defaults filled in.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -84,7 +90,7 @@ pub struct PartitionConfig {
     /// Number of partitions.
     pub parts: usize,
     /// Value storage: f32 or u8.
-    pub element: ElementArg,
+    pub element: Element,
     /// Where partitions are made when k-means runs on nodes: on the nodes from the patches they
     /// described (the default), or at the driver from the gathered sample (a folder every node
     /// reads at the same path).
@@ -119,7 +125,7 @@ impl Default for PartitionConfig {
     fn default() -> Self {
         Self {
             parts: 8,
-            element: ElementArg::F32,
+            element: Element::F32,
             at: PartitionAt::Nodes,
             folder: None,
         }
@@ -150,7 +156,7 @@ pub struct KmeansConfig {
     pub nodes: usize,
     /// Broadcast algorithm of the centroids.
     #[serde(default = "default_broadcast")]
-    pub broadcast: BroadcastAlgorithm,
+    pub broadcast: Algorithm,
     /// Stage-1 (local) aggregation.
     #[serde(default = "default_true")]
     pub local_aggregation: bool,
@@ -163,10 +169,10 @@ pub struct KmeansConfig {
     pub prune: bool,
     /// Kernel of the full assignment passes (`vocab kmeans --kernel`), pruned or not.
     #[serde(default, skip_serializing_if = "is_default")]
-    pub kernel: KernelArg,
+    pub kernel: Kernel,
     /// Exact or approximate assignment (`vocab kmeans --assign`).
     #[serde(default, skip_serializing_if = "is_default")]
-    pub assign: crate::options::AssignArg,
+    pub assign: Search,
     /// Lists of the approximate search's index (`--lists`; default sqrt(k)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lists: Option<u32>,
@@ -184,7 +190,7 @@ pub struct KmeansConfig {
     /// Chain order on a distributed engine (`vocab kmeans --order`): `racks` or `auto`
     /// (measured links).
     #[serde(default, skip_serializing_if = "is_default")]
-    pub order: crate::options::OrderArg,
+    pub order: Order,
 }
 
 impl KmeansConfig {
@@ -224,8 +230,8 @@ fn default_nodes() -> usize {
     2
 }
 
-fn default_broadcast() -> BroadcastAlgorithm {
-    BroadcastAlgorithm::Chain
+fn default_broadcast() -> Algorithm {
+    Algorithm::Chain
 }
 
 fn default_true() -> bool {
@@ -246,10 +252,10 @@ pub struct ClassifyConfig {
     /// Folds of the cross-validation that chooses C on the training half.
     pub cv: usize,
     /// SVM solver: dcd or linfa.
-    pub solver: SolverArg,
+    pub solver: Solver,
     /// Explicit kernel map before the linear SVM: none, chi2, intersection or js (for L1
     /// histograms: `[encode] norm = "l1"`).
-    pub kernel_map: KernelMapArg,
+    pub kernel_map: Mapping,
     /// Frequencies of the kernel map after the first (2 N + 1 values per bin).
     pub map_order: usize,
 }
@@ -261,8 +267,8 @@ impl Default for ClassifyConfig {
             split_by: None,
             split_seed: 1,
             cv: 5,
-            solver: SolverArg::Dcd,
-            kernel_map: KernelMapArg::None,
+            solver: Solver::Dcd,
+            kernel_map: Mapping::None,
             map_order: 3,
         }
     }
@@ -374,7 +380,7 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
     e.params().map_err(|err| invalid("encode", err))?;
     settings::svm_rules(None, config.classify.cv, config.classify.map_order)
         .map_err(|e| invalid("classify", e))?;
-    if config.classify.kernel_map != KernelMapArg::None && e.norm != NormArg::L1 {
+    if config.classify.kernel_map != Mapping::None && e.norm != Norm::L1 {
         return Err(fail(
             "classify",
             "kernel_map",

@@ -1,6 +1,7 @@
 //! Tests of config loading: defaults, unknown keys and bad values named with their line.
 
 use super::*;
+use vocab_pipeline::kmeans::Kernel;
 
 fn load_text(text: &str) -> anyhow::Result<Config> {
     let dir = tempfile::tempdir().expect("tmp");
@@ -43,7 +44,7 @@ fn defaults_fill_in_and_rules_name_key_and_line() {
     );
     let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nkernel = \"int8\"\n")
         .expect("int8 on loopback workers");
-    assert_eq!((c.kmeans.kernel, c.kmeans.nodes), (KernelArg::Int8, 2));
+    assert_eq!((c.kmeans.kernel, c.kmeans.nodes), (Kernel::Int8, 2));
     let c = load_text(
         "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nassign = \"approx\"\nprobes = 3\n",
     )

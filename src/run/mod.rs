@@ -25,9 +25,9 @@ use self::report::{Outcome, Vocabulary};
 use self::step::{Runner, Stage, WorkLock};
 use crate::cli::RunArgs;
 use crate::config::{self, Config};
-use crate::options::EngineArg;
 use crate::progress::Ui;
 use crate::settings::Backend;
+use vocab_cluster::net::transport::Kind as TransportKind;
 
 /// `vocab run`.
 pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyhow::Result<()> {
@@ -274,12 +274,12 @@ impl Chain<'_> {
                 mpi: self.mpi,
             };
             let kmeans_key = kmeans.key();
-            let (kmeans_dir, meta) = runner.run(&kmeans)?;
+            let (kmeans_dir, fitted) = runner.run(&kmeans)?;
             let vocabulary = kmeans_dir.join("vocabulary.bin");
             vocabularies.push(Vocabulary {
                 k,
-                dir: kmeans_dir.clone(),
-                meta,
+                meta: fitted.meta,
+                per_iteration: fitted.per_iteration,
             });
             let encode = stages::Encode {
                 config: self.config,
@@ -377,7 +377,7 @@ fn engine(
     config: &Config,
     base: &Path,
     cluster: Option<&Path>,
-    engine: Option<EngineArg>,
+    engine: Option<TransportKind>,
     on_mpi: bool,
 ) -> anyhow::Result<Backend> {
     let km = &config.kmeans;
@@ -385,11 +385,11 @@ fn engine(
         .map(Path::to_path_buf)
         .or_else(|| km.cluster.as_ref().map(|c| base.join(c)));
     let engine = match (engine, cluster) {
-        (Some(EngineArg::Mpi), Some(_)) => anyhow::bail!(
+        (Some(TransportKind::Mpi), Some(_)) => anyhow::bail!(
             "--engine mpi runs k-means on the MPI ranks; --cluster (or [kmeans] cluster) names \
              TCP workers"
         ),
-        (Some(EngineArg::Mpi), None) => Backend::Mpi,
+        (Some(TransportKind::Mpi), None) => Backend::Mpi,
         (_, Some(cluster)) => Backend::Tcp {
             cluster: Some(cluster),
             local_nodes: 0,
@@ -398,7 +398,7 @@ fn engine(
             cluster: None,
             local_nodes: km.nodes,
         },
-        (Some(EngineArg::Tcp), None) => Backend::Tcp {
+        (Some(TransportKind::Tcp), None) => Backend::Tcp {
             cluster: None,
             local_nodes: 1,
         },

@@ -1,7 +1,7 @@
 //! The run's report (`WORK/report/`: report.md, CSVs, PNG figures) and its one-screen summary.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context;
 use vocab_pipeline::kmeans::files::RunMeta;
@@ -11,6 +11,7 @@ use super::stages::Sample;
 use super::step::Step;
 use crate::classify_cmd::Scores;
 use crate::figures::{self, Series};
+use crate::kmeans_log::{PerIteration, STAGE_SECONDS};
 
 /// One attribute's outcome over one vocabulary.
 #[derive(Debug, Clone)]
@@ -28,10 +29,10 @@ pub struct Outcome {
 pub struct Vocabulary {
     /// Its size.
     pub k: usize,
-    /// Its step folder.
-    pub dir: PathBuf,
     /// Its run's record.
     pub meta: RunMeta,
+    /// Its run's iterations.
+    pub per_iteration: PerIteration,
 }
 
 /// What the report is made of.
@@ -50,37 +51,6 @@ pub struct Run<'a> {
     pub steps: &'a [Step],
 }
 
-/// The `*_seconds` columns of a cluster run's `<out>.stages.csv`, in the report's stage order.
-const STAGE_SECONDS: [&str; 5] = [
-    "broadcast_seconds",
-    "map_seconds",
-    "stage1_seconds",
-    "stage2_seconds",
-    "stage3_seconds",
-];
-
-/// Mean per-stage seconds of a k-means run (cluster runs have `<out>.stages.csv`), found by
-/// column name.
-fn kmeans_stage_means(dir: &Path) -> Option<Vec<f64>> {
-    let text = std::fs::read_to_string(dir.join("vocabulary.bin.stages.csv")).ok()?;
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next()?.split(',').collect();
-    let columns: Vec<usize> = STAGE_SECONDS
-        .iter()
-        .map(|name| header.iter().position(|h| h == name))
-        .collect::<Option<_>>()?;
-    let mut sums = [0.0; STAGE_SECONDS.len()];
-    let mut rows = 0.0;
-    for line in lines {
-        let cols: Vec<&str> = line.split(',').collect();
-        for (s, &c) in sums.iter_mut().zip(&columns) {
-            *s += cols.get(c)?.parse::<f64>().ok()?;
-        }
-        rows += 1.0;
-    }
-    (rows > 0.0).then(|| sums.iter().map(|s| s / rows).collect())
-}
-
 /// The accuracy axis: the values with a margin, within [0, 1].
 fn accuracy_range(outcomes: &[Outcome]) -> (f64, f64) {
     let values = outcomes.iter().map(|o| o.scores.accuracy);
@@ -93,16 +63,44 @@ fn accuracy_range(outcomes: &[Outcome]) -> (f64, f64) {
     ((lo - margin).max(0.0), (hi + margin).min(1.0))
 }
 
+/// Writes `text` to `dir/name`, whole or not at all.
+fn write_file(dir: &Path, name: &str, text: &str) -> anyhow::Result<()> {
+    let path = dir.join(name);
+    vocab_pipeline::atomic::write(&path, text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
 /// Writes the report into `dir`.
 pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let write = |name: &str, text: &str| -> anyhow::Result<()> {
-        let path = dir.join(name);
-        vocab_pipeline::atomic::write(&path, text.as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))
-    };
-    let outcomes = run.outcomes;
-    // Accuracy per attribute and vocabulary size.
+    accuracy(dir, run.outcomes)?;
+    let stages = Stages::of(run.vocabularies);
+    write_file(dir, "kmeans.csv", &stages.csv)?;
+    let (vocab_md, iterations) = vocabularies(run.vocabularies);
+    write_file(dir, "kmeans-iterations.csv", &iterations)?;
+    if !stages.cats.is_empty() {
+        figures::grouped_bars_log(
+            &dir.join("kmeans.png"),
+            "k-means: mean seconds per iteration by stage",
+            "seconds (log scale)",
+            &stages.cats,
+            &stages.groups,
+        )?;
+    }
+    let mut scsv = String::from("stage,step,key,seconds,cached\n");
+    for s in run.steps {
+        let _ = writeln!(
+            scsv,
+            "{},{},{},{},{}",
+            s.stage, s.label, s.key, s.seconds, s.cached
+        );
+    }
+    write_file(dir, "steps.csv", &scsv)?;
+    write_file(dir, "report.md", &markdown(run, &vocab_md, &stages))
+}
+
+/// `accuracy.csv` and its figure: accuracy per attribute and vocabulary size.
+fn accuracy(dir: &Path, outcomes: &[Outcome]) -> anyhow::Result<()> {
     let mut csv = String::from("k,attribute,accuracy,balanced_accuracy,held_out\n");
     for o in outcomes {
         let _ = writeln!(
@@ -111,7 +109,7 @@ pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
             o.k, o.attribute, o.scores.accuracy, o.scores.balanced_accuracy, o.scores.scored
         );
     }
-    write("accuracy.csv", &csv)?;
+    write_file(dir, "accuracy.csv", &csv)?;
     let mut attributes: Vec<&str> = outcomes.iter().map(|o| o.attribute.as_str()).collect();
     attributes.sort_unstable();
     attributes.dedup();
@@ -136,49 +134,54 @@ pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
             &series,
         )?;
     }
-    // k-means per-stage breakdown.
-    let mut kcsv = format!("k,{}\n", STAGE_SECONDS.join(","));
-    let names = ["broadcast", "map", "stage 1", "stage 2", "stage 3"];
-    let mut cats = Vec::new();
-    let mut groups: Vec<(String, Vec<f64>)> = names
-        .iter()
-        .map(|n| ((*n).to_string(), Vec::new()))
-        .collect();
-    for v in run.vocabularies {
-        if let Some(means) = kmeans_stage_means(&v.dir) {
-            let _ = writeln!(
-                kcsv,
-                "{},{}",
-                v.k,
-                means
-                    .iter()
-                    .map(f64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            );
-            cats.push(format!("k={}", v.k));
-            for (s, m) in groups.iter_mut().zip(&means) {
-                s.1.push(*m);
+    Ok(())
+}
+
+/// The k-means runs' mean seconds per stage (runs on a team only): `kmeans.csv`, and the
+/// figure's categories and groups.
+struct Stages {
+    csv: String,
+    cats: Vec<String>,
+    groups: Vec<(String, Vec<f64>)>,
+}
+
+impl Stages {
+    fn of(vocabularies: &[Vocabulary]) -> Self {
+        let mut csv = format!("k,{}\n", STAGE_SECONDS.join(","));
+        let names = ["broadcast", "map", "stage 1", "stage 2", "stage 3"];
+        let mut cats = Vec::new();
+        let mut groups: Vec<(String, Vec<f64>)> = names
+            .iter()
+            .map(|n| ((*n).to_string(), Vec::new()))
+            .collect();
+        for v in vocabularies {
+            if let Some(means) = v.per_iteration.stage_means() {
+                let shown: Vec<String> = means.iter().map(f64::to_string).collect();
+                let _ = writeln!(csv, "{},{}", v.k, shown.join(","));
+                cats.push(format!("k={}", v.k));
+                for (s, m) in groups.iter_mut().zip(&means) {
+                    s.1.push(*m);
+                }
             }
         }
+        Self { csv, cats, groups }
     }
-    write("kmeans.csv", &kcsv)?;
-    // Vocabulary statistics and every iteration of every run.
+}
+
+/// The vocabularies' table (markdown) and every iteration of every run (`kmeans-iterations.csv`).
+fn vocabularies(vocabularies: &[Vocabulary]) -> (String, String) {
     let mut vocab_md = String::from(
         "| k | vectors | iterations | converged | final inertia | seconds |\n|---|---|---|---|---|---|\n",
     );
     let mut iterations = String::new();
-    for v in run.vocabularies {
+    for v in vocabularies {
         let m = &v.meta;
         let _ = writeln!(
             vocab_md,
             "| {} | {} | {} | {} | {:.6e} | {:.1} |",
             v.k, m.n, m.iterations, m.converged, m.final_inertia, m.seconds
         );
-        let per_iteration = std::fs::read_to_string(v.dir.join("vocabulary.bin.stages.csv"))
-            .or_else(|_| std::fs::read_to_string(v.dir.join("vocabulary.bin.iterations.csv")))
-            .unwrap_or_default();
-        let mut lines = per_iteration.lines();
+        let mut lines = v.per_iteration.csv.lines();
         if let Some(header) = lines.next() {
             if iterations.is_empty() {
                 let _ = writeln!(iterations, "k,{header}");
@@ -188,27 +191,11 @@ pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
             }
         }
     }
-    write("kmeans-iterations.csv", &iterations)?;
-    if !cats.is_empty() {
-        figures::grouped_bars_log(
-            &dir.join("kmeans.png"),
-            "k-means: mean seconds per iteration by stage",
-            "seconds (log scale)",
-            &cats,
-            &groups,
-        )?;
-    }
-    // Steps.
-    let mut scsv = String::from("stage,step,key,seconds,cached\n");
-    for s in run.steps {
-        let _ = writeln!(
-            scsv,
-            "{},{},{},{},{}",
-            s.stage, s.label, s.key, s.seconds, s.cached
-        );
-    }
-    write("steps.csv", &scsv)?;
-    // Markdown.
+    (vocab_md, iterations)
+}
+
+/// `report.md`.
+fn markdown(run: &Run<'_>, vocab_md: &str, stages: &Stages) -> String {
     let Sample {
         train,
         test,
@@ -221,7 +208,7 @@ pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
         run.dataset.labels.display(),
     );
     md.push_str("## Accuracy (held-out half)\n\n| k | attribute | accuracy | balanced accuracy | held out |\n|---|---|---|---|---|\n");
-    for o in outcomes {
+    for o in run.outcomes {
         let _ = writeln!(
             md,
             "| {} | {} | {:.4} | {:.4} | {} |",
@@ -229,9 +216,9 @@ pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
         );
     }
     md.push_str("\n![accuracy](accuracy.png)\n\n## Vocabularies\n\n");
-    md.push_str(&vocab_md);
+    md.push_str(vocab_md);
     md.push_str("\n## k-means per iteration (mean seconds by stage; every iteration in kmeans-iterations.csv)\n\n| k | broadcast | map | stage 1 | stage 2 | stage 3 |\n|---|---|---|---|---|---|\n");
-    for line in kcsv.lines().skip(1) {
+    for line in stages.csv.lines().skip(1) {
         let cols: Vec<String> = line
             .split(',')
             .enumerate()
@@ -246,7 +233,7 @@ pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
             .collect();
         let _ = writeln!(md, "| {} |", cols.join(" | "));
     }
-    if !cats.is_empty() {
+    if !stages.cats.is_empty() {
         md.push_str("\n![k-means stages](kmeans.png)\n");
     }
     md.push_str("\n## Steps (seconds of cached steps: when they ran)\n\n| stage | step | seconds | status |\n|---|---|---|---|\n");
@@ -260,7 +247,7 @@ pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
             if s.cached { "cached" } else { "ran" }
         );
     }
-    write("report.md", &md)
+    md
 }
 
 /// The one-screen end of a run: steps with their times, then accuracies.

@@ -21,7 +21,9 @@ mod tests {
     use vocab_pipeline::kmeans::Assignment;
 
     use super::*;
-    use crate::options::{EncodeOptions, InitMethod, Mode};
+    use crate::options::EncodeOptions;
+    use vocab_pipeline::kmeans::InitMethod;
+    use vocab_pipeline::patch::Mode;
 
     #[test]
     fn a_broken_rule_names_the_flag_or_the_key_with_the_value() {

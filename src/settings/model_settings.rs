@@ -1,9 +1,10 @@
 //! Settings of train, evaluate and classify.
 
 use std::path::PathBuf;
+use vocab_pipeline::kernel_map::Mapping;
+use vocab_pipeline::svm::Solver;
 
 use super::rules::{Invalid, at_least, output};
-use crate::options::{KernelMapArg, SolverArg};
 
 /// Frequencies of a kernel map at most.
 pub const MAX_MAP_ORDER: usize = 10;
@@ -22,13 +23,13 @@ pub struct TrainSettings {
     /// Folds of the cross-validation.
     pub cv: usize,
     /// Solver.
-    pub solver: SolverArg,
+    pub solver: Solver,
     /// Which photos train.
     pub split: Split,
     /// Seed of the split and of cross-validation.
     pub split_seed: u64,
     /// Explicit kernel map.
-    pub kernel_map: KernelMapArg,
+    pub kernel_map: Mapping,
     /// Frequencies of the kernel map.
     pub map_order: usize,
     /// Model file.

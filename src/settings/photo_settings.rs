@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use vocab_pipeline::encode::{EncodeParams, Norm, Soft};
+use vocab_pipeline::encode::{EncodeParams, Method, Norm, Soft};
 use vocab_pipeline::features::FeatureParams;
 use vocab_pipeline::kmeans::{Assignment, approx};
 use vocab_pipeline::patch::Sampling;
@@ -11,7 +11,9 @@ use vocab_pipeline::store::Format;
 
 use super::rules::{Invalid, at_least, format_for, output};
 use super::vocabulary_settings::assignment_of;
-use crate::options::{AssignArg, DEFAULT_MAX_MPIX, EncodeOptions, Mode, NormArg, is_default_mpix};
+use crate::options::{DEFAULT_MAX_MPIX, EncodeOptions, is_default_mpix};
+use vocab_pipeline::kmeans::Search;
+use vocab_pipeline::patch::Mode;
 
 /// The parameters of a photo stage's description, checked ([`FeatureParams::check`]): where
 /// patches are cut (`mode`: `per_image` random ones seeded by `seed`, or a grid of `stride`),
@@ -83,7 +85,7 @@ impl FeatureSettings {
             input: input.to_path_buf(),
             labels: Some(labels.to_path_buf()),
             out: out.to_path_buf(),
-            format: f.format.into(),
+            format: f.format,
             params: f.params()?,
         })
     }
@@ -98,7 +100,7 @@ pub struct FeaturesConfig {
     /// Sampling seed.
     pub seed: u64,
     /// Feature file format.
-    pub format: crate::options::FileFormat,
+    pub format: Format,
     /// Downscale photos whose longer side exceeds this.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_side: Option<usize>,
@@ -120,7 +122,7 @@ impl Default for FeaturesConfig {
         Self {
             per_image: 5,
             seed: 0,
-            format: crate::options::FileFormat::Bin,
+            format: Format::Bin,
             max_side: None,
             max_pixels: DEFAULT_MAX_MPIX,
         }
@@ -135,7 +137,7 @@ impl EncodeOptions {
             words: self.soft,
             sharpness: self.sharpness,
         });
-        let approx = if self.assign == AssignArg::Approx && soft.is_some() {
+        let approx = if self.assign == Search::Approx && soft.is_some() {
             // Exact or approximate, soft or not: [`EncodeParams::check`] names the conflict.
             Some(approx::Search {
                 lists: self.lists.unwrap_or(0),
@@ -156,12 +158,12 @@ impl EncodeOptions {
                 max_pixels: pixels(self.max_pixels)?,
             },
             norm: match self.norm {
-                NormArg::L1 => Norm::L1,
-                NormArg::Hellinger => Norm::Hellinger,
+                Norm::L1 => Norm::L1,
+                Norm::Hellinger => Norm::Hellinger,
             },
             levels: self.pyramid,
-            soft,
-            kernel: self.kernel.into(),
+            method: Method::of_soft(soft),
+            kernel: self.kernel,
             scales: self.scales.clone(),
             approx,
         };
@@ -181,8 +183,6 @@ pub struct EncodeSettings {
     pub labels: Option<PathBuf>,
     /// Histogram file.
     pub out: PathBuf,
-    /// The options as given (recorded beside the histograms).
-    pub options: EncodeOptions,
     /// The checked parameters.
     pub params: EncodeParams,
 }
@@ -203,7 +203,6 @@ impl EncodeSettings {
             labels: labels.map(Path::to_path_buf),
             out: out.to_path_buf(),
             params: options.params()?,
-            options: options.clone(),
         })
     }
 }

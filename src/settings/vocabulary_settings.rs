@@ -1,14 +1,18 @@
 //! Settings of partition and k-means, and where k-means runs ([`Backend`]).
 
 use std::path::{Path, PathBuf};
+use vocab_cluster::collective::Algorithm;
+use vocab_cluster::collective::calibration::Order;
+use vocab_cluster::net::transport::Kind as TransportKind;
+use vocab_pipeline::kmeans::InitMethod;
+use vocab_pipeline::kmeans::Kernel;
+use vocab_pipeline::kmeans::Search;
+use vocab_pipeline::store::Element;
 
 use vocab_pipeline::kmeans::{Assignment, Init, Params};
 use vocab_pipeline::store::Format;
 
 use super::rules::{Invalid, at_least, format_for, output};
-use crate::options::{
-    AssignArg, BroadcastAlgorithm, ElementArg, EngineArg, InitMethod, KernelArg, OrderArg,
-};
 
 /// Settings of the partition stage.
 #[derive(Debug, Clone)]
@@ -20,7 +24,7 @@ pub struct PartitionSettings {
     /// Number of partitions.
     pub parts: usize,
     /// Value storage.
-    pub element: ElementArg,
+    pub element: Element,
 }
 
 impl PartitionSettings {
@@ -29,7 +33,7 @@ impl PartitionSettings {
         features: &Path,
         out: &Path,
         parts: Option<usize>,
-        element: ElementArg,
+        element: Element,
     ) -> Result<Self, Invalid> {
         let parts = parts.unwrap_or_else(|| 4 * rayon::current_num_threads());
         at_least("parts", parts, 1, "")?;
@@ -70,11 +74,11 @@ pub struct KmeansSettings {
     /// Where it runs.
     pub engine: Backend,
     /// Broadcast algorithm of a distributed run.
-    pub broadcast: BroadcastAlgorithm,
+    pub broadcast: Algorithm,
     /// Stage-1 (local) aggregation of a distributed run.
     pub local_aggregation: bool,
     /// Chain order of a distributed run.
-    pub order: OrderArg,
+    pub order: Order,
     /// Chunk size of the pipelined collectives under MPI.
     pub chunk_size: usize,
     /// Fault injection: exit after checkpointing this iteration.
@@ -149,13 +153,13 @@ pub fn kmeans_rules(
 /// same config keys): the approximate search has its own kernel and no pruning.
 pub fn assignment_of(
     prune: bool,
-    kernel: KernelArg,
-    assign: AssignArg,
+    kernel: Kernel,
+    assign: Search,
     lists: Option<u32>,
     probes: u32,
 ) -> Result<Assignment, Invalid> {
     match assign {
-        AssignArg::Exact => {
+        Search::Exact => {
             if let Some(l) = lists {
                 return Err(Invalid::new(
                     "lists",
@@ -163,9 +167,9 @@ pub fn assignment_of(
                     "sets up the approximate search: add assign approx",
                 ));
             }
-            Ok(Assignment::new(prune, kernel.into()))
+            Ok(Assignment::new(prune, kernel))
         }
-        AssignArg::Approx => {
+        Search::Approx => {
             if prune {
                 return Err(Invalid::new(
                     "prune",
@@ -174,7 +178,7 @@ pub fn assignment_of(
                      (drop one of them)",
                 ));
             }
-            if kernel != KernelArg::F32 {
+            if kernel != Kernel::F32 {
                 return Err(Invalid::new(
                     "kernel",
                     "int8",
@@ -195,13 +199,13 @@ pub fn assignment_of(
 
 /// The engine of `--engine`, `--cluster` and `--local-nodes`.
 pub fn engine_of(
-    engine: Option<EngineArg>,
+    engine: Option<TransportKind>,
     cluster: Option<&Path>,
     local_nodes: Option<usize>,
 ) -> Result<Backend, Invalid> {
     Ok(match (engine, cluster, local_nodes) {
-        (Some(EngineArg::Mpi), None, None) => Backend::Mpi,
-        (Some(EngineArg::Mpi), _, _) => {
+        (Some(TransportKind::Mpi), None, None) => Backend::Mpi,
+        (Some(TransportKind::Mpi), _, _) => {
             return Err(Invalid::new(
                 "engine",
                 "mpi",
@@ -220,7 +224,7 @@ pub fn engine_of(
                 local_nodes: n,
             }
         }
-        (Some(EngineArg::Tcp), None, None) => Backend::Tcp {
+        (Some(TransportKind::Tcp), None, None) => Backend::Tcp {
             cluster: None,
             local_nodes: 1,
         },
@@ -280,7 +284,7 @@ impl KmeansSettings {
         let distributed = self.engine.distributed();
         let init = self.init_centroids.is_none().then_some(self.init);
         kmeans_rules(self.k, (self.iterations, self.tol), init, self.assignment)?;
-        if !distributed && self.order == OrderArg::Auto {
+        if !distributed && self.order == Order::Auto {
             return Err(Invalid::new(
                 "order",
                 "auto",

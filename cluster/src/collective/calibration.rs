@@ -29,6 +29,20 @@ pub fn labels(hosts: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// Where the chain order of a distributed run comes from (the command line's and configs'
+/// choice).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Order {
+    /// Racks: the cluster file's racks or `order`, or the MPI rack map.
+    #[default]
+    Racks,
+    /// Measured: every link probed when the job starts, the chain and the trees built from
+    /// the measurements (groups kept together, slow links at the end or at a leaf).
+    Auto,
+}
+
 /// The chain from measured links ([`crate::collective::topology`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Auto {

@@ -266,15 +266,18 @@ impl<'t> Team<'t> {
 }
 
 /// Broadcast algorithms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Algorithm {
-    /// Pipelined chain.
+    /// Pipelined chain, racks together.
     Chain,
     /// Root sends to each node in turn.
     Simple,
-    /// Binomial tree.
+    /// Binomial tree (MPI's MST).
     Mst,
-    /// Several chains in parallel, each with a slice of the message.
+    /// Several chains in parallel, each with a slice.
+    #[cfg_attr(feature = "clap", value(name = "multichain"))]
     MultiChain,
 }
 

@@ -1,8 +1,81 @@
 //! Bag of words: a photo's patches counted toward their words (or, soft, their few nearest
 //! words, weighted), per cell of the spatial pyramid, then normalised.
 
-use super::params::{Norm, encoded_len};
 use crate::hog::PATCH_SIDE;
+
+/// Histogram normalisation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Norm {
+    /// Rows sum to 1.
+    #[default]
+    L1,
+    /// Square root of the L1-normalised histogram.
+    Hellinger,
+}
+
+impl Norm {
+    /// The name on the command line and in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::L1 => "l1",
+            Self::Hellinger => "hellinger",
+        }
+    }
+
+    /// The normalisation called `name`.
+    pub fn named(name: &str) -> Option<Self> {
+        [Self::L1, Self::Hellinger]
+            .into_iter()
+            .find(|n| n.name() == name)
+    }
+}
+
+/// Length of an encoded vector: `k` values per cell, `sum 4^l` cells over the levels.
+pub fn encoded_len(k: usize, levels: usize) -> usize {
+    k * (0..levels.max(1)).map(|l| 1usize << (2 * l)).sum::<usize>()
+}
+
+/// Soft assignment: each patch counts toward its `words` nearest words, word `j` with weight
+/// `exp(-sharpness (d_j / d_1 - 1))` (`d` squared distances, `d_1` the nearest's), the weights
+/// of a patch normalised to sum 1 (van Gemert et al.'s kernel codebook, localised to the
+/// nearest words as Liu et al. do). A patch on its word (`d_1 = 0`) counts toward it alone.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Soft {
+    /// Nearest words a patch counts toward (at least 2).
+    pub words: usize,
+    /// How fast the weight falls with distance.
+    pub sharpness: f32,
+}
+
+impl Soft {
+    /// The weights of one patch's words from their squared distances, nearest first (entries
+    /// past the vocabulary, infinite, weigh 0).
+    pub fn weights(&self, dists: &[f32], out: &mut [f32]) {
+        let nearest = dists.first().copied().unwrap_or(0.0);
+        if nearest.is_nan() || nearest <= 0.0 {
+            out.fill(0.0);
+            if let Some(first) = out.first_mut() {
+                *first = 1.0;
+            }
+            return;
+        }
+        let mut sum = 0f32;
+        for (w, &d) in out.iter_mut().zip(dists) {
+            *w = if d.is_finite() {
+                (-self.sharpness * (d / nearest - 1.0)).exp()
+            } else {
+                0.0
+            };
+            sum += *w;
+        }
+        for w in out.iter_mut() {
+            *w /= sum;
+        }
+    }
+}
 
 /// The histogram of one photo's patches (`labels[i]` is the word of the patch at `positions[i]`).
 pub fn histogram(

@@ -22,13 +22,14 @@
 //! feature format (record `picture_id`, row and col 0, one value per histogram bin).
 
 mod bow;
+mod error;
+mod method;
 mod params;
 
-pub use self::bow::{Shape, histogram, weighted_histogram};
-pub use self::params::{
-    EncodeParams, EncodeParamsError, Encoding, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES, MAX_SOFT,
-    Norm, Soft, base_scale, encoded_len, is_base_scale,
-};
+pub use self::bow::{Norm, Shape, Soft, encoded_len, histogram, weighted_histogram};
+pub use self::error::{EncodeParamsError, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES, MAX_SOFT};
+pub use self::method::{Found, Method};
+pub use self::params::{EncodeParams, Encoding, base_scale, is_base_scale};
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -172,8 +173,8 @@ impl Encoder {
         let quantized =
             (params.kernel == Kernel::Int8).then(|| quant::QuantCentroids::new(&vocabulary));
         // The vocabulary is indexed once for the whole run.
-        let index = match (params.approx, params.soft) {
-            (Some(search), None) => Some(search.index(&vocabulary)),
+        let index = match params.approx {
+            Some(search) if params.method.words() == 1 => Some(search.index(&vocabulary)),
             _ => None,
         };
         Ok(Self {
@@ -199,10 +200,11 @@ impl Encoder {
         &self.params
     }
 
-    /// Words (r per patch) and their squared distances for one scale's patches.
+    /// Words (r per patch, as the method needs) and their squared distances for one scale's
+    /// patches.
     fn find_words(&self, describers: &mut Describers, d: &Described) -> (Vec<u32>, Vec<f32>) {
-        let (vocabulary, soft) = (&self.vocabulary, self.params.soft);
-        let r = soft.map_or(1, |s| s.words);
+        let vocabulary = &self.vocabulary;
+        let r = self.params.method.words();
         let n = d.positions.len();
         let x = Matrix::dense(&d.values, DIMS);
         let (mut words, mut dists) = (vec![0u32; n * r], vec![0f32; n * r]);
@@ -217,9 +219,9 @@ impl Encoder {
             .as_ref()
             .map(|cq| (cq, quant::QuantRows::new(x)))
         {
-            None if soft.is_none() => assign(x, vocabulary, scratch, &mut words, &mut dists),
+            None if r == 1 => assign(x, vocabulary, scratch, &mut words, &mut dists),
             None => nearest_few(x, vocabulary, scratch, r, &mut words, &mut dists),
-            Some((cq, xq)) if soft.is_none() => {
+            Some((cq, xq)) if r == 1 => {
                 let (xq, scratch) = (xq.slice(0, n), &mut describers.quant);
                 quant::assign_quantized(x, xq, cq, vocabulary, scratch, &mut words, &mut dists);
             }
@@ -261,18 +263,13 @@ impl Encoder {
             dists.extend(ds);
             positions.extend(coarse.positions);
         }
-        let histogram = match params.soft {
-            None => weighted_histogram(&words, None, 1, &positions, shape),
-            Some(soft) => {
-                let r = soft.words;
-                let mut weights = vec![0f32; words.len()];
-                for (w, dd) in weights.chunks_exact_mut(r).zip(dists.chunks_exact(r)) {
-                    soft.weights(dd, w);
-                }
-                weighted_histogram(&words, Some(&weights), r, &positions, shape)
-            }
+        let found = Found {
+            words: params.method.words(),
+            ids: &words,
+            dists: &dists,
+            positions: &positions,
         };
-        (histogram, positions.len())
+        (params.method.pool(found, shape), positions.len())
     }
 
     /// Encodes the photos `range` of `collection` (what one node does of a sharded encode;
@@ -363,7 +360,7 @@ mod tests {
             },
             norm: Norm::L1,
             levels: 2,
-            soft: None,
+            method: Method::Hard,
             kernel: Kernel::F32,
             scales,
             approx: None,

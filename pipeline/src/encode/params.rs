@@ -1,108 +1,134 @@
 //! An encoding's parameters, checked: how photos are described (dense sampling), how patches
-//! find their words, how histograms are pooled and normalised; and [`Encoding`], what is
-//! recorded beside a histogram file so that models encode new photos alike.
+//! find their words, how they are pooled ([`Method`]) and normalised; and [`Encoding`], what is
+//! recorded beside a histogram file (those parameters, checked) so that models encode new photos
+//! alike.
 
-use crate::features::{FeatureParams, FeatureParamsError};
+use crate::features::FeatureParams;
 use crate::hog::PATCH_SIDE;
 use crate::image_io::MAX_PIXELS;
 use crate::kmeans::{Kernel, approx};
-use crate::params::Broken;
 use crate::patch::Sampling;
 
-/// Spatial pyramid levels at most (5 levels: 341 cells of k words each).
-pub const MAX_PYRAMID: usize = 5;
-/// Words of a soft assignment at most.
-pub const MAX_SOFT: usize = 64;
-/// Most patch scales an encoding may use.
-pub const MAX_SCALES: usize = 4;
-/// Largest patch side of a scale: 8x the base (the photo downscaled 8 times).
-pub const MAX_SCALE_SIDE: usize = 320;
+use super::bow::{Norm, Soft, encoded_len};
+use super::error::{EncodeParamsError, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES};
+use super::method::Method;
 
-/// Histogram normalisation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub enum Norm {
-    /// Divide by the sum.
-    #[default]
-    L1,
-    /// Square root of the L1-normalised histogram.
-    Hellinger,
+/// How a histogram file was made: the vocabulary and the checked parameters, written beside the
+/// file (`<out>.encoding.json`) and in models trained on it, so that new photos are encoded the
+/// same way. Read back, a record is checked by [`EncodeParams::check`] before anything uses it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "Record", into = "Record")]
+pub struct Encoding {
+    vocabulary: String,
+    k: usize,
+    params: EncodeParams,
 }
 
-/// Soft assignment: each patch counts toward its `words` nearest words, word `j` with weight
-/// `exp(-sharpness (d_j / d_1 - 1))` (`d` squared distances, `d_1` the nearest's), the weights
-/// of a patch normalised to sum 1 (van Gemert et al.'s kernel codebook, localised to the
-/// nearest words as Liu et al. do). A patch on its word (`d_1 = 0`) counts toward it alone.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Soft {
-    /// Nearest words a patch counts toward (at least 2).
-    pub words: usize,
-    /// How fast the weight falls with distance.
-    pub sharpness: f32,
-}
+impl Encoding {
+    /// The record of histograms encoded with `params` over `vocabulary`'s `k` words, its
+    /// parameters checked.
+    pub fn new(
+        vocabulary: String,
+        k: usize,
+        params: EncodeParams,
+    ) -> Result<Self, EncodeParamsError> {
+        params.check(Some(k))?;
+        Ok(Self {
+            vocabulary,
+            k,
+            params,
+        })
+    }
 
-impl Soft {
-    /// The weights of one patch's words from their squared distances, nearest first (entries
-    /// past the vocabulary, infinite, weigh 0).
-    pub fn weights(&self, dists: &[f32], out: &mut [f32]) {
-        let nearest = dists.first().copied().unwrap_or(0.0);
-        if nearest.is_nan() || nearest <= 0.0 {
-            out.fill(0.0);
-            if let Some(first) = out.first_mut() {
-                *first = 1.0;
-            }
-            return;
-        }
-        let mut sum = 0f32;
-        for (w, &d) in out.iter_mut().zip(dists) {
-            *w = if d.is_finite() {
-                (-self.sharpness * (d / nearest - 1.0)).exp()
-            } else {
-                0.0
-            };
-            sum += *w;
-        }
-        for w in out.iter_mut() {
-            *w /= sum;
-        }
+    /// The vocabulary file (as given to `vocab encode`, made absolute).
+    pub fn vocabulary(&self) -> &str {
+        &self.vocabulary
+    }
+
+    /// Words in the vocabulary.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The checked parameters the histograms were made with.
+    pub fn params(&self) -> &EncodeParams {
+        &self.params
     }
 }
 
-/// How a histogram file was made: written beside it (`<out>.encoding.json`) so that models trained
-/// on it can encode new photos the same way.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Encoding {
-    /// The vocabulary file (as given to `vocab encode`, made absolute).
-    pub vocabulary: String,
-    /// Words in it.
-    pub k: usize,
-    /// Dense grid step.
-    pub stride: usize,
+/// [`Encoding`] as its file spells it (the fields of the first records, later ones optional).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Record {
+    vocabulary: String,
+    k: usize,
+    stride: usize,
     /// `l1` or `hellinger`.
-    pub norm: String,
-    /// Pyramid levels.
-    pub pyramid: usize,
-    /// Downscale limit.
-    pub max_side: Option<usize>,
-    /// Photos whose header declares more pixels are skipped (absent: the default,
-    /// [`MAX_PIXELS`]).
+    norm: String,
+    pyramid: usize,
+    max_side: Option<usize>,
+    /// Absent: the default, [`MAX_PIXELS`].
     #[serde(
         default = "default_max_pixels",
         skip_serializing_if = "is_default_max_pixels"
     )]
-    pub max_pixels: u64,
-    /// Soft assignment (none: each patch to its nearest word).
+    max_pixels: u64,
+    /// Absent: each patch to its nearest word.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub soft: Option<Soft>,
-    /// How patches found their words (absent in older records: f32).
+    soft: Option<Soft>,
+    /// Absent in older records: f32.
     #[serde(default, skip_serializing_if = "Kernel::is_f32")]
-    pub kernel: Kernel,
-    /// Patch sides the photo is described at (absent in older records: the base 40 alone).
+    kernel: Kernel,
+    /// Absent in older records: the base 40 alone.
     #[serde(default = "base_scale", skip_serializing_if = "is_base_scale")]
-    pub scales: Vec<usize>,
-    /// Words found by the approximate search instead of the exact one (absent: exact).
+    scales: Vec<usize>,
+    /// Absent: exact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approx: Option<approx::Search>,
+    approx: Option<approx::Search>,
+}
+
+impl TryFrom<Record> for Encoding {
+    type Error = EncodeParamsError;
+
+    fn try_from(r: Record) -> Result<Self, Self::Error> {
+        let norm = Norm::named(&r.norm).ok_or(EncodeParamsError::Norm(r.norm))?;
+        let params = EncodeParams {
+            features: FeatureParams {
+                sampling: Sampling::Dense { stride: r.stride },
+                max_side: r.max_side,
+                max_pixels: r.max_pixels,
+            },
+            norm,
+            levels: r.pyramid,
+            method: Method::of_soft(r.soft),
+            kernel: r.kernel,
+            scales: r.scales,
+            approx: r.approx,
+        };
+        Self::new(r.vocabulary, r.k, params)
+    }
+}
+
+impl From<Encoding> for Record {
+    fn from(e: Encoding) -> Self {
+        let p = e.params;
+        Self {
+            vocabulary: e.vocabulary,
+            k: e.k,
+            // Checked when the record was made: the sampling is dense.
+            stride: match p.features.sampling {
+                Sampling::Dense { stride } => stride,
+                Sampling::Random { .. } => 0,
+            },
+            norm: p.norm.name().to_string(),
+            pyramid: p.levels,
+            max_side: p.features.max_side,
+            max_pixels: p.features.max_pixels,
+            soft: p.method.soft(),
+            kernel: p.kernel,
+            scales: p.scales,
+            approx: p.approx,
+        }
+    }
 }
 
 /// The base scale alone: 40-px patches of the photo as it is.
@@ -124,8 +150,8 @@ pub struct EncodeParams {
     pub norm: Norm,
     /// Pyramid levels (1 = plain bag of words).
     pub levels: usize,
-    /// Soft assignment (none: each patch to its nearest word).
-    pub soft: Option<Soft>,
+    /// How patches and their words become the vector (hard or soft bag of words).
+    pub method: Method,
     /// How patches find their words: the f32 GEMM ([`assign`], [`nearest_few`]) or integer
     /// products with exact re-ranking ([`quant::assign_quantized`],
     /// [`quant::nearest_few_quantized`]: the arg-min of direct distances).
@@ -162,20 +188,7 @@ impl EncodeParams {
         if !(1..=MAX_PYRAMID).contains(&self.levels) {
             return Err(EncodeParamsError::Pyramid(self.levels));
         }
-        if let Some(soft) = self.soft {
-            if !(2..=MAX_SOFT).contains(&soft.words) {
-                return Err(EncodeParamsError::SoftWords(soft.words));
-            }
-            if let Some(k) = k.filter(|&k| soft.words > k) {
-                return Err(EncodeParamsError::SoftOverVocabulary {
-                    words: soft.words,
-                    k,
-                });
-            }
-            if !(soft.sharpness.is_finite() && soft.sharpness > 0.0) {
-                return Err(EncodeParamsError::Sharpness(soft.sharpness));
-            }
-        }
+        self.method.check(k)?;
         let ascending = self.scales.windows(2).all(|w| w[0] < w[1]);
         if self.scales.first() != Some(&PATCH_SIDE)
             || !ascending
@@ -185,7 +198,7 @@ impl EncodeParams {
             return Err(EncodeParamsError::Scales(self.scales.clone()));
         }
         if let Some(search) = self.approx {
-            if self.soft.is_some() {
+            if self.method.words() != 1 {
                 return Err(EncodeParamsError::ApproxSoft);
             }
             if self.kernel != Kernel::F32 {
@@ -199,144 +212,13 @@ impl EncodeParams {
     }
 }
 
-impl Encoding {
-    /// The checked parameters the histograms were made with (a file read back: nothing in it
-    /// is trusted before this).
-    pub fn params(&self) -> Result<EncodeParams, EncodeParamsError> {
-        let norm = match self.norm.as_str() {
-            "l1" => Norm::L1,
-            "hellinger" => Norm::Hellinger,
-            other => return Err(EncodeParamsError::Norm(other.to_string())),
-        };
-        let params = EncodeParams {
-            features: FeatureParams {
-                sampling: Sampling::Dense {
-                    stride: self.stride,
-                },
-                max_side: self.max_side,
-                max_pixels: self.max_pixels,
-            },
-            norm,
-            levels: self.pyramid,
-            soft: self.soft,
-            kernel: self.kernel,
-            scales: self.scales.clone(),
-            approx: self.approx,
-        };
-        params.check(Some(self.k))?;
-        Ok(params)
-    }
-}
-
-/// Length of an encoded vector: `k` words per cell, `sum 4^l` cells over the levels.
-pub fn encoded_len(k: usize, levels: usize) -> usize {
-    k * (0..levels.max(1)).map(|l| 1usize << (2 * l)).sum::<usize>()
-}
-
 impl EncodeParams {
-    /// Values of an encoding of a vocabulary of `k` words with these parameters.
+    /// Values of an encoding of a vocabulary of `k` words with these parameters: the method's
+    /// values per cell, over the pyramid's cells.
     pub fn len(&self, k: usize) -> usize {
-        encoded_len(k, self.levels.max(1))
+        encoded_len(self.method.cell_len(k), self.levels.max(1))
     }
 }
-
-/// A rule [`EncodeParams`] break.
-#[derive(Debug, Clone, PartialEq)]
-pub enum EncodeParamsError {
-    /// A rule of the photos' description.
-    Features(FeatureParamsError),
-    /// Random sampling: an encoding describes every patch on a grid.
-    NotDense,
-    /// Pyramid levels outside `1..=MAX_PYRAMID`.
-    Pyramid(usize),
-    /// Soft assignment over fewer than 2 or more than [`MAX_SOFT`] words.
-    SoftWords(usize),
-    /// Soft assignment over more words than the vocabulary has.
-    SoftOverVocabulary {
-        /// Words of the soft assignment.
-        words: usize,
-        /// Words of the vocabulary.
-        k: usize,
-    },
-    /// A sharpness that is not a positive number.
-    Sharpness(f32),
-    /// Patch sides that are not the base then larger ones, ascending, within the limits.
-    Scales(Vec<usize>),
-    /// The approximate search with soft assignment.
-    ApproxSoft,
-    /// The approximate search with another kernel than f32.
-    ApproxKernel,
-    /// The approximate search visiting no list.
-    Probes,
-    /// A normalisation other than `l1` or `hellinger` (a file read back).
-    Norm(String),
-}
-
-impl Broken for EncodeParamsError {
-    fn key(&self) -> &'static str {
-        match self {
-            Self::Features(e) => e.key(),
-            Self::NotDense => "sampling",
-            Self::Pyramid(_) => "pyramid",
-            Self::SoftWords(_) | Self::SoftOverVocabulary { .. } => "soft",
-            Self::Sharpness(_) => "sharpness",
-            Self::Scales(_) => "scales",
-            Self::ApproxSoft => "assign",
-            Self::ApproxKernel => "kernel",
-            Self::Probes => "probes",
-            Self::Norm(_) => "norm",
-        }
-    }
-
-    fn value(&self) -> String {
-        match self {
-            Self::Features(e) => e.value(),
-            Self::NotDense => "random".into(),
-            Self::Pyramid(n) | Self::SoftWords(n) => n.to_string(),
-            Self::SoftOverVocabulary { words, .. } => words.to_string(),
-            Self::Sharpness(s) => s.to_string(),
-            Self::Scales(sides) => (sides.iter().map(usize::to_string))
-                .collect::<Vec<_>>()
-                .join(","),
-            Self::ApproxSoft => "approx".into(),
-            Self::ApproxKernel => "int8".into(),
-            Self::Probes => "0".into(),
-            Self::Norm(n) => n.clone(),
-        }
-    }
-
-    fn rule(&self) -> String {
-        match self {
-            Self::Features(e) => e.rule(),
-            Self::NotDense => "an encoding describes every patch on a grid (dense)".into(),
-            Self::Pyramid(_) => format!("must be 1 to {MAX_PYRAMID} levels"),
-            Self::SoftWords(_) => {
-                format!("must be 0 (the nearest word alone) or 2 to {MAX_SOFT} words")
-            }
-            Self::SoftOverVocabulary { k, .. } => format!("more words than the vocabulary's {k}"),
-            Self::Sharpness(_) => "must be a positive number".into(),
-            Self::Scales(_) => format!(
-                "must be {PATCH_SIDE} followed by up to {} larger patch sides, ascending, at \
-                 most {MAX_SCALE_SIDE} (e.g. 40,64)",
-                MAX_SCALES - 1
-            ),
-            Self::ApproxSoft => "finds each patch's nearest word only: drop soft".into(),
-            Self::ApproxKernel => {
-                "is a kernel of the exact search; the approximate one uses f32".into()
-            }
-            Self::Probes => "must be at least 1 list".into(),
-            Self::Norm(_) => "must be l1 or hellinger".into(),
-        }
-    }
-}
-
-impl std::fmt::Display for EncodeParamsError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        crate::params::show(self, f)
-    }
-}
-
-impl std::error::Error for EncodeParamsError {}
 
 #[cfg(test)]
 mod tests {
@@ -352,7 +234,7 @@ mod tests {
             },
             norm: Norm::L1,
             levels: 1,
-            soft: None,
+            method: Method::Hard,
             kernel: Kernel::F32,
             scales: base_scale(),
             approx: None,
@@ -391,17 +273,21 @@ mod tests {
         for words in [0, 1, 65] {
             let want =
                 format!("soft = {words}: must be 0 (the nearest word alone) or 2 to 64 words");
-            check(|p| p.soft = soft(words), None, Some(&want));
+            check(
+                |p| p.method = Method::of_soft(soft(words)),
+                None,
+                Some(&want),
+            );
         }
         check(
-            |p| p.soft = soft(8),
+            |p| p.method = Method::of_soft(soft(8)),
             Some(4),
             Some("soft = 8: more words than the vocabulary's 4"),
         );
-        check(|p| p.soft = soft(4), Some(4), None);
+        check(|p| p.method = Method::of_soft(soft(4)), Some(4), None);
         check(
             |p| {
-                p.soft = Some(Soft {
+                p.method = Method::Soft(Soft {
                     words: 2,
                     sharpness: f32::NAN,
                 })
@@ -431,7 +317,7 @@ mod tests {
         };
         check(|p| p.approx = Some(search), None, None);
         check(
-            |p| (p.approx, p.soft) = (Some(search), soft(2)),
+            |p| (p.approx, p.method) = (Some(search), Method::of_soft(soft(2))),
             None,
             Some("assign = approx: finds each patch's nearest word only: drop soft"),
         );
@@ -479,10 +365,10 @@ mod tests {
 
     #[test]
     fn an_encoding_read_back_gives_its_parameters_checked_or_the_broken_rule() {
-        let encoding = |text: &str| -> Encoding { serde_json::from_str(text).expect("json") };
+        let read = |text: &str| serde_json::from_str::<Encoding>(text).map_err(|e| e.to_string());
         let plain_text = r#"{"vocabulary": "v.bin", "k": 16, "stride": 8, "norm": "l1",
             "pyramid": 1, "max_side": null}"#;
-        assert_eq!(encoding(plain_text).params(), Ok(plain()));
+        assert_eq!(read(plain_text).map(|e| e.params), Ok(plain()));
         let hostile = [
             (
                 r#""soft": {"words": 0, "sharpness": 10.0}"#,
@@ -497,7 +383,7 @@ mod tests {
         ];
         for (field, want) in hostile {
             let text = plain_text.replacen('{', &format!("{{{field}, "), 1);
-            let err = encoding(&text).params().expect_err(field).to_string();
+            let err = read(&text).expect_err(field);
             assert!(err.contains(want), "{field}: {err}");
         }
         for (text, want) in [
@@ -514,21 +400,30 @@ mod tests {
                 "stride = 0",
             ),
         ] {
-            let err = encoding(&text).params().expect_err(&text).to_string();
+            let err = read(&text).expect_err(&text);
             assert!(err.starts_with(want), "{text}: {err}");
         }
-        // A record keeps its pixel limit; the default stays out of the file.
-        let mut e = encoding(plain_text);
-        assert!(
-            !serde_json::to_string(&e)
-                .expect("json")
-                .contains("max_pixels")
-        );
-        e.max_pixels = 5_000_000;
+        // Written and read back, a record is the same; the default pixel limit stays out of
+        // the file, another is kept.
+        let e = read(plain_text).expect("plain");
         let text = serde_json::to_string(&e).expect("json");
+        assert!(!text.contains("max_pixels"));
+        assert_eq!(read(&text), Ok(e.clone()));
+        let mut params = e.params().clone();
+        params.features.max_pixels = 5_000_000;
+        params.method = Method::Soft(Soft {
+            words: 4,
+            sharpness: 10.0,
+        });
+        let e = Encoding::new("v.bin".into(), 16, params).expect("checked");
+        let text = serde_json::to_string(&e).expect("json");
+        assert_eq!(read(&text), Ok(e));
+        // A record is made of checked parameters only.
+        let mut broken = plain();
+        broken.levels = 9;
         assert_eq!(
-            encoding(&text).params().map(|p| p.features.max_pixels),
-            Ok(5_000_000)
+            Encoding::new("v.bin".into(), 16, broken),
+            Err(EncodeParamsError::Pyramid(9))
         );
     }
 }

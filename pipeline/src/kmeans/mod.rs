@@ -90,6 +90,37 @@ pub enum KMeansError {
     },
 }
 
+/// How the first centroids are drawn, without their settings (the command line's and configs'
+/// choice; [`Init`] with them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum InitMethod {
+    /// k distinct vectors drawn uniformly.
+    Random,
+    /// k-means++ on a sample of max(2k, 1024) vectors.
+    #[cfg_attr(feature = "clap", value(name = "kmeans++"))]
+    #[serde(rename = "kmeans++")]
+    PlusPlus,
+}
+
+/// Exact or approximate search for each vector's nearest centroid (the command line's and
+/// configs' choice; [`Assignment`] with its settings).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Search {
+    /// Every vector against every centroid (or Yinyang-pruned with --prune): the nearest.
+    #[default]
+    Exact,
+    /// An inverted file over the centroids, rebuilt every iteration: each vector searches the
+    /// members of its --probes nearest of --lists lists (for very large k; the run reports how
+    /// often it found the exact nearest on a sample).
+    Approx,
+}
+
 /// How the first centroids are chosen.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Init {
@@ -214,12 +245,13 @@ impl Assignment {
 /// The kernel of the full assignment pass.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Kernel {
-    /// f32 GEMM with a fused arg-min ([`assign`]).
+    /// f32 GEMM with a fused arg-min.
     #[default]
     F32,
-    /// 7-bit integer products with exact re-ranking ([`quant::assign_quantized`]): labels are the
-    /// brute-force arg-min of direct distances.
+    /// 7-bit integer products (AVX2 `vpmaddubsw`, AVX-512 VNNI) with exact re-ranking of the
+    /// candidates their error bound leaves: labels are the arg-min of direct distances.
     Int8,
 }
 

@@ -8,10 +8,10 @@ use serde_json::json;
 
 use crate::classify_cmd::Scores;
 use crate::config::Config;
-use crate::options::KernelMapArg;
 use crate::run::dataset::Dataset;
 use crate::run::step::{Stage, digest};
 use crate::settings::{EvaluateSettings, Split, TrainSettings};
+use vocab_pipeline::kernel_map::Mapping;
 
 /// One attribute's SVM over one vocabulary's histograms, scored on the held-out photos.
 pub struct Svm<'a> {
@@ -55,7 +55,7 @@ impl Stage for Svm<'_> {
             json!(c.solver),
         ];
         // Keys of runs without a kernel map stay what they were.
-        if c.kernel_map != KernelMapArg::None {
+        if c.kernel_map != Mapping::None {
             key.push(json!([c.kernel_map, c.map_order]));
         }
         digest(&json!(key))

@@ -8,12 +8,12 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::config::Config;
-use crate::options::FileFormat;
 use crate::progress::Ui;
 use crate::run::dataset::{self, Dataset};
 use crate::run::step::{Stage, digest};
 use crate::settings::{FeatureSettings, PartitionSettings};
 use crate::sharded::On;
+use vocab_pipeline::store::Format;
 
 /// The vocabulary's sample: the split, then random patches of the training photos.
 pub struct Features<'a> {
@@ -51,8 +51,8 @@ impl Features<'_> {
     /// The sample file's name in the step's folder.
     pub fn file(&self) -> &'static str {
         match self.config.features.format {
-            FileFormat::Text => "sample.txt",
-            FileFormat::Bin => "sample.bin",
+            Format::Text => "sample.txt",
+            Format::Bin => "sample.bin",
         }
     }
 
@@ -166,7 +166,7 @@ impl Stage for Features<'_> {
         let born = self.born.then(|| crate::sharded::Born {
             dir: self.nodes_dir(),
             parts: self.config.partition.parts,
-            element: self.config.partition.element.into(),
+            element: self.config.partition.element,
         });
         let (summary, placed) =
             crate::photo_cmd::features_into(&settings, born.as_ref(), self.ui, self.on, out)?;

@@ -3,19 +3,18 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Context;
 use serde_json::json;
 use vocab_pipeline::kmeans::Assignment;
-use vocab_pipeline::kmeans::files::RunMeta;
 
 use crate::config::Config;
-use crate::options::KernelArg;
+use crate::kmeans_cmd::Fitted;
 use crate::progress::Ui;
 use crate::ranks::Mpi;
 use crate::run::dataset::Dataset;
 use crate::run::step::{Stage, digest};
 use crate::settings::{Backend, EncodeSettings, KmeansSettings};
 use crate::sharded::On;
+use vocab_pipeline::kmeans::Kernel;
 
 /// One vocabulary.
 pub struct Kmeans<'a> {
@@ -41,7 +40,7 @@ pub struct Kmeans<'a> {
 }
 
 impl Stage for Kmeans<'_> {
-    type Output = RunMeta;
+    type Output = Fitted;
 
     fn stage(&self) -> &'static str {
         "kmeans"
@@ -67,7 +66,7 @@ impl Stage for Kmeans<'_> {
         if km.prune {
             parts.push(json!("prune"));
         }
-        if km.kernel != KernelArg::F32 {
+        if km.kernel != Kernel::F32 {
             parts.push(json!(km.kernel));
         }
         if let Ok(Assignment::Approx { lists, probes }) = km.assignment() {
@@ -80,7 +79,7 @@ impl Stage for Kmeans<'_> {
         true
     }
 
-    fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<RunMeta> {
+    fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<Fitted> {
         let km = &self.config.kmeans;
         let vocabulary = tmp.join("vocabulary.bin");
         let resume = vocab_pipeline::kmeans::files::checkpoint_dir(&vocabulary)
@@ -110,11 +109,8 @@ impl Stage for Kmeans<'_> {
         crate::kmeans_cmd::run(&settings, self.ui, self.mpi, out)
     }
 
-    fn cached(&self, dir: &Path) -> anyhow::Result<RunMeta> {
-        let path = dir.join("vocabulary.bin.meta.toml");
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("invalid {}", path.display()))
+    fn cached(&self, dir: &Path) -> anyhow::Result<Fitted> {
+        Fitted::read(&dir.join("vocabulary.bin"))
     }
 }
 

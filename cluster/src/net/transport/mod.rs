@@ -25,6 +25,16 @@ pub mod memory;
 pub mod mpi;
 pub mod tcp;
 
+/// The transports a distributed run can be asked for (the command line's `--engine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Kind {
+    /// vocab's authenticated TCP worker daemons.
+    Tcp,
+    /// MPI ranks (mpirun, srun).
+    Mpi,
+}
+
 /// Message tag. MPI guarantees tags up to 32,767 on every implementation.
 pub type Tag = u16;
 

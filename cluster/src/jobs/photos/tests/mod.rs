@@ -7,7 +7,7 @@ mod born;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use vocab_pipeline::encode::{EncodeParams, Encoder, Norm, Soft};
+use vocab_pipeline::encode::{EncodeParams, Encoder, Method, Norm, Soft};
 use vocab_pipeline::features::FeatureSummary;
 use vocab_pipeline::features::{self, Described, FeatureParams, FeaturesError, Outcome, Source};
 use vocab_pipeline::hog::DIMS;
@@ -56,7 +56,7 @@ pub(super) fn encode_params() -> EncodeParams {
         },
         norm: Norm::Hellinger,
         levels: 2,
-        soft: Some(Soft {
+        method: Method::Soft(Soft {
             words: 3,
             sharpness: 10.0,
         }),
@@ -228,7 +228,7 @@ fn sharded_features_and_encode_write_the_single_machine_bytes() {
     }
     // The approximate word search: every member indexes the vocabulary it was sent alike.
     let ap = EncodeParams {
-        soft: None,
+        method: Method::Hard,
         kernel: Kernel::F32,
         approx: Some(vocab_pipeline::kmeans::approx::Search {
             lists: 3,

@@ -1,0 +1,112 @@
+//! The limits of an encoding's parameters and the rules they break, one variant per rule.
+
+use crate::features::FeatureParamsError;
+use crate::hog::PATCH_SIDE;
+use crate::params::Broken;
+
+/// Spatial pyramid levels at most (5 levels: 341 cells of k words each).
+pub const MAX_PYRAMID: usize = 5;
+/// Words of a soft assignment at most.
+pub const MAX_SOFT: usize = 64;
+/// Most patch scales an encoding may use.
+pub const MAX_SCALES: usize = 4;
+/// Largest patch side of a scale: 8x the base (the photo downscaled 8 times).
+pub const MAX_SCALE_SIDE: usize = 320;
+
+/// A rule an encoding's parameters break.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EncodeParamsError {
+    /// A rule of the photos' description.
+    Features(FeatureParamsError),
+    /// Random sampling: an encoding describes every patch on a grid.
+    NotDense,
+    /// Pyramid levels outside `1..=MAX_PYRAMID`.
+    Pyramid(usize),
+    /// Soft assignment over fewer than 2 or more than [`MAX_SOFT`] words.
+    SoftWords(usize),
+    /// Soft assignment over more words than the vocabulary has.
+    SoftOverVocabulary {
+        /// Words of the soft assignment.
+        words: usize,
+        /// Words of the vocabulary.
+        k: usize,
+    },
+    /// A sharpness that is not a positive number.
+    Sharpness(f32),
+    /// Patch sides that are not the base then larger ones, ascending, within the limits.
+    Scales(Vec<usize>),
+    /// The approximate search with soft assignment.
+    ApproxSoft,
+    /// The approximate search with another kernel than f32.
+    ApproxKernel,
+    /// The approximate search visiting no list.
+    Probes,
+    /// A normalisation other than `l1` or `hellinger` (a file read back).
+    Norm(String),
+}
+
+impl Broken for EncodeParamsError {
+    fn key(&self) -> &'static str {
+        match self {
+            Self::Features(e) => e.key(),
+            Self::NotDense => "sampling",
+            Self::Pyramid(_) => "pyramid",
+            Self::SoftWords(_) | Self::SoftOverVocabulary { .. } => "soft",
+            Self::Sharpness(_) => "sharpness",
+            Self::Scales(_) => "scales",
+            Self::ApproxSoft => "assign",
+            Self::ApproxKernel => "kernel",
+            Self::Probes => "probes",
+            Self::Norm(_) => "norm",
+        }
+    }
+
+    fn value(&self) -> String {
+        match self {
+            Self::Features(e) => e.value(),
+            Self::NotDense => "random".into(),
+            Self::Pyramid(n) | Self::SoftWords(n) => n.to_string(),
+            Self::SoftOverVocabulary { words, .. } => words.to_string(),
+            Self::Sharpness(s) => s.to_string(),
+            Self::Scales(sides) => (sides.iter().map(usize::to_string))
+                .collect::<Vec<_>>()
+                .join(","),
+            Self::ApproxSoft => "approx".into(),
+            Self::ApproxKernel => "int8".into(),
+            Self::Probes => "0".into(),
+            Self::Norm(n) => n.clone(),
+        }
+    }
+
+    fn rule(&self) -> String {
+        match self {
+            Self::Features(e) => e.rule(),
+            Self::NotDense => "an encoding describes every patch on a grid (dense)".into(),
+            Self::Pyramid(_) => format!("must be 1 to {MAX_PYRAMID} levels"),
+            Self::SoftWords(_) => {
+                format!("must be 0 (the nearest word alone) or 2 to {MAX_SOFT} words")
+            }
+            Self::SoftOverVocabulary { k, .. } => format!("more words than the vocabulary's {k}"),
+            Self::Sharpness(_) => "must be a positive number".into(),
+            Self::Scales(_) => format!(
+                "must be {PATCH_SIDE} followed by up to {} larger patch sides, ascending, at \
+                 most {MAX_SCALE_SIDE} (e.g. 40,64)",
+                MAX_SCALES - 1
+            ),
+            Self::ApproxSoft => "finds each patch's nearest word only: drop soft".into(),
+            Self::ApproxKernel => {
+                "is a kernel of the exact search; the approximate one uses f32".into()
+            }
+            Self::Probes => "must be at least 1 list".into(),
+            Self::Norm(_) => "must be l1 or hellinger".into(),
+        }
+    }
+}
+
+impl std::fmt::Display for EncodeParamsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        crate::params::show(self, f)
+    }
+}
+
+impl std::error::Error for EncodeParamsError {}
