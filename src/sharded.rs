@@ -7,9 +7,8 @@ use std::path::Path;
 
 use anyhow::Context;
 use vocab_cluster::engine::crew::DriverError;
-use vocab_cluster::jobs::photos::PhotoDriver;
 use vocab_cluster::jobs::photos::{
-    Journal, Journaled, MemberTime, PhotoRoot, PhotoStage, Rounds, Value, shard_photos,
+    Journal, Journaled, MemberTime, PhotoNodes, PhotoStage, PhotoTeam, Rounds, Value, shard_photos,
 };
 use vocab_pipeline::features::{FeatureSummary, FeaturesError, Source, manifest_path};
 use vocab_pipeline::image_io::Collection;
@@ -130,26 +129,8 @@ fn sharded<T: Value>(
     write: &mut dyn FnMut(&mut dyn Source<T>) -> Result<FeatureSummary, FeaturesError>,
 ) -> anyhow::Result<(FeatureSummary, Spread)> {
     let n = collection.photos().len();
-    let mut team = start(on, out, "the photo stage", |nodes| match nodes {
-        Nodes::Ranks(mpi) => PhotoRoot::start(
-            Box::new(mpi.transport),
-            &mpi.members,
-            collection,
-            &stage,
-            vocabulary,
-            true,
-        )
-        .map(|r| Crew::Ranks(Box::new(r)))
-        .map_err(Into::into),
-        Nodes::Workers(cluster, secret) => PhotoDriver::connect(
-            cluster,
-            secret,
-            collection.clone(),
-            stage.clone(),
-            vocabulary.cloned(),
-        )
-        .map(|d| Crew::Workers(Box::new(d)))
-        .map_err(Into::into),
+    let mut team = start(on, out, "the photo stage", |nodes| {
+        PhotoTeam::start(nodes, collection, &stage, vocabulary)
     })?;
     let workers = team.crew.workers();
     let per_round = shard_photos(n, workers) * workers;
@@ -161,50 +142,9 @@ fn sharded<T: Value>(
     Ok((summary, team.spread(resumed)))
 }
 
-/// Where a photo job's members are, as it is started: the MPI ranks, or the TCP workers of a
-/// cluster file.
-enum Nodes<'a> {
-    Ranks(&'a Mpi<'a>),
-    Workers(
-        vocab_cluster::net::config::Cluster,
-        vocab_cluster::net::auth::Secret,
-    ),
-}
-
-/// A photo job's root: rank 0 of the MPI ranks (which does photos too), or the driver of the
-/// TCP workers (with their recovery).
-enum Crew<'a> {
-    Ranks(Box<PhotoRoot<'a>>),
-    Workers(Box<PhotoDriver>),
-}
-
-impl Crew<'_> {
-    /// Members that do photos.
-    fn workers(&self) -> usize {
-        match self {
-            Self::Ranks(root) => root.workers(),
-            Self::Workers(driver) => driver.members().len(),
-        }
-    }
-
-    /// The photos `range` done by the members, results in picture-id order (`next`: the round
-    /// after, started early).
-    fn round<T: Value>(
-        &mut self,
-        range: std::ops::Range<usize>,
-        next: Option<std::ops::Range<usize>>,
-    ) -> Result<Vec<vocab_pipeline::features::Outcome<T>>, DriverError> {
-        match self {
-            // (Transparent: the engine's own message.)
-            Self::Ranks(root) => root.round::<T>(range, next).map_err(DriverError::Engine),
-            Self::Workers(driver) => driver.round::<T>(range, next),
-        }
-    }
-}
-
 /// A photo job started on the nodes of `on`, with what its summary says of where it ran.
 struct Team<'a> {
-    crew: Crew<'a>,
+    crew: PhotoTeam<'a>,
     /// The engine, for the summary (`MPI ranks`, `loopback workers, logs in ...`, ...).
     what: String,
     /// The engine, for errors (`the MPI ranks`, `the cluster of FILE`).
@@ -221,11 +161,14 @@ fn start<'a>(
     on: On<'a>,
     out: &Path,
     job: &str,
-    begin: impl FnOnce(Nodes<'a>) -> anyhow::Result<Crew<'a>>,
+    begin: impl FnOnce(PhotoNodes<'a>) -> Result<PhotoTeam<'a>, DriverError>,
 ) -> anyhow::Result<Team<'a>> {
     if let Some(mpi) = on.mpi {
-        let crew =
-            begin(Nodes::Ranks(mpi)).with_context(|| format!("starting {job} on the MPI ranks"))?;
+        let nodes = PhotoNodes::Ranks {
+            transport: Box::new(mpi.transport),
+            members: &mpi.members,
+        };
+        let crew = begin(nodes).with_context(|| format!("starting {job} on the MPI ranks"))?;
         return Ok(Team {
             crew,
             what: "MPI ranks".into(),
@@ -236,7 +179,7 @@ fn start<'a>(
     let logs = manifest_path(out, "workers");
     let (path, local) = crate::daemons::workers_of(on.engine, &logs)?;
     let (cluster, secret) = crate::daemons::load(&path)?;
-    let crew = begin(Nodes::Workers(cluster, secret))
+    let crew = begin(PhotoNodes::Workers { cluster, secret })
         .with_context(|| format!("starting {job} on the cluster of {}", path.display()))?;
     let what = if local.is_some() {
         format!("loopback workers, logs in {}", logs.display())
@@ -255,23 +198,11 @@ impl Team<'_> {
     /// How the job spread over the members: each one's time and photos (MPI ranks named
     /// `rank@host`), bytes moved, members dropped.
     fn spread(&self, resumed: usize) -> Spread {
-        let (times, bytes, dropped) = match &self.crew {
-            Crew::Ranks(root) => {
-                let times = (root.times().into_iter().enumerate())
-                    .map(|(r, t)| MemberTime {
-                        host: format!("{r}@{}", t.host),
-                        ..t
-                    })
-                    .collect();
-                (times, root.bytes(), Vec::new())
-            }
-            Crew::Workers(driver) => (driver.times(), driver.bytes(), driver.dropped().to_vec()),
-        };
         Spread {
             what: self.what.clone(),
-            times,
-            bytes,
-            dropped,
+            times: self.crew.times(),
+            bytes: self.crew.bytes(),
+            dropped: self.crew.dropped(),
             resumed,
         }
     }
@@ -310,38 +241,12 @@ pub fn born(
             patches: 0,
         });
     };
-    let mut team = start(on, out, "the features stage", |nodes| match nodes {
-        Nodes::Ranks(mpi) => PhotoRoot::start_keeping(
-            Box::new(mpi.transport),
-            &mpi.members,
-            collection,
-            params,
-            true,
-            Some(&dir),
-        )
-        .map(|r| Crew::Ranks(Box::new(r)))
-        .map_err(Into::into),
-        Nodes::Workers(cluster, secret) => PhotoDriver::connect_keeping(
-            cluster,
-            secret,
-            collection.clone(),
-            params,
-            Some(dir.clone()),
-        )
-        .map(|d| Crew::Workers(Box::new(d)))
-        .map_err(Into::into),
+    let mut team = start(on, out, "the features stage", |nodes| {
+        PhotoTeam::start_keeping(nodes, collection, params, &dir)
     })?;
-    let (sized, placed) = match &mut team.crew {
-        Crew::Ranks(root) => {
-            let sized = root.kept_rounds(&mut told)?;
-            let placed = (root.cut(&dir, born.parts, born.element, &source))
-                .context("cutting the partitions on the MPI ranks")?;
-            (sized, placed)
-        }
-        Crew::Workers(driver) => driver
-            .born(&dir, born.parts, born.element, &source, &mut told)
-            .with_context(|| format!("the features stage on {}", team.whence))?,
-    };
+    let (sized, placed) = (team.crew)
+        .born(&dir, born.parts, born.element, &source, &mut told)
+        .with_context(|| format!("the features stage on {}", team.whence))?;
     let spread = team.spread(0);
     let recipes =
         vocab_cluster::jobs::born::Recipes::of(collection, params, &sized, &placed.manifest);

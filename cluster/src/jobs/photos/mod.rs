@@ -16,13 +16,14 @@
 //!
 //! Files: `job` (settings, checks, a member's work), `member` and `root` (the two halves),
 //! `wire` (a round's piece), `source` (rounds and saved rounds as a stage's source of results),
-//! `driver` (the daemons' side).
+//! `driver` (the daemons' side), `team` (either root behind one type: what a caller starts).
 
 mod driver;
 pub(crate) mod job;
 pub(crate) mod member;
 mod root;
 mod source;
+mod team;
 mod wire;
 
 #[cfg(test)]
@@ -33,4 +34,5 @@ pub use self::job::{PhotoStage, TAG};
 pub use self::member::{Current, Photos, Slot};
 pub use self::root::{MemberTime, PhotoRoot, shard_photos};
 pub use self::source::{Journal, Journaled, Rounds};
+pub use self::team::{PhotoNodes, PhotoTeam};
 pub use self::wire::{Expect, Reader, Value, take_piece};
