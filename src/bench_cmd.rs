@@ -5,11 +5,20 @@ use std::time::Instant;
 
 use anyhow::{Context, ensure};
 use rayon::prelude::*;
+use vocab_cluster::collective::aggregate::{encode_range, range_of};
 use vocab_pipeline::hog::{BlockGrid, CELL_SIDE, DIMS, PatchDescriber};
 use vocab_pipeline::image_io::{Collection, Luminance, load_luminance};
+use vocab_pipeline::kmeans::partial::UnitRows;
+use vocab_pipeline::kmeans::{Accumulation, Partial, merge_tasks};
+use vocab_pipeline::partition::Matrix;
 use vocab_pipeline::patch::Sampling;
 
 use crate::cli::{BenchHogArgs, BenchPartialsArgs};
+
+#[cfg(feature = "mpi")]
+mod collectives;
+#[cfg(feature = "mpi")]
+pub use self::collectives::collectives;
 
 /// Best wall time of `repeat` runs of `f`, in seconds.
 fn best_of(repeat: usize, mut f: impl FnMut() -> usize) -> (f64, usize) {
@@ -23,15 +32,19 @@ fn best_of(repeat: usize, mut f: impl FnMut() -> usize) -> (f64, usize) {
     (best, produced)
 }
 
+/// The next value of the benchmark's LCG (Knuth's MMIX constants), advancing `state`.
+#[inline]
+fn lcg_next(state: &mut u64) -> u64 {
+    *state = state
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
+    *state
+}
+
 /// `vocab bench partials`: one node's partial sums at a given shape, each way of holding them,
 /// side by side; one CSV row per (k, form) on stdout. Every form must give the same merged sums
 /// (checked), so the rows differ only in time and bytes.
 pub fn partials(args: &BenchPartialsArgs) -> anyhow::Result<()> {
-    use vocab_cluster::collective::aggregate::{encode_range, range_of};
-    use vocab_pipeline::kmeans::partial::UnitRows;
-    use vocab_pipeline::kmeans::{Accumulation, Partial, merge_tasks};
-    use vocab_pipeline::partition::Matrix;
-
     let (dims, n) = (args.dims, args.vectors);
     ensure!(dims > 0 && n > 0, "--dims and --vectors must be positive");
     ensure!(
@@ -46,12 +59,7 @@ pub fn partials(args: &BenchPartialsArgs) -> anyhow::Result<()> {
     // Values of HOG's range from a fixed LCG.
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let x: Vec<f32> = (0..values)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 40) as f32 / (1u64 << 24) as f32
-        })
+        .map(|_| (lcg_next(&mut state) >> 40) as f32 / (1u64 << 24) as f32)
         .collect();
     let dist = vec![1f32; n];
     println!(
@@ -64,12 +72,7 @@ pub fn partials(args: &BenchPartialsArgs) -> anyhow::Result<()> {
             "--k {k}: between 1 and 2^32 - 1"
         );
         let labels: Vec<u32> = (0..n)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                ((state >> 33) % k as u64) as u32
-            })
+            .map(|_| ((lcg_next(&mut state) >> 33) % k as u64) as u32)
             .collect();
         // The node's rows in `tasks` contiguous runs, one map unit each.
         let units: Vec<UnitRows<'_>> = (0..args.tasks)
@@ -83,85 +86,147 @@ pub fn partials(args: &BenchPartialsArgs) -> anyhow::Result<()> {
                 )
             })
             .collect();
-        let dense = (k as u64).saturating_mul(dims as u64 + 1).saturating_mul(8);
-        let mut want: Option<Partial> = None;
-        for form in [
-            Accumulation::Sparse,
-            Accumulation::PerTask,
-            Accumulation::Shared,
-        ] {
-            let tables = match form {
-                Accumulation::PerTask => args.tasks as u64,
-                _ => 1,
-            };
-            if form != Accumulation::Sparse && dense.saturating_mul(tables) > args.max_bytes {
-                eprintln!(
-                    "k = {k}: {form:?} would hold {:.1} GB of sums (--max-bytes): skipped",
-                    (dense * tables) as f64 / 1e9
-                );
-                continue;
-            }
-            let (mut accumulate, mut merge, mut encode) =
-                (f64::INFINITY, f64::INFINITY, f64::INFINITY);
-            let (mut task_bytes, mut merged_bytes, mut stage2) = (0, 0, 0);
-            for _ in 0..args.repeat.max(1) {
-                let started = Instant::now();
-                let tasks: Vec<Partial> = match form {
-                    Accumulation::Sparse => units
-                        .par_iter()
-                        .map(|u| Partial::sparse_of(k, dims, 30, std::slice::from_ref(u)))
-                        .collect(),
-                    Accumulation::PerTask => units
-                        .par_iter()
-                        .map(|&(key, m, l, d)| {
-                            let mut p = Partial::new(k, dims, 30);
-                            p.accumulate(key, m, l, d);
-                            p
-                        })
-                        .collect(),
-                    Accumulation::Shared => {
-                        let mut p = Partial::new(k, dims, 30);
-                        p.accumulate_units(&units);
-                        vec![p]
-                    }
-                };
-                accumulate = accumulate.min(started.elapsed().as_secs_f64());
-                task_bytes = tasks.iter().map(Partial::table_bytes).sum();
-                let started = Instant::now();
-                let merged = std::hint::black_box(merge_tasks(tasks, k, dims, 30));
-                merge = merge.min(started.elapsed().as_secs_f64());
-                merged_bytes = merged.table_bytes();
-                // Stage 2: this node's pieces of every other node's range (node 0's view).
-                let started = Instant::now();
-                stage2 = (1..args.nodes)
-                    .into_par_iter()
-                    .map(|j| {
-                        encode_range(std::slice::from_ref(&merged), range_of(k, args.nodes, j))
-                            .len() as u64
-                    })
-                    .sum::<u64>();
-                encode = encode.min(started.elapsed().as_secs_f64());
-                let mut merged = merged;
-                merged.units.sort_by_key(|u| u.0);
-                match &want {
-                    None => want = Some(merged),
-                    Some(w) => ensure!(&merged == w, "k = {k}: {form:?} gave other sums"),
-                }
-            }
-            println!(
-                "{k},{dims},{n},{},{},{},{accumulate:.4},{merge:.4},{encode:.4},{task_bytes},\
-                 {merged_bytes},{stage2}",
-                args.tasks,
-                args.nodes,
-                match form {
-                    Accumulation::Sparse => "sparse",
-                    Accumulation::PerTask => "dense-per-task",
-                    Accumulation::Shared => "dense-shared",
-                }
-            );
-        }
+        partials_at(args, k, &units)?;
     }
     Ok(())
+}
+
+/// The CSV rows of [`partials`] at `k` centroids over `units`: each form in turn, unless its
+/// dense tables would pass `--max-bytes`; every form's merged sums must equal the first's.
+fn partials_at(args: &BenchPartialsArgs, k: usize, units: &[UnitRows<'_>]) -> anyhow::Result<()> {
+    let (dims, n) = (args.dims, args.vectors);
+    let dense = (k as u64).saturating_mul(dims as u64 + 1).saturating_mul(8);
+    let mut want: Option<Partial> = None;
+    for form in [
+        Accumulation::Sparse,
+        Accumulation::PerTask,
+        Accumulation::Shared,
+    ] {
+        let tables = match form {
+            Accumulation::PerTask => args.tasks as u64,
+            _ => 1,
+        };
+        if form != Accumulation::Sparse && dense.saturating_mul(tables) > args.max_bytes {
+            eprintln!(
+                "k = {k}: {form:?} would hold {:.1} GB of sums (--max-bytes): skipped",
+                (dense * tables) as f64 / 1e9
+            );
+            continue;
+        }
+        let FormRun {
+            accumulate,
+            merge,
+            encode,
+            task_bytes,
+            merged_bytes,
+            stage2,
+        } = run_form(args, k, form, units, &mut want)?;
+        println!(
+            "{k},{dims},{n},{},{},{},{accumulate:.4},{merge:.4},{encode:.4},{task_bytes},\
+             {merged_bytes},{stage2}",
+            args.tasks,
+            args.nodes,
+            match form {
+                Accumulation::Sparse => "sparse",
+                Accumulation::PerTask => "dense-per-task",
+                Accumulation::Shared => "dense-shared",
+            }
+        );
+    }
+    Ok(())
+}
+
+/// One form's measurements in [`partials`]: the best seconds of each phase over the repeats,
+/// and the bytes of the last repeat.
+struct FormRun {
+    /// Accumulating the tasks' partials.
+    accumulate: f64,
+    /// Merging them (stage 1).
+    merge: f64,
+    /// Encoding the other nodes' ranges (stage 2).
+    encode: f64,
+    /// The tasks' tables.
+    task_bytes: u64,
+    /// The merged table.
+    merged_bytes: u64,
+    /// The ranges stage 2 sends.
+    stage2: u64,
+}
+
+/// Runs `form` at `k` centroids over `units` `--repeat` times: accumulate, merge, encode the
+/// ranges of `--nodes - 1` other nodes. The merged sums must equal `want` (set by the first
+/// run when empty).
+fn run_form(
+    args: &BenchPartialsArgs,
+    k: usize,
+    form: Accumulation,
+    units: &[UnitRows<'_>],
+    want: &mut Option<Partial>,
+) -> anyhow::Result<FormRun> {
+    let dims = args.dims;
+    let (mut accumulate, mut merge, mut encode) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+    let (mut task_bytes, mut merged_bytes, mut stage2) = (0, 0, 0);
+    for _ in 0..args.repeat.max(1) {
+        let started = Instant::now();
+        let tasks = accumulate_tasks(form, k, dims, units);
+        accumulate = accumulate.min(started.elapsed().as_secs_f64());
+        task_bytes = tasks.iter().map(Partial::table_bytes).sum();
+        let started = Instant::now();
+        let merged = std::hint::black_box(merge_tasks(tasks, k, dims, 30));
+        merge = merge.min(started.elapsed().as_secs_f64());
+        merged_bytes = merged.table_bytes();
+        // Stage 2: this node's pieces of every other node's range (node 0's view).
+        let started = Instant::now();
+        stage2 = (1..args.nodes)
+            .into_par_iter()
+            .map(|j| {
+                encode_range(std::slice::from_ref(&merged), range_of(k, args.nodes, j)).len() as u64
+            })
+            .sum::<u64>();
+        encode = encode.min(started.elapsed().as_secs_f64());
+        let mut merged = merged;
+        merged.units.sort_by_key(|u| u.0);
+        match want {
+            None => *want = Some(merged),
+            Some(w) => ensure!(&merged == w, "k = {k}: {form:?} gave other sums"),
+        }
+    }
+    Ok(FormRun {
+        accumulate,
+        merge,
+        encode,
+        task_bytes,
+        merged_bytes,
+        stage2,
+    })
+}
+
+/// The map tasks' partials of `units` held as `form` says (scale 30).
+fn accumulate_tasks(
+    form: Accumulation,
+    k: usize,
+    dims: usize,
+    units: &[UnitRows<'_>],
+) -> Vec<Partial> {
+    match form {
+        Accumulation::Sparse => units
+            .par_iter()
+            .map(|u| Partial::sparse_of(k, dims, 30, std::slice::from_ref(u)))
+            .collect(),
+        Accumulation::PerTask => units
+            .par_iter()
+            .map(|&(key, m, l, d)| {
+                let mut p = Partial::new(k, dims, 30);
+                p.accumulate(key, m, l, d);
+                p
+            })
+            .collect(),
+        Accumulation::Shared => {
+            let mut p = Partial::new(k, dims, 30);
+            p.accumulate_units(units);
+            vec![p]
+        }
+    }
 }
 
 /// `vocab bench hog`.
@@ -262,139 +327,5 @@ pub fn hog(args: &BenchHogArgs) -> anyhow::Result<()> {
         photos.len(),
         pixels as f64 / 1e6,
     );
-    Ok(())
-}
-
-/// `vocab bench collectives`, on every rank of an MPI job: vocab's chain broadcast and stage 2
-/// against `MPI_Bcast`, `MPI_Reduce_scatter_block` and `MPI_Allreduce` on the same ranks and
-/// bytes, alternating. Each timing runs from a barrier to a barrier (the slowest rank's time).
-#[cfg(feature = "mpi")]
-pub fn collectives(
-    transport: &vocab_cluster::net::transport::mpi::MpiTransport,
-    args: &crate::cli::BenchCollectivesArgs,
-) -> anyhow::Result<()> {
-    use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
-    use mpi::topology::Communicator;
-    use vocab_cluster::collective::Algorithm;
-    use vocab_cluster::collective::{BroadcastPlan, Team, broadcast, reduce_ranges};
-    use vocab_cluster::net::transport::Transport;
-    use vocab_pipeline::kmeans::Partial;
-
-    let world = transport.world();
-    let (rank, w) = (transport.rank(), transport.size());
-    let team = Team::ranks(transport);
-    let chunk = usize::try_from(args.chunk_size)?.max(8);
-    let plan = BroadcastPlan {
-        algorithm: Algorithm::Chain,
-        chunk,
-        chains: 1,
-    };
-    let timed = |f: &mut dyn FnMut() -> anyhow::Result<()>| -> anyhow::Result<f64> {
-        world.barrier();
-        let started = Instant::now();
-        f()?;
-        world.barrier();
-        Ok(started.elapsed().as_secs_f64())
-    };
-    let mut rows = String::new();
-    for &bytes in &args.bytes {
-        let bytes = usize::try_from(bytes)?;
-        ensure!(
-            bytes >= 8 * 64 * w && bytes < i32::MAX as usize,
-            "--bytes {bytes}: between {} and 2 GiB for {w} ranks",
-            8 * 64 * w
-        );
-        let message: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
-        let mut buf = vec![0u8; bytes];
-        // Stage 2: k centroids of 63 dims (64 words each) of sums per rank.
-        let dims = 63;
-        let k = bytes / 8 / (dims + 1);
-        // Every centroid holds vectors, so every piece ships dense (a centroid without vectors
-        // would be left out of a sparse piece and the stage would move nothing).
-        let partial = Partial::from_dense(
-            dims,
-            0,
-            vec![1; k],
-            (0..k * dims).map(|i| (i * (rank + 1)) as i64).collect(),
-        );
-        let words = k * (dims + 1) / w * w;
-        let send: Vec<i64> = (0..words).map(|i| (i * (rank + 1)) as i64).collect();
-        let mut scattered = vec![0i64; words / w];
-        let mut reduced = vec![0i64; words];
-        for round in 0..=args.repeat {
-            let mut cases: Vec<(&str, &str, f64)> = Vec::new();
-            let seconds = timed(&mut || {
-                if rank == 0 {
-                    buf.copy_from_slice(&message);
-                }
-                broadcast(&team, plan, &mut buf)?;
-                ensure!(
-                    buf == message,
-                    "rank {rank}: the chain broadcast delivered other bytes"
-                );
-                Ok(())
-            })?;
-            cases.push(("broadcast", "vocab-chain", seconds));
-            let seconds = timed(&mut || {
-                if rank == 0 {
-                    buf.copy_from_slice(&message);
-                }
-                world.process_at_rank(0).broadcast_into(&mut buf[..]);
-                ensure!(
-                    buf == message,
-                    "rank {rank}: MPI_Bcast delivered other bytes"
-                );
-                Ok(())
-            })?;
-            cases.push(("broadcast", "MPI_Bcast", seconds));
-            let seconds = timed(&mut || {
-                reduce_ranges(&team, std::slice::from_ref(&partial), k, dims, chunk)?;
-                Ok(())
-            })?;
-            cases.push(("stage2", "vocab-ranges", seconds));
-            let seconds = timed(&mut || {
-                world.reduce_scatter_block_into(
-                    &send[..],
-                    &mut scattered[..],
-                    SystemOperation::sum(),
-                );
-                Ok(())
-            })?;
-            cases.push(("stage2", "MPI_Reduce_scatter_block", seconds));
-            let seconds = timed(&mut || {
-                world.all_reduce_into(&send[..], &mut reduced[..], SystemOperation::sum());
-                Ok(())
-            })?;
-            cases.push(("stage2", "MPI_Allreduce", seconds));
-            if round == 0 || rank != 0 {
-                continue; // warm-up
-            }
-            for (collective, implementation, seconds) in cases {
-                let row = format!(
-                    "{},{w},{bytes},{collective},{implementation},{round},{seconds:.6}",
-                    args.label
-                );
-                println!("{row}");
-                rows.push_str(&row);
-                rows.push('\n');
-            }
-        }
-    }
-    if let (0, Some(path)) = (rank, &args.csv) {
-        use std::io::Write as _;
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
-        if file.metadata().map(|m| m.len() == 0).unwrap_or(false) {
-            writeln!(
-                file,
-                "label,ranks,bytes,collective,implementation,run,seconds"
-            )?;
-        }
-        file.write_all(rows.as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `vocab train`, `vocab evaluate` and `vocab classify`.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, bail, ensure};
@@ -12,7 +12,7 @@ use vocab_pipeline::encode::{self, Encoding, Norm};
 use vocab_pipeline::features::manifest_path;
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::kernel_map::KernelMap;
-use vocab_pipeline::svm::{Classifier, SvmParams, choose_c, metrics};
+use vocab_pipeline::svm::{Classifier, Metrics, SvmParams, choose_c, metrics};
 
 use crate::progress::Ui;
 use crate::settings::{ClassifySettings, EvaluateSettings, Split, TrainSettings};
@@ -253,6 +253,41 @@ pub fn evaluate(args: &EvaluateSettings, out: &mut dyn std::io::Write) -> anyhow
         model.attribute,
         model.classifier.c
     )?;
+    let (csv_path, md_path, predictions_path) = write_metrics(
+        args,
+        &model,
+        scope,
+        &m,
+        classes,
+        (&test, &predicted),
+        &table,
+    )?;
+    writeln!(
+        out,
+        "  wrote {}, {} and {}",
+        csv_path.display(),
+        md_path.display(),
+        predictions_path.display()
+    )?;
+    Ok(Scores {
+        accuracy: m.accuracy,
+        balanced_accuracy: m.balanced_accuracy,
+        scored: test.len(),
+    })
+}
+
+/// Writes an evaluation's metrics beside the model (`metrics.csv`, `metrics.md`) and every
+/// scored photo with its true and predicted class (`predictions.csv`, for error analysis and
+/// figures); returns the three paths.
+fn write_metrics(
+    args: &EvaluateSettings,
+    model: &ModelFile,
+    scope: &str,
+    m: &Metrics,
+    classes: &[String],
+    (test, predicted): (&Pairs, &[usize]),
+    table: &Table,
+) -> anyhow::Result<(PathBuf, PathBuf, PathBuf)> {
     let mut csv = format!(
         "metric,value\naccuracy,{}\nbalanced_accuracy,{}\nscored,{}\n",
         m.accuracy,
@@ -296,28 +331,16 @@ pub fn evaluate(args: &EvaluateSettings, out: &mut dyn std::io::Write) -> anyhow
         .with_context(|| format!("cannot write {}", csv_path.display()))?;
     vocab_pipeline::atomic::write(&md_path, md.as_bytes())
         .with_context(|| format!("cannot write {}", md_path.display()))?;
-    // Every scored photo with its true and predicted class (for error analysis and figures).
     let mut rows = csv::Writer::from_writer(Vec::new());
     rows.write_record(["path", "truth", "predicted"])?;
-    for (&(i, t), &p) in test.iter().zip(&predicted) {
+    for (&(i, t), &p) in test.iter().zip(predicted) {
         rows.write_record([table.paths[i].as_str(), &classes[t], &classes[p]])?;
     }
     let rows = rows.into_inner().context("cannot format the predictions")?;
     let predictions_path = manifest_path(&args.model, "predictions.csv");
     vocab_pipeline::atomic::write(&predictions_path, &rows)
         .with_context(|| format!("cannot write {}", predictions_path.display()))?;
-    writeln!(
-        out,
-        "  wrote {}, {} and {}",
-        csv_path.display(),
-        md_path.display(),
-        predictions_path.display()
-    )?;
-    Ok(Scores {
-        accuracy: m.accuracy,
-        balanced_accuracy: m.balanced_accuracy,
-        scored: test.len(),
-    })
+    Ok((csv_path, md_path, predictions_path))
 }
 
 /// `vocab classify`: encodes new photos as the model's training data was encoded, then predicts.

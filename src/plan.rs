@@ -125,7 +125,6 @@ pub fn print(
     photos: u64,
     training: u64,
 ) -> anyhow::Result<()> {
-    let km = &config.kmeans;
     let Nodes {
         nodes,
         racks,
@@ -178,6 +177,14 @@ pub fn print(
         human((n / parts.max(1) * (RECORD_HEAD + DIMS * value)) as f64),
         if value == 4 { "f32" } else { "u8" }
     );
+    print_kmeans(config, n, (nodes, racks), tasks, link);
+    print_encode(config, engine, nodes, photos)
+}
+
+/// The k-means lines of the plan: per vocabulary size, what an iteration moves, computes and
+/// holds on `nodes` nodes (on `racks` racks) of `tasks` map tasks, over links of `link` bytes/s.
+fn print_kmeans(config: &Config, n: u64, (nodes, racks): (u64, usize), tasks: u64, link: f64) {
+    let km = &config.kmeans;
     println!(
         "  kmeans      {nodes} node{} on {racks} rack{}, {tasks} map tasks per node, up to {} \
          iterations",
@@ -234,6 +241,11 @@ pub fn print(
         let memory = kmeans_memory(config, n, k as u64, nodes, tasks);
         println!("    memory per node at k = {k}: {}", breakdown(&memory));
     }
+}
+
+/// The encode and svm lines of the plan.
+fn print_encode(config: &Config, engine: &Backend, nodes: u64, photos: u64) -> anyhow::Result<()> {
+    let km = &config.kmeans;
     println!(
         "  encode      every photo, dense patches every {} px, each to its nearest word",
         config.encode.stride

@@ -1,174 +1,20 @@
-//! `vocab encode`, `train`, `evaluate` and `classify`.
+//! `vocab train`, `evaluate` and `classify`, on the labelled scenes of [`Scenes`].
 
 use std::path::Path;
 
+use crate::encode::Scenes;
 use crate::util::*;
 
 #[test]
-fn encode_counts_every_dense_patch_under_its_nearest_word() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let photos = photo_set(dir.path());
-    let sample = dir.path().join("sample.bin");
-    ok(&[
-        "features",
-        "--input",
-        s(&photos),
-        "--out",
-        s(&sample),
-        "--per-image",
-        "20",
-        "--seed",
-        "1",
-    ]);
-    let vocab = dir.path().join("vocab.txt");
-    ok(&[
-        "kmeans",
-        "--features",
-        s(&sample),
-        "--k",
-        "8",
-        "--iterations",
-        "5",
-        "--seed",
-        "2",
-        "--out",
-        s(&vocab),
-    ]);
-    let encode = |out: &Path, extra: &[&str]| {
-        let mut args = vec![
-            "encode",
-            "--vocabulary",
-            s(&vocab),
-            "--input",
-            s(&photos),
-            "--out",
-            s(out),
-            "--stride",
-            "16",
-        ];
-        args.extend_from_slice(extra);
-        ok(&args)
-    };
-    let hist = dir.path().join("hist.csv");
-    let out = encode(&hist, &[]);
-    assert!(out.contains("encode: 8 photos, 0 skipped"), "{out}");
-    let rows = csv_rows(&hist);
-    assert_eq!(rows.len(), 8);
-    assert!(rows.iter().all(|r| r.len() == 2 + 8));
-    // Shared out to 2 loopback workers: the same histograms, byte for byte.
-    let sharded = dir.path().join("hist-2.csv");
-    encode(&sharded, &["--local-nodes", "2"]);
-    assert!(std::fs::read(&sharded).expect("sharded") == std::fs::read(&hist).expect("local"));
-
-    // Brute force: the same dense patches, each counted under its nearest word.
-    let dense = dir.path().join("dense.txt");
-    ok(&[
-        "features",
-        "--input",
-        s(&photos),
-        "--out",
-        s(&dense),
-        "--mode",
-        "dense",
-        "--stride",
-        "16",
-    ]);
-    let words: Vec<Vec<f64>> = std::fs::read_to_string(&vocab)
-        .expect("vocab")
-        .lines()
-        .map(|l| l.split(' ').map(|v| v.parse().expect("float")).collect())
-        .collect();
-    let mut counts = vec![vec![0usize; 8]; 8];
-    for line in std::fs::read_to_string(&dense).expect("dense").lines() {
-        let f: Vec<f64> = line
-            .split(' ')
-            .map(|v| v.parse().expect("number"))
-            .collect();
-        let (id, x) = (f[0] as usize, &f[3..]);
-        let d = |w: &Vec<f64>| w.iter().zip(x).map(|(a, b)| (a - b).powi(2)).sum::<f64>();
-        let best = (0..8)
-            .min_by(|&a, &b| d(&words[a]).total_cmp(&d(&words[b])))
-            .expect("k > 0");
-        counts[id][best] += 1;
-    }
-    for row in &rows {
-        let id: usize = row[0].parse().expect("id");
-        let total: usize = counts[id].iter().sum();
-        for (w, value) in row[2..].iter().enumerate() {
-            let got: f64 = value.parse().expect("value");
-            let want = counts[id][w] as f64 / total as f64;
-            assert!(
-                (got - want).abs() < 1e-6,
-                "photo {id} word {w}: {got} vs {want}"
-            );
-        }
-    }
-
-    // Hellinger with a 2-level pyramid: 8 x (1 + 4) values per photo, squares summing to 1.
-    let pyr = dir.path().join("pyr.csv");
-    ok(&[
-        "encode",
-        "--vocabulary",
-        s(&vocab),
-        "--input",
-        s(&photos),
-        "--out",
-        s(&pyr),
-        "--norm",
-        "hellinger",
-        "--pyramid",
-        "2",
-    ]);
-    for row in csv_rows(&pyr) {
-        assert_eq!(row.len(), 2 + 40);
-        let sq: f64 = row[2..]
-            .iter()
-            .map(|v| v.parse::<f64>().expect("v").powi(2))
-            .sum();
-        assert!((sq - 1.0).abs() < 1e-5, "{sq}");
-    }
-}
-
-#[test]
 fn train_evaluate_and_classify_with_a_held_out_split() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let photos = photo_set_of(dir.path(), 6, 4);
-    let labels = photos.join("labels.csv");
-    let sample = dir.path().join("sample.bin");
-    ok(&[
-        "features",
-        "--input",
-        s(&photos),
-        "--out",
-        s(&sample),
-        "--per-image",
-        "20",
-    ]);
-    let vocab = dir.path().join("vocab.bin");
-    ok(&[
-        "kmeans",
-        "--features",
-        s(&sample),
-        "--k",
-        "32",
-        "--iterations",
-        "8",
-        "--out",
-        s(&vocab),
-    ]);
-    let hist = dir.path().join("hist.bin");
-    ok(&[
-        "encode",
-        "--vocabulary",
-        s(&vocab),
-        "--input",
-        s(&photos),
-        "--out",
-        s(&hist),
-        "--norm",
-        "hellinger",
-    ]);
-    assert!(dir.path().join("hist.bin.encoding.json").is_file());
+    let scenes = Scenes::new();
+    let hist = scenes.hellinger();
+    let Scenes {
+        dir,
+        photos,
+        labels,
+        ..
+    } = scenes;
 
     let model = dir.path().join("urban.json");
     let out = ok(&[
@@ -350,29 +196,22 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
         err.contains("no attribute column \"altitude\"") && err.contains("elevation"),
         "{err}"
     );
+}
 
-    // `vocab encode` of the photo set with this vocabulary into `out`, L1, plus `extra`: its
-    // output when it should succeed, its error when it should fail.
-    let encode_args = |out: &Path, extra: &[&str]| -> Vec<String> {
-        let base = ["encode", "--vocabulary", s(&vocab), "--input", s(&photos)];
-        let tail = ["--out", s(out), "--norm", "l1"];
-        base.iter()
-            .chain(&tail)
-            .chain(extra)
-            .map(|a| a.to_string())
-            .collect()
-    };
-    let encode = |out: &Path, extra: &[&str], succeeds: bool| {
-        let args = encode_args(out, extra);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        if succeeds { ok(&args) } else { fails(&args) }
-    };
-    let encode_l1 = |out: &Path, extra: &[&str]| encode(out, extra, true);
-    let encode_fails = |out: &Path, extra: &[&str]| encode(out, extra, false);
+#[test]
+fn a_chi2_kernel_map_is_kept_by_the_model_and_needs_l1_histograms() {
+    let scenes = Scenes::new();
+    let Scenes {
+        dir,
+        photos,
+        labels,
+        ..
+    } = &scenes;
+    let labelled = dir.path().join("labelled.csv");
     // A chi-squared kernel map on L1 histograms: the model keeps it and applies it to every
     // photo it scores, in evaluate and in classify.
     let l1 = dir.path().join("hist-l1.bin");
-    encode_l1(&l1, &[]);
+    scenes.encode_l1(&l1, &[]);
     let mapped = dir.path().join("urban-chi2.json");
     let train_map = |hist: &Path| -> Vec<String> {
         [
@@ -380,7 +219,7 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
             "--histograms",
             s(hist),
             "--labels",
-            s(&labels),
+            s(labels),
             "--attribute",
             "urbanicity",
             "--c",
@@ -408,7 +247,7 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
         "--histograms",
         s(&l1),
         "--labels",
-        s(&labels),
+        s(labels),
     ]);
     assert!(out.contains("24 labelled photos scored"), "{out}");
     ok(&[
@@ -416,14 +255,14 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
         "--model",
         s(&mapped),
         "--input",
-        s(&photos),
+        s(photos),
         "--out",
         s(&labelled),
     ]);
     assert_eq!(csv_rows(&labelled).len(), 24);
     // Histograms of another length are refused with both lengths, not scored wrongly.
     let pyramid = dir.path().join("hist-p2.bin");
-    encode_l1(&pyramid, &["--pyramid", "2"]);
+    scenes.encode_l1(&pyramid, &["--pyramid", "2"]);
     let err = fails(&[
         "evaluate",
         "--model",
@@ -431,7 +270,7 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
         "--histograms",
         s(&pyramid),
         "--labels",
-        s(&labels),
+        s(labels),
     ]);
     assert!(
         err.contains(
@@ -439,143 +278,7 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
         ),
         "{err}"
     );
-    // Soft assignment: every patch spread over its 3 nearest words; rows still sum to 1, with
-    // more words present than under hard assignment; recorded for classify.
-    let (hard_csv, soft_csv) = (dir.path().join("hard.csv"), dir.path().join("soft.csv"));
-    encode_l1(&hard_csv, &[]);
-    encode_l1(&soft_csv, &["--soft", "3", "--sharpness", "5"]);
-    let nonzero = |rows: &[Vec<String>]| -> usize {
-        rows.iter()
-            .map(|r| {
-                let values: Vec<f64> = r[2..].iter().map(|v| v.parse().expect("value")).collect();
-                assert!((values.iter().sum::<f64>() - 1.0).abs() < 1e-4, "{r:?}");
-                values.iter().filter(|&&v| v > 0.0).count()
-            })
-            .sum()
-    };
-    assert!(nonzero(&csv_rows(&soft_csv)) > nonzero(&csv_rows(&hard_csv)));
-    let recorded = std::fs::read_to_string(dir.path().join("soft.csv.encoding.json")).expect("enc");
-    assert!(recorded.contains(r#""words": 3"#), "{recorded}");
-    assert!(
-        !recorded.contains("kernel"),
-        "f32 is not recorded: {recorded}"
-    );
-    // The integer kernel finds the same words (by direct distance; the f32 GEMM's expansion can
-    // differ on near-ties only) and is recorded for classify.
-    for (f32_csv, extra) in [
-        (&hard_csv, &[][..]),
-        (&soft_csv, &["--soft", "3", "--sharpness", "5"][..]),
-    ] {
-        let int8_csv = dir.path().join("int8.csv");
-        encode_l1(&int8_csv, &[extra, &["--kernel", "int8"]].concat());
-        let (a, b) = (csv_rows(f32_csv), csv_rows(&int8_csv));
-        assert_eq!(a.len(), b.len());
-        let differing: f64 = a
-            .iter()
-            .zip(&b)
-            .flat_map(|(x, y)| x[2..].iter().zip(&y[2..]))
-            .map(|(x, y)| (x.parse::<f64>().expect("x") - y.parse::<f64>().expect("y")).abs())
-            .sum();
-        assert!(differing < 1e-3 * a.len() as f64, "{extra:?}: {differing}");
-        let recorded =
-            std::fs::read_to_string(dir.path().join("int8.csv.encoding.json")).expect("enc");
-        assert!(recorded.contains(r#""kernel": "int8""#), "{recorded}");
-    }
-    // Every instruction-set level the machine has (VOCAB_MAX_ISA caps the kernels' choice)
-    // encodes the same bytes; a bad level is named.
-    let with_isa = |level: &str, out: &Path| {
-        let extra = ["--soft", "3", "--kernel", "int8", "--quiet"];
-        std::process::Command::new(env!("CARGO_BIN_EXE_vocab"))
-            .args(encode_args(out, &extra))
-            .env("VOCAB_MAX_ISA", level)
-            .output()
-            .expect("vocab runs")
-    };
-    let widest = dir.path().join("isa-widest.bin");
-    assert!(with_isa("avx512", &widest).status.success());
-    for level in ["portable", "avx2"] {
-        let out = dir.path().join(format!("isa-{level}.bin"));
-        assert!(with_isa(level, &out).status.success(), "{level}");
-        assert_eq!(
-            std::fs::read(&out).expect("capped"),
-            std::fs::read(&widest).expect("widest"),
-            "{level}"
-        );
-    }
-    let bad = with_isa("sse9", &dir.path().join("isa-bad.bin"));
-    let err = String::from_utf8_lossy(&bad.stderr);
-    assert!(
-        !bad.status.success() && err.contains("VOCAB_MAX_ISA=\"sse9\" is not"),
-        "{err}"
-    );
-    assert!(!dir.path().join("isa-bad.bin").exists());
-    // A second scale adds the patches of the photo downscaled by 40/64 to the same histogram,
-    // is recorded for classify, and a list without the base scale is refused.
-    let scaled_csv = dir.path().join("scaled.csv");
-    let patches = |summary: &str| -> u64 {
-        let before = summary.split(" patches").next().expect("summary");
-        before
-            .rsplit(' ')
-            .next()
-            .and_then(|n| n.parse().ok())
-            .expect(summary)
-    };
-    let base_patches = patches(&encode_l1(&hard_csv, &[]));
-    let summary = encode_l1(&scaled_csv, &["--scales", "40,64"]);
-    let (base, scaled) = (csv_rows(&hard_csv), csv_rows(&scaled_csv));
-    assert_eq!(base.len(), scaled.len());
-    assert!(base.iter().zip(&scaled).any(|(a, b)| a[2..] != b[2..]));
-    for row in &scaled {
-        let sum: f64 = row[2..]
-            .iter()
-            .map(|v| v.parse::<f64>().expect("value"))
-            .sum();
-        assert!((sum - 1.0).abs() < 1e-4, "{row:?}");
-    }
-    let recorded =
-        std::fs::read_to_string(dir.path().join("scaled.csv.encoding.json")).expect("enc");
-    assert!(recorded.contains(r#""scales": ["#), "{recorded}");
-    // Every scale's patches are counted: the coarse scale adds about 40% (1 / 1.6^2).
-    let more = patches(&summary) as f64 / base_patches as f64;
-    assert!((1.2..1.5).contains(&more), "{summary}");
-    let err = encode_fails(&scaled_csv, &["--scales", "64,40"]);
-    assert!(
-        err.contains("--scales 64,40: must be 40 followed by"),
-        "{err}"
-    );
-    let err = encode_fails(&soft_csv, &["--soft", "1"]);
-    assert!(err.contains("--soft 1"), "{err}");
-    // The approximate word search: probing every list is the exact search (the same
-    // histograms), it is recorded for classify, and it finds the nearest word only, in f32.
-    let approx_csv = dir.path().join("approx.csv");
-    encode_l1(
-        &approx_csv,
-        &["--assign", "approx", "--lists", "3", "--probes", "3"],
-    );
-    assert_eq!(csv_rows(&approx_csv), csv_rows(&hard_csv));
-    let recorded =
-        std::fs::read_to_string(dir.path().join("approx.csv.encoding.json")).expect("enc");
-    assert!(
-        recorded.contains(r#""approx": {"#) && recorded.contains(r#""probes": 3"#),
-        "{recorded}"
-    );
-    for (extra, want) in [
-        (
-            &["--assign", "approx", "--soft", "3"][..],
-            "--assign approx: finds each patch's nearest word only",
-        ),
-        (
-            &["--assign", "approx", "--kernel", "int8"][..],
-            "--kernel int8: is a kernel of the exact search",
-        ),
-        (
-            &["--lists", "3"][..],
-            "--lists 3: sets up the approximate search",
-        ),
-    ] {
-        let err = encode_fails(&approx_csv, extra);
-        assert!(err.contains(want), "{extra:?}: {err}");
-    }
+    let hist = scenes.hellinger();
     // The map takes L1 histograms: on Hellinger ones it says how to encode.
     let args = train_map(&hist);
     let err = fails(&args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -583,27 +286,4 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
         err.contains("--kernel-map chi2") && err.contains("--norm l1"),
         "{err}"
     );
-}
-
-#[test]
-fn a_vocabulary_of_other_dims_is_named_in_the_error() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let photos = photo_set(dir.path());
-    let vocabulary = dir.path().join("words.txt");
-    std::fs::write(&vocabulary, "0.1 0.2 0.3\n0.4 0.5 0.6\n").expect("write");
-    let out = dir.path().join("hist.bin");
-    let err = fails(&[
-        "encode",
-        "--vocabulary",
-        s(&vocabulary),
-        "--input",
-        s(&photos),
-        "--out",
-        s(&out),
-    ]);
-    assert!(
-        err.contains("words.txt: words of 3 dims, the HOG descriptor has 512"),
-        "{err}"
-    );
-    assert!(!err.contains("hist.bin"), "{err}");
 }

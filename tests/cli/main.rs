@@ -3,6 +3,7 @@
 
 mod classify;
 mod cluster;
+mod encode;
 mod features;
 mod kmeans;
 mod placement;

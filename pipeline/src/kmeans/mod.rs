@@ -20,6 +20,7 @@ pub mod params;
 pub mod partial;
 pub mod prune;
 pub mod quant;
+mod task;
 
 use std::time::Instant;
 
@@ -106,9 +107,7 @@ pub enum InitMethod {
 
 /// Exact or approximate search for each vector's nearest centroid (the command line's and
 /// configs' choice; [`Assignment`] with its settings).
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Search {
@@ -798,161 +797,43 @@ fn map_tasks_as(
     };
     let units = units(shards);
     let (k, dims) = (centroids.k(), centroids.dims());
-    let (mut pruner, codes, quantized, approx) = match mode {
-        Mode::Full => (None, None, None, None),
-        Mode::Pruned(p, codes) => (Some(p), codes, None, None),
-        Mode::Quantized(rows) => (
-            None,
-            Some(rows),
-            Some(quant::QuantCentroids::new(centroids)),
-            None,
-        ),
-        Mode::Approx { lists, probes } => (
-            None,
-            None,
-            None,
-            Some((approx::Index::new(centroids, lists), probes)),
-        ),
-    };
-    if let Some(rows) = codes {
+    let (mut pruner, kernel) = task::MapKernel::of(mode, centroids);
+    if let Some(rows) = kernel.codes {
         assert_eq!(
             rows.len(),
             shards.len(),
             "one set of quantised rows per shard"
         );
     }
-    if let Some(p) = pruner.as_deref_mut()
-        && p.groups.as_ref().is_none_or(|g| g.k() != k)
-    {
-        // Groups are fixed for a run (Yinyang); a new k starts over.
-        p.groups = Some(prune::Groups::new(centroids, codes.is_some()));
-        p.units.clear();
-        p.previous = None;
-    }
-    let (geometry, bounds) = match pruner.as_deref_mut() {
-        Some(p) => {
-            let groups = p.groups.as_ref().expect("groups were just made");
-            let geometry =
-                prune::Geometry::new(centroids, p.previous.as_ref(), groups, codes.is_some());
-            // Bounds of units no longer here go; units new here start without bounds.
-            let keys: std::collections::BTreeSet<u64> = units.iter().map(|u| u.key).collect();
-            p.units.retain(|key, _| keys.contains(key));
-            for &key in &keys {
-                p.units.entry(key).or_default();
-            }
-            let mut by_key: std::collections::HashMap<u64, &mut prune::UnitBounds> =
-                p.units.iter_mut().map(|(&key, b)| (key, b)).collect();
-            let bounds: Vec<_> = units.iter().map(|u| by_key.remove(&u.key)).collect();
-            (Some((geometry, groups)), bounds)
-        }
-        None => (None, (0..units.len()).map(|_| None).collect()),
-    };
-    type Work<'u, 'b> = Vec<(Unit<'u>, Option<&'b mut prune::UnitBounds>)>;
-    let mut work: Vec<Work<'_, '_>> = (0..threads).map(|_| Vec::new()).collect();
-    for (idx, (&unit, b)) in units.iter().zip(bounds).enumerate() {
-        work[idx % threads].push((unit, b));
-    }
+    let (geometry, bounds) = task::unit_bounds(
+        pruner.as_deref_mut(),
+        centroids,
+        kernel.codes.is_some(),
+        &units,
+    );
+    let work = task::deal_units(&units, bounds, threads);
     let task_rows = work
         .iter()
         .map(|w| w.iter().map(|(u, _)| u.rows.rows()).sum::<usize>())
         .max()
         .unwrap_or(0);
     let how = accumulation.unwrap_or_else(|| Accumulation::choose(k, dims, threads, task_rows));
-    /// A thread's results: its accumulator, or (shared accumulator) its units' labels.
-    type Labelled<'u> = Vec<(u64, Matrix<'u>, Vec<u32>, Vec<f32>)>;
-    let results: Vec<(Option<Partial>, Labelled<'_>, usize)> = work
+    let shared = task::MapTask {
+        centroids,
+        kernel: &kernel,
+        geometry: &geometry,
+        how,
+        scale,
+    };
+    let results: Vec<task::TaskResult<'_>> = work
         .into_par_iter()
-        .map(|items| {
-            let mut partial = (how == Accumulation::PerTask).then(|| Partial::new(k, dims, scale));
-            let mut labelled = Vec::new();
-            let mut scratch = AssignScratch::default();
-            let mut prune_scratch = prune::PruneScratch::default();
-            let mut quant_scratch = quant::QuantScratch::default();
-            let mut approx_scratch = approx::SearchScratch::default();
-            let (mut labels, mut dist) = (vec![0u32; UNIT_ROWS], vec![0f32; UNIT_ROWS]);
-            let mut kept = 0;
-            for (
-                Unit {
-                    key,
-                    shard,
-                    start,
-                    rows: unit,
-                },
-                bounds,
-            ) in items
-            {
-                let n = unit.rows();
-                let unit_codes = codes.map(|rows| rows[shard].slice(start, start + n));
-                match (bounds, &geometry, &quantized, &approx) {
-                    (Some(b), Some((geometry, groups)), _, _) => {
-                        kept += b.step(
-                            unit,
-                            unit_codes,
-                            centroids,
-                            groups,
-                            geometry,
-                            &mut prune_scratch,
-                            &mut labels[..n],
-                            &mut dist[..n],
-                        );
-                    }
-                    (_, _, Some(cq), _) => quant::assign_quantized(
-                        unit,
-                        unit_codes.expect("the integer pass has the rows' codes"),
-                        cq,
-                        centroids,
-                        &mut quant_scratch,
-                        &mut labels[..n],
-                        &mut dist[..n],
-                    ),
-                    (_, _, _, Some((index, probes))) => index.search(
-                        unit,
-                        *probes,
-                        &mut approx_scratch,
-                        &mut labels[..n],
-                        &mut dist[..n],
-                    ),
-                    _ => assign(
-                        unit,
-                        centroids,
-                        &mut scratch,
-                        &mut labels[..n],
-                        &mut dist[..n],
-                    ),
-                }
-                match partial.as_mut() {
-                    Some(p) => p.accumulate(key, unit, &labels[..n], &dist[..n]),
-                    None => labelled.push((key, unit, labels[..n].to_vec(), dist[..n].to_vec())),
-                }
-            }
-            if how == Accumulation::Sparse {
-                let units: Vec<_> = labelled
-                    .iter()
-                    .map(|(key, x, labels, dist)| (*key, *x, &labels[..], &dist[..]))
-                    .collect();
-                partial = Some(Partial::sparse_of(k, dims, scale, &units));
-                labelled.clear();
-            }
-            (partial, labelled, kept)
-        })
+        .map(|items| shared.run(items))
         .collect();
     if let Some(p) = pruner {
         p.previous = Some(centroids.clone());
     }
     let kept = results.iter().map(|r| r.2).sum();
-    let partials = if how != Accumulation::Shared {
-        results.into_iter().filter_map(|r| r.0).collect()
-    } else {
-        let labelled: Vec<_> = results.into_iter().flat_map(|r| r.1).collect();
-        let units: Vec<_> = labelled
-            .iter()
-            .map(|(key, x, labels, dist)| (*key, *x, &labels[..], &dist[..]))
-            .collect();
-        let mut shared = Partial::new(k, dims, scale);
-        shared.accumulate_units(&units);
-        vec![shared]
-    };
-    (partials, kept)
+    (task::gather_partials(results, how, k, dims, scale), kept)
 }
 
 /// The map step with stage-1 aggregation: the map tasks' partials merged once, in shared memory.

@@ -1,6 +1,7 @@
 //! The k-means job's member half: a share of the partitions cached across iterations (and
 //! across teams of the same job), and each iteration's broadcast, map, stage 1 and stage 2.
 
+use std::borrow::Cow;
 use std::time::Instant;
 
 use vocab_pipeline::kmeans::{Assignment, Centroids, Kernel};
@@ -8,7 +9,7 @@ use vocab_pipeline::kmeans::{Assignment, Centroids, Kernel};
 use super::layout::{Placement, holdings, mapper, open_share};
 use super::share::{Mapped, Share};
 use super::wire::{Command, LoadReply, MAX_STEP_BYTES, StepStats, TAG};
-use crate::collective::{MAX_CONTROL, Team, broadcast, gather, reduce_ranges};
+use crate::collective::{BroadcastPlan, MAX_CONTROL, Team, broadcast, gather, reduce_ranges};
 use crate::engine::{EngineError, Job, Member, decode, encode};
 use crate::jobs::place::{plan_of, team_of};
 use crate::net::messages::BUILD;
@@ -161,37 +162,15 @@ pub(super) fn member_step(
         });
     };
     let plan = plan_of(algorithm, chunk, chains)?;
-    let mut bytes = match centroids {
-        Some(c) => c.as_slice().iter().flat_map(|v| v.to_le_bytes()).collect(),
-        None => vec![0u8; values * 4],
-    };
-    broadcast(team, plan, &mut bytes)?;
-    let broadcast_seconds = received.elapsed().as_secs_f64();
-    let owned;
-    let centroids = match centroids {
-        Some(c) => c,
-        None => {
-            owned = Centroids::new(
-                bytes
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect(),
-                dims,
-            );
-            &owned
-        }
-    };
-    drop(bytes);
+    let (broadcast_seconds, centroids) =
+        broadcast_centroids(team, plan, centroids, values, dims, received)?;
     let (w, me) = (team.size(), team.me());
     let Some(share) = share.filter(|_| mapper(me, w, root_maps).is_some()) else {
         // A root that only drives: no map, no range; its piece is empty statistics.
-        let stats = encode(&StepStats {
+        return Ok(stats_piece(&StepStats {
             broadcast_seconds,
             ..StepStats::default()
-        });
-        let mut piece = (stats.len() as u64).to_le_bytes().to_vec();
-        piece.extend_from_slice(&stats);
-        return Ok(piece);
+        }));
     };
     let Mapped {
         partials,
@@ -200,16 +179,9 @@ pub(super) fn member_step(
         map_seconds,
         stage1_seconds,
     } = share.map(
-        centroids,
+        &centroids,
         scale,
-        if approx_probes > 0 {
-            Assignment::Approx {
-                lists: approx_lists,
-                probes: approx_probes,
-            }
-        } else {
-            Assignment::new(prune, if int8 { Kernel::Int8 } else { Kernel::F32 })
-        },
+        assignment_of(prune, int8, approx_lists, approx_probes),
         stage1,
         iteration,
     );
@@ -222,7 +194,7 @@ pub(super) fn member_step(
     };
     let (sum, stage2_bytes) = reduce_ranges(&mappers, &partials, k, dims, plan.chunk)?;
     let reduced_at = received.elapsed().as_secs_f64();
-    let stats = StepStats {
+    let mut piece = stats_piece(&StepStats {
         broadcast_seconds,
         map_seconds,
         stage1_seconds,
@@ -235,10 +207,59 @@ pub(super) fn member_step(
             .iter()
             .flat_map(|p| p.units.iter().map(|&(key, v)| (key, v.to_bits())))
             .collect(),
-    };
-    let stats = encode(&stats);
-    let mut piece = (stats.len() as u64).to_le_bytes().to_vec();
-    piece.extend_from_slice(&stats);
+    });
     piece.extend_from_slice(&sum.encode_result(scale));
     Ok(piece)
+}
+
+/// The step's `k x dims` centroids (`values` floats) broadcast by `plan` from the root, which
+/// holds them in `centroids`; the others receive them. Returns the seconds from `received` to
+/// the end of the broadcast, and the centroids (borrowed at the root, decoded elsewhere).
+fn broadcast_centroids<'c>(
+    team: &Team<'_>,
+    plan: BroadcastPlan,
+    centroids: Option<&'c Centroids>,
+    values: usize,
+    dims: usize,
+    received: Instant,
+) -> Result<(f64, Cow<'c, Centroids>), EngineError> {
+    let mut bytes = match centroids {
+        Some(c) => c.as_slice().iter().flat_map(|v| v.to_le_bytes()).collect(),
+        None => vec![0u8; values * 4],
+    };
+    broadcast(team, plan, &mut bytes)?;
+    let broadcast_seconds = received.elapsed().as_secs_f64();
+    let centroids = match centroids {
+        Some(c) => Cow::Borrowed(c),
+        None => Cow::Owned(Centroids::new(
+            bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+            dims,
+        )),
+    };
+    Ok((broadcast_seconds, centroids))
+}
+
+/// The assignment a step command names: approximate with `approx_probes > 0` (over
+/// `approx_lists` lists), else exact, pruned or not, by the f32 or the int8 kernel.
+fn assignment_of(prune: bool, int8: bool, approx_lists: u32, approx_probes: u32) -> Assignment {
+    if approx_probes > 0 {
+        Assignment::Approx {
+            lists: approx_lists,
+            probes: approx_probes,
+        }
+    } else {
+        Assignment::new(prune, if int8 { Kernel::Int8 } else { Kernel::F32 })
+    }
+}
+
+/// The start of a stage-3 piece: the encoded `stats`, after their length (8 bytes, little
+/// endian).
+fn stats_piece(stats: &StepStats) -> Vec<u8> {
+    let stats = encode(stats);
+    let mut piece = (stats.len() as u64).to_le_bytes().to_vec();
+    piece.extend_from_slice(&stats);
+    piece
 }

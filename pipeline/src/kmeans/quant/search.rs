@@ -189,10 +189,62 @@ pub fn search_runs(
     best: &mut [(u32, f32)],
     least: &mut [f32],
 ) {
-    let kernel = cq.isa;
     check_shapes(x, xq, cq, centroids);
     let count = runs.start.len().saturating_sub(1);
-    let k = centroids.k();
+    check_search(xq, centroids.k(), runs, rows, pairs, best, least);
+    let span = runs
+        .start
+        .windows(2)
+        .map(|w| (w[1] - w[0]).div_ceil(NR) * NR)
+        .max()
+        .unwrap_or(0);
+    let search = RunSearch {
+        kernel: cq.isa,
+        x,
+        xq,
+        cq,
+        centroids,
+        runs,
+        rows,
+        pairs,
+        count,
+        span,
+    };
+    let SearchScratch {
+        order,
+        first,
+        codes,
+        dots,
+        lowers,
+        min_upper,
+        candidates,
+    } = scratch;
+    order_by_run(pairs, count, order, first);
+    dots.resize(MR * CENTROID_BLOCK, 0);
+    // Each pair's slice is written (its run's whole panels) before it is read.
+    // Spare spans past the pairs' take the writes of a kernel call's unused slots.
+    if lowers.len() < (pairs.len() + MR) * span {
+        lowers.resize((pairs.len() + MR) * span, f32::INFINITY);
+    }
+    min_upper.clear();
+    min_upper.resize(rows.len(), f32::INFINITY);
+    search.products(order, first, (codes, dots), lowers, min_upper);
+    search.verify_rows(lowers, min_upper, candidates, best, least);
+}
+
+/// Panics unless `runs` cover the `k` centroids in runs of whole panels at most
+/// [`CENTROID_BLOCK`] long, and `pairs` (in row order) name rows of `rows` (rows of `xq`) and
+/// runs, with `best` one entry per row and `least` one per pair ([`search_runs`]).
+fn check_search(
+    xq: QuantSlice<'_>,
+    k: usize,
+    runs: Runs<'_>,
+    rows: &[usize],
+    pairs: &[(u32, u32)],
+    best: &[(u32, f32)],
+    least: &[f32],
+) {
+    let count = runs.start.len().saturating_sub(1);
     assert!(
         runs.start.first() == Some(&0)
             && runs.start.last() == Some(&k)
@@ -213,23 +265,11 @@ pub fn search_runs(
                 .all(|&(r, g)| (r as usize) < rows.len() && (g as usize) < count),
         "pairs must name rows and runs, in row order"
     );
-    let qrows = xq.rows;
-    let span = runs
-        .start
-        .windows(2)
-        .map(|w| (w[1] - w[0]).div_ceil(NR) * NR)
-        .max()
-        .unwrap_or(0);
-    let SearchScratch {
-        order,
-        first,
-        codes,
-        dots,
-        lowers,
-        min_upper,
-        candidates,
-    } = scratch;
-    // Pairs by run (a stable counting sort: rows stay ascending within a run).
+}
+
+/// Orders the indices of `pairs` by run into `order`, run `g`'s at `order[first[g]..first[g +
+/// 1]]` (`count` runs): a stable counting sort, so rows stay ascending within a run.
+fn order_by_run(pairs: &[(u32, u32)], count: usize, order: &mut Vec<u32>, first: &mut Vec<usize>) {
     first.clear();
     first.resize(count + 1, 0);
     for &(_, g) in pairs {
@@ -244,99 +284,167 @@ pub fn search_runs(
         order[fill[g as usize]] = p as u32;
         fill[g as usize] += 1;
     }
-    dots.resize(MR * CENTROID_BLOCK, 0);
-    // Each pair's slice is written (its run's whole panels) before it is read.
-    // Spare spans past the pairs' take the writes of a kernel call's unused slots.
-    if lowers.len() < (pairs.len() + MR) * span {
-        lowers.resize((pairs.len() + MR) * span, f32::INFINITY);
+}
+
+/// The checked inputs of one [`search_runs`] call, shared by its two phases.
+#[derive(Clone, Copy)]
+struct RunSearch<'a> {
+    kernel: Isa,
+    x: Matrix<'a>,
+    xq: QuantSlice<'a>,
+    cq: &'a QuantCentroids,
+    centroids: &'a Centroids,
+    runs: Runs<'a>,
+    rows: &'a [usize],
+    pairs: &'a [(u32, u32)],
+    /// Number of runs.
+    count: usize,
+    /// Lower bounds kept per pair: the longest run, in whole panels.
+    span: usize,
+}
+
+impl RunSearch<'_> {
+    /// The integer phase: run by run, [`MR`] pairs a kernel call, each pair's lower bounds into
+    /// its `span` of `lowers` and each row's least upper bound into `min_upper[row]` (which the
+    /// caller fills with infinity). `order` and `first` are the pairs by run
+    /// ([`order_by_run`]); `codes` and `dots` the kernel's buffers.
+    #[inline]
+    fn products(
+        &self,
+        order: &[u32],
+        first: &[usize],
+        (codes, dots): (&mut Vec<u8>, &mut [i32]),
+        lowers: &mut [f32],
+        min_upper: &mut [f32],
+    ) {
+        let Self {
+            kernel,
+            xq,
+            cq,
+            runs,
+            rows,
+            pairs,
+            count,
+            span,
+            ..
+        } = *self;
+        let qrows = xq.rows;
+        let step = kernel.panels_per_call();
+        for g in 0..count {
+            let (c0, panels) = (
+                runs.start[g],
+                (runs.start[g + 1] - runs.start[g]).div_ceil(NR),
+            );
+            for chunk in order[first[g]..first[g + 1]].chunks(MR) {
+                // Slots past the chunk repeat its first row and write to the spare spans past
+                // the pairs' (their results are not read).
+                let (mut slots, mut of) = ([0usize; MR], [0usize; MR]);
+                for slot in 0..MR {
+                    let p = chunk.get(slot).copied().unwrap_or(chunk[0]) as usize;
+                    of[slot] = xq.start + rows[pairs[p].0 as usize];
+                    slots[slot] = if slot < chunk.len() {
+                        p
+                    } else {
+                        pairs.len() + slot
+                    };
+                }
+                for panel in (0..panels).step_by(step) {
+                    let n = step.min(panels - panel);
+                    let mut at = [0usize; MR];
+                    for (at, &slot) in at.iter_mut().zip(&slots) {
+                        *at = slot * span + panel * NR;
+                    }
+                    let upper = kernel.search_panels(
+                        qrows,
+                        of,
+                        cq,
+                        (c0 + panel * NR, n),
+                        (codes, dots),
+                        lowers,
+                        at,
+                    );
+                    for (&p, &u) in chunk.iter().zip(&upper) {
+                        let row = pairs[p as usize].0 as usize;
+                        min_upper[row] = min_upper[row].min(u);
+                    }
+                }
+            }
+        }
     }
-    min_upper.clear();
-    min_upper.resize(rows.len(), f32::INFINITY);
-    let step = kernel.panels_per_call();
-    for g in 0..count {
-        let (c0, panels) = (
-            runs.start[g],
-            (runs.start[g + 1] - runs.start[g]).div_ceil(NR),
-        );
-        for chunk in order[first[g]..first[g + 1]].chunks(MR) {
-            // Slots past the chunk repeat its first row and write to the spare spans past the
-            // pairs' (their results are not read).
-            let (mut slots, mut of) = ([0usize; MR], [0usize; MR]);
-            for slot in 0..MR {
-                let p = chunk.get(slot).copied().unwrap_or(chunk[0]) as usize;
-                of[slot] = xq.start + rows[pairs[p].0 as usize];
-                slots[slot] = if slot < chunk.len() {
-                    p
-                } else {
-                    pairs.len() + slot
+
+    /// The verifying phase, row by row: the candidates of the row's pairs' `lowers` below its
+    /// stop (from `min_upper` and its entry in `best`) are verified by direct distance into
+    /// `best[row]`, then each pair's `least` is taken from its lower bounds without the best
+    /// column.
+    #[inline]
+    fn verify_rows(
+        &self,
+        lowers: &[f32],
+        min_upper: &[f32],
+        candidates: &mut Vec<Candidate>,
+        best: &mut [(u32, f32)],
+        least: &mut [f32],
+    ) {
+        let Self {
+            kernel,
+            x,
+            xq,
+            cq,
+            centroids,
+            runs,
+            rows,
+            pairs,
+            span,
+            ..
+        } = *self;
+        let qrows = xq.rows;
+        let mut a = 0;
+        while a < pairs.len() {
+            let row = pairs[a].0 as usize;
+            let b = a + pairs[a..]
+                .iter()
+                .take_while(|q| q.0 as usize == row)
+                .count();
+            let (i, g) = (rows[row], xq.start + rows[row]);
+            let xi = x.row(i);
+            let own = crate::kmeans::assign::dot(xi, xi);
+            let slack = qrows.slack[g];
+            let (col, d) = best[row];
+            let stop = (min_upper[row] + 4.0 * slack)
+                .min(d - own + 4.0 * (slack + cq.slack[col as usize]));
+            candidates.clear();
+            for q in a..b {
+                let c0 = runs.start[pairs[q].1 as usize];
+                let len = (runs.start[pairs[q].1 as usize + 1] - c0).div_ceil(NR) * NR;
+                kernel.below(&lowers[q * span..][..len], c0, stop, candidates);
+            }
+            let entry = (d, runs.ids[col as usize], col);
+            let (d, _, col) = verify(
+                kernel,
+                (xi, own),
+                centroids,
+                cq,
+                slack,
+                Some(runs.ids),
+                candidates,
+                entry,
+                stop,
+            );
+            best[row] = (col, d);
+            for q in a..b {
+                let run = pairs[q].1 as usize;
+                let c0 = runs.start[run];
+                let lower = &lowers[q * span..][..runs.start[run + 1] - c0];
+                least[q] = match (col as usize).checked_sub(c0) {
+                    // The best column's own run: its other members.
+                    Some(j) if j < lower.len() => {
+                        least_of(&lower[..j]).min(least_of(&lower[j + 1..]))
+                    }
+                    _ => least_of(lower),
                 };
             }
-            for panel in (0..panels).step_by(step) {
-                let n = step.min(panels - panel);
-                let mut at = [0usize; MR];
-                for (at, &slot) in at.iter_mut().zip(&slots) {
-                    *at = slot * span + panel * NR;
-                }
-                let upper = kernel.search_panels(
-                    qrows,
-                    of,
-                    cq,
-                    (c0 + panel * NR, n),
-                    (codes, dots),
-                    lowers,
-                    at,
-                );
-                for (&p, &u) in chunk.iter().zip(&upper) {
-                    let row = pairs[p as usize].0 as usize;
-                    min_upper[row] = min_upper[row].min(u);
-                }
-            }
+            a = b;
         }
-    }
-    let mut a = 0;
-    while a < pairs.len() {
-        let row = pairs[a].0 as usize;
-        let b = a + pairs[a..]
-            .iter()
-            .take_while(|q| q.0 as usize == row)
-            .count();
-        let (i, g) = (rows[row], xq.start + rows[row]);
-        let xi = x.row(i);
-        let own = crate::kmeans::assign::dot(xi, xi);
-        let slack = qrows.slack[g];
-        let (col, d) = best[row];
-        let stop =
-            (min_upper[row] + 4.0 * slack).min(d - own + 4.0 * (slack + cq.slack[col as usize]));
-        candidates.clear();
-        for q in a..b {
-            let c0 = runs.start[pairs[q].1 as usize];
-            let len = (runs.start[pairs[q].1 as usize + 1] - c0).div_ceil(NR) * NR;
-            kernel.below(&lowers[q * span..][..len], c0, stop, candidates);
-        }
-        let entry = (d, runs.ids[col as usize], col);
-        let (d, _, col) = verify(
-            kernel,
-            (xi, own),
-            centroids,
-            cq,
-            slack,
-            Some(runs.ids),
-            candidates,
-            entry,
-            stop,
-        );
-        best[row] = (col, d);
-        for q in a..b {
-            let run = pairs[q].1 as usize;
-            let c0 = runs.start[run];
-            let lower = &lowers[q * span..][..runs.start[run + 1] - c0];
-            least[q] = match (col as usize).checked_sub(c0) {
-                // The best column's own run: its other members.
-                Some(j) if j < lower.len() => least_of(&lower[..j]).min(least_of(&lower[j + 1..])),
-                _ => least_of(lower),
-            };
-        }
-        a = b;
     }
 }
 
