@@ -48,29 +48,6 @@ pub async fn ping_all(
 /// Loopback workers and the folder of their cluster file, stopped (then removed) when dropped.
 pub type Loopback = (LocalCluster, tempfile::TempDir);
 
-/// The cluster file of a TCP engine: `--cluster`'s, or that of loopback workers started now
-/// (`--local-nodes`, `[kmeans] nodes`; their logs in `logs`), returned with them.
-pub fn workers_of(
-    engine: &crate::settings::Backend,
-    logs: &Path,
-) -> anyhow::Result<(std::path::PathBuf, Option<Loopback>)> {
-    use crate::settings::Backend;
-    match engine {
-        Backend::Tcp {
-            cluster: Some(path),
-            ..
-        } => Ok((path.clone(), None)),
-        Backend::Local | Backend::Mpi => anyhow::bail!("the TCP engine runs on TCP workers"),
-        Backend::Tcp { .. } => {
-            let n = engine.local_nodes();
-            let tmp = tempfile::tempdir().context("cannot create a folder for local workers")?;
-            let threads = (rayon::current_num_threads() / n).max(1);
-            let local = LocalCluster::start(tmp.path(), n, 1, threads, logs)?;
-            Ok((local.path.clone(), Some((local, tmp))))
-        }
-    }
-}
-
 /// Worker processes on loopback with their cluster file; the workers are killed when dropped.
 pub struct LocalCluster {
     /// The cluster file.

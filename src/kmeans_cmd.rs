@@ -19,7 +19,7 @@ use crate::cli::SynthArgs;
 use crate::kmeans_log::{Iterations, PerIteration};
 use crate::progress::Ui;
 use crate::ranks::Mpi;
-use crate::settings::{Backend, KmeansSettings, PartitionSettings, format_for};
+use crate::settings::{KmeansSettings, PartitionSettings, format_for};
 use crate::teams::{self, At, RECALL_SAMPLE};
 use vocab_pipeline::kmeans::InitMethod;
 
@@ -190,10 +190,7 @@ pub fn run(
     out: &mut dyn Write,
 ) -> anyhow::Result<Fitted> {
     let distributed = args.engine.distributed();
-    ensure!(
-        (args.engine == Backend::Mpi) == mpi.is_some(),
-        "--engine mpi: this process is not rank 0 of an MPI job"
-    );
+    crate::nodes::check(&args.engine, mpi)?;
     // Shared by the iteration callback and the engines' own lines.
     let out = RefCell::new(out);
     let input = Input::of(args)?;
@@ -219,7 +216,7 @@ pub fn run(
     };
     let fitted = match at.filter(|_| distributed) {
         Some(at) => teams::start(args, at, mpi, &out).and_then(|mut team| {
-            teams::fit(&mut *team, args, at, &params, start, &out, &mut on_state)
+            teams::fit(&mut team, args, at, &params, start, &out, &mut on_state)
         }),
         None => kmeans::engine::fit::<anyhow::Error>(&parts, &params, start, &mut |state| {
             on_state(state, None)
@@ -368,11 +365,9 @@ fn params_of(args: &KmeansSettings) -> anyhow::Result<(Params, String)> {
 /// Refuses a run on this machine (one process, or loopback workers sharing it) whose largest
 /// arrays would not fit in its memory.
 fn check_memory(args: &KmeansSettings, n: u64, dims: u64) -> anyhow::Result<()> {
-    let nodes = match &args.engine {
-        Backend::Local => 1,
-        Backend::Tcp { cluster: None, .. } => args.engine.local_nodes().max(1) as u64,
-        // Other machines: their memory is not known here.
-        Backend::Tcp { .. } | Backend::Mpi => return Ok(()),
+    // Other machines: their memory is not known here.
+    let Some(nodes) = args.engine.nodes_here() else {
+        return Ok(());
     };
     let threads = rayon::current_num_threads() as u64;
     let plan = kmeans::Memory::estimate(

@@ -33,14 +33,7 @@ pub fn links_file(args: &KmeansSettings) -> Option<PathBuf> {
     if args.order != Order::Auto {
         return None;
     }
-    match &args.engine {
-        crate::settings::Backend::Tcp {
-            cluster: Some(cluster),
-            ..
-        } => Some(links_path(cluster)),
-        crate::settings::Backend::Mpi => Some(links_path(&args.out)),
-        _ => None,
-    }
+    args.engine.links_beside(&args.out).map(links_path)
 }
 
 /// Links measured before, if `path` holds them (a file that does not parse is reported and

@@ -12,6 +12,7 @@ mod kmeans_cmd;
 mod kmeans_log;
 mod links;
 mod memory;
+mod nodes;
 mod options;
 mod photo_cmd;
 mod plan;

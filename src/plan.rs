@@ -3,68 +3,20 @@
 //! the checks that refuse a run up front (`config check`, `--plan` and `vocab run` before its
 //! first stage): a vocabulary larger than its sample, a k-means that cannot fit in memory here.
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 
 use vocab_pipeline::kmeans;
 
 use crate::cli::RunArgs;
 use crate::config::Config;
 use crate::memory::{breakdown, human, memory_here};
-use crate::settings::Backend;
+use crate::settings::{Backend, NodeCount};
 use vocab_pipeline::store::Element;
 
 /// HOG values per vector.
 const DIMS: u64 = 512;
 /// Bytes before the values of a binary feature record.
 const RECORD_HEAD: u64 = 8;
-
-/// Where k-means runs, for the plan: nodes, racks and a description.
-struct Nodes {
-    nodes: u64,
-    racks: usize,
-    /// Whether every node is on this machine (its memory is what they share).
-    here: bool,
-    name: String,
-}
-
-fn nodes_of(engine: &Backend) -> anyhow::Result<Nodes> {
-    Ok(match engine {
-        Backend::Local => Nodes {
-            nodes: 1,
-            racks: 1,
-            here: true,
-            name: "one process".into(),
-        },
-        Backend::Tcp {
-            cluster: Some(path),
-            ..
-        } => {
-            let c = vocab_cluster::net::config::Cluster::load(path)
-                .with_context(|| format!("planning with {}", path.display()))?;
-            let mut racks: Vec<&str> = c.nodes.iter().map(|n| n.rack.as_str()).collect();
-            racks.sort_unstable();
-            racks.dedup();
-            Nodes {
-                nodes: c.nodes.len() as u64,
-                racks: racks.len(),
-                here: false,
-                name: format!("cluster {}", path.display()),
-            }
-        }
-        Backend::Tcp { local_nodes, .. } => Nodes {
-            nodes: *local_nodes as u64,
-            racks: 1,
-            here: true,
-            name: format!("{local_nodes} loopback workers"),
-        },
-        Backend::Mpi => Nodes {
-            nodes: 1,
-            racks: 1,
-            here: false,
-            name: "the MPI ranks".into(),
-        },
-    })
-}
 
 /// What one node holds during a k-means iteration over `n` vectors on `nodes` nodes
 /// ([`kmeans::Memory`]): its share of the vectors, the centroids, the sums, and what the
@@ -95,7 +47,7 @@ pub fn check_sizes(config: &Config, engine: &Backend, training: u64) -> anyhow::
              per_image"
         );
     }
-    let at = nodes_of(engine)?;
+    let at = engine.nodes()?;
     if at.here
         && let Some(total) = memory_here()
     {
@@ -125,12 +77,12 @@ pub fn print(
     photos: u64,
     training: u64,
 ) -> anyhow::Result<()> {
-    let Nodes {
+    let NodeCount {
         nodes,
         racks,
         name: where_,
         ..
-    } = nodes_of(engine)?;
+    } = engine.nodes()?;
     let n = training * config.features.per_image as u64;
     let value = match config.partition.element {
         Element::F32 => 4,

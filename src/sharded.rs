@@ -6,9 +6,10 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
+use vocab_cluster::engine::Nodes;
 use vocab_cluster::engine::crew::DriverError;
 use vocab_cluster::jobs::photos::{
-    Journal, Journaled, MemberTime, PhotoNodes, PhotoStage, PhotoTeam, Rounds, Value, shard_photos,
+    Journal, Journaled, MemberTime, PhotoStage, PhotoTeam, Rounds, Value, shard_photos,
 };
 use vocab_pipeline::features::{FeatureSummary, FeaturesError, Source, manifest_path};
 use vocab_pipeline::image_io::Collection;
@@ -32,10 +33,7 @@ pub fn engine(args: &crate::cli::NodesArgs, mpi: Option<&Mpi<'_>>) -> anyhow::Re
     use crate::settings::OrFlag;
     let engine = crate::settings::engine_of(args.engine, args.cluster.as_deref(), args.local_nodes)
         .or_flag()?;
-    anyhow::ensure!(
-        (engine == Backend::Mpi) == mpi.is_some(),
-        "--engine mpi: this process is not rank 0 of an MPI job"
-    );
+    crate::nodes::check(&engine, mpi)?;
     Ok(engine)
 }
 
@@ -145,53 +143,26 @@ fn sharded<T: Value>(
 /// A photo job started on the nodes of `on`, with what its summary says of where it ran.
 struct Team<'a> {
     crew: PhotoTeam<'a>,
-    /// The engine, for the summary (`MPI ranks`, `loopback workers, logs in ...`, ...).
-    what: String,
-    /// The engine, for errors (`the MPI ranks`, `the cluster of FILE`).
-    whence: String,
-    /// Loopback workers started for the stage, stopped when it ends (after the crew lets them
-    /// go: fields drop in order).
-    _local: Option<crate::daemons::Loopback>,
+    /// Where (loopback workers started for the stage stop when it ends: after the crew lets
+    /// them go, fields drop in order).
+    place: crate::nodes::Place,
 }
 
 /// Starts a photo job (`job` names it in errors) on the nodes of `on` (which must be
 /// distributed) with `begin`: the MPI ranks, or the TCP workers of the engine (loopback workers
-/// started now, logging beside `out`). The one place a photo stage picks where it runs.
+/// started now, logging beside `out`).
 fn start<'a>(
     on: On<'a>,
     out: &Path,
     job: &str,
-    begin: impl FnOnce(PhotoNodes<'a>) -> Result<PhotoTeam<'a>, DriverError>,
+    begin: impl FnOnce(Nodes<'a>) -> Result<PhotoTeam<'a>, DriverError>,
 ) -> anyhow::Result<Team<'a>> {
-    if let Some(mpi) = on.mpi {
-        let nodes = PhotoNodes::Ranks {
-            transport: Box::new(mpi.transport),
-            members: &mpi.members,
-        };
-        let crew = begin(nodes).with_context(|| format!("starting {job} on the MPI ranks"))?;
-        return Ok(Team {
-            crew,
-            what: "MPI ranks".into(),
-            whence: "the MPI ranks".into(),
-            _local: None,
-        });
-    }
     let logs = manifest_path(out, "workers");
-    let (path, local) = crate::daemons::workers_of(on.engine, &logs)?;
-    let (cluster, secret) = crate::daemons::load(&path)?;
-    let crew = begin(PhotoNodes::Workers { cluster, secret })
-        .with_context(|| format!("starting {job} on the cluster of {}", path.display()))?;
-    let what = if local.is_some() {
-        format!("loopback workers, logs in {}", logs.display())
-    } else {
-        format!("the workers of {}", path.display())
-    };
-    Ok(Team {
-        crew,
-        what,
-        whence: format!("the cluster of {}", path.display()),
-        _local: local,
-    })
+    let started = crate::nodes::start(on.engine, on.mpi, &logs)?;
+    let place = started.place;
+    let crew =
+        begin(started.nodes).with_context(|| format!("starting {job} on {}", place.whence))?;
+    Ok(Team { crew, place })
 }
 
 impl Team<'_> {
@@ -199,7 +170,7 @@ impl Team<'_> {
     /// `rank@host`), bytes moved, members dropped.
     fn spread(&self, resumed: usize) -> Spread {
         Spread {
-            what: self.what.clone(),
+            what: self.place.what.clone(),
             times: self.crew.times(),
             bytes: self.crew.bytes(),
             dropped: self.crew.dropped(),
@@ -246,7 +217,7 @@ pub fn born(
     })?;
     let (sized, placed) = (team.crew)
         .born(&dir, born.parts, born.element, &source, &mut told)
-        .with_context(|| format!("the features stage on {}", team.whence))?;
+        .with_context(|| format!("the features stage on {}", team.place.whence))?;
     let spread = team.spread(0);
     let recipes =
         vocab_cluster::jobs::born::Recipes::of(collection, params, &sized, &placed.manifest);

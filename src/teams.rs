@@ -1,7 +1,8 @@
-//! k-means on a team: the MPI ranks of this job, or TCP workers (a cluster file's, or loopback
-//! workers started for the run). [`start`] is the one place `vocab kmeans` picks where a
-//! distributed run goes; [`fit`] runs the one k-means loop (`kmeans::engine::fit_with`) on
-//! whatever it started, with the lines, links and recall every team reports alike.
+//! k-means on a team: [`start`] starts the library's `jobs::kmeans::Team` on the nodes
+//! `crate::nodes::start` gives (the MPI ranks of this job, or TCP workers: a cluster file's, or
+//! loopback workers started for the run) with the options `vocab kmeans` sets; [`fit`] runs the
+//! one k-means loop (`kmeans::engine::fit_with`) on it, with the lines, links and recall every
+//! team reports alike.
 
 use std::cell::RefCell;
 use std::io::Write;
@@ -9,223 +10,80 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use vocab_cluster::collective::BroadcastPlan;
-use vocab_cluster::collective::calibration::{Calibration, labels};
 use vocab_cluster::jobs::born::{RECIPES, Recipes};
-use vocab_cluster::jobs::kmeans::{Deal, Driver, DriverOptions, Options, Root};
+use vocab_cluster::jobs::kmeans::{self as kmeans_job, Deal, Options};
 use vocab_pipeline::kmeans::approx::Recall;
-use vocab_pipeline::kmeans::engine::{Engine, StepReport, StepResult};
-use vocab_pipeline::kmeans::{self, Centroids, KMeansError, Params, State};
+use vocab_pipeline::kmeans::engine::{Engine, StepReport};
+use vocab_pipeline::kmeans::{self, KMeansError, Params, State};
 use vocab_pipeline::partition::{Manifest, Matrix, PartitionSet};
 
-use crate::daemons::Loopback;
 use crate::links::{auto_order, links_file, read_links, save_links};
+use crate::nodes::Place;
 use crate::ranks::Mpi;
 use crate::settings::KmeansSettings;
 
 /// Vectors on which an approximate run's assignment is compared with the exact one.
 pub const RECALL_SAMPLE: usize = 1000;
 
-/// A k-means job started on a team, as `vocab kmeans` drives it: the k-means [`Engine`] (errors
-/// as `anyhow`), and what the run reports of the team.
-pub trait Team: Engine<Error = anyhow::Error> {
-    /// The team, for messages: `the MPI ranks`, `the workers`.
-    fn whence(&self) -> &'static str;
-
-    /// The line saying where the run goes: members in chain order, broadcast, aggregation.
-    fn describe(&self, args: &KmeansSettings) -> String;
-
-    /// The links measured (`--order auto`), with the members' names for people and their
-    /// labels in saved links.
-    fn calibration(&self) -> Option<(&Calibration, Vec<String>, Vec<String>)>;
-
-    /// Partitions no member held that were made again from their photos (partition, host).
-    fn remade(&self) -> &[(u32, String)];
+/// A k-means job started on its nodes, as `vocab kmeans` drives it: the library's team (the
+/// k-means [`Engine`]) and what is said of its nodes (loopback workers started for the run stop
+/// when it ends: after the team lets them go, fields drop in order).
+pub struct Team<'a> {
+    job: kmeans_job::Team<'a>,
+    _place: Place,
 }
 
-/// The MPI ranks: this process is rank 0; it drives and maps its share, the others map theirs.
-struct Ranks<'a> {
-    root: Root<'a>,
-    mpi: &'a Mpi<'a>,
-}
-
-impl Engine for Ranks<'_> {
-    type Error = anyhow::Error;
-
-    fn step(&mut self, iteration: u64, centroids: &Centroids) -> anyhow::Result<StepResult> {
-        Ok(self.root.step(iteration, centroids)?)
-    }
-
-    fn rows(&mut self, indices: &[usize]) -> anyhow::Result<Vec<f32>> {
-        Ok(self.root.rows(indices)?)
-    }
-}
-
-impl Team for Ranks<'_> {
-    fn whence(&self) -> &'static str {
-        "the MPI ranks"
-    }
-
-    fn describe(&self, args: &KmeansSettings) -> String {
-        // The chain as `rank@host`, with the host's rack where the map names one.
-        let rack_of = |member: &str| {
-            let host = member.split_once('@').map_or(member, |(_, h)| h);
-            (self.mpi.racks.get(host))
-                .map_or_else(|| member.to_string(), |r| format!("{member} ({r})"))
-        };
-        let chain: Vec<String> = self.root.members().iter().map(|m| rack_of(m)).collect();
-        format!(
-            "kmeans: on {} MPI ranks (chain {}), broadcast {}, local aggregation {}",
-            self.mpi.transport.size(),
-            chain.join(", "),
-            args.broadcast.name(),
-            if args.local_aggregation { "on" } else { "off" },
-        )
-    }
-
-    fn calibration(&self) -> Option<(&Calibration, Vec<String>, Vec<String>)> {
-        let hosts = &self.mpi.members.hosts;
-        let names = (hosts.iter().enumerate())
-            .map(|(r, h)| format!("{r}@{h}"))
-            .collect();
-        (self.root.calibration()).map(|c| (c, names, labels(hosts)))
-    }
-
-    fn remade(&self) -> &[(u32, String)] {
-        self.root.remade()
-    }
-}
-
-/// TCP workers: the driver on this process, the map and reduce on the workers. Loopback
-/// workers started for the run stop when it ends (after the driver has let them go).
-struct Workers {
-    driver: Driver,
-    _local: Option<Loopback>,
-}
-
-impl Engine for Workers {
-    type Error = anyhow::Error;
-
-    fn step(&mut self, iteration: u64, centroids: &Centroids) -> anyhow::Result<StepResult> {
-        Ok(self.driver.step(iteration, centroids)?)
-    }
-
-    fn rows(&mut self, indices: &[usize]) -> anyhow::Result<Vec<f32>> {
-        Ok(self.driver.rows(indices)?)
-    }
-}
-
-impl Team for Workers {
-    fn whence(&self) -> &'static str {
-        "the workers"
-    }
-
-    fn describe(&self, args: &KmeansSettings) -> String {
-        let (members, dropped) = (self.driver.members(), self.driver.dropped());
-        format!(
-            "kmeans: on {} workers ({}){}, broadcast {}, local aggregation {}",
-            members.len(),
-            members.join(", "),
-            if dropped.is_empty() {
-                String::new()
-            } else {
-                format!(", dropped {}", dropped.join(", "))
-            },
-            args.broadcast.name(),
-            if args.local_aggregation { "on" } else { "off" },
-        )
-    }
-
-    fn calibration(&self) -> Option<(&Calibration, Vec<String>, Vec<String>)> {
-        (self.driver.calibration()).map(|(c, names)| (c, names.clone(), names))
-    }
-
-    fn remade(&self) -> &[(u32, String)] {
-        self.driver.remade()
-    }
-}
-
-/// Starts the k-means job of `args` on its team: the MPI ranks (`mpi`: this process is rank 0),
-/// or the TCP workers of `args.engine` (loopback workers started now, their logs beside the
-/// vocabulary), each member caching its share of the partitions `at`.
+/// Starts the k-means job of `args` on its nodes: the MPI ranks (`mpi`: this process is rank
+/// 0, which maps too), or the TCP workers of `args.engine` (loopback workers started now, their
+/// logs beside the vocabulary), each member caching its share of the partitions `at`.
 pub fn start<'a>(
     args: &KmeansSettings,
     at: At<'_>,
     mpi: Option<&'a Mpi<'a>>,
     out: &RefCell<&mut dyn Write>,
-) -> anyhow::Result<Box<dyn Team + 'a>> {
+) -> anyhow::Result<Team<'a>> {
     let dir = members_dir(args)?.display().to_string();
     let (auto, known) = (
         auto_order(args, at.manifest()),
         links_file(args).and_then(|p| read_links(&p)),
     );
-    if let Some(mpi) = mpi {
-        let options = Options {
-            dir,
-            plan: BroadcastPlan {
-                algorithm: args.broadcast,
-                chunk: args.chunk_size,
-                chains: 2,
-            },
-            stage1: args.local_aggregation,
-            assignment: args.assignment,
-            racks: mpi.racks.clone(),
-            // Rank 0 is a compute rank like the others.
-            root_maps: true,
-            auto,
-            known,
-            deal: at.deal(),
-            remake: remake_of(args)?,
-        };
-        let job = rand::random::<u64>() >> 1;
-        let root = Root::start(
-            Box::new(mpi.transport),
-            &mpi.members,
-            options,
-            at.manifest().clone(),
-            job,
-        )
-        .context("starting k-means on the MPI ranks")?;
-        return Ok(Box::new(Ranks { root, mpi }));
-    }
     let logs = vocab_pipeline::features::manifest_path(&args.out, "workers");
-    let (cluster_path, local) = crate::daemons::workers_of(&args.engine, &logs)?;
-    if local.is_some() {
+    let started = crate::nodes::start(&args.engine, mpi, &logs)?;
+    if let Some((n, logs)) = &started.place.loopback {
         writeln!(
             out.borrow_mut(),
-            "kmeans: {} loopback workers, logs in {}",
-            args.engine.local_nodes(),
+            "kmeans: {n} loopback workers, logs in {}",
             logs.display()
         )?;
     }
-    let (cluster, secret) = crate::daemons::load(&cluster_path)?;
-    let options = DriverOptions {
+    let options = Options {
         dir,
-        algorithm: args.broadcast,
+        plan: BroadcastPlan {
+            algorithm: args.broadcast,
+            chunk: args.chunk_size,
+            chains: 2,
+        },
         stage1: args.local_aggregation,
         assignment: args.assignment,
+        racks: started.racks,
+        // Rank 0 is a compute rank like the others (the TCP driver only drives).
+        root_maps: true,
         auto,
         known,
         deal: at.deal(),
         remake: remake_of(args)?,
     };
-    let driver =
-        Driver::connect(cluster, secret, options, at.manifest().clone()).with_context(|| {
-            format!(
-                "starting k-means on the cluster of {}",
-                cluster_path.display()
-            )
-        })?;
-    Ok(Box::new(Workers {
-        driver,
-        _local: local,
-    }))
+    let place = started.place;
+    let job = kmeans_job::Team::start(started.nodes, options, at.manifest().clone())
+        .with_context(|| format!("starting k-means on {}", place.whence))?;
+    Ok(Team { job, _place: place })
 }
 
 /// Runs the k-means of `params` from `start` (or from first centroids sampled at `at`) on
 /// `team`; returns the state and, when the vectors lie only at the members, the recall of
 /// approximate assignment measured from rows they send.
 pub fn fit(
-    team: &mut dyn Team,
+    team: &mut Team<'_>,
     args: &KmeansSettings,
     at: At<'_>,
     params: &Params,
@@ -233,6 +91,7 @@ pub fn fit(
     out: &RefCell<&mut dyn Write>,
     on_state: &mut dyn FnMut(&State, Option<&StepReport>) -> anyhow::Result<()>,
 ) -> anyhow::Result<(State, Option<Recall>)> {
+    let team = &mut team.job;
     let whence = team.whence();
     let state = first_state(at, params, start, &mut |indices| {
         (team.rows(indices)).with_context(|| format!("reading the first centroids from {whence}"))
@@ -240,7 +99,13 @@ pub fn fit(
     if let Some((c, names, _)) = team.calibration() {
         writeln!(out.borrow_mut(), "{}", c.describe(&names))?;
     }
-    writeln!(out.borrow_mut(), "{}", team.describe(args))?;
+    writeln!(
+        out.borrow_mut(),
+        "kmeans: on {}, broadcast {}, local aggregation {}",
+        team.describe(),
+        args.broadcast.name(),
+        if args.local_aggregation { "on" } else { "off" },
+    )?;
     let done = kmeans::engine::fit_with::<_, anyhow::Error>(team, params, state, &mut |s, r| {
         on_state(s, Some(r))
     });

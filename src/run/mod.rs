@@ -405,7 +405,7 @@ fn engine(
         (None, None) => Backend::Local,
     };
     ensure!(
-        (engine == Backend::Mpi) == on_mpi,
+        engine.is_mpi() == on_mpi,
         "--engine mpi: this process is not rank 0 of an MPI job"
     );
     Ok(engine)

@@ -1,6 +1,8 @@
 //! Settings of partition and k-means, and where k-means runs ([`Backend`]).
 
 use std::path::{Path, PathBuf};
+
+use anyhow::Context;
 use vocab_cluster::collective::Algorithm;
 use vocab_cluster::collective::calibration::Order;
 use vocab_cluster::net::transport::Kind as TransportKind;
@@ -123,6 +125,95 @@ impl Backend {
             _ => 0,
         }
     }
+
+    /// Processes of the run that share this machine's memory (one process, or its loopback
+    /// workers); none when the nodes are other machines, whose memory is not known here.
+    pub fn nodes_here(&self) -> Option<u64> {
+        match self {
+            Self::Local => Some(1),
+            Self::Tcp { cluster: None, .. } => Some(self.local_nodes().max(1) as u64),
+            Self::Tcp { .. } | Self::Mpi => None,
+        }
+    }
+
+    /// The MPI ranks.
+    pub fn is_mpi(&self) -> bool {
+        matches!(self, Self::Mpi)
+    }
+
+    /// The cluster file of TCP workers (none for loopback workers).
+    pub fn cluster_file(&self) -> Option<&Path> {
+        match self {
+            Self::Tcp {
+                cluster: Some(path),
+                ..
+            } => Some(path),
+            _ => None,
+        }
+    }
+
+    /// The file measured links are kept beside (`--order auto`): the cluster file, or under
+    /// MPI the vocabulary `out`; none for loopback workers and one process.
+    pub fn links_beside<'p>(&'p self, out: &'p Path) -> Option<&'p Path> {
+        match self {
+            Self::Mpi => Some(out),
+            _ => self.cluster_file(),
+        }
+    }
+
+    /// Where k-means runs, for the plan and the memory checks: nodes, racks, whether they
+    /// share this machine, a description (a cluster file is read for its nodes and racks).
+    pub fn nodes(&self) -> anyhow::Result<NodeCount> {
+        Ok(match self {
+            Self::Local => NodeCount {
+                nodes: 1,
+                racks: 1,
+                here: true,
+                name: "one process".into(),
+            },
+            Self::Tcp {
+                cluster: Some(path),
+                ..
+            } => {
+                let c = vocab_cluster::net::config::Cluster::load(path)
+                    .with_context(|| format!("planning with {}", path.display()))?;
+                let mut racks: Vec<&str> = c.nodes.iter().map(|n| n.rack.as_str()).collect();
+                racks.sort_unstable();
+                racks.dedup();
+                NodeCount {
+                    nodes: c.nodes.len() as u64,
+                    racks: racks.len(),
+                    here: false,
+                    name: format!("cluster {}", path.display()),
+                }
+            }
+            Self::Tcp { local_nodes, .. } => NodeCount {
+                nodes: *local_nodes as u64,
+                racks: 1,
+                here: true,
+                name: format!("{local_nodes} loopback workers"),
+            },
+            Self::Mpi => NodeCount {
+                nodes: 1,
+                racks: 1,
+                here: false,
+                name: "the MPI ranks".into(),
+            },
+        })
+    }
+}
+
+/// Where k-means runs ([`Backend::nodes`]): nodes, racks and a description.
+#[derive(Debug, Clone)]
+pub struct NodeCount {
+    /// Nodes that map (1 for MPI ranks, whose number is known only under mpirun).
+    pub nodes: u64,
+    /// Racks.
+    pub racks: usize,
+    /// Whether every node is on this machine (its memory is what they share).
+    pub here: bool,
+    /// For people: `one process`, `3 loopback workers`, `cluster FILE`, `the MPI ranks`.
+    pub name: String,
 }
 
 /// The rules of a k-means run of `k` words that settings can break before anything runs, by

@@ -7,6 +7,7 @@
 //! handed to the [`Job`] registered under the tag. The engine never looks inside a job's bytes,
 //! so a new job is a new module of `crate::jobs`, not a new variant here.
 //!
+//! A job's root half starts on [`Nodes`]: a team of ranks, or the TCP workers of a cluster file.
 //! The root's half: [`hello`] once per process (every member's host and build), [`send`] a job
 //! command, [`calibrate_links`], [`exit`]. [`crew`] adds what a team of TCP daemons needs on top:
 //! membership, failure detection and recovery (a lost member is dropped and the attempt redone
@@ -17,11 +18,13 @@ mod command;
 pub mod crew;
 mod error;
 mod member;
+mod nodes;
 mod root;
 
 pub use self::error::EngineError;
 pub(crate) use self::error::{decode, encode};
 pub use self::member::{Checkpoint, Hooks, Job, Member, NoHooks, serve};
+pub use self::nodes::Nodes;
 pub use self::root::{Members, calibrate_links, exit, hello, send, send_json};
 
 #[cfg(doc)]

@@ -19,13 +19,15 @@
 //! Files: `wire` (the job's commands and answers), `layout` (options, deals, ranges, a
 //! member's share opened), `share` (the partitions a member caches and maps), `member` and
 //! `root` (the two halves; [`Root`] is the k-means [`vocab_pipeline::kmeans::engine::Engine`] of a
-//! team), `driver` (the same on the worker daemons, with their recovery).
+//! team), `driver` (the same on the worker daemons, with their recovery), `team` (either root
+//! behind one type, started from [`crate::engine::Nodes`]).
 
 mod driver;
 mod layout;
 mod member;
 mod root;
 mod share;
+mod team;
 mod wire;
 
 #[cfg(test)]
@@ -36,4 +38,5 @@ pub use self::layout::{Deal, Options};
 pub use self::member::Kmeans;
 pub use self::root::Root;
 pub use self::share::{Mapped, Share, ShareError};
+pub use self::team::Team;
 pub use self::wire::TAG;

@@ -459,6 +459,11 @@ impl<'t> Root<'t> {
         (self.manifest.count, self.manifest.dims)
     }
 
+    /// Every rank's host, by rank.
+    pub fn hosts(&self) -> &[String] {
+        &self.hosts
+    }
+
     /// The members in chain order, as `rank@host`.
     pub fn members(&self) -> Vec<String> {
         self.layout

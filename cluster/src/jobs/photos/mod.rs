@@ -34,5 +34,5 @@ pub use self::job::{PhotoStage, TAG};
 pub use self::member::{Current, Photos, Slot};
 pub use self::root::{MemberTime, PhotoRoot, shard_photos};
 pub use self::source::{Journal, Journaled, Rounds};
-pub use self::team::{PhotoNodes, PhotoTeam};
+pub use self::team::PhotoTeam;
 pub use self::wire::{Expect, Reader, Value, take_piece};

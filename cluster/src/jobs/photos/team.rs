@@ -14,40 +14,9 @@ use super::driver::PhotoDriver;
 use super::job::PhotoStage;
 use super::root::{MemberTime, PhotoRoot};
 use super::wire::Value;
-use crate::engine::Members;
+use crate::engine::Nodes;
 use crate::engine::crew::DriverError;
 use crate::jobs::born::Born;
-use crate::net::auth::Secret;
-use crate::net::config::Cluster;
-use crate::net::transport::Transport;
-
-/// Where a photo job's members are, as it is started.
-pub enum PhotoNodes<'a> {
-    /// A team of ranks (MPI, or threads of one process): its transport and every rank's host
-    /// ([`crate::engine::hello`]); rank 0, this process, does photos too.
-    Ranks {
-        /// The team.
-        transport: Box<dyn Transport + 'a>,
-        /// Hosts, by rank.
-        members: &'a Members,
-    },
-    /// The TCP workers of a cluster file.
-    Workers {
-        /// The cluster file.
-        cluster: Cluster,
-        /// Its secret.
-        secret: Secret,
-    },
-}
-
-impl std::fmt::Debug for PhotoNodes<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Ranks { members, .. } => f.debug_tuple("Ranks").field(members).finish(),
-            Self::Workers { cluster, .. } => f.debug_tuple("Workers").field(cluster).finish(),
-        }
-    }
-}
 
 /// A photo job started on its nodes.
 pub enum PhotoTeam<'a> {
@@ -70,25 +39,23 @@ impl<'a> PhotoTeam<'a> {
     /// Starts `stage` on `nodes`: `collection` as the members see it and, for encode, the
     /// `vocabulary` ([`PhotoRoot::start`], [`PhotoDriver::connect`]).
     pub fn start(
-        nodes: PhotoNodes<'a>,
+        nodes: Nodes<'a>,
         collection: &Collection,
         stage: &PhotoStage,
         vocabulary: Option<&Centroids>,
     ) -> Result<Self, DriverError> {
         Ok(match nodes {
-            PhotoNodes::Ranks { transport, members } => Self::Ranks(Box::new(
+            Nodes::Ranks { transport, members } => Self::Ranks(Box::new(
                 PhotoRoot::start(transport, members, collection, stage, vocabulary, true)
                     .map_err(DriverError::Engine)?,
             )),
-            PhotoNodes::Workers { cluster, secret } => {
-                Self::Workers(Box::new(PhotoDriver::connect(
-                    cluster,
-                    secret,
-                    collection.clone(),
-                    stage.clone(),
-                    vocabulary.cloned(),
-                )?))
-            }
+            Nodes::Workers { cluster, secret } => Self::Workers(Box::new(PhotoDriver::connect(
+                cluster,
+                secret,
+                collection.clone(),
+                stage.clone(),
+                vocabulary.cloned(),
+            )?)),
         })
     }
 
@@ -97,17 +64,17 @@ impl<'a> PhotoTeam<'a> {
     /// them back ([`PhotoRoot::start_keeping`], [`PhotoDriver::connect_keeping`]); then
     /// [`PhotoTeam::born`].
     pub fn start_keeping(
-        nodes: PhotoNodes<'a>,
+        nodes: Nodes<'a>,
         collection: &Collection,
         params: FeatureParams,
         dir: &str,
     ) -> Result<Self, DriverError> {
         Ok(match nodes {
-            PhotoNodes::Ranks { transport, members } => Self::Ranks(Box::new(
+            Nodes::Ranks { transport, members } => Self::Ranks(Box::new(
                 PhotoRoot::start_keeping(transport, members, collection, params, true, Some(dir))
                     .map_err(DriverError::Engine)?,
             )),
-            PhotoNodes::Workers { cluster, secret } => {
+            Nodes::Workers { cluster, secret } => {
                 Self::Workers(Box::new(PhotoDriver::connect_keeping(
                     cluster,
                     secret,
