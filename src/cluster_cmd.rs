@@ -1,4 +1,5 @@
-//! `vocab worker`, `vocab cluster local|status` and `vocab bench broadcast`.
+//! `vocab worker`, `vocab cluster local|status|calibrate` and `vocab bench broadcast|gather` (the
+//! collectives timed on a team of the driver and the workers).
 
 use std::fmt::Write as _;
 use std::io::Write as _;

@@ -1,8 +1,11 @@
-//! The synchronous stages of vocab: photo collections, patch sampling, the 512-d HOG descriptor and
-//! feature files.
+//! The synchronous stages and math of vocab: photo collections, patch sampling, the 512-d HOG
+//! descriptor, feature files and partitions, k-means (its kernels, pruning, approximate search
+//! and the one fit loop every engine runs), encodings (bag of words behind the method seam),
+//! kernel maps and the linear SVMs.
 //!
 //! Nothing here knows about sockets or async runtimes; the `cluster` crate calls into this crate
-//! for the math, and the `vocab` binary wires stages to the command line.
+//! for the math, and the `vocab` binary wires stages to the command line (the value enums carry
+//! `clap::ValueEnum` behind the `clap` feature).
 
 #![deny(missing_docs)]
 

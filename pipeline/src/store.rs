@@ -12,16 +12,17 @@
 //! |---|---|---|
 //! | 0 | 8 | magic `VOCABFEA` |
 //! | 8 | 2 | format version (1) |
-//! | 10 | 1 | element type (1 = f32) |
+//! | 10 | 1 | element type (1 = f32, 2 = u8) |
 //! | 11 | 1 | reserved, 0 |
 //! | 12 | 4 | dims `D` |
 //! | 16 | 8 | record count `N` |
 //! | 24 | 4 | CRC-32 (IEEE) of the payload (all records) |
 //! | 28 | 4 | CRC-32 of bytes 0..28 |
-//! | 32 | N x (8 + 4 D) | records: `picture_id u32, row u16, col u16, D x f32` |
+//! | 32 | N x (8 + E D) | records: `picture_id u32, row u16, col u16`, then `D` values of `E` bytes |
 //!
-//! The header is 32 bytes and records are multiples of 4 bytes, so a mapped file's values are
-//! 4-byte aligned. Readers reject a wrong magic, a newer version, an unknown element type, a bad
+//! Values are `f32` (`E = 4`) or, for partitions written with [`Element::U8`], one byte each
+//! (`round(255 v)` of values in `[0, 1]`, read back as `byte / 255`). The header is 32 bytes;
+//! `f32` records are multiples of 4 bytes, so a mapped `f32` file's values are 4-byte aligned. Readers reject a wrong magic, a newer version, an unknown element type, a bad
 //! header checksum, a file shorter or longer than the header says, and a payload whose checksum
 //! does not match (reported when the stream reaches its end). Non-finite values are rejected with
 //! the record index (binary) or line (text).

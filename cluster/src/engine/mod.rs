@@ -18,14 +18,12 @@ mod command;
 pub mod crew;
 mod error;
 mod member;
-mod nodes;
 mod root;
 
 pub use self::error::EngineError;
 pub(crate) use self::error::{decode, encode};
 pub use self::member::{Checkpoint, Hooks, Job, Member, NoHooks, serve};
-pub use self::nodes::Nodes;
-pub use self::root::{Members, calibrate_links, exit, hello, send, send_json};
+pub use self::root::{Members, Nodes, calibrate_links, exit, hello, send, send_json};
 
 #[cfg(doc)]
 use crate::net::transport::Transport;

@@ -1,4 +1,5 @@
-//! The root's half of the engine: the hello, job commands, the links measured, the exit.
+//! The root's half of the engine: where a job's members are ([`Nodes`]), the hello, job
+//! commands, the links measured, the exit.
 
 use std::time::Instant;
 
@@ -9,6 +10,8 @@ use super::error::{EngineError, decode, encode};
 use super::member::Hello;
 use crate::collective::topology::Links;
 use crate::collective::{MAX_CONTROL, Probe, Team, broadcast_message, calibrate, gather};
+use crate::net::auth::Secret;
+use crate::net::config::Cluster;
 use crate::net::messages::BUILD;
 use crate::net::transport::Transport;
 
@@ -18,6 +21,34 @@ use crate::net::transport::Transport;
 pub struct Members {
     /// Host of each rank.
     pub hosts: Vec<String>,
+}
+
+/// Where a job's members are.
+pub enum Nodes<'a> {
+    /// A team of ranks (MPI, or threads of one process): its transport and every rank's host
+    /// ([`hello`]); rank 0 is this process.
+    Ranks {
+        /// The team.
+        transport: Box<dyn Transport + 'a>,
+        /// Hosts, by rank.
+        members: &'a Members,
+    },
+    /// The TCP workers of a cluster file, driven from this process (with recovery).
+    Workers {
+        /// The cluster file.
+        cluster: Cluster,
+        /// Its secret.
+        secret: Secret,
+    },
+}
+
+impl std::fmt::Debug for Nodes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Ranks { members, .. } => f.debug_tuple("Ranks").field(members).finish(),
+            Self::Workers { cluster, .. } => f.debug_tuple("Workers").field(cluster).finish(),
+        }
+    }
 }
 
 /// Gathers every rank's host at the root; call once, before the first job. A member of

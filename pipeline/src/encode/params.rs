@@ -152,9 +152,9 @@ pub struct EncodeParams {
     pub levels: usize,
     /// How patches and their words become the vector (hard or soft bag of words).
     pub method: Method,
-    /// How patches find their words: the f32 GEMM ([`assign`], [`nearest_few`]) or integer
-    /// products with exact re-ranking ([`quant::assign_quantized`],
-    /// [`quant::nearest_few_quantized`]: the arg-min of direct distances).
+    /// How patches find their words: the f32 GEMM ([`crate::kmeans::assign()`], [`crate::kmeans::nearest_few`]) or integer
+    /// products with exact re-ranking ([`crate::kmeans::quant::assign_quantized`],
+    /// [`crate::kmeans::quant::nearest_few_quantized`]: the arg-min of direct distances).
     pub kernel: Kernel,
     /// Patch sides, the base [`PATCH_SIDE`] first, then larger ones ascending (see the module
     /// docs).
@@ -176,7 +176,7 @@ fn is_default_max_pixels(pixels: &u64) -> bool {
 impl EncodeParams {
     /// Checks the rules of the parameters, the vocabulary's size `k` where it is known: dense
     /// sampling by [`FeatureParams::check`], 1 to [`MAX_PYRAMID`] pyramid levels, soft
-    /// assignment over 2 to [`MAX_SOFT`] words (no more than the vocabulary's) with a positive
+    /// assignment over 2 to [`super::error::MAX_SOFT`] words (no more than the vocabulary's) with a positive
     /// sharpness, the base scale then up to [`MAX_SCALES`] larger sides ascending, at most
     /// [`MAX_SCALE_SIDE`], and an approximate search for the nearest word alone on the f32
     /// kernel with at least one probe.

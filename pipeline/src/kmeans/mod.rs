@@ -1,7 +1,7 @@
 //! The k-means engine: initialisation, the map step with stage-1 aggregation, the update, the
 //! iteration loop, checkpoints and vocabulary files.
 //!
-//! One iteration: every vector is assigned to its nearest centroid ([`assign`], the f32 GEMM;
+//! One iteration: every vector is assigned to its nearest centroid ([`assign()`], the f32 GEMM;
 //! [`quant::assign_quantized`], the int8 kernel; or [`prune`]'s bounds); the assignments
 //! become per-thread [`Partial`] sums, merged once per node ([`local_step`], the first
 //! aggregation stage of the paper); [`update`] turns the merged sums into new centroids.

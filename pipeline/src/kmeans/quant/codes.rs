@@ -250,7 +250,7 @@ pub(super) struct RowTerms {
     pub(super) error: f32,
 }
 
-/// Centroids per panel: [`search_runs`] needs every run to start at a multiple of this.
+/// Centroids per panel: [`search_runs`](super::search::search_runs) needs every run to start at a multiple of this.
 pub const PANEL: usize = NR;
 
 /// The least value of `v` (infinity when empty; the bounds hold no NaN): eight independent

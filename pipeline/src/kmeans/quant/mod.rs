@@ -15,13 +15,13 @@
 //!    `|x . c - x~ . c~| = |x . (c - c~) + (x - x~) . c~| <= ||x|| ||c - c~|| + ||x - x~|| ||c~||`
 //!    (Cauchy-Schwarz; on HOG it leaves 2-3x fewer candidates than the `L1 x Linf` form, see
 //!    `eval/kmeans_bench`), widened by a float slack relative to `||x||^2 + ||c||^2` (about 2e-5
-//!    at 512 dims: four times the rounding bound of [`dist2`], far above the scan's own), every
+//!    at 512 dims: four times the rounding bound of [`dist2`](crate::kmeans::assign::dist2), far above the scan's own), every
 //!    factor rounded up.
 //! 3. Every centroid whose lower bound `v - 2e` is at most the least upper bound `v + 2e` over all
-//!    centroids is a **candidate**; candidates get a direct distance ([`dist2`]) and the least
+//!    centroids is a **candidate**; candidates get a direct distance ([`dist2`](crate::kmeans::assign::dist2)) and the least
 //!    wins, the lowest index on ties.
 //!
-//! So the labels are exactly those of a brute-force arg-min of [`dist2`] over all centroids
+//! So the labels are exactly those of a brute-force arg-min of [`dist2`](crate::kmeans::assign::dist2) over all centroids
 //! (tested), on every machine: the integer products are exact and the final choice is made by
 //! `dist2` alone, and the slack keeps every centroid that `dist2`'s rounding could rank first
 //! among the candidates, so rounding in the scan can only add or drop ones that cannot win. The
