@@ -5,12 +5,13 @@
 #   - k-means seconds per iteration at k = 16,384 (int8 kernel, 3 iterations, random init) on
 #     201,000 real HOG vectors (134 random patches per scene15-train photo, 8 partitions): one
 #     process, 2 loopback TCP workers, 2 MPI ranks;
-#   - the quickstart's outputs' checksums (vocabularies, histograms, models, accuracies);
+#   - the quickstart's outputs' checksums (vocabularies, histograms, encoding records, models,
+#     accuracies);
 #   - `vocab run configs/scene15.toml` per-stage seconds.
 # Writes kmeans.csv, quickstart.csv, scene15.csv, machine.txt and results.md beside this script.
-# Model files record their vocabulary's and split's paths, step keys included; the keys of runs
-# on nodes changed with the frame (issue 35: keys no longer say where a step ran), so models are
-# compared with the keys in those paths left out.
+# Model files and encoding records name their vocabulary's and split's paths, step keys
+# included; the keys of runs on nodes changed with the frame (issue 35: keys no longer say where
+# a step ran), so they are compared with the keys in those paths left out.
 # usage: eval/frame/run.sh [REV]   (WORK=/tmp/frame-work by default; PHOTOS the photo folder;
 # ONLY=kmeans|quickstart|scene15 runs one part, keeping the others' CSVs)
 set -euo pipefail
@@ -68,11 +69,11 @@ for v in before after; do
   rm -rf "$work/qs"
   "${bin[$v]}" run configs/quickstart.toml --work "$work/qs" --quiet >"$work/qs-$v.log"
   (cd "$work/qs" && find . -name vocabulary.bin -o -name histograms.bin -o -name model.json \
-      -o -name 'model.json.metrics.csv' -o -name accuracy.csv | sort |
+      -o -name 'model.json.metrics.csv' -o -name accuracy.csv -o -name '*.encoding.json' | sort |
     while read -r f; do
       # Step folders by stage and label (their keys changed with the frame).
       case $f in
-        *model.json) sum=$(sed -E 's/-[0-9a-f]{12}\//\//g' "$f" | sha256sum | cut -c1-16) ;;
+        *model.json | *.encoding.json) sum=$(sed -E 's/-[0-9a-f]{12}\//\//g' "$f" | sha256sum | cut -c1-16) ;;
         *) sum=$(sha256sum <"$f" | cut -c1-16) ;;
       esac
       echo "$(echo "$f" | sed -E 's/-[0-9a-f]{12}\//\//'),$v,$sum"

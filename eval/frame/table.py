@@ -26,7 +26,8 @@ qs = defaultdict(dict)
 for r in rows("quickstart.csv"):
     qs[r["file"]][r["version"]] = r["sha256"]
 differ = [f for f, v in qs.items() if v.get("before") != v.get("after")]
-out.append(f"{len(qs)} files (vocabularies, histograms, models, metrics, accuracies); "
+out.append(f"{len(qs)} files (vocabularies, histograms, encoding records, models, metrics, "
+           f"accuracies); "
            f"{len(qs) - len(differ)} byte for byte the same" +
            (f"; differ: {', '.join(differ)}" if differ else "."))
 
