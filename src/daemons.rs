@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
 use rand::RngCore;
 use vocab_cluster::engine::crew::DRIVER;
 use vocab_cluster::net::auth::Secret;
@@ -57,11 +57,30 @@ pub struct LocalCluster {
     children: Vec<std::process::Child>,
 }
 
+/// Attempts at starting loopback workers when one exits before it answers (its port taken
+/// between the kernel naming it free and the worker binding it).
+const LOCAL_ATTEMPTS: usize = 3;
+
+/// How starting loopback workers went wrong.
+enum StartError {
+    /// A worker exited before it answered: worth another attempt on other ports.
+    Exited(anyhow::Error),
+    /// Anything else.
+    Failed(anyhow::Error),
+}
+
+impl<E: Into<anyhow::Error>> From<E> for StartError {
+    fn from(e: E) -> Self {
+        Self::Failed(e.into())
+    }
+}
+
 impl LocalCluster {
     /// Writes a cluster file and secret into `dir` and starts `nodes` workers (spread over
     /// `racks`), each with `threads` map threads (0: the default), then waits until all answer.
     /// Each worker's output goes to its own file in `logs` (`w0.log`, appended), so that it
-    /// never interleaves with the driver's.
+    /// never interleaves with the driver's. A worker that exits before it answers (another
+    /// program took its port) is started again on new ports, up to [`LOCAL_ATTEMPTS`] times.
     pub fn start(
         dir: &Path,
         nodes: usize,
@@ -72,20 +91,40 @@ impl LocalCluster {
         ensure!(nodes > 0, "the local cluster needs at least 1 node");
         ensure!(racks > 0, "the local cluster needs at least 1 rack");
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::create_dir_all(logs)
+            .with_context(|| format!("cannot create {}", logs.display()))?;
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(dir, nodes, racks, threads, logs) {
+                Ok(local) => return Ok(local),
+                Err(StartError::Exited(_)) if attempt < LOCAL_ATTEMPTS => attempt += 1,
+                Err(StartError::Exited(e) | StartError::Failed(e)) => return Err(e),
+            }
+        }
+    }
+
+    /// One attempt of [`LocalCluster::start`].
+    fn start_once(
+        dir: &Path,
+        nodes: usize,
+        racks: usize,
+        threads: usize,
+        logs: &Path,
+    ) -> Result<Self, StartError> {
         let mut secret = [0u8; 32];
         rand::rng().fill_bytes(&mut secret);
         let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
         let secret_path = dir.join("secret");
         write_private(&secret_path, (hex + "\n").as_bytes())
             .with_context(|| format!("cannot write {}", secret_path.display()))?;
-        // Ports: ask the kernel for free ones (a small race with other programs, reported clearly).
+        // Ports: the kernel names free ones, held until every one is named (no two alike) and
+        // let go just before the workers bind them.
         let mut text = String::from("[settings]\nsecret_file = \"secret\"\n");
-        let mut ports = Vec::new();
+        let mut held = Vec::new();
         for i in 0..nodes {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port();
-            ports.push(port);
+            let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let port = listener.local_addr()?.port();
+            held.push((port, listener));
             let _ = write!(
                 text,
                 "\n[[nodes]]\nname = \"w{i}\"\naddress = \"127.0.0.1:{port}\"\nrack = \"r{}\"\n",
@@ -95,69 +134,88 @@ impl LocalCluster {
         let path = dir.join("cluster.toml");
         vocab_pipeline::atomic::write(&path, text.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
-        let exe = std::env::current_exe().context("cannot find the vocab executable")?;
-        std::fs::create_dir_all(logs)
-            .with_context(|| format!("cannot create {}", logs.display()))?;
         let mut local = Self {
             path,
             logs: logs.to_path_buf(),
             children: Vec::new(),
         };
+        let ports: Vec<u16> = held.into_iter().map(|(port, _)| port).collect();
         for (i, port) in ports.iter().enumerate() {
-            let mut command = std::process::Command::new(&exe);
-            command
-                .args([
-                    "worker",
-                    "--listen",
-                    &format!("127.0.0.1:{port}"),
-                    "--name",
-                    &format!("w{i}"),
-                    "--cluster",
-                ])
-                .arg(&local.path);
-            if threads > 0 {
-                command.env("RAYON_NUM_THREADS", threads.to_string());
-            }
-            let log_path = logs.join(format!("w{i}.log"));
-            let log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .with_context(|| format!("cannot open {}", log_path.display()))?;
-            let err_log = log
-                .try_clone()
-                .with_context(|| format!("cannot open {}", log_path.display()))?;
-            command
-                .stdin(std::process::Stdio::null())
-                .stdout(log)
-                .stderr(err_log);
-            #[cfg(target_os = "linux")]
-            {
-                use std::os::unix::process::CommandExt;
-                // SAFETY: prctl is async-signal-safe and touches only the child being started.
-                // With it the kernel kills the worker when this process dies, even by SIGKILL,
-                // so loopback workers never outlive the run that started them.
-                unsafe {
-                    command.pre_exec(|| {
-                        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                        Ok(())
-                    });
-                }
-            }
-            let child = command
-                .spawn()
-                .with_context(|| format!("cannot start worker w{i}"))?;
+            let child = local.spawn(i, *port, threads)?;
             local.children.push(child);
         }
-        let (cluster, secret) = load(&local.path)?;
+        local.wait_up()?;
+        Ok(local)
+    }
+
+    /// Starts worker `w{i}` listening on `port`, its output appended to its log.
+    fn spawn(&self, i: usize, port: u16, threads: usize) -> anyhow::Result<std::process::Child> {
+        let exe = std::env::current_exe().context("cannot find the vocab executable")?;
+        let mut command = std::process::Command::new(&exe);
+        command
+            .args([
+                "worker",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--name",
+                &format!("w{i}"),
+                "--cluster",
+            ])
+            .arg(&self.path);
+        if threads > 0 {
+            command.env("RAYON_NUM_THREADS", threads.to_string());
+        }
+        let log_path = self.logs.join(format!("w{i}.log"));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .with_context(|| format!("cannot open {}", log_path.display()))?;
+        let err_log = log
+            .try_clone()
+            .with_context(|| format!("cannot open {}", log_path.display()))?;
+        command
+            .stdin(std::process::Stdio::null())
+            .stdout(log)
+            .stderr(err_log);
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: prctl is async-signal-safe and touches only the child being started.
+            // With it the kernel kills the worker when this process dies, even by SIGKILL,
+            // so loopback workers never outlive the run that started them.
+            unsafe {
+                command.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        command
+            .spawn()
+            .with_context(|| format!("cannot start worker w{i}"))
+    }
+
+    /// Waits until every worker answers a ping (10 s at most); a worker that exits first is
+    /// [`StartError::Exited`].
+    fn wait_up(&mut self) -> Result<(), StartError> {
+        let (cluster, secret) = load(&self.path)?;
         let rt = runtime()?;
         let started = Instant::now();
         loop {
             let results = rt.block_on(ping_all(&cluster, &secret));
             if results.iter().all(|(_, r)| r.is_ok()) {
-                return Ok(local);
+                return Ok(());
+            }
+            for (i, child) in self.children.iter_mut().enumerate() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(StartError::Exited(anyhow::anyhow!(
+                        "worker w{i} exited before it answered ({status}); its log is {}",
+                        self.logs.join(format!("w{i}.log")).display()
+                    )));
+                }
             }
             if started.elapsed() > Duration::from_secs(10) {
                 let down: Vec<String> = results
@@ -167,11 +225,11 @@ impl LocalCluster {
                             .map(|e| format!("{name}: {}", vocab_pipeline::chain(&e)))
                     })
                     .collect();
-                bail!(
+                return Err(StartError::Failed(anyhow::anyhow!(
                     "workers did not come up within 10 s: {}; their logs are in {}",
                     down.join("; "),
-                    logs.display()
-                );
+                    self.logs.display()
+                )));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
