@@ -204,7 +204,8 @@ pub fn run(
     };
     let (params, init_name) = params_of(args)?;
     check_memory(args, n as u64, dims as u64)?;
-    let start = begin(args, &input, n, dims, &init_name, &mut **out.borrow_mut())?;
+    let shape = (n, dims, parts.len());
+    let start = begin(args, &input, shape, &init_name, &mut **out.borrow_mut())?;
     let bar = ui.bar(args.iterations, "kmeans");
     let started = Instant::now();
     let mut log = Iterations::new(args, n, input.checksum(), start.as_ref(), &bar, &out);
@@ -266,12 +267,12 @@ pub fn run(
     })
 }
 
-/// The run's first lines, and the state a resumed run starts from.
+/// The run's first lines (`n` vectors of `dims` in `parts` map units here), and the state a
+/// resumed run starts from.
 fn begin(
     args: &KmeansSettings,
     input: &Input,
-    n: usize,
-    dims: usize,
+    (n, dims, parts): (usize, usize, usize),
     init_name: &str,
     out: &mut dyn Write,
 ) -> anyhow::Result<Option<State>> {
@@ -290,7 +291,7 @@ fn begin(
     };
     let partitions = match input {
         Input::Placed(m) => format!("{} partitions at the nodes", m.partitions.len()),
-        _ => format!("{} partitions", input.matrices().len()),
+        _ => format!("{parts} partitions"),
     };
     writeln!(
         out,

@@ -19,34 +19,45 @@ pub struct Scenes {
     pub vocab: PathBuf,
 }
 
+/// The vocabulary `name` in `dir` that `vocab kmeans` (with `kmeans`) makes of 20 random
+/// patches per photo of `photos` (`vocab features` with `features`), through `dir/sample.bin`.
+fn vocabulary(
+    dir: &Path,
+    photos: &Path,
+    name: &str,
+    features: &[&str],
+    kmeans: &[&str],
+) -> PathBuf {
+    let sample = dir.join("sample.bin");
+    let args = [
+        "features",
+        "--input",
+        s(photos),
+        "--out",
+        s(&sample),
+        "--per-image",
+        "20",
+    ];
+    ok(&[&args[..], features].concat());
+    let vocab = dir.join(name);
+    let args = ["kmeans", "--features", s(&sample), "--out", s(&vocab)];
+    ok(&[&args[..], kmeans].concat());
+    vocab
+}
+
 impl Scenes {
     /// The photos, their sampled patches and the vocabulary k-means makes of them.
     pub fn new() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let photos = photo_set_of(dir.path(), 6, 4);
         let labels = photos.join("labels.csv");
-        let sample = dir.path().join("sample.bin");
-        ok(&[
-            "features",
-            "--input",
-            s(&photos),
-            "--out",
-            s(&sample),
-            "--per-image",
-            "20",
-        ]);
-        let vocab = dir.path().join("vocab.bin");
-        ok(&[
-            "kmeans",
-            "--features",
-            s(&sample),
-            "--k",
-            "32",
-            "--iterations",
-            "8",
-            "--out",
-            s(&vocab),
-        ]);
+        let vocab = vocabulary(
+            dir.path(),
+            &photos,
+            "vocab.bin",
+            &[],
+            &["--k", "32", "--iterations", "8"],
+        );
         Self {
             dir,
             photos,
@@ -114,32 +125,13 @@ impl Scenes {
 fn encode_counts_every_dense_patch_under_its_nearest_word() {
     let dir = tempfile::tempdir().expect("tempdir");
     let photos = photo_set(dir.path());
-    let sample = dir.path().join("sample.bin");
-    ok(&[
-        "features",
-        "--input",
-        s(&photos),
-        "--out",
-        s(&sample),
-        "--per-image",
-        "20",
-        "--seed",
-        "1",
-    ]);
-    let vocab = dir.path().join("vocab.txt");
-    ok(&[
-        "kmeans",
-        "--features",
-        s(&sample),
-        "--k",
-        "8",
-        "--iterations",
-        "5",
-        "--seed",
-        "2",
-        "--out",
-        s(&vocab),
-    ]);
+    let vocab = vocabulary(
+        dir.path(),
+        &photos,
+        "vocab.txt",
+        &["--seed", "1"],
+        &["--k", "8", "--iterations", "5", "--seed", "2"],
+    );
     let encode = |out: &Path, extra: &[&str]| {
         let mut args = vec![
             "encode",
