@@ -8,13 +8,15 @@
 //!   the daemons' membership and recovery;
 //! * [`jobs`]: k-means, the photo stages, partitions born on the nodes, the collectives
 //!   benchmark, each with its root and member halves;
-//! * [`worker`]: the worker daemon, which serves every job.
+//! * [`worker`]: the worker daemon, which serves every job, admitting unauthenticated
+//!   connections to the handshake through [`admission`].
 //!
 //! This crate owns networking and tokio; it calls into `vocab-pipeline` for the math and never
 //! the other way round.
 
 #![deny(missing_docs)]
 
+pub mod admission;
 pub mod collective;
 pub mod engine;
 pub mod jobs;

@@ -7,17 +7,19 @@
 //! open). Faults are injected through the [`Hooks`] the caller passes in.
 //!
 //! Each connection is one task until it is handed to a team. Before authentication a
-//! connection has a small frame limit, a deadline, and a slot in a bounded pool of handshakes.
+//! connection has a small frame limit, a deadline, and a place in the worker's
+//! [`Admission`](crate::admission::Admission): a bounded set of handshakes that evicts only
+//! stalled ones, so a team's members linking all at once are admitted in turn.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::admission::{Admission, Refused, Ticket};
 use crate::engine::{Checkpoint, Hooks, Job};
-use crate::net::auth::{Secret, server_handshake};
+use crate::net::auth::{Secret, server_hello, server_prove};
 use crate::net::config::Cluster;
 use crate::net::connection::Connection;
 use crate::net::frame::Frame;
@@ -30,9 +32,9 @@ pub enum ServeError {
     /// The peer did not authenticate.
     #[error("handshake")]
     Handshake(#[source] crate::net::auth::AuthError),
-    /// Dropped to make room: the oldest of a full set of handshakes.
-    #[error("evicted: the oldest of a full set of handshakes")]
-    Evicted,
+    /// The connection lost its place before its handshake finished.
+    #[error(transparent)]
+    Admission(#[from] Refused),
     /// The worker is shutting down.
     #[error("the worker is stopping")]
     Stopping,
@@ -85,17 +87,6 @@ pub enum ServeError {
 
 /// Authenticated connections a worker serves at once; further ones wait for a slot.
 const MAX_CONNECTIONS: usize = 256;
-/// Connections in the handshake at once; a new connection that finds them all taken evicts the
-/// oldest (an honest handshake takes a round trip, so only a stalled one is that old), so idle
-/// or hostile peers cannot crowd out authenticated ones.
-const MAX_HANDSHAKES: usize = 32;
-
-/// Pending handshakes, oldest first, each with the signal that evicts it.
-#[derive(Debug, Default)]
-struct Handshakes {
-    next: u64,
-    pending: VecDeque<(u64, Arc<tokio::sync::Notify>)>,
-}
 /// Longest handshake (a Hello and a Response: two small frames).
 const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(3);
 /// Payload limit before authentication: a Hello is a name and a nonce.
@@ -158,35 +149,16 @@ impl Worker {
     pub async fn serve(self: Arc<Self>, listener: TcpListener) -> std::io::Result<()> {
         let mut backoff = Duration::from_millis(10);
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-        let handshakes = Arc::new(std::sync::Mutex::new(Handshakes::default()));
+        let admission = Arc::new(Admission::default());
         loop {
             match listener.accept().await {
                 Ok((socket, _)) => {
                     backoff = Duration::from_millis(10);
-                    let evict = Arc::new(tokio::sync::Notify::new());
-                    let id = {
-                        let mut h = handshakes.lock().unwrap_or_else(|e| e.into_inner());
-                        if h.pending.len() >= MAX_HANDSHAKES
-                            && let Some((_, oldest)) = h.pending.pop_front()
-                        {
-                            // Stores a permit: the oldest ends even if it is not waiting yet.
-                            oldest.notify_one();
-                        }
-                        h.next += 1;
-                        let id = h.next;
-                        h.pending.push_back((id, Arc::clone(&evict)));
-                        id
-                    };
-                    let (worker, slots, registry) = (
-                        Arc::clone(&self),
-                        Arc::clone(&slots),
-                        Arc::clone(&handshakes),
-                    );
+                    // In the order of arrival.
+                    let ticket = admission.arrive();
+                    let (worker, slots) = (Arc::clone(&self), Arc::clone(&slots));
                     tokio::spawn(async move {
-                        let result = worker.handle(socket, &evict, slots, || {
-                            let mut h = registry.lock().unwrap_or_else(|e| e.into_inner());
-                            h.pending.retain(|(i, _)| *i != id);
-                        });
+                        let result = worker.handle(socket, ticket, slots);
                         if let Err(e) = result.await {
                             worker.log_closed(&vocab_pipeline::chain(&e));
                         }
@@ -229,20 +201,29 @@ impl Worker {
     async fn handle(
         self: &Arc<Self>,
         socket: TcpStream,
-        evict: &tokio::sync::Notify,
+        ticket: Ticket,
         slots: Arc<tokio::sync::Semaphore>,
-        handshake_done: impl FnOnce(),
     ) -> Result<(), ServeError> {
         let _ = socket.set_nodelay(true);
         let mut conn = Connection::with_limit(socket, HANDSHAKE_MAX_PAYLOAD);
         let deadline = HANDSHAKE_DEADLINE.min(Duration::from_millis(
             self.cluster.settings.io_timeout_ms.max(1),
         ));
-        let shaken = tokio::select! {
-            r = server_handshake(&mut conn, &self.secret, deadline) => r.map_err(ServeError::Handshake),
-            () = evict.notified() => Err(ServeError::Evicted),
+        ticket.admitted(deadline).await?;
+        let shake = async {
+            let hello = server_hello(&mut conn, deadline).await?;
+            ticket.greeted();
+            server_prove(&mut conn, &self.secret, hello, deadline).await
         };
-        handshake_done();
+        let shaken = tokio::select! {
+            r = shake => r.map_err(ServeError::Handshake),
+            () = ticket.evicted() => Err(Refused::Evicted.into()),
+        };
+        if shaken.is_ok() {
+            ticket.succeeded();
+        }
+        // The slot is the next waiter's, whatever the outcome.
+        drop(ticket);
         let peer = shaken?;
         conn.set_limit(crate::net::frame::DEFAULT_MAX_PAYLOAD);
         let _slot = slots
@@ -413,7 +394,8 @@ mod tests {
             idle.push(TcpStream::connect(address).await.expect("connect"));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-        // An authenticated peer gets through at once: it evicts the oldest idle handshake.
+        // An authenticated peer gets through: it waits at most until the oldest idle handshake
+        // may be evicted.
         let started = std::time::Instant::now();
         crate::net::peer::ping(&cluster, &cluster.nodes[0], &secret, "driver")
             .await

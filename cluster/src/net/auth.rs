@@ -191,10 +191,37 @@ pub async fn server_handshake(
     secret: &Secret,
     deadline: Duration,
 ) -> Result<String, AuthError> {
-    let (name, theirs) = match next(conn, deadline).await? {
-        Frame::Hello { name, nonce } => (name, nonce),
-        other => return Err(AuthError::Unexpected(other.describe())),
-    };
+    let hello = server_hello(conn, deadline).await?;
+    server_prove(conn, secret, hello, deadline).await
+}
+
+/// A client's first frame: the name it claims and its nonce (nothing proved yet).
+#[derive(Debug)]
+pub struct Hello {
+    name: String,
+    nonce: [u8; crate::net::frame::NONCE_LEN],
+}
+
+/// Server side, first half of [`server_handshake`]: reads the client's [`Hello`].
+pub async fn server_hello(conn: &mut Connection, deadline: Duration) -> Result<Hello, AuthError> {
+    match next(conn, deadline).await? {
+        Frame::Hello { name, nonce } => Ok(Hello { name, nonce }),
+        other => Err(AuthError::Unexpected(other.describe())),
+    }
+}
+
+/// Server side, second half of [`server_handshake`]: challenges the client of `hello` and
+/// returns its name once it proved it holds the secret.
+pub async fn server_prove(
+    conn: &mut Connection,
+    secret: &Secret,
+    hello: Hello,
+    deadline: Duration,
+) -> Result<String, AuthError> {
+    let Hello {
+        name,
+        nonce: theirs,
+    } = hello;
     let mine = nonce();
     let proof = secret.proof(b"vocab-server", &theirs, &mine, &name);
     conn.write_frame(&Frame::Challenge { nonce: mine, proof })
