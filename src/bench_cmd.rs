@@ -10,7 +10,7 @@ use vocab_pipeline::hog::{BlockGrid, CELL_SIDE, DIMS, PatchDescriber};
 use vocab_pipeline::image_io::{Collection, Luminance, load_luminance};
 use vocab_pipeline::kmeans::partial::UnitRows;
 use vocab_pipeline::kmeans::{Accumulation, Partial, merge_tasks};
-use vocab_pipeline::partition::Matrix;
+use vocab_pipeline::partition::Rows;
 use vocab_pipeline::patch::Sampling;
 
 use crate::cli::{BenchHogArgs, BenchPartialsArgs};
@@ -80,7 +80,7 @@ pub fn partials(args: &BenchPartialsArgs) -> anyhow::Result<()> {
                 let (a, b) = (n * t / args.tasks, n * (t + 1) / args.tasks);
                 (
                     t as u64,
-                    Matrix::dense(&x[a * dims..b * dims], dims),
+                    Rows::dense(&x[a * dims..b * dims], dims),
                     &labels[a..b],
                     &dist[a..b],
                 )

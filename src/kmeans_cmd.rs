@@ -11,8 +11,10 @@ use vocab_pipeline::kmeans::files::{
     RunMeta, checkpoint_dir, load_checkpoint, read_vocabulary, write_toml, write_vocabulary,
 };
 use vocab_pipeline::kmeans::{self, Init, KMeansError, Params, State};
-use vocab_pipeline::partition::{self, Manifest, Matrix, PartitionSet, Verify, read_manifest};
-use vocab_pipeline::store::{FeatureReader, Format, Record};
+use vocab_pipeline::partition::{
+    self, Manifest, Matrix, PartitionSet, Rows, Verify, read_manifest,
+};
+use vocab_pipeline::store::{Element, FeatureReader, Format, Record};
 use vocab_pipeline::synth;
 
 use crate::cli::SynthArgs;
@@ -135,17 +137,30 @@ impl Input {
         })
     }
 
+    /// How the vectors are held: a partition set's element, f32 for a file read here.
+    fn element(&self) -> Element {
+        let of = |m: &Manifest| Element::from_name(&m.element).unwrap_or_default();
+        match self {
+            Self::Partitions(set) => of(&set.manifest),
+            Self::Placed(m) => of(m),
+            Self::Loaded { .. } => Element::F32,
+        }
+    }
+
     /// Map-task units: partitions, or slices of [`LOADED_SLICE`] rows of a loaded file (a
     /// layout that does not depend on the machine, so neither do the results).
-    fn matrices(&self) -> Vec<Matrix<'_>> {
+    fn vectors(&self) -> Vec<Rows<'_>> {
         match self {
-            Self::Partitions(set) => set.matrices(),
+            Self::Partitions(set) => set.vectors(),
             Self::Placed(_) => Vec::new(),
             Self::Loaded { data, dims, .. } => {
                 let all = Matrix::dense(data, *dims);
                 (0..all.rows())
                     .step_by(LOADED_SLICE)
-                    .map(|start| all.slice(start, (start + LOADED_SLICE).min(all.rows())))
+                    .map(|start| {
+                        all.slice(start, (start + LOADED_SLICE).min(all.rows()))
+                            .into()
+                    })
                     .collect()
             }
         }
@@ -194,16 +209,16 @@ pub fn run(
     // Shared by the iteration callback and the engines' own lines.
     let out = RefCell::new(out);
     let input = Input::of(args)?;
-    let parts = input.matrices();
+    let parts = input.vectors();
     let (n, dims) = match &input {
         Input::Placed(m) => (m.count as usize, m.dims),
         _ => (
-            parts.iter().map(Matrix::rows).sum(),
-            parts.first().map_or(0, Matrix::dims),
+            parts.iter().map(Rows::rows).sum(),
+            parts.first().map_or(0, Rows::dims),
         ),
     };
     let (params, init_name) = params_of(args)?;
-    check_memory(args, n as u64, dims as u64)?;
+    check_memory(args, n as u64, dims as u64, input.element())?;
     let shape = (n, dims, parts.len());
     let start = begin(args, &input, shape, &init_name, &mut **out.borrow_mut())?;
     let bar = ui.bar(args.iterations, "kmeans");
@@ -365,7 +380,7 @@ fn params_of(args: &KmeansSettings) -> anyhow::Result<(Params, String)> {
 
 /// Refuses a run on this machine (one process, or loopback workers sharing it) whose largest
 /// arrays would not fit in its memory.
-fn check_memory(args: &KmeansSettings, n: u64, dims: u64) -> anyhow::Result<()> {
+fn check_memory(args: &KmeansSettings, n: u64, dims: u64, element: Element) -> anyhow::Result<()> {
     // Other machines: their memory is not known here.
     let Some(nodes) = args.engine.nodes_here() else {
         return Ok(());
@@ -375,6 +390,7 @@ fn check_memory(args: &KmeansSettings, n: u64, dims: u64) -> anyhow::Result<()> 
         n.div_ceil(nodes),
         args.k as u64,
         dims,
+        element,
         threads,
         args.assignment,
         args.engine.distributed(),

@@ -66,6 +66,7 @@ pub fn fits(plan: &kmeans::Memory, nodes: u64, total: u64, k: usize) -> anyhow::
 #[cfg(test)]
 mod tests {
     use vocab_pipeline::kmeans::Assignment;
+    use vocab_pipeline::store::Element;
 
     use super::*;
 
@@ -76,7 +77,8 @@ mod tests {
             lists: 0,
             probes: 8,
         };
-        let plan = kmeans::Memory::estimate(1_172_113, 1 << 20, 512, 2, approx, false);
+        let plan =
+            kmeans::Memory::estimate(1_172_113, 1 << 20, 512, Element::F32, 2, approx, false);
         assert!(fits(&plan, 1, 16_000_000_000, 1 << 20).is_ok(), "{plan:?}");
         let err = format!(
             "{:#}",
@@ -84,7 +86,7 @@ mod tests {
         );
         assert!(
             err.contains("k = 1048576 needs about 13.")
-                && err.contains("vectors 2.40 GB, centroids 4.29 GB, sums 4.30 GB, index 2.15 GB")
+                && err.contains("vectors 2.41 GB, centroids 4.29 GB, sums 4.30 GB, index 2.15 GB")
                 && err.contains("this machine has 8.00 GB"),
             "{err}"
         );
@@ -93,5 +95,20 @@ mod tests {
             fits(&plan, 2, 16_000_000_000, 1 << 20).expect_err("2 nodes")
         );
         assert!(err.contains("per node, 2 nodes"), "{err}");
+    }
+
+    #[test]
+    fn u8_partitions_are_planned_at_the_size_of_their_codes() {
+        // The paper's shape: 7.42M HOG vectors into a million words.
+        let approx = Assignment::Approx {
+            lists: 0,
+            probes: 8,
+        };
+        let plan =
+            |element| kmeans::Memory::estimate(7_420_000, 1 << 20, 512, element, 2, approx, false);
+        let (wide, codes) = (plan(Element::F32), plan(Element::U8));
+        assert_eq!(wide.vectors, 7_420_000 * (8 + 512 * 4));
+        assert_eq!(codes.vectors, 7_420_000 * (8 + 512));
+        assert_eq!(wide.total() - wide.vectors, codes.total() - codes.vectors);
     }
 }

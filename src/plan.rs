@@ -27,6 +27,7 @@ pub fn kmeans_memory(config: &Config, n: u64, k: u64, nodes: u64, tasks: u64) ->
         n.div_ceil(nodes.max(1)),
         k,
         DIMS,
+        config.partition.element,
         tasks,
         assignment,
         nodes > 1,

@@ -15,7 +15,7 @@ use vocab_cluster::jobs::kmeans::{self as kmeans_job, Deal, Options};
 use vocab_pipeline::kmeans::approx::Recall;
 use vocab_pipeline::kmeans::engine::{Engine, StepReport};
 use vocab_pipeline::kmeans::{self, KMeansError, Params, State};
-use vocab_pipeline::partition::{Manifest, Matrix, PartitionSet};
+use vocab_pipeline::partition::{Manifest, PartitionSet, Rows};
 
 use crate::links::{auto_order, links_file, read_links, save_links};
 use crate::nodes::Place;
@@ -136,12 +136,12 @@ fn first_state(
     }
     let centroids = match at {
         At::Here(set) => {
-            let matrices = set.matrices();
-            let n: usize = matrices.iter().map(Matrix::rows).sum();
+            let vectors = set.vectors();
+            let n: usize = vectors.iter().map(Rows::rows).sum();
             if params.k > n {
                 return Err(KMeansError::TooFewVectors { k: params.k, n }.into());
             }
-            kmeans::initial_centroids(&matrices, params.k, &params.init, params.seed)?
+            kmeans::initial_centroids(&vectors, params.k, &params.init, params.seed)?
         }
         At::Nodes(m) => kmeans::initial_centroids_by(
             m.count as usize,

@@ -25,7 +25,9 @@
 //! length, header, dims, count, payload checksum, finite values) before anything uses it: a bad
 //! partition is an error naming its file, never a silently smaller data set. A record's values are
 //! then read in place: the values of record `r` are `f32`s `r * (dims + 2) + 2 ..` of the payload,
-//! which [`Matrix`] expresses as a row stride.
+//! which [`Matrix`] expresses as a row stride; a u8 partition's are bytes `r * (dims + 8) + 8 ..`,
+//! held as they are ([`Codes`]) and decoded a block of rows at a time by whatever reads them
+//! ([`Rows`]), so a u8 set costs a quarter of its f32 values' memory.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -123,6 +125,184 @@ impl<'a> Matrix<'a> {
     /// The raw data, starting at row 0 (for GEMM with [`Matrix::stride`]).
     pub fn as_ptr(&self) -> *const f32 {
         self.data.as_ptr()
+    }
+}
+
+/// A read-only, row-major matrix of u8 codes (value `byte / 255`, [`Element::U8`]) whose rows
+/// may be spaced wider than they are long.
+#[derive(Debug, Clone, Copy)]
+pub struct Codes<'a> {
+    data: &'a [u8],
+    rows: usize,
+    dims: usize,
+    stride: usize,
+}
+
+impl<'a> Codes<'a> {
+    /// A matrix of `rows x dims` codes, row `r` starting at `data[r * stride]`.
+    ///
+    /// # Panics
+    /// If `stride < dims` or `data` is too short.
+    pub fn new(data: &'a [u8], rows: usize, dims: usize, stride: usize) -> Self {
+        assert!(
+            stride >= dims,
+            "stride {stride} shorter than a row of {dims}"
+        );
+        assert!(
+            rows == 0 || (rows - 1) * stride + dims <= data.len(),
+            "code data too short"
+        );
+        Self {
+            data,
+            rows,
+            dims,
+            stride,
+        }
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Values per row.
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    /// The codes of row `r`.
+    pub fn row(&self, r: usize) -> &'a [u8] {
+        &self.data[r * self.stride..][..self.dims]
+    }
+
+    /// Row `r`'s values into `out` (`dims` long).
+    #[inline]
+    pub fn decode_row(&self, r: usize, out: &mut [f32]) {
+        for (v, &b) in out.iter_mut().zip(self.row(r)) {
+            *v = crate::store::u8_value(b);
+        }
+    }
+}
+
+/// Vectors as a partition holds them: `f32` values, or u8 codes that whatever reads them decodes
+/// a block of rows at a time (the same values [`crate::store::FeatureReader`] returns, so every
+/// result computed from them is what the decoded `f32`s give).
+#[derive(Debug, Clone, Copy)]
+pub enum Rows<'a> {
+    /// `f32` values, read in place.
+    F32(Matrix<'a>),
+    /// u8 codes, read in place.
+    U8(Codes<'a>),
+}
+
+impl<'a> From<Matrix<'a>> for Rows<'a> {
+    fn from(m: Matrix<'a>) -> Self {
+        Self::F32(m)
+    }
+}
+
+impl<'a> Rows<'a> {
+    /// Dense `f32` rows ([`Matrix::dense`]).
+    pub fn dense(data: &'a [f32], dims: usize) -> Self {
+        Self::F32(Matrix::dense(data, dims))
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        match self {
+            Self::F32(m) => m.rows,
+            Self::U8(c) => c.rows,
+        }
+    }
+
+    /// Values per row.
+    pub fn dims(&self) -> usize {
+        match self {
+            Self::F32(m) => m.dims,
+            Self::U8(c) => c.dims,
+        }
+    }
+
+    /// How the values are held.
+    pub fn element(&self) -> Element {
+        match self {
+            Self::F32(_) => Element::F32,
+            Self::U8(_) => Element::U8,
+        }
+    }
+
+    /// Rows `start..end`.
+    ///
+    /// # Panics
+    /// If the range is outside the rows.
+    pub fn slice(&self, start: usize, end: usize) -> Rows<'a> {
+        match self {
+            Self::F32(m) => Self::F32(m.slice(start, end)),
+            Self::U8(c) => {
+                assert!(
+                    start <= end && end <= c.rows,
+                    "rows {start}..{end} outside 0..{}",
+                    c.rows
+                );
+                let data = if start == end {
+                    &[][..]
+                } else {
+                    &c.data[start * c.stride..]
+                };
+                Self::U8(Codes {
+                    data,
+                    rows: end - start,
+                    ..*c
+                })
+            }
+        }
+    }
+
+    /// The rows as `f32`s: in place, or decoded into `buf` (dense).
+    pub fn to_f32<'s>(&self, buf: &'s mut Vec<f32>) -> Matrix<'s>
+    where
+        'a: 's,
+    {
+        match self {
+            Self::F32(m) => *m,
+            Self::U8(c) => {
+                buf.resize(c.rows * c.dims, 0.0);
+                for (r, out) in buf.chunks_exact_mut(c.dims.max(1)).enumerate() {
+                    c.decode_row(r, out);
+                }
+                Matrix::new(buf, c.rows, c.dims, c.dims)
+            }
+        }
+    }
+
+    /// Row `r` as `f32`s: in place, or decoded into `buf`.
+    pub fn row<'s>(&self, r: usize, buf: &'s mut Vec<f32>) -> &'s [f32]
+    where
+        'a: 's,
+    {
+        match self {
+            Self::F32(m) => m.row(r),
+            Self::U8(c) => {
+                buf.resize(c.dims, 0.0);
+                c.decode_row(r, buf);
+                buf
+            }
+        }
+    }
+
+    /// Calls `f` with each row's index and values, in order (u8 rows decoded one at a time).
+    #[inline]
+    pub fn for_each_row(&self, mut f: impl FnMut(usize, &[f32])) {
+        match self {
+            Self::F32(m) => (0..m.rows).for_each(|r| f(r, m.row(r))),
+            Self::U8(c) => {
+                let mut buf = vec![0.0; c.dims];
+                for r in 0..c.rows {
+                    c.decode_row(r, &mut buf);
+                    f(r, &buf);
+                }
+            }
+        }
     }
 }
 
@@ -519,16 +699,15 @@ pub struct Partition {
     map: Mmap,
     rows: usize,
     dims: usize,
-    /// Dequantised values of a u8 partition (dense rows); `None` for f32, read in place.
-    decoded: Option<Vec<f32>>,
+    element: Element,
 }
 
 impl Partition {
     /// Maps `path` and checks it against its manifest entry, the set's dims and element type
     /// (and, with [`Verify::Full`], its payload).
     ///
-    /// A u8 partition is dequantised once here (the map step works in f32), so it saves disk and
-    /// load time, not memory.
+    /// A u8 partition stays as its codes ([`Rows::U8`]): its values are decoded by the code that
+    /// reads them, a block of rows at a time.
     pub fn open(
         path: &Path,
         entry: &PartitionEntry,
@@ -600,23 +779,17 @@ impl Partition {
                 ),
             ));
         }
-        let decoded = (element == Element::U8).then(|| {
-            map[HEADER_LEN..]
-                .chunks_exact(header.record_len())
-                .flat_map(|rec| rec[8..].iter().map(|&b| f32::from(b) / 255.0))
-                .collect()
-        });
         let part = Self {
             path: path.to_path_buf(),
             map,
             rows: header.count as usize,
             dims,
-            decoded,
+            element,
         };
-        if verify == Verify::Header {
+        // Codes are finite by construction; f32 values are checked when read in full.
+        let (Verify::Full, Rows::F32(m)) = (verify, part.vectors()) else {
             return Ok(part);
-        }
-        let m = part.matrix();
+        };
         for r in 0..m.rows() {
             if let Some(pos) = m.row(r).iter().position(|v| !v.is_finite()) {
                 return Err(StoreError::Record {
@@ -634,18 +807,25 @@ impl Partition {
         &self.path
     }
 
-    /// The values as a matrix (in place in the mapped file).
-    pub fn matrix(&self) -> Matrix<'_> {
-        if let Some(values) = &self.decoded {
-            return Matrix::new(values, self.rows, self.dims, self.dims);
-        }
+    /// The vectors, in place in the mapped file.
+    pub fn vectors(&self) -> Rows<'_> {
         let payload = &self.map[HEADER_LEN..];
+        if self.element == Element::U8 {
+            const HEAD: usize = 8;
+            let data = payload.get(HEAD..).unwrap_or(&[]);
+            return Rows::U8(Codes::new(data, self.rows, self.dims, self.dims + HEAD));
+        }
         // The map is page-aligned and the header is 32 bytes, so the payload is 4-byte aligned.
         let floats: &[f32] = bytemuck::try_cast_slice(payload).unwrap_or(&[]);
         if self.rows == 0 {
-            return Matrix::new(&[], 0, self.dims, self.dims + 2);
+            return Rows::F32(Matrix::new(&[], 0, self.dims, self.dims + 2));
         }
-        Matrix::new(&floats[2..], self.rows, self.dims, self.dims + 2)
+        Rows::F32(Matrix::new(
+            &floats[2..],
+            self.rows,
+            self.dims,
+            self.dims + 2,
+        ))
     }
 }
 
@@ -695,9 +875,9 @@ impl PartitionSet {
         })
     }
 
-    /// The partitions as matrices.
-    pub fn matrices(&self) -> Vec<Matrix<'_>> {
-        self.partitions.iter().map(Partition::matrix).collect()
+    /// The partitions' vectors, as held.
+    pub fn vectors(&self) -> Vec<Rows<'_>> {
+        self.partitions.iter().map(Partition::vectors).collect()
     }
 }
 
@@ -734,10 +914,8 @@ mod tests {
             let manifest = split(&input, parts, &dir.path().join("parts"), Element::F32).expect("split");
             let set = PartitionSet::open(&dir.path().join("parts")).expect("open");
             let mut seen = Vec::new();
-            for m in set.matrices() {
-                for r in 0..m.rows() {
-                    seen.push(m.row(r)[0] as u32);
-                }
+            for m in set.vectors() {
+                m.for_each_row(|_, row| seen.push(row[0] as u32));
             }
             prop_assert_eq!(seen, (0..n).collect::<Vec<_>>());
             let sizes: Vec<u64> = manifest.partitions.iter().map(|p| p.count).collect();
@@ -848,7 +1026,7 @@ mod tests {
         // A header-only open (the cluster driver's) maps the damaged payload without reading it,
         // but still refuses a wrong length.
         let set = PartitionSet::open_subset(&parts, None, Verify::Header).expect("header only");
-        assert_eq!(set.matrices().iter().map(Matrix::rows).sum::<usize>(), 12);
+        assert_eq!(set.vectors().iter().map(Rows::rows).sum::<usize>(), 12);
         let msg = expect_err("truncated, header only", &|| {
             let b = std::fs::read(&p1).expect("read");
             std::fs::write(&p1, &b[..b.len() - 4]).expect("write");
@@ -876,13 +1054,27 @@ mod tests {
         let manifest = split(&input, 3, &parts, Element::U8).expect("split");
         assert_eq!(manifest.element, "u8");
         let set = PartitionSet::open(&parts).expect("open");
-        let mut r = 0;
-        for m in set.matrices() {
+        // Held as codes; decoded, the values the feature reader returns for the same records.
+        let mut reader = FeatureReader::open(&parts.join("part-0000.bin")).expect("reader");
+        let mut record = Record::default();
+        let (mut r, mut buf, mut block) = (0, Vec::new(), Vec::new());
+        for (p, m) in set.vectors().into_iter().enumerate() {
+            assert_eq!(m.element(), Element::U8);
+            if p > 0 {
+                reader =
+                    FeatureReader::open(&parts.join(format!("part-{p:04}.bin"))).expect("reader");
+            }
+            let whole = m.to_f32(&mut block);
             for row in 0..m.rows() {
                 let want = [r as f32 / 19.0, 0.123, 1.0 - r as f32 / 40.0];
-                for (a, b) in m.row(row).iter().zip(want) {
+                for (a, b) in m.row(row, &mut buf).iter().zip(want) {
                     assert!((a - b).abs() <= 0.5 / 255.0 + 1e-7, "{a} vs {b}");
                 }
+                assert!(reader.next_into(&mut record).expect("record"));
+                assert_eq!(record.values, m.row(row, &mut buf));
+                assert_eq!(whole.row(row), &record.values[..]);
+                let tail = m.slice(row, m.rows());
+                assert_eq!(tail.row(0, &mut buf), &record.values[..]);
                 r += 1;
             }
         }

@@ -50,6 +50,13 @@ pub const ELEM_F32: u8 = 1;
 /// Element type code of `u8` values (`value = byte / 255`).
 pub const ELEM_U8: u8 = 2;
 
+/// The value a [`Element::U8`] byte stands for: `byte / 255`, the one decoding every reader of
+/// u8 records uses.
+#[inline]
+pub fn u8_value(byte: u8) -> f32 {
+    f32::from(byte) / 255.0
+}
+
 /// How values are stored in a binary file.
 ///
 /// `U8` keeps `round(255 v)` for values in `[0, 1]` (HOG values after L2-Hys lie there): 4x smaller
@@ -630,9 +637,7 @@ impl FeatureReader {
                             .chunks_exact(4)
                             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
                     ),
-                    Element::U8 => record
-                        .values
-                        .extend(buf[8..].iter().map(|&b| f32::from(b) / 255.0)),
+                    Element::U8 => record.values.extend(buf[8..].iter().map(|&b| u8_value(b))),
                 }
                 true
             }

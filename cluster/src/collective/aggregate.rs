@@ -428,7 +428,7 @@ pub fn place_result(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vocab_pipeline::partition::Matrix;
+    use vocab_pipeline::partition::Rows;
 
     fn partial(seed: u32, k: usize, dims: usize) -> Partial {
         let rows = 7;
@@ -441,7 +441,7 @@ mod tests {
             .map(|i| (i * 3 + seed) % k as u32)
             .collect();
         let mut p = Partial::new(k, dims, 30);
-        p.accumulate(u64::from(seed), Matrix::dense(&x, dims), &labels, &[1.0; 7]);
+        p.accumulate(u64::from(seed), Rows::dense(&x, dims), &labels, &[1.0; 7]);
         p
     }
 
@@ -519,7 +519,7 @@ mod tests {
         let mut p = Partial::new(k, dims, 30);
         p.accumulate(
             u64::from(seed),
-            Matrix::dense(&x, dims),
+            Rows::dense(&x, dims),
             labels,
             &vec![1.0; labels.len()],
         );
@@ -591,7 +591,7 @@ mod tests {
                 k,
                 dims,
                 30,
-                &[(5, Matrix::dense(&x, dims), &labels[..], &dist[..])],
+                &[(5, Rows::dense(&x, dims), &labels[..], &dist[..])],
             );
             assert!(sparse.is_sparse() && !dense.is_sparse());
             for workers in [1, 3, 7] {

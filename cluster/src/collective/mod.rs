@@ -1099,7 +1099,7 @@ mod tests {
 
     #[test]
     fn stage_two_gives_each_owner_the_sum_of_its_range() {
-        use vocab_pipeline::partition::Matrix;
+        use vocab_pipeline::partition::Rows;
         let (k, dims) = (11, 3);
         let partial = |seed: u32| {
             let x: Vec<f32> = (0..5 * dims as u32)
@@ -1107,7 +1107,7 @@ mod tests {
                 .collect();
             let labels: Vec<u32> = (0..5).map(|i| (i * 5 + seed) % k as u32).collect();
             let mut p = Partial::new(k, dims, 20);
-            p.accumulate(u64::from(seed), Matrix::dense(&x, dims), &labels, &[0.5; 5]);
+            p.accumulate(u64::from(seed), Rows::dense(&x, dims), &labels, &[0.5; 5]);
             p
         };
         for w in [1, 2, 3, 4, 12] {

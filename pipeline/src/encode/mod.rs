@@ -217,7 +217,7 @@ impl Encoder {
         match self
             .quantized
             .as_ref()
-            .map(|cq| (cq, quant::QuantRows::new(x)))
+            .map(|cq| (cq, quant::QuantRows::new(x.into())))
         {
             None if r == 1 => assign(x, vocabulary, scratch, &mut words, &mut dists),
             None => nearest_few(x, vocabulary, scratch, r, &mut words, &mut dists),

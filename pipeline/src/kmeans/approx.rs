@@ -27,7 +27,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::assign::{self, AssignScratch, CENTROID_BLOCK, Centroids, ROW_BLOCK};
-use crate::partition::Matrix;
+use crate::partition::{Matrix, Rows};
 
 /// Centroids per list on which the biases are tuned, at most (keeps the index build a few
 /// seconds at a million words).
@@ -345,14 +345,14 @@ impl Recall {
 /// Compares approximate with exact assignment to `centroids` on `sample` vectors drawn from
 /// `parts` (seeded; all of them if there are fewer).
 pub fn recall(
-    parts: &[Matrix<'_>],
+    parts: &[Rows<'_>],
     centroids: &Centroids,
     lists: usize,
     probes: usize,
     sample: usize,
     seed: u64,
 ) -> Recall {
-    let n: usize = parts.iter().map(Matrix::rows).sum();
+    let n: usize = parts.iter().map(Rows::rows).sum();
     let local = recall_by::<std::convert::Infallible>(
         n,
         centroids,
@@ -360,11 +360,11 @@ pub fn recall(
         sample,
         seed,
         &mut |picks| {
-            Ok(picks
-                .iter()
-                .flat_map(|&p| super::global_row(parts, p))
-                .copied()
-                .collect())
+            let mut out = Vec::new();
+            for &p in picks {
+                super::push_global_row(parts, p, &mut out);
+            }
+            Ok(out)
         },
     );
     match local {
@@ -582,7 +582,7 @@ mod tests {
     fn a_few_probes_find_most_nearest_centroids_on_clustered_data() {
         let d = 16;
         let data = blobs(64, 40, d);
-        let parts = [Matrix::dense(&data, d)];
+        let parts = [Rows::dense(&data, d)];
         // Centroids at the blobs (with noise), as after a few k-means iterations.
         let c = Centroids::new(blobs(64, 4, d), d);
         let r = recall(&parts, &c, default_lists(c.k()), 3, 1000, 9);

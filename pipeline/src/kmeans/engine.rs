@@ -18,7 +18,7 @@ use super::{
     Centroids, KMeansError, Kernel, Mode, Params, Shard, State, check_dims, initial_centroids,
     local_step, partial,
 };
-use crate::partition::Matrix;
+use crate::partition::Rows;
 
 /// Time and traffic of one iteration. Seconds of map and the aggregation stages are the slowest
 /// member's; bytes are totals over the cluster (frame headers included, except for the
@@ -176,12 +176,12 @@ where
 /// `on_iteration` sees the state after every iteration (to log and checkpoint it); an error from
 /// it stops the run.
 pub fn fit<E: From<KMeansError>>(
-    parts: &[Matrix<'_>],
+    parts: &[Rows<'_>],
     params: &Params,
     start: Option<State>,
     on_iteration: &mut dyn FnMut(&State) -> Result<(), E>,
 ) -> Result<State, E> {
-    let n: usize = parts.iter().map(Matrix::rows).sum();
+    let n: usize = parts.iter().map(Rows::rows).sum();
     let dims = check_dims(parts)?;
     if params.k > n {
         return Err(KMeansError::TooFewVectors { k: params.k, n }.into());
@@ -274,7 +274,7 @@ impl Engine for Local<'_> {
             if i >= n {
                 return Err(KMeansError::TooFewVectors { k: i + 1, n });
             }
-            out.extend_from_slice(super::global_row(&parts, i));
+            super::push_global_row(&parts, i, &mut out);
         }
         Ok(out)
     }
@@ -284,13 +284,13 @@ impl Engine for Local<'_> {
 mod tests {
     use super::*;
     use crate::kmeans::{Assignment, Init};
-    use crate::partition::Matrix;
+    use crate::partition::Rows;
 
     #[test]
     fn local_rows_are_the_rows_of_the_concatenated_partitions_and_outside_is_an_error() {
         let a: Vec<f32> = (0..6).map(|v| v as f32).collect();
         let b: Vec<f32> = (6..10).map(|v| v as f32).collect();
-        let parts = [Matrix::dense(&a, 2), Matrix::dense(&b, 2)];
+        let parts = [Rows::dense(&a, 2), Rows::dense(&b, 2)];
         let params = Params {
             k: 2,
             max_iter: 1,
@@ -309,5 +309,80 @@ mod tests {
             local.rows(&[5]),
             Err(KMeansError::TooFewVectors { n: 5, .. })
         ));
+    }
+
+    /// u8 partitions are held as codes and decoded a unit at a time: every assignment gives
+    /// the run on their decoded values, bit for bit.
+    #[test]
+    fn codes_cluster_exactly_as_their_decoded_values_on_every_assignment() {
+        use crate::kmeans::Kernel;
+        use crate::partition::Codes;
+        let (dims, rows, head) = (24, 300, 8);
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            (seed >> 33) as u32
+        };
+        let centres: Vec<u8> = (0..6 * dims).map(|_| (next() % 200) as u8).collect();
+        // Two partitions of records laid out as in a file: 8 bytes of ids, then the codes.
+        let records: Vec<Vec<u8>> = (0..2)
+            .map(|_| {
+                (0..rows)
+                    .flat_map(|r| {
+                        let c = r % 6;
+                        let ids = (0..head).map(|_| 0xA5);
+                        let row: Vec<u8> = (0..dims)
+                            .map(|d| centres[c * dims + d].saturating_add((next() % 40) as u8))
+                            .collect();
+                        ids.chain(row)
+                    })
+                    .collect()
+            })
+            .collect();
+        let codes: Vec<Rows<'_>> = records
+            .iter()
+            .map(|b| Rows::U8(Codes::new(&b[head..], rows, dims, dims + head)))
+            .collect();
+        let decoded: Vec<Vec<f32>> = codes
+            .iter()
+            .map(|c| {
+                let mut buf = Vec::new();
+                c.to_f32(&mut buf);
+                buf
+            })
+            .collect();
+        let values: Vec<Rows<'_>> = decoded.iter().map(|d| Rows::dense(d, dims)).collect();
+        for assignment in [
+            Assignment::Full(Kernel::F32),
+            Assignment::Full(Kernel::Int8),
+            Assignment::Pruned(Kernel::F32),
+            Assignment::Pruned(Kernel::Int8),
+            Assignment::Approx {
+                lists: 3,
+                probes: 2,
+            },
+        ] {
+            let params = Params {
+                k: 10,
+                max_iter: 5,
+                tol: 0.0,
+                seed: 3,
+                init: Init::PlusPlus { sample: None },
+                threads: 2,
+                assignment,
+            };
+            let run = |parts: &[Rows<'_>]| {
+                fit::<KMeansError>(parts, &params, None, &mut |_| Ok(())).expect("fit")
+            };
+            let (held, wide) = (run(&codes), run(&values));
+            let bits = |s: &State| -> Vec<u32> {
+                s.centroids.as_slice().iter().map(|v| v.to_bits()).collect()
+            };
+            assert_eq!(bits(&held), bits(&wide), "{assignment:?}");
+            assert_eq!(held.history.len(), wide.history.len(), "{assignment:?}");
+            for (a, b) in held.history.iter().zip(&wide.history) {
+                assert_eq!(a.inertia.to_bits(), b.inertia.to_bits(), "{assignment:?}");
+            }
+        }
     }
 }

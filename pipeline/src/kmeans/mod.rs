@@ -32,8 +32,8 @@ use thiserror::Error;
 
 pub use self::assign::{AssignScratch, Centroids, assign, nearest_few};
 pub use self::partial::{Partial, fixed_scale, max_abs, split_empty, update};
-use crate::partition::Matrix;
-use crate::store::StoreError;
+use crate::partition::Rows;
+use crate::store::{Element, StoreError};
 
 /// Rows per unit of map work.
 pub const UNIT_ROWS: usize = 4096;
@@ -351,19 +351,21 @@ impl State {
     }
 }
 
-pub(crate) fn check_dims(parts: &[Matrix<'_>]) -> Result<usize, KMeansError> {
-    let dims = parts.first().map_or(0, Matrix::dims);
+pub(crate) fn check_dims(parts: &[Rows<'_>]) -> Result<usize, KMeansError> {
+    let dims = parts.first().map_or(0, Rows::dims);
     match parts.iter().find(|p| p.dims() != dims) {
         Some(p) => Err(KMeansError::MixedDims(dims, p.dims())),
         None => Ok(dims),
     }
 }
 
-/// Row `global` of the concatenation of `parts`.
-pub(crate) fn global_row<'a>(parts: &[Matrix<'a>], mut global: usize) -> &'a [f32] {
+/// Row `global` of the concatenation of `parts`, appended to `out`.
+pub(crate) fn push_global_row(parts: &[Rows<'_>], mut global: usize, out: &mut Vec<f32>) {
+    let mut buf = Vec::new();
     for p in parts {
         if global < p.rows() {
-            return p.row(global);
+            out.extend_from_slice(p.row(global, &mut buf));
+            return;
         }
         global -= p.rows();
     }
@@ -372,19 +374,19 @@ pub(crate) fn global_row<'a>(parts: &[Matrix<'a>], mut global: usize) -> &'a [f3
 
 /// Chooses the first centroids.
 pub fn initial_centroids(
-    parts: &[Matrix<'_>],
+    parts: &[Rows<'_>],
     k: usize,
     init: &Init,
     seed: u64,
 ) -> Result<Centroids, KMeansError> {
     let dims = check_dims(parts)?;
-    let n: usize = parts.iter().map(Matrix::rows).sum();
+    let n: usize = parts.iter().map(Rows::rows).sum();
     initial_centroids_by(n, dims, k, init, seed, &mut |indices| {
-        Ok(indices
-            .iter()
-            .flat_map(|&i| global_row(parts, i))
-            .copied()
-            .collect())
+        let mut out = Vec::with_capacity(indices.len() * dims);
+        for &i in indices {
+            push_global_row(parts, i, &mut out);
+        }
+        Ok(out)
     })
 }
 
@@ -510,13 +512,13 @@ impl Pruner {
 pub struct Shard<'a> {
     /// Index of the partition in its set.
     pub index: u32,
-    /// The vectors.
-    pub rows: Matrix<'a>,
+    /// The vectors, as held.
+    pub rows: Rows<'a>,
 }
 
 impl<'a> Shard<'a> {
     /// Shards for `parts` numbered `0..`.
-    pub fn numbered(parts: &[Matrix<'a>]) -> Vec<Self> {
+    pub fn numbered(parts: &[Rows<'a>]) -> Vec<Self> {
         parts
             .iter()
             .enumerate()
@@ -553,9 +555,10 @@ pub fn data_scale(shards: &[Shard<'_>]) -> Result<i32, KMeansError> {
         // Name the first record (0-based, in input order) that holds the largest value.
         let mut offset = 0;
         let mut location = String::new();
+        let mut buf = Vec::new();
         for s in shards {
-            if let Some(r) =
-                (0..s.rows.rows()).find(|&r| s.rows.row(r).iter().any(|v| v.abs() == peak))
+            if let Some(r) = (0..s.rows.rows())
+                .find(|&r| s.rows.row(r, &mut buf).iter().any(|v| v.abs() == peak))
             {
                 location = format!("record {}", offset + r);
                 break;
@@ -576,7 +579,7 @@ struct Unit<'a> {
     shard: usize,
     /// First row within the shard.
     start: usize,
-    rows: Matrix<'a>,
+    rows: Rows<'a>,
 }
 
 /// Work units of the map step, in partition order.
@@ -636,6 +639,9 @@ impl<'a> Mode<'a> {
     }
 }
 
+/// Bytes of a stored record before its values (picture id, row, column).
+const RECORD_HEAD: u64 = 8;
+
 /// Bytes of the map tasks' `k x dims` sum accumulators above which one accumulator is shared
 /// by all threads (each thread then adds the rows of its own block of centroids): at large `k`
 /// one accumulator per thread would multiply the largest array of the run by the thread count.
@@ -645,7 +651,8 @@ pub const TASK_SUMS_BUDGET: u64 = 1 << 30;
 /// per-vector scratch and buffers of a few MB are left out).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Memory {
-    /// The node's vectors in f32 (u8 partitions are dequantised when loaded).
+    /// The node's vectors as their partitions hold them: records of 8 bytes of ids and `dims`
+    /// values of 4 bytes (f32) or 1 (u8 codes, decoded a unit of rows at a time by each task).
     pub vectors: u64,
     /// The centroids and the next iteration's means (and, on a distributed engine, the
     /// broadcast's bytes as received).
@@ -662,12 +669,13 @@ pub struct Memory {
 }
 
 impl Memory {
-    /// The plan for `n` vectors of `dims` values at this node, `k` centroids, `threads` map
-    /// tasks.
+    /// The plan for `n` vectors of `dims` values held as `element` at this node, `k` centroids,
+    /// `threads` map tasks.
     pub fn estimate(
         n: u64,
         k: u64,
         dims: u64,
+        element: Element,
         threads: u64,
         assignment: Assignment,
         distributed: bool,
@@ -698,7 +706,10 @@ impl Memory {
         };
         let int8 = assignment.kernel() == Kernel::Int8;
         Memory {
-            vectors: n.saturating_mul(dims).saturating_mul(4),
+            vectors: n.saturating_mul(
+                dims.saturating_mul(element.size() as u64)
+                    .saturating_add(RECORD_HEAD),
+            ),
             centroids: table.saturating_mul(if distributed { 12 } else { 8 }),
             sums,
             codes: if int8 {
@@ -888,7 +899,7 @@ mod tests {
     }
 
     fn run(data: &[f32], dims: usize, params: &Params) -> State {
-        let parts = [Matrix::dense(data, dims)];
+        let parts = [Rows::dense(data, dims)];
         fit::<KMeansError>(&parts, params, None, &mut |_| Ok(())).expect("fit")
     }
 
@@ -950,7 +961,7 @@ mod tests {
         );
         data[8 * 57 + 3] = 1e30;
         for kernel in [Kernel::F32, Kernel::Int8] {
-            let parts = [Matrix::dense(&data, 8)];
+            let parts = [Rows::dense(&data, 8)];
             let err = fit::<KMeansError>(
                 &parts,
                 &Params {
@@ -1032,11 +1043,11 @@ mod tests {
         };
         let one = run(&data, 12, &params);
         let parts = [
-            Matrix::dense(&data[..250 * 12], 12),
-            Matrix::dense(&data[250 * 12..], 12),
+            Rows::dense(&data[..250 * 12], 12),
+            Rows::dense(&data[250 * 12..], 12),
         ];
         let init = Init::Given(
-            initial_centroids(&[Matrix::dense(&data, 12)], 6, &Init::Random, 2).expect("init"),
+            initial_centroids(&[Rows::dense(&data, 12)], 6, &Init::Random, 2).expect("init"),
         );
         let split = fit::<KMeansError>(
             &parts,
@@ -1089,9 +1100,9 @@ mod tests {
         let dims = 8;
         let data = blobs(10, 70, dims, 4);
         let cuts = [0, 90, 230, 231, 500, 700];
-        let parts: Vec<Matrix<'_>> = cuts
+        let parts: Vec<Rows<'_>> = cuts
             .windows(2)
-            .map(|w| Matrix::dense(&data[w[0] * dims..w[1] * dims], dims))
+            .map(|w| Rows::dense(&data[w[0] * dims..w[1] * dims], dims))
             .collect();
         let shards = Shard::numbered(&parts);
         let centroids = initial_centroids(&parts, 300, &Init::Random, 3).expect("init");
@@ -1189,7 +1200,7 @@ mod tests {
     fn edge_cases_have_clear_rules() {
         let data = blobs(2, 5, 4, 5);
         let err = |params: Params| {
-            let parts = [Matrix::dense(&data, 4)];
+            let parts = [Rows::dense(&data, 4)];
             fit::<KMeansError>(&parts, &params, None, &mut |_| Ok(()))
                 .expect_err("must fail")
                 .to_string()
@@ -1302,7 +1313,7 @@ mod tests {
     #[test]
     fn plus_plus_sample_is_bounded() {
         let data = blobs(4, 500, 8, 7);
-        let parts = [Matrix::dense(&data, 8)];
+        let parts = [Rows::dense(&data, 8)];
         let c =
             initial_centroids(&parts, 4, &Init::PlusPlus { sample: Some(64) }, 1).expect("init");
         assert_eq!((c.k(), c.dims()), (4, 8));

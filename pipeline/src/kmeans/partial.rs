@@ -19,7 +19,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::assign::Centroids;
-use crate::partition::Matrix;
+use crate::partition::{Codes, Rows};
+use crate::store::u8_value;
 
 /// `1.5 * 2^52`: adding it to an f64 of magnitude below `2^51` rounds to an integer (nearest,
 /// ties to even) that the low bits of the result hold.
@@ -48,16 +49,33 @@ pub const MAGNITUDE_BINS: usize = 256;
 
 /// How many nonzero values of `x` fall at each binary exponent (bin = the f32's biased exponent
 /// field). Histograms of several partitions add up; [`check_range`] reads the median from them.
-pub fn magnitudes(x: Matrix<'_>) -> Vec<u64> {
+pub fn magnitudes(x: Rows<'_>) -> Vec<u64> {
     let mut bins = vec![0u64; MAGNITUDE_BINS];
-    for r in 0..x.rows() {
-        for &v in x.row(r) {
-            if v != 0.0 {
-                bins[((v.to_bits() >> 23) & 0xff) as usize] += 1;
+    let mut add = |v: f32, count: u64| {
+        if v != 0.0 {
+            bins[((v.to_bits() >> 23) & 0xff) as usize] += count;
+        }
+    };
+    match x {
+        Rows::F32(m) => (0..m.rows()).for_each(|r| m.row(r).iter().for_each(|&v| add(v, 1))),
+        Rows::U8(c) => {
+            for (byte, count) in byte_counts(c).into_iter().enumerate() {
+                add(u8_value(byte as u8), count);
             }
         }
     }
     bins
+}
+
+/// How many times each code occurs in `c`.
+fn byte_counts(c: Codes<'_>) -> [u64; 256] {
+    let mut counts = [0u64; 256];
+    for r in 0..c.rows() {
+        for &b in c.row(r) {
+            counts[usize::from(b)] += 1;
+        }
+    }
+    counts
 }
 
 /// Adds histogram `b` into `a` (an empty `a` takes `b`).
@@ -112,7 +130,14 @@ pub fn check_range(scale: i32, magnitudes: &[u64], max_abs: f32) -> Result<(), R
 }
 
 /// Largest absolute value of `x` (NaN if any value is NaN, infinity if any is infinite).
-pub fn max_abs(x: Matrix<'_>) -> f32 {
+pub fn max_abs(x: Rows<'_>) -> f32 {
+    let x = match x {
+        Rows::F32(m) => m,
+        Rows::U8(c) => {
+            let top = byte_counts(c).iter().rposition(|&n| n > 0).unwrap_or(0);
+            return u8_value(top as u8);
+        }
+    };
     let mut m = 0f32;
     for r in 0..x.rows() {
         for &v in x.row(r) {
@@ -132,7 +157,7 @@ pub fn unit_key(partition: u32, unit: u32) -> u64 {
 }
 
 /// A map unit handed to accumulation: its key, its rows, their labels and squared distances.
-pub type UnitRows<'a> = (u64, Matrix<'a>, &'a [u32], &'a [f32]);
+pub type UnitRows<'a> = (u64, Rows<'a>, &'a [u32], &'a [f32]);
 
 /// Per-centroid sums (fixed point), counts and per-unit inertia of a set of assigned vectors.
 ///
@@ -223,11 +248,11 @@ impl Partial {
         let mut counts = vec![0u64; ids.len()];
         let mut sums = vec![0i64; ids.len() * dims];
         for (_, x, labels, _) in units {
-            for (i, &label) in labels.iter().enumerate() {
-                let at = ids.partition_point(|&id| id < label);
-                add_fixed(&mut sums[at * dims..][..dims], x.row(i), mul);
+            x.for_each_row(|i, row| {
+                let at = ids.partition_point(|&id| id < labels[i]);
+                add_fixed(&mut sums[at * dims..][..dims], row, mul);
                 counts[at] += 1;
-            }
+            });
         }
         Self {
             k,
@@ -363,15 +388,15 @@ impl Partial {
     /// Adds the assigned vectors of map unit `key`: row `i` of `x` goes to centroid `labels[i]`
     /// at squared distance `dist[i]`. (A sparse partial merges the unit as a sparse partial of
     /// its own: build sparse partials with [`Partial::sparse_of`] rather than unit by unit.)
-    pub fn accumulate(&mut self, key: u64, x: Matrix<'_>, labels: &[u32], dist: &[f32]) {
+    pub fn accumulate(&mut self, key: u64, x: Rows<'_>, labels: &[u32], dist: &[f32]) {
         let (dims, mul) = (self.dims, 2f64.powi(self.scale));
         match &mut self.table {
             Table::Dense { counts, sums } => {
-                for (i, &label) in labels.iter().enumerate() {
-                    let label = label as usize;
-                    add_fixed(&mut sums[label * dims..][..dims], x.row(i), mul);
+                x.for_each_row(|i, row| {
+                    let label = labels[i] as usize;
+                    add_fixed(&mut sums[label * dims..][..dims], row, mul);
                     counts[label] += 1;
-                }
+                });
                 self.units.push((key, row_order_sum(dist)));
             }
             Table::Sparse { .. } => {
@@ -398,6 +423,7 @@ impl Partial {
             .enumerate()
             .for_each(|(b, (sums, counts))| {
                 let lo = b * BLOCK;
+                let mut buf = Vec::new();
                 for (_, x, labels, _) in units {
                     for (i, &label) in labels.iter().enumerate() {
                         let Some(at) = (label as usize)
@@ -406,7 +432,7 @@ impl Partial {
                         else {
                             continue;
                         };
-                        add_fixed(&mut sums[at * dims..][..dims], x.row(i), mul);
+                        add_fixed(&mut sums[at * dims..][..dims], x.row(i, &mut buf), mul);
                         counts[at] += 1;
                     }
                 }
@@ -706,7 +732,7 @@ mod tests {
         let data: Vec<f32> = rows.iter().flat_map(|(v, _)| v.iter().copied()).collect();
         let labels: Vec<u32> = rows.iter().map(|&(_, l)| l).collect();
         let dist: Vec<f32> = rows.iter().map(|(v, _)| v[0].abs()).collect();
-        p.accumulate(key, Matrix::dense(&data, dims), &labels, &dist);
+        p.accumulate(key, Rows::dense(&data, dims), &labels, &dist);
         p
     }
 
@@ -765,7 +791,7 @@ mod tests {
             let data: Vec<f32> = rows.iter().flat_map(|(v, _)| v.iter().copied()).collect();
             let labels: Vec<u32> = rows.iter().map(|&(_, l)| l % k as u32).collect();
             let dist: Vec<f32> = rows.iter().map(|(v, _)| v[1].abs()).collect();
-            let x = Matrix::dense(&data, dims);
+            let x = Rows::dense(&data, dims);
             // Units: the rows cut at `cuts`.
             let mut bounds: Vec<usize> = cuts.iter().map(|&c| c.min(rows.len())).collect();
             bounds.extend([0, rows.len()]);
@@ -857,7 +883,7 @@ mod tests {
         let scale = 4; // quantum 1/16
         let x = [0.03125f32, -0.03125, 0.09375, -0.2, 1.0];
         let mut p = Partial::new(5, 1, scale);
-        p.accumulate(0, Matrix::dense(&x, 1), &[0, 1, 2, 3, 4], &[0.0; 5]);
+        p.accumulate(0, Rows::dense(&x, 1), &[0, 1, 2, 3, 4], &[0.0; 5]);
         // 0.5 and 1.5 quanta round to even; -0.2 * 16 = -3.2 rounds to -3.
         assert_eq!(p.sums(), vec![0, 0, 2, -3, 16]);
     }
@@ -866,7 +892,7 @@ mod tests {
     fn update_divides_and_splits_empty_clusters_deterministically() {
         let mut p = Partial::new(3, 2, 20);
         let x = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
-        p.accumulate(0, Matrix::dense(&x, 2), &[0, 0, 2], &[0.0, 0.0, 0.0]);
+        p.accumulate(0, Rows::dense(&x, 2), &[0, 0, 2], &[0.0, 0.0, 0.0]);
         let (c, splits) = update(&p, 5, 1);
         assert_eq!(splits, 1);
         // Cluster 2 has one vector, so cluster 0 (two vectors) is the only possible donor.
@@ -924,7 +950,7 @@ mod tests {
     fn units_added_at_once_equal_units_added_one_by_one() {
         let dims = 5;
         let x = crate::kmeans::assign::tests::values(900 * dims, 4);
-        let m = Matrix::dense(&x, dims);
+        let m = Rows::dense(&x, dims);
         let k = 9000; // more than one block of centroids
         let labels: Vec<u32> = (0..900u32).map(|i| (i * 7919) % k as u32).collect();
         let dist: Vec<f32> = (0..900).map(|i| i as f32 * 0.25).collect();
@@ -946,7 +972,7 @@ mod tests {
     #[test]
     fn update_without_donors_leaves_clusters_empty() {
         let mut p = Partial::new(3, 1, 20);
-        p.accumulate(0, Matrix::dense(&[1.0, 2.0], 1), &[0, 1], &[0.0, 0.0]);
+        p.accumulate(0, Rows::dense(&[1.0, 2.0], 1), &[0, 1], &[0.0, 0.0]);
         let (c, splits) = update(&p, 0, 0);
         assert_eq!(splits, 0);
         assert_eq!(c.as_slice(), &[1.0, 2.0, 0.0]);

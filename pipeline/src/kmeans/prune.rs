@@ -837,7 +837,7 @@ mod tests {
     ) -> usize {
         let x = Matrix::dense(data, d);
         let n = x.rows();
-        let codes = int8.then(|| quant::QuantRows::new(x));
+        let codes = int8.then(|| quant::QuantRows::new(x.into()));
         let mut centroids = Centroids::new(data[..96 * d].to_vec(), d);
         let groups = Groups::new(&centroids, int8);
         let mut bounds = UnitBounds::default();

@@ -7,7 +7,7 @@ use super::{
     Accumulation, AssignScratch, Centroids, Mode, Partial, Pruner, UNIT_ROWS, Unit, approx, assign,
     prune, quant,
 };
-use crate::partition::Matrix;
+use crate::partition::Rows;
 
 /// The assignment kernel of a map step, resolved once from its [`Mode`]: at most one of the
 /// integer pass's centroids and the approximate search's index is made (neither for the f32
@@ -92,7 +92,7 @@ pub(super) fn unit_bounds<'p>(
 pub(super) type Work<'u, 'b> = Vec<(Unit<'u>, Option<&'b mut prune::UnitBounds>)>;
 
 /// A task's units (key and rows) with their labels and distances, kept for a shared accumulator.
-pub(super) type Labelled<'u> = Vec<(u64, Matrix<'u>, Vec<u32>, Vec<f32>)>;
+pub(super) type Labelled<'u> = Vec<(u64, Rows<'u>, Vec<u32>, Vec<f32>)>;
 
 /// What a map task returns: its accumulator (none with a shared one), its units' labels (only
 /// with a shared accumulator) and how many vectors its bounds kept.
@@ -118,6 +118,8 @@ struct TaskScratch {
     prune: prune::PruneScratch,
     quant: quant::QuantScratch,
     approx: approx::SearchScratch,
+    /// A u8 unit's rows decoded.
+    decoded: Vec<f32>,
 }
 
 /// What every map task of a step shares.
@@ -180,6 +182,7 @@ impl MapTask<'_> {
         } = unit;
         let n = unit.rows();
         let unit_codes = kernel.codes.map(|rows| rows[shard].slice(start, start + n));
+        let unit = unit.to_f32(&mut scratch.decoded);
         match (bounds, self.geometry, &kernel.quantized, &kernel.approx) {
             (Some(b), Some((geometry, groups)), _, _) => {
                 return b.step(

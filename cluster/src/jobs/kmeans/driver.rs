@@ -300,7 +300,7 @@ mod tests {
     fn start(set: &PartitionSet, k: usize) -> State {
         State {
             iteration: 0,
-            centroids: initial_centroids(&set.matrices(), k, &Init::Random, 3).expect("init"),
+            centroids: initial_centroids(&set.vectors(), k, &Init::Random, 3).expect("init"),
             history: Vec::new(),
             converged: false,
         }
@@ -359,7 +359,7 @@ mod tests {
                 ..params(k)
             };
             let local =
-                kmeans::engine::fit::<KMeansError>(&set.matrices(), &params, None, &mut |_| Ok(()))
+                kmeans::engine::fit::<KMeansError>(&set.vectors(), &params, None, &mut |_| Ok(()))
                     .expect("local");
             let (cluster, _workers) = workers(&rt, n);
             let options = Options {
@@ -423,7 +423,7 @@ mod tests {
         let parts = dataset(tmp.path());
         let set = PartitionSet::open(&parts).expect("open");
         let local =
-            kmeans::engine::fit::<KMeansError>(&set.matrices(), &params(12), None, &mut |_| Ok(()))
+            kmeans::engine::fit::<KMeansError>(&set.vectors(), &params(12), None, &mut |_| Ok(()))
                 .expect("local");
         // A fourth node that is in the cluster file but never listens.
         let ghost = std::net::TcpListener::bind("127.0.0.1:0")

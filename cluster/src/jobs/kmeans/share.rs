@@ -143,13 +143,13 @@ impl Share {
     /// The rows it holds of the global `indices`: for each, its position in `indices` (`u32`)
     /// and its values (`f32`), little-endian.
     pub fn rows_at(&self, indices: &[u64]) -> Vec<u8> {
-        let mut out = Vec::new();
+        let (mut out, mut buf) = (Vec::new(), Vec::new());
         for (at, &global) in indices.iter().enumerate() {
             // The partition starting at or before the index, if the index lies inside it.
             let Some((&start, idx)) = self.starts.range(..=global).next_back() else {
                 continue;
             };
-            let Some(m) = self.parts.get(idx).map(|p| p.matrix()) else {
+            let Some(m) = self.parts.get(idx).map(|p| p.vectors()) else {
                 continue;
             };
             let Some(r) = usize::try_from(global - start)
@@ -159,7 +159,7 @@ impl Share {
                 continue;
             };
             out.extend_from_slice(&u32::try_from(at).unwrap_or(u32::MAX).to_le_bytes());
-            for v in m.row(r) {
+            for v in m.row(r, &mut buf) {
                 out.extend_from_slice(&v.to_le_bytes());
             }
         }
@@ -168,14 +168,14 @@ impl Share {
 
     /// Vectors held.
     pub fn rows(&self) -> u64 {
-        self.parts.values().map(|p| p.matrix().rows() as u64).sum()
+        self.parts.values().map(|p| p.vectors().rows() as u64).sum()
     }
 
     /// Largest absolute value held (for the fixed-point scale).
     pub fn max_abs(&self) -> f32 {
         self.parts
             .values()
-            .map(|p| max_abs(p.matrix()))
+            .map(|p| max_abs(p.vectors()))
             .fold(0f32, f32::max)
     }
 
@@ -184,7 +184,7 @@ impl Share {
         self.parts.values().fold(Vec::new(), |acc, p| {
             vocab_pipeline::kmeans::partial::add_bins(
                 acc,
-                &vocab_pipeline::kmeans::partial::magnitudes(p.matrix()),
+                &vocab_pipeline::kmeans::partial::magnitudes(p.vectors()),
             )
         })
     }
@@ -207,7 +207,7 @@ impl Share {
             .iter()
             .map(|(&index, p)| Shard {
                 index,
-                rows: p.matrix(),
+                rows: p.vectors(),
             })
             .collect();
         let started = Instant::now();

@@ -84,7 +84,7 @@ fn run(
     let set = PartitionSet::open(parts).expect("open");
     let start = State {
         iteration: 0,
-        centroids: initial_centroids(&set.matrices(), params.k, &Init::Random, 3).expect("init"),
+        centroids: initial_centroids(&set.vectors(), params.k, &Init::Random, 3).expect("init"),
         history: Vec::new(),
         converged: false,
     };
@@ -254,7 +254,7 @@ fn spmd_runs_give_the_single_process_centroids_bit_for_bit() {
     ] {
         let params = params(k, assignment);
         let local =
-            kmeans::engine::fit::<KMeansError>(&set.matrices(), &params, None, &mut |_| Ok(()))
+            kmeans::engine::fit::<KMeansError>(&set.vectors(), &params, None, &mut |_| Ok(()))
                 .expect("local");
         let hosts: Vec<&str> = ["a", "b", "a", "b"][..w].to_vec();
         let (state, reports, members) = run(
@@ -303,7 +303,7 @@ fn single_process(dir: &std::path::Path) -> (std::path::PathBuf, Manifest, Param
     let set = PartitionSet::open(&parts).expect("open");
     let manifest = read_manifest(&parts).expect("manifest");
     let params = params(20, Assignment::Full(Kernel::F32));
-    let local = kmeans::engine::fit::<KMeansError>(&set.matrices(), &params, None, &mut |_| Ok(()))
+    let local = kmeans::engine::fit::<KMeansError>(&set.vectors(), &params, None, &mut |_| Ok(()))
         .expect("local");
     (parts, manifest, params, local)
 }
@@ -408,7 +408,7 @@ fn measuring_again_mid_job_reorders_and_gives_the_same_centroids() {
     let team = MemoryTransport::team_on(&hosts);
     let mut state = State {
         iteration: 0,
-        centroids: initial_centroids(&set.matrices(), 20, &Init::Random, 3).expect("init"),
+        centroids: initial_centroids(&set.vectors(), 20, &Init::Random, 3).expect("init"),
         history: Vec::new(),
         converged: false,
     };

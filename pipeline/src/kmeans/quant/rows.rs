@@ -4,11 +4,11 @@
 use rayon::prelude::*;
 
 use super::codes::{MR, QuantRows, QuantSlice, ROW_LEVELS, rounding, up, width};
-use crate::partition::Matrix;
+use crate::partition::Rows;
 
 impl QuantRows {
     /// Quantises every row of `x`.
-    pub fn new(x: Matrix<'_>) -> Self {
+    pub fn new(x: Rows<'_>) -> Self {
         let (rows, dims) = (x.rows(), x.dims());
         let width = width(dims);
         let slack = rounding(dims);
@@ -29,7 +29,9 @@ impl QuantRows {
             .par_chunks_mut(width)
             .take(rows)
             .enumerate()
-            .map(|(i, codes)| quantise_row(x.row(i), slack, codes))
+            .map_init(Vec::new, |buf, (i, codes)| {
+                quantise_row(x.row(i, buf), slack, codes)
+            })
             .collect();
         for [lo, step, length, error, slack] in terms {
             out.lo.push(lo);

@@ -27,7 +27,7 @@ fn brute(x: &[f32], c: &Centroids) -> (u32, f32) {
 
 fn check(x: Matrix<'_>, centroids: &Centroids, kernel: Isa) {
     let n = x.rows();
-    let xq = QuantRows::new(x);
+    let xq = QuantRows::new(x.into());
     let mut cq = QuantCentroids::new(centroids);
     // The portable code is forced through the same walk.
     cq.isa = kernel;
@@ -80,7 +80,7 @@ fn searched_runs_give_the_brute_force_nearest_and_the_full_pass_bounds() {
                 rows[..d].copy_from_slice(centroids.row(0));
                 rows[2 * d..3 * d].copy_from_slice(centroids.row(5));
                 let x = Matrix::dense(&rows, d);
-                let xq = QuantRows::new(x);
+                let xq = QuantRows::new(x.into());
                 let mut cq = QuantCentroids::new(&centroids);
                 cq.isa = kernel;
                 let start: Vec<usize> =
@@ -225,7 +225,7 @@ fn centroids_drawn_from_the_rows_and_exact_ties_resolve_to_the_lowest_index() {
 /// index), for several `r` (including `r > k`).
 fn check_few(x: Matrix<'_>, centroids: &Centroids, kernel: Isa) {
     let n = x.rows();
-    let xq = QuantRows::new(x);
+    let xq = QuantRows::new(x.into());
     let mut cq = QuantCentroids::new(centroids);
     cq.isa = kernel;
     let mut scratch = FewScratch::default();
@@ -330,7 +330,7 @@ fn slices_of_the_quantised_rows_match_their_rows() {
     let raw = values(101 * d, 3, 0.0);
     let x = Matrix::dense(&raw, d);
     let centroids = Centroids::new(values(70 * d, 4, 0.0), d);
-    let xq = QuantRows::new(x);
+    let xq = QuantRows::new(x.into());
     let cq = QuantCentroids::new(&centroids);
     let (start, end) = (37, 101);
     let n = end - start;

@@ -44,12 +44,12 @@ fn partitions_born_on_the_nodes_are_the_single_machine_partitions() {
     };
     let start = State {
         iteration: 0,
-        centroids: kmeans::initial_centroids(&set.matrices(), 4, &Init::Random, 3).expect("init"),
+        centroids: kmeans::initial_centroids(&set.vectors(), 4, &Init::Random, 3).expect("init"),
         history: Vec::new(),
         converged: false,
     };
     let alone = kmeans::engine::fit::<KMeansError>(
-        &set.matrices(),
+        &set.vectors(),
         &kparams,
         Some(start.clone()),
         &mut |_| Ok(()),
