@@ -416,6 +416,80 @@ mod tests {
         }
     }
 
+    /// The paper ran 125 nodes; 64 in-process workers here link 2,016 pairs at once (before
+    /// the workers' admission waited instead of evicting, 48 never formed). u8 partitions, held
+    /// as codes at every worker.
+    #[test]
+    fn sixty_four_workers_form_at_the_first_attempt_and_give_the_local_centroids() {
+        let started = std::time::Instant::now();
+        let rt = runtime();
+        let tmp = tempfile::tempdir().expect("tmp");
+        // Values in [0, 1] around 6 centres, as u8 partitions hold them.
+        let features = tmp.path().join("f.bin");
+        let mut w = vocab_pipeline::store::FeatureWriter::create(
+            &features,
+            vocab_pipeline::store::Format::Bin,
+            16,
+        )
+        .expect("create");
+        let mut seed = 5u64;
+        let mut next = move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            (seed >> 40) as f32 / (1u64 << 24) as f32
+        };
+        for i in 0..1280u32 {
+            let row: Vec<f32> = (0..16)
+                .map(|d| (((i % 6) as f32 + d as f32 / 16.0) / 7.0 + next() * 0.1).min(1.0))
+                .collect();
+            w.write(i, 0, 0, &row).expect("write");
+        }
+        w.finish().expect("finish");
+        let parts = tmp.path().join("parts");
+        vocab_pipeline::partition::split(
+            &features,
+            128,
+            &parts,
+            vocab_pipeline::store::Element::U8,
+        )
+        .expect("split");
+        let set = PartitionSet::open(&parts).expect("open");
+        let params = Params {
+            max_iter: 3,
+            ..params(12)
+        };
+        let local =
+            kmeans::engine::fit::<KMeansError>(&set.vectors(), &params, None, &mut |_| Ok(()))
+                .expect("local");
+        let (cluster, workers) = workers(&rt, 64);
+        let mut driver = connect(
+            cluster,
+            &parts.display().to_string(),
+            read_manifest(&parts).expect("manifest"),
+        )
+        .expect("connect");
+        let mut reports = Vec::new();
+        let state = kmeans::engine::fit_with::<_, DriverError>(
+            &mut driver,
+            &params,
+            start(&set, 12),
+            &mut |_, r| {
+                reports.push(r.clone());
+                Ok(())
+            },
+        )
+        .expect("fit");
+        let what = "64 workers, u8 partitions";
+        super::super::tests::assert_same_run(&state, &local, params.assignment, what);
+        assert_eq!((reports[0].workers, reports[0].attempts), (64, 1));
+        drop((driver, workers));
+        // Bounded: forming and three iterations take about a second here.
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
     #[test]
     fn a_dead_member_is_dropped_and_the_iteration_redone_with_the_same_result() {
         let rt = runtime();
