@@ -15,8 +15,11 @@ use vocab_pipeline::patch::Sampling;
 
 use crate::cli::{BenchHogArgs, BenchPartialsArgs};
 
+mod assign;
 #[cfg(feature = "mpi")]
 mod collectives;
+
+pub use self::assign::assign;
 #[cfg(feature = "mpi")]
 pub use self::collectives::collectives;
 

@@ -139,6 +139,7 @@ fn dispatch(
         Command::Config(ConfigCommand::Show(args)) => run::check::show(&args.config),
         Command::Bench(BenchCommand::Hog(args)) => bench_cmd::hog(&args),
         Command::Bench(BenchCommand::Partials(args)) => bench_cmd::partials(&args),
+        Command::Bench(BenchCommand::Assign(args)) => bench_cmd::assign(&args),
         // `run` hands it to ranks::main, which runs it on every rank.
         Command::Bench(BenchCommand::Collectives(_)) => {
             anyhow::bail!("bench collectives runs only as an MPI job")

@@ -7,6 +7,7 @@
 use std::cell::RefCell;
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::Context;
 use vocab_cluster::collective::BroadcastPlan;
@@ -48,7 +49,9 @@ pub fn start<'a>(
         links_file(args).and_then(|p| read_links(&p)),
     );
     let logs = vocab_pipeline::features::manifest_path(&args.out, "workers");
+    let clock = Instant::now();
     let started = crate::nodes::start(&args.engine, mpi, &logs)?;
+    let up = clock.elapsed().as_secs_f64();
     if let Some((n, logs)) = &started.place.loopback {
         writeln!(
             out.borrow_mut(),
@@ -76,6 +79,11 @@ pub fn start<'a>(
     let place = started.place;
     let job = kmeans_job::Team::start(started.nodes, options, at.manifest().clone())
         .with_context(|| format!("starting k-means on {}", place.whence))?;
+    writeln!(
+        out.borrow_mut(),
+        "kmeans: team formed in {:.2} s (nodes up in {up:.2} s, then joined and partitions opened)",
+        clock.elapsed().as_secs_f64()
+    )?;
     Ok(Team { job, _place: place })
 }
 

@@ -1,7 +1,9 @@
 //! Multiply-adds per second of one core: f32 FMA against `vpmaddubsw` + `vpmaddwd` (the int8
 //! kernel's instruction pair), each in a loop of 12 independent accumulators fed from memory.
 //! Why the int8 kernel can beat an f32 GEMM at the FMA peak. Run:
-//! `cargo run --release -p vocab-pipeline --example isa_peak` (x86_64 with AVX2 and FMA).
+//! `cargo run --release -p vocab-pipeline --example isa_peak [THREADS]` (x86_64 with AVX2 and
+//! FMA); with THREADS, that many cores at once, their multiply-adds added (the machine's bound
+//! in `eval/paper_scale`). The `threads` column is 1 by default.
 
 use std::time::Instant;
 
@@ -57,24 +59,39 @@ mod peak {
     }
 }
 
+/// Multiply-adds per second (billions) of `work` (returning its multiply-adds) run on
+/// `threads` threads at once.
+fn rate(threads: usize, work: impl Fn() -> usize + Sync) -> f64 {
+    let started = Instant::now();
+    let macs: usize = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads).map(|_| s.spawn(&work)).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+    });
+    macs as f64 / started.elapsed().as_secs_f64() / 1e9
+}
+
 fn main() {
+    let threads = std::env::args()
+        .nth(1)
+        .and_then(|t| t.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1);
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
         let rounds = 50_000_000;
         let (f, u) = ([1.0001f32; 96], [3u8; 384]);
-        println!("trial,f32_fma_gmac_per_s,int8_gmac_per_s,ratio");
+        println!("trial,threads,f32_fma_gmac_per_s,int8_gmac_per_s,ratio");
         for trial in 1..=3 {
-            let t = Instant::now();
             // SAFETY: AVX2 and FMA were detected.
-            let (check_f, macs_f) = unsafe { peak::fma(rounds, &f) };
-            let f32_rate = macs_f as f64 / t.elapsed().as_secs_f64() / 1e9;
-            let t = Instant::now();
+            let f32_rate = rate(threads, || {
+                std::hint::black_box(unsafe { peak::fma(rounds, &f) }).1
+            });
             // SAFETY: AVX2 was detected.
-            let (check_i, macs_i) = unsafe { peak::int8(rounds, &u) };
-            let int8_rate = macs_i as f64 / t.elapsed().as_secs_f64() / 1e9;
-            std::hint::black_box((check_f, check_i));
+            let int8_rate = rate(threads, || {
+                std::hint::black_box(unsafe { peak::int8(rounds, &u) }).1
+            });
             println!(
-                "{trial},{f32_rate:.1},{int8_rate:.1},{:.2}",
+                "{trial},{threads},{f32_rate:.1},{int8_rate:.1},{:.2}",
                 int8_rate / f32_rate
             );
         }

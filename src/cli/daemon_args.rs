@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use vocab_cluster::collective::Algorithm;
 use vocab_cluster::collective::calibration::Order;
+use vocab_pipeline::kmeans::Kernel;
 
 use clap::Args;
 
@@ -157,6 +158,28 @@ pub struct BenchPartialsArgs {
     /// Memory the dense forms may take; a form that needs more is reported as skipped.
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "12G")]
     pub max_bytes: u64,
+}
+
+/// Arguments of `vocab bench assign`.
+#[derive(Debug, Args)]
+pub struct BenchAssignArgs {
+    /// Partition folder whose first rows are assigned (held as stored: u8 codes or f32).
+    #[arg(long, value_name = "DIR")]
+    pub features: PathBuf,
+    /// The centroids: a vocabulary file.
+    #[arg(long, value_name = "FILE")]
+    pub vocabulary: PathBuf,
+    /// Rows taken from the start of the partition set.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub rows: usize,
+    /// Kernels of the full pass, timed one after another.
+    #[arg(
+        long,
+        value_name = "KERNEL",
+        value_delimiter = ',',
+        default_value = "int8"
+    )]
+    pub kernel: Vec<Kernel>,
 }
 
 /// Arguments of `vocab bench collectives`.

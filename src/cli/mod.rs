@@ -97,6 +97,9 @@ pub enum BenchCommand {
     /// Time one node's partial sums (accumulation, stage-1 merge, stage-2 encoding) held
     /// sparse, dense per map task and dense shared, on synthetic vectors with uniform labels.
     Partials(BenchPartialsArgs),
+    /// Time one exact assignment pass of the first rows of a partition set against a
+    /// vocabulary, per kernel: seconds, multiply-adds per second and the inertia (CSV).
+    Assign(BenchAssignArgs),
 }
 
 /// `vocab datasets ...`
