@@ -18,6 +18,44 @@ const DIMS: u64 = 512;
 /// Bytes before the values of a binary feature record.
 const RECORD_HEAD: u64 = 8;
 
+/// Multiply-adds per second of the assignment on one node like the machine of
+/// `eval/paper_scale/` (2 cores of an AMD EPYC with AVX2, no AVX-512), measured at k = 1,048,576 on the
+/// paper-scale vectors: the f32 and the int8 full pass (`vocab bench assign` on a slice), and
+/// the approximate search's distances per second in the one-machine run.
+const NODE_RATE: NodeRate = NodeRate {
+    f32: F32_RATE,
+    int8: INT8_RATE,
+    approx: APPROX_RATE,
+};
+
+/// The f32 full pass: 10,000 vectors x 1,048,576 words x 512 dims in 103.2 s
+/// (`eval/paper_scale/results/exact/vocab.csv`).
+const F32_RATE: f64 = 52.0e9;
+/// The int8 full pass (AVX2 build): the same in 49.8 s.
+const INT8_RATE: f64 = 107.8e9;
+/// The approximate search: 7,425,000 vectors x (1,024 coarse centres + 8 probed lists of 1,024
+/// words) x 512 dims in 1,038.4 s per iteration (`eval/paper_scale/results/kmeans/`).
+const APPROX_RATE: f64 = 7_425_000.0 * 9216.0 * 512.0 / 1038.38;
+
+/// Measured rates of the assignment, multiply-adds per second of one node.
+struct NodeRate {
+    f32: f64,
+    int8: f64,
+    approx: f64,
+}
+
+impl NodeRate {
+    /// The rate of `assignment`'s search (pruned runs are counted as full passes: an upper
+    /// estimate of their time).
+    fn of(&self, assignment: kmeans::Assignment) -> f64 {
+        match assignment {
+            kmeans::Assignment::Approx { .. } => self.approx,
+            a if a.kernel() == kmeans::Kernel::Int8 => self.int8,
+            _ => self.f32,
+        }
+    }
+}
+
 /// What one node holds during a k-means iteration over `n` vectors on `nodes` nodes
 /// ([`kmeans::Memory`]): its share of the vectors, the centroids, the sums, and what the
 /// assignment adds (int8 codes, pruning bounds, the approximate search's index).
@@ -151,9 +189,18 @@ fn print_kmeans(config: &Config, n: u64, (nodes, racks): (u64, usize), tasks: u6
          estimate);\n    memory and partial sums per node"
     );
     println!(
-        "    {:<8} {:>9} {:>21} {:>9} {:>9} {:>6} {:>9} {:>9}",
-        "k", "broadcast", "stage 2 on / off", "stage 3", "map flop", "comm s", "memory", "partials"
+        "    {:<8} {:>9} {:>21} {:>9} {:>9} {:>6} {:>6} {:>9} {:>9}",
+        "k",
+        "broadcast",
+        "stage 2 on / off",
+        "stage 3",
+        "map flop",
+        "map s",
+        "comm s",
+        "memory",
+        "partials"
     );
+    let rate = NODE_RATE.of(config.kmeans.assignment().unwrap_or_default());
     for &k in &km.k {
         let k = k as u64;
         let bcast = k * DIMS * 4;
@@ -179,12 +226,14 @@ fn print_kmeans(config: &Config, n: u64, (nodes, racks): (u64, usize), tasks: u6
         let seconds = (bcast as f64 + (nodes - 1) as f64 * 65536.0) / link
             + stage2_on as f64 / nodes.max(1) as f64 / link
             + stage3 as f64 / link;
+        let map_seconds = flops / 2.0 / (nodes.max(1) as f64 * rate);
         println!(
-            "    {k:<8} {:>9} {:>21} {:>9} {:>9.2e} {:>6.1} {:>9} {:>9}",
+            "    {k:<8} {:>9} {:>21} {:>9} {:>9.2e} {:>6.1} {:>6.1} {:>9} {:>9}",
             human(bcast as f64),
             format!("{} / {}", human(stage2_on as f64), human(stage2_off as f64)),
             human(stage3 as f64),
             flops,
+            map_seconds,
             seconds,
             human(memory.total() as f64),
             human(memory.sums as f64)
@@ -226,8 +275,13 @@ fn print_encode(config: &Config, engine: &Backend, nodes: u64, photos: u64) -> a
     );
     println!(
         "  (comm s: link-bound seconds per iteration at {} Mbit/s per node, both directions at \
-         once;\n   map flop: 2 x multiply-adds of the assignment, all nodes)",
-        config.plan.link_mbit
+         once;\n   map flop: 2 x multiply-adds of the assignment, all nodes; map s: their seconds \
+         on nodes\n   as fast as eval/paper_scale's 2 AVX2 cores: f32 {:.0}, int8 {:.0}, approximate \
+         {:.0} G multiply-adds/s;\n   an iteration takes about map s + comm s)",
+        config.plan.link_mbit,
+        NODE_RATE.f32 / 1e9,
+        NODE_RATE.int8 / 1e9,
+        NODE_RATE.approx / 1e9
     );
     Ok(())
 }
