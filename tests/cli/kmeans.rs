@@ -262,3 +262,100 @@ fn approximate_kmeans_reports_its_recall_and_refuses_what_it_cannot_do() {
     ]);
     assert!(err.contains("quadratic in k"), "{err}");
 }
+
+#[test]
+fn bench_assign_times_the_exact_pass_that_kmeans_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set(dir.path());
+    let (features, parts) = (dir.path().join("f.bin"), dir.path().join("parts"));
+    let (vocabulary, again) = (dir.path().join("v.bin"), dir.path().join("again.bin"));
+    ok(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--per-image",
+        "10",
+        "--out",
+        s(&features),
+    ]);
+    ok(&[
+        "partition",
+        "--features",
+        s(&features),
+        "--parts",
+        "3",
+        "--element",
+        "u8",
+        "--out",
+        s(&parts),
+    ]);
+    ok(&[
+        "kmeans",
+        "--features",
+        s(&parts),
+        "--k",
+        "16",
+        "--iterations",
+        "2",
+        "--out",
+        s(&vocabulary),
+    ]);
+    let csv = ok(&[
+        "bench",
+        "assign",
+        "--features",
+        s(&parts),
+        "--vocabulary",
+        s(&vocabulary),
+        "--rows",
+        "1000000",
+        "--kernel",
+        "int8,f32",
+    ]);
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{csv}");
+    assert_eq!(&rows[0][..5], ["80", "16", "512", "u8", "int8"], "{csv}");
+    assert_eq!(&rows[1][..5], ["80", "16", "512", "u8", "f32"], "{csv}");
+    // One iteration of k-means from the same centroids assigns the same way: its inertia is the
+    // int8 pass's, to the bit.
+    ok(&[
+        "kmeans",
+        "--features",
+        s(&parts),
+        "--k",
+        "16",
+        "--iterations",
+        "1",
+        "--kernel",
+        "int8",
+        "--init-centroids",
+        s(&vocabulary),
+        "--out",
+        s(&again),
+    ]);
+    let iterations = csv_rows(&dir.path().join("again.bin.iterations.csv"));
+    let kmeans: f64 = iterations[0][1].parse().expect("inertia");
+    let bench: f64 = rows[0][8].parse().expect("inertia");
+    assert_eq!(kmeans.to_bits(), bench.to_bits(), "{kmeans} vs {bench}");
+    let missing = dir.path().join("missing.bin");
+    let bench = |vocabulary: &str, rows: &str| {
+        fails(&[
+            "bench",
+            "assign",
+            "--features",
+            s(&parts),
+            "--vocabulary",
+            vocabulary,
+            "--rows",
+            rows,
+        ])
+    };
+    let err = bench(s(&missing), "10");
+    assert!(err.contains("missing.bin"), "{err}");
+    let err = bench(s(&vocabulary), "0");
+    assert!(err.contains("holds no rows"), "{err}");
+}
