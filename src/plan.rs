@@ -11,25 +11,17 @@ use crate::cli::RunArgs;
 use crate::config::Config;
 use crate::memory::{breakdown, human, memory_here};
 use crate::settings::{Backend, NodeCount};
-use vocab_pipeline::store::Element;
 
 /// HOG values per vector.
 const DIMS: u64 = 512;
 /// Bytes before the values of a binary feature record.
-const RECORD_HEAD: u64 = 8;
+const RECORD_HEAD: u64 = vocab_pipeline::store::RECORD_HEAD as u64;
 
-/// Multiply-adds per second of the assignment on one node like the machine of
-/// `eval/paper_scale/` (2 cores of an AMD EPYC with AVX2, no AVX-512), measured at k = 1,048,576 on the
-/// paper-scale vectors: the f32 and the int8 full pass (`vocab bench assign` on a slice), and
-/// the approximate search's distances per second in the one-machine run.
-const NODE_RATE: NodeRate = NodeRate {
-    f32: F32_RATE,
-    int8: INT8_RATE,
-    approx: APPROX_RATE,
-};
-
-/// The f32 full pass: 10,000 vectors x 1,048,576 words x 512 dims in 103.2 s
-/// (`eval/paper_scale/results/exact/vocab.csv`).
+// Multiply-adds per second of the assignment on one node like the machine of `eval/paper_scale/`
+// (2 cores of an AMD EPYC with AVX2, no AVX-512), measured at k = 1,048,576 on the paper-scale
+// vectors.
+/// The f32 full pass: 10,000 vectors x 1,048,576 words x 512 dims in 103.2 s (`vocab bench
+/// assign`, `eval/paper_scale/results/exact/vocab.csv`).
 const F32_RATE: f64 = 52.0e9;
 /// The int8 full pass (AVX2 build): the same in 49.8 s.
 const INT8_RATE: f64 = 107.8e9;
@@ -37,22 +29,13 @@ const INT8_RATE: f64 = 107.8e9;
 /// words) x 512 dims in 1,038.4 s per iteration (`eval/paper_scale/results/kmeans/`).
 const APPROX_RATE: f64 = 7_425_000.0 * 9216.0 * 512.0 / 1038.38;
 
-/// Measured rates of the assignment, multiply-adds per second of one node.
-struct NodeRate {
-    f32: f64,
-    int8: f64,
-    approx: f64,
-}
-
-impl NodeRate {
-    /// The rate of `assignment`'s search (pruned runs are counted as full passes: an upper
-    /// estimate of their time).
-    fn of(&self, assignment: kmeans::Assignment) -> f64 {
-        match assignment {
-            kmeans::Assignment::Approx { .. } => self.approx,
-            a if a.kernel() == kmeans::Kernel::Int8 => self.int8,
-            _ => self.f32,
-        }
+/// The measured rate of `assignment`'s search (pruned runs are counted as full passes: an upper
+/// estimate of their time).
+fn rate_of(assignment: kmeans::Assignment) -> f64 {
+    match assignment {
+        kmeans::Assignment::Approx { .. } => APPROX_RATE,
+        a if a.kernel() == kmeans::Kernel::Int8 => INT8_RATE,
+        _ => F32_RATE,
     }
 }
 
@@ -123,10 +106,8 @@ pub fn print(
         ..
     } = engine.nodes()?;
     let n = training * config.features.per_image as u64;
-    let value = match config.partition.element {
-        Element::F32 => 4,
-        Element::U8 => 1,
-    };
+    let element = config.partition.element;
+    let value = element.size() as u64;
     let sample = n * (RECORD_HEAD + DIMS * 4);
     let parts = config.partition.parts as u64;
     let tasks = config.plan.map_tasks_per_node as u64;
@@ -166,7 +147,7 @@ pub fn print(
         "  partition   {parts} partitions of ~{} vectors ({} each, {} values)",
         n / parts.max(1),
         human((n / parts.max(1) * (RECORD_HEAD + DIMS * value)) as f64),
-        if value == 4 { "f32" } else { "u8" }
+        element.name()
     );
     print_kmeans(config, n, (nodes, racks), tasks, link);
     print_encode(config, engine, nodes, photos)
@@ -200,7 +181,7 @@ fn print_kmeans(config: &Config, n: u64, (nodes, racks): (u64, usize), tasks: u6
         "memory",
         "partials"
     );
-    let rate = NODE_RATE.of(config.kmeans.assignment().unwrap_or_default());
+    let rate = rate_of(config.kmeans.assignment().unwrap_or_default());
     for &k in &km.k {
         let k = k as u64;
         let bcast = k * DIMS * 4;
@@ -279,9 +260,9 @@ fn print_encode(config: &Config, engine: &Backend, nodes: u64, photos: u64) -> a
          on nodes\n   as fast as eval/paper_scale's 2 AVX2 cores: f32 {:.0}, int8 {:.0}, approximate \
          {:.0} G multiply-adds/s;\n   an iteration takes about map s + comm s)",
         config.plan.link_mbit,
-        NODE_RATE.f32 / 1e9,
-        NODE_RATE.int8 / 1e9,
-        NODE_RATE.approx / 1e9
+        F32_RATE / 1e9,
+        INT8_RATE / 1e9,
+        APPROX_RATE / 1e9
     );
     Ok(())
 }

@@ -160,7 +160,8 @@ impl Admission {
     }
 
     /// Handshakes running and connections waiting.
-    pub fn load(&self) -> (usize, usize) {
+    #[cfg(test)]
+    fn load(&self) -> (usize, usize) {
         let s = self.lock();
         (s.running.len(), s.waiting.len())
     }

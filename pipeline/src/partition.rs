@@ -37,7 +37,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::atomic;
 use crate::store::{
-    BinHeader, Element, FeatureReader, FeatureWriter, Format, HEADER_LEN, Record, StoreError,
+    BinHeader, Element, FeatureReader, FeatureWriter, Format, HEADER_LEN, RECORD_HEAD, Record,
+    StoreError,
 };
 
 /// File name of a partition directory's manifest.
@@ -170,6 +171,28 @@ impl<'a> Codes<'a> {
         self.dims
     }
 
+    /// Rows `start..end`.
+    ///
+    /// # Panics
+    /// If the range is outside the rows.
+    pub fn slice(&self, start: usize, end: usize) -> Codes<'a> {
+        assert!(
+            start <= end && end <= self.rows,
+            "rows {start}..{end} outside 0..{}",
+            self.rows
+        );
+        let data = if start == end {
+            &[][..]
+        } else {
+            &self.data[start * self.stride..]
+        };
+        Codes {
+            data,
+            rows: end - start,
+            ..*self
+        }
+    }
+
     /// The codes of row `r`.
     pub fn row(&self, r: usize) -> &'a [u8] {
         &self.data[r * self.stride..][..self.dims]
@@ -238,23 +261,7 @@ impl<'a> Rows<'a> {
     pub fn slice(&self, start: usize, end: usize) -> Rows<'a> {
         match self {
             Self::F32(m) => Self::F32(m.slice(start, end)),
-            Self::U8(c) => {
-                assert!(
-                    start <= end && end <= c.rows,
-                    "rows {start}..{end} outside 0..{}",
-                    c.rows
-                );
-                let data = if start == end {
-                    &[][..]
-                } else {
-                    &c.data[start * c.stride..]
-                };
-                Self::U8(Codes {
-                    data,
-                    rows: end - start,
-                    ..*c
-                })
-            }
+            Self::U8(c) => Self::U8(c.slice(start, end)),
         }
     }
 
@@ -287,6 +294,14 @@ impl<'a> Rows<'a> {
                 c.decode_row(r, buf);
                 buf
             }
+        }
+    }
+
+    /// Appends row `r`'s values to `out`.
+    pub fn extend_row(&self, r: usize, out: &mut Vec<f32>) {
+        match self {
+            Self::F32(m) => out.extend_from_slice(m.row(r)),
+            Self::U8(c) => out.extend(c.row(r).iter().map(|&b| crate::store::u8_value(b))),
         }
     }
 
@@ -811,9 +826,13 @@ impl Partition {
     pub fn vectors(&self) -> Rows<'_> {
         let payload = &self.map[HEADER_LEN..];
         if self.element == Element::U8 {
-            const HEAD: usize = 8;
-            let data = payload.get(HEAD..).unwrap_or(&[]);
-            return Rows::U8(Codes::new(data, self.rows, self.dims, self.dims + HEAD));
+            let data = payload.get(RECORD_HEAD..).unwrap_or(&[]);
+            return Rows::U8(Codes::new(
+                data,
+                self.rows,
+                self.dims,
+                self.dims + RECORD_HEAD,
+            ));
         }
         // The map is page-aligned and the header is 32 bytes, so the payload is 4-byte aligned.
         let floats: &[f32] = bytemuck::try_cast_slice(payload).unwrap_or(&[]);

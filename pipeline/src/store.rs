@@ -45,6 +45,8 @@ pub const MAGIC: [u8; 8] = *b"VOCABFEA";
 pub const VERSION: u16 = 1;
 /// Size of the binary header in bytes.
 pub const HEADER_LEN: usize = 32;
+/// Bytes of a binary record before its values: `picture_id u32, row u16, col u16`.
+pub const RECORD_HEAD: usize = 8;
 /// Element type code of `f32` values.
 pub const ELEM_F32: u8 = 1;
 /// Element type code of `u8` values (`value = byte / 255`).
@@ -444,7 +446,7 @@ pub struct BinHeader {
 impl BinHeader {
     /// Bytes per record.
     pub fn record_len(&self) -> usize {
-        8 + self.element.size() * self.dims
+        RECORD_HEAD + self.element.size() * self.dims
     }
 
     /// Total file length the header implies.

@@ -9,7 +9,7 @@ use anyhow::Context;
 use vocab_pipeline::kmeans::engine::{Engine, Local};
 use vocab_pipeline::kmeans::files::read_vocabulary;
 use vocab_pipeline::kmeans::{Assignment, Params, Shard};
-use vocab_pipeline::partition::{PartitionSet, Rows, Verify};
+use vocab_pipeline::partition::{PartitionSet, Rows, Verify, read_manifest};
 
 use crate::cli::BenchAssignArgs;
 
@@ -18,7 +18,17 @@ const HEADER: &str = "rows,k,dims,element,kernel,threads,seconds,gmac_per_s,iner
 
 /// Assigns the first `--rows` rows to the vocabulary with each kernel; one CSV row each.
 pub fn assign(args: &BenchAssignArgs) -> anyhow::Result<()> {
-    let set = PartitionSet::open_subset(&args.features, None, Verify::Full)
+    // Only the partitions holding the first rows are opened (and verified).
+    let manifest = read_manifest(&args.features)?;
+    let (mut first, mut held) = (Vec::new(), 0u64);
+    for (i, p) in manifest.partitions.iter().enumerate() {
+        if held >= args.rows as u64 {
+            break;
+        }
+        first.push(i);
+        held = held.saturating_add(p.count);
+    }
+    let set = PartitionSet::open_subset(&args.features, Some(&first), Verify::Full)
         .with_context(|| format!("opening {}", args.features.display()))?;
     let centroids = read_vocabulary(&args.vocabulary)
         .with_context(|| format!("reading {}", args.vocabulary.display()))?;

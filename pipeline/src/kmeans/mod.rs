@@ -361,10 +361,9 @@ pub(crate) fn check_dims(parts: &[Rows<'_>]) -> Result<usize, KMeansError> {
 
 /// Row `global` of the concatenation of `parts`, appended to `out`.
 pub(crate) fn push_global_row(parts: &[Rows<'_>], mut global: usize, out: &mut Vec<f32>) {
-    let mut buf = Vec::new();
     for p in parts {
         if global < p.rows() {
-            out.extend_from_slice(p.row(global, &mut buf));
+            p.extend_row(global, out);
             return;
         }
         global -= p.rows();
@@ -639,9 +638,6 @@ impl<'a> Mode<'a> {
     }
 }
 
-/// Bytes of a stored record before its values (picture id, row, column).
-const RECORD_HEAD: u64 = 8;
-
 /// Bytes of the map tasks' `k x dims` sum accumulators above which one accumulator is shared
 /// by all threads (each thread then adds the rows of its own block of centroids): at large `k`
 /// one accumulator per thread would multiply the largest array of the run by the thread count.
@@ -708,7 +704,7 @@ impl Memory {
         Memory {
             vectors: n.saturating_mul(
                 dims.saturating_mul(element.size() as u64)
-                    .saturating_add(RECORD_HEAD),
+                    .saturating_add(crate::store::RECORD_HEAD as u64),
             ),
             centroids: table.saturating_mul(if distributed { 12 } else { 8 }),
             sums,
