@@ -21,7 +21,7 @@ use crate::cli::SynthArgs;
 use crate::kmeans_log::{Iterations, PerIteration};
 use crate::progress::Ui;
 use crate::ranks::Mpi;
-use crate::settings::{KmeansSettings, PartitionSettings, format_for};
+use crate::settings::{KmeansSettings, OrFlag, PartitionSettings, format_for};
 use crate::teams::{self, At, RECALL_SAMPLE};
 use vocab_pipeline::kmeans::InitMethod;
 
@@ -29,6 +29,9 @@ use vocab_pipeline::kmeans::InitMethod;
 pub fn synth(args: &SynthArgs) -> anyhow::Result<()> {
     ensure!(args.dims > 0, "--dims must be at least 1");
     ensure!(args.clusters > 0, "--clusters must be at least 1");
+    crate::settings::output("out", &args.out)
+        .and_then(|()| crate::settings::apart("out", &args.out, crate::settings::Kind::File, &[]))
+        .or_flag()?;
     let format = args
         .format
         .map_or_else(|| format_for(&args.out), Format::from);

@@ -62,7 +62,7 @@ fn run() -> anyhow::Result<()> {
     // A bad cap is named here; the kernels would otherwise ignore it.
     vocab_pipeline::isa::cap_from_env()?;
     if let Some(threads) = cli.threads {
-        anyhow::ensure!(threads > 0, "--threads must be at least 1");
+        let threads = crate::settings::threads(threads).or_flag()?;
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build_global()

@@ -16,7 +16,7 @@ use vocab_pipeline::synth;
 
 use crate::cli::ConvertArgs;
 use crate::progress::Ui;
-use crate::settings::{EncodeSettings, FeatureSettings, PhotoSetSettings};
+use crate::settings::{EncodeSettings, FeatureSettings, OrFlag, PhotoSetSettings};
 use crate::sharded::On;
 use vocab_cluster::jobs::photos::PhotoStage;
 
@@ -255,6 +255,12 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
         },
         Format::from,
     );
+    crate::settings::output("out", &args.out)
+        .and_then(|()| {
+            let inputs = [("input", args.input.as_path())];
+            crate::settings::apart("out", &args.out, crate::settings::Kind::File, &inputs)
+        })
+        .or_flag()?;
     let count = store::convert(&args.input, &args.out, to)?;
     println!(
         "convert: {count} records {} -> {} in {:.2} s",

@@ -658,7 +658,11 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, StoreError> {
             ),
         ));
     }
-    let total: u64 = manifest.partitions.iter().map(|p| p.count).sum();
+    let total = manifest
+        .partitions
+        .iter()
+        .try_fold(0u64, |sum, p| sum.checked_add(p.count))
+        .ok_or_else(|| format_err(&path, "the partitions' record counts overflow when added"))?;
     if total != manifest.count {
         return Err(format_err(
             &path,
@@ -1057,6 +1061,42 @@ mod tests {
             write_features(&p1, Format::Bin, 4, 5);
         });
         assert!(msg.contains("has 5 dims, manifest says 4"), "{msg}");
+        // A count whose file length overflows a u64, with a valid header CRC and the same count
+        // in the manifest: refused from the header, on a full and on a header-only open.
+        let huge = 4 + (1u64 << 61);
+        let craft = || {
+            let mut b = std::fs::read(&p1).expect("read");
+            let crc = u32::from_le_bytes(b[24..28].try_into().expect("crc"));
+            b[..HEADER_LEN].copy_from_slice(&crate::store::encode_header(
+                4,
+                huge,
+                crc,
+                Element::F32,
+            ));
+            std::fs::write(&p1, &b).expect("write");
+            let mut manifest = read_manifest(&parts).expect("manifest");
+            manifest.partitions[1].count = huge;
+            manifest.count = huge + 8;
+            let text = toml::to_string(&manifest).expect("toml");
+            std::fs::write(parts.join(MANIFEST), text).expect("write manifest");
+        };
+        let msg = expect_err("count overflowing the length", &craft);
+        assert!(msg.contains("more bytes than any file holds"), "{msg}");
+        craft();
+        let msg = PartitionSet::open_subset(&parts, None, Verify::Header)
+            .expect_err("header only")
+            .to_string();
+        assert!(msg.contains("more bytes than any file holds"), "{msg}");
+        // Counts whose sum overflows are refused by the manifest's reader.
+        split(&input, 3, &parts, Element::F32).expect("split");
+        let mut manifest = read_manifest(&parts).expect("manifest");
+        for p in &mut manifest.partitions {
+            p.count = i64::MAX as u64; // TOML's largest integer; three overflow a u64
+        }
+        let text = toml::to_string(&manifest).expect("toml");
+        std::fs::write(parts.join(MANIFEST), text).expect("write manifest");
+        let msg = PartitionSet::open(&parts).expect_err("sum").to_string();
+        assert!(msg.contains("overflow"), "{msg}");
     }
 
     #[test]

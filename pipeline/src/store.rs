@@ -415,7 +415,12 @@ fn u8_bytes(values: &[f32]) -> Result<Vec<u8>, (usize, f32)> {
         .collect()
 }
 
-fn encode_header(dims: usize, count: u64, payload_crc: u32, element: Element) -> [u8; HEADER_LEN] {
+pub(crate) fn encode_header(
+    dims: usize,
+    count: u64,
+    payload_crc: u32,
+    element: Element,
+) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
     h[..8].copy_from_slice(&MAGIC);
     h[8..10].copy_from_slice(&VERSION.to_le_bytes());
@@ -449,9 +454,10 @@ impl BinHeader {
         RECORD_HEAD + self.element.size() * self.dims
     }
 
-    /// Total file length the header implies.
+    /// Total file length the header implies ([`BinHeader::parse`] refuses a header whose length
+    /// does not fit a `u64`; a header built by hand saturates, which no file matches).
     pub fn file_len(&self) -> u64 {
-        HEADER_LEN as u64 + self.count * self.record_len() as u64
+        implied_len(self.count, self.record_len()).unwrap_or(u64::MAX)
     }
 
     /// Parses and validates a header; `path` names the file in errors.
@@ -486,14 +492,28 @@ impl BinHeader {
         }
         let mut count = [0u8; 8];
         count.copy_from_slice(&bytes[16..24]);
-        Ok(Self {
+        let header = Self {
             version,
             dims,
             count: u64::from_le_bytes(count),
             payload_crc: le32(24),
             element,
-        })
+        };
+        if implied_len(header.count, header.record_len()).is_none() {
+            return Err(bad(format!(
+                "header declares {} records of {dims} values: more bytes than any file holds",
+                header.count
+            )));
+        }
+        Ok(header)
     }
+}
+
+/// The length of a binary file of `count` records of `record_len` bytes, if it fits a `u64`.
+fn implied_len(count: u64, record_len: usize) -> Option<u64> {
+    count
+        .checked_mul(u64::try_from(record_len).ok()?)?
+        .checked_add(HEADER_LEN as u64)
 }
 
 /// Streaming reader of a feature file in either format.

@@ -92,6 +92,9 @@ pub struct SynthSummary {
     pub labels: PathBuf,
 }
 
+/// Photos per kind a synthetic set holds at most (the labels are built in memory first).
+pub const MAX_PER_KIND: usize = 100_000;
+
 /// Writes `per_kind` photos of each kind below `out` (created if needed) and `out/labels.csv`.
 pub fn generate_photos(out: &Path, per_kind: usize, seed: u64) -> Result<SynthSummary, SynthError> {
     let io_err = |path: &Path| {

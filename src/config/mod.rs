@@ -344,9 +344,6 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
         ),
         _ => {}
     }
-    if d.synthetic.as_ref().is_some_and(|s| s.per_kind == 0) {
-        return Err(fail("dataset", "synthetic", "per_kind must be at least 1"));
-    }
     // The stages' own checks (crate::settings), with the key's section and line.
     let invalid = |section: &str, e: Invalid| -> anyhow::Error {
         let at =
@@ -358,6 +355,10 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
             e.rule
         )
     };
+    if let Some(s) = &d.synthetic {
+        settings::PhotoSetSettings::new(Path::new(""), s.per_kind, s.seed)
+            .map_err(|e| invalid("dataset", e))?;
+    }
     let f = &config.features;
     f.params().map_err(|e| invalid("features", e))?;
     settings::PartitionSettings::new(
@@ -368,6 +369,12 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
     )
     .map_err(|e| invalid("partition", e))?;
     let km = &config.kmeans;
+    if km.nodes > 0 {
+        settings::engine_of(None, None, Some(km.nodes)).map_err(|e| {
+            // `--local-nodes` on the command line, `nodes` here.
+            invalid("kmeans", settings::Invalid { key: "nodes", ..e })
+        })?;
+    }
     if km.k.is_empty() {
         return Err(fail("kmeans", "k", "list vocabulary sizes of at least 1"));
     }
@@ -402,6 +409,16 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
             "plan",
             "link_mbit",
             "link_mbit and map_tasks_per_node must be positive",
+        ));
+    }
+    if config.plan.map_tasks_per_node > settings::MAX_THREADS {
+        return Err(fail(
+            "plan",
+            "map_tasks_per_node",
+            &format!(
+                "must be at most {} (threads a node runs)",
+                settings::MAX_THREADS
+            ),
         ));
     }
     Ok(config)

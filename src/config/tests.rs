@@ -77,3 +77,24 @@ fn defaults_fill_in_and_rules_name_key_and_line() {
         assert!(err.contains(want), "{text}: {err}");
     }
 }
+
+#[test]
+fn sizes_past_their_bounds_are_refused_with_the_bound() {
+    for (text, want) in [
+        (
+            "[dataset]\nsynthetic = { per_kind = 1000000000 }\n[kmeans]\nk = [4]\n",
+            "[dataset] per_kind: must be at most 100000 photos",
+        ),
+        (
+            "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nnodes = 100000\n",
+            "[kmeans] nodes, line 5: must be at most 256 workers",
+        ),
+        (
+            "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n[plan]\nmap_tasks_per_node = 5000\n",
+            "[plan] map_tasks_per_node, line 6: must be at most 1024",
+        ),
+    ] {
+        let err = format!("{:#}", load_text(text).expect_err(want));
+        assert!(err.contains(want), "{text}: {err}");
+    }
+}

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use vocab_pipeline::kernel_map::Mapping;
 use vocab_pipeline::svm::Solver;
 
-use super::rules::{Invalid, at_least, output};
+use super::rules::{Invalid, Kind, apart, at_least, output};
 
 /// Frequencies of a kernel map at most.
 pub const MAX_MAP_ORDER: usize = 10;
@@ -70,6 +70,12 @@ impl TrainSettings {
     /// From `vocab train`.
     pub fn from_args(args: &crate::cli::TrainArgs) -> Result<Self, Invalid> {
         output("out", &args.out)?;
+        let mut inputs = vec![
+            ("histograms", args.histograms.as_path()),
+            ("labels", args.labels.as_path()),
+        ];
+        inputs.extend(args.split.as_deref().map(|s| ("split", s)));
+        apart("out", &args.out, Kind::File, &inputs)?;
         svm_rules(args.c, args.cv, args.map_order)?;
         let split = match (&args.split, args.holdout) {
             (Some(path), _) => Split::File(path.clone()),
@@ -139,6 +145,11 @@ impl ClassifySettings {
     /// From `vocab classify`.
     pub fn from_args(args: &crate::cli::ClassifyArgs) -> Result<Self, Invalid> {
         output("out", &args.out)?;
+        let inputs = [
+            ("model", args.model.as_path()),
+            ("input", args.input.as_path()),
+        ];
+        apart("out", &args.out, Kind::File, &inputs)?;
         Ok(Self {
             model: args.model.clone(),
             input: args.input.clone(),

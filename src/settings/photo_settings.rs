@@ -9,7 +9,7 @@ use vocab_pipeline::kmeans::{Assignment, approx};
 use vocab_pipeline::patch::Sampling;
 use vocab_pipeline::store::Format;
 
-use super::rules::{Invalid, at_least, format_for, output};
+use super::rules::{Invalid, Kind, apart, format_for, output, within};
 use super::vocabulary_settings::assignment_of;
 use crate::options::{DEFAULT_MAX_MPIX, EncodeOptions, is_default_mpix};
 use vocab_pipeline::kmeans::Search;
@@ -63,6 +63,10 @@ impl FeatureSettings {
     pub fn from_args(args: &crate::cli::FeaturesArgs) -> Result<Self, Invalid> {
         output("out", &args.out)?;
         let shape = (args.per_image, args.stride, args.seed);
+        let params = feature_params(args.mode, shape, args.max_side, args.max_pixels)?;
+        let mut inputs = vec![("input", args.input.as_path())];
+        inputs.extend(args.labels.as_deref().map(|l| ("labels", l)));
+        apart("out", &args.out, Kind::File, &inputs)?;
         Ok(Self {
             input: args.input.clone(),
             labels: args.labels.clone(),
@@ -70,7 +74,7 @@ impl FeatureSettings {
             format: args
                 .format
                 .map_or_else(|| format_for(&args.out), Format::from),
-            params: feature_params(args.mode, shape, args.max_side, args.max_pixels)?,
+            params,
         })
     }
 
@@ -197,6 +201,9 @@ impl EncodeSettings {
         options: &EncodeOptions,
     ) -> Result<Self, Invalid> {
         output("out", out)?;
+        let mut inputs = vec![("vocabulary", vocabulary), ("input", input)];
+        inputs.extend(labels.map(|l| ("labels", l)));
+        apart("out", out, Kind::File, &inputs)?;
         Ok(Self {
             vocabulary: vocabulary.to_path_buf(),
             input: input.to_path_buf(),
@@ -222,7 +229,28 @@ pub struct PhotoSetSettings {
 impl PhotoSetSettings {
     /// Checks the settings.
     pub fn new(out: &Path, per_kind: usize, seed: u64) -> Result<Self, Invalid> {
-        at_least("per_kind", per_kind, 1, " photo")?;
+        within(
+            "per_kind",
+            per_kind,
+            (1, vocab_pipeline::synth::MAX_PER_KIND),
+            " photo",
+        )?;
+        apart("out", out, Kind::Folder, &[])?;
+        // A set is made whole into a folder of its own: never over another set or anything else.
+        if let Some(first) = std::fs::read_dir(out)
+            .ok()
+            .and_then(|mut entries| entries.next())
+        {
+            let name = first.map_or_else(|_| "?".into(), |e| e.file_name());
+            return Err(Invalid::new(
+                "out",
+                out.display(),
+                format!(
+                    "already holds files ({} among them); name a new or empty folder",
+                    name.to_string_lossy()
+                ),
+            ));
+        }
         Ok(Self {
             out: out.to_path_buf(),
             per_kind,

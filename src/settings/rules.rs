@@ -65,6 +65,38 @@ impl<T> OrFlag<T> for Result<T, Invalid> {
     }
 }
 
+/// Threads a process runs its parallel stages on (`--threads`), at most: far past any core count,
+/// short of what makes starting the pool itself the work.
+pub const MAX_THREADS: usize = 1024;
+
+/// Loopback workers a run starts on this machine (`--local-nodes`, `[kmeans] nodes`), at most:
+/// twice the paper's 125 members, each a process of its own.
+pub const MAX_LOCAL_NODES: usize = 256;
+
+/// `value` must lie in `min..=max`; `what` names the unit after the number (" worker").
+pub(super) fn within(
+    key: &'static str,
+    value: usize,
+    (min, max): (usize, usize),
+    what: &str,
+) -> Result<(), Invalid> {
+    at_least(key, value, min, what)?;
+    if value > max {
+        return Err(Invalid::new(
+            key,
+            value,
+            format!("must be at most {max}{what}s"),
+        ));
+    }
+    Ok(())
+}
+
+/// `--threads`: 1 to [`MAX_THREADS`].
+pub fn threads(value: usize) -> Result<usize, Invalid> {
+    within("threads", value, (1, MAX_THREADS), " thread")?;
+    Ok(value)
+}
+
 pub(super) fn at_least(
     key: &'static str,
     value: usize,
@@ -93,6 +125,74 @@ pub fn output(key: &'static str, path: &Path) -> Result<(), Invalid> {
         )),
         _ => Ok(()),
     }
+}
+
+/// What an output is: one file, or a folder the command fills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A file (written beside, then renamed over the old one).
+    File,
+    /// A folder the command fills (replacing what an earlier run of it left there).
+    Folder,
+}
+
+/// An output never destroys an input: it is refused when it is one of the command's inputs
+/// (the same file by any name), lies inside an input folder, holds an input (a folder output),
+/// or already exists as the other kind. Both are named: `--out b.bin: is the input --features
+/// b.bin`. `inputs` are `(key, path)`; the key is the flag without dashes.
+pub fn apart(
+    out_key: &'static str,
+    out: &Path,
+    kind: Kind,
+    inputs: &[(&'static str, &Path)],
+) -> Result<(), Invalid> {
+    if out.as_os_str().is_empty() {
+        return Ok(()); // a config's rules checked before its paths are known
+    }
+    let refuse = |rule: String| Err(Invalid::new(out_key, out.display(), rule));
+    match (kind, std::fs::metadata(out)) {
+        (Kind::File, Ok(m)) if m.is_dir() => {
+            return refuse("is an existing folder; name a file to write".into());
+        }
+        (Kind::Folder, Ok(m)) if !m.is_dir() => {
+            return refuse("is an existing file; name a folder to write".into());
+        }
+        _ => {}
+    }
+    let (out_at, out_id) = (resolved(out), file_id(out));
+    for &(key, input) in inputs {
+        let flag = format!("--{} {}", key.replace('_', "-"), input.display());
+        let at = resolved(input);
+        if at == out_at || (out_id.is_some() && out_id == file_id(input)) {
+            return refuse(format!("is the input {flag}, which it would overwrite"));
+        }
+        if input.is_dir() && out_at.starts_with(&at) {
+            return refuse(format!("lies inside the input folder {flag}"));
+        }
+        if kind == Kind::Folder && at.starts_with(&out_at) {
+            return refuse(format!("holds the input {flag}, which it would replace"));
+        }
+    }
+    Ok(())
+}
+
+/// `path` made absolute, through its links where it (or its folder) exists.
+fn resolved(path: &Path) -> std::path::PathBuf {
+    if let Ok(at) = std::fs::canonicalize(path) {
+        return at;
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let parent = parent.map_or_else(|| std::fs::canonicalize("."), std::fs::canonicalize);
+    match (parent, path.file_name()) {
+        (Ok(dir), Some(name)) => dir.join(name),
+        _ => std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+    }
+}
+
+/// The device and inode of an existing file (the same file under two names).
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Text for `.txt`/`.text` files, binary otherwise.

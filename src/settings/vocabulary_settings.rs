@@ -14,7 +14,7 @@ use vocab_pipeline::store::Element;
 use vocab_pipeline::kmeans::{Assignment, Init, Params};
 use vocab_pipeline::store::Format;
 
-use super::rules::{Invalid, at_least, format_for, output};
+use super::rules::{Invalid, Kind, MAX_LOCAL_NODES, apart, at_least, format_for, output, within};
 
 /// Settings of the partition stage.
 #[derive(Debug, Clone)]
@@ -39,6 +39,7 @@ impl PartitionSettings {
     ) -> Result<Self, Invalid> {
         let parts = parts.unwrap_or_else(|| 4 * rayon::current_num_threads());
         at_least("parts", parts, 1, "")?;
+        apart("out", out, Kind::Folder, &[("features", features)])?;
         Ok(Self {
             features: features.to_path_buf(),
             out: out.to_path_buf(),
@@ -309,7 +310,7 @@ pub fn engine_of(
             local_nodes: 0,
         },
         (_, None, Some(n)) => {
-            at_least("local_nodes", n, 1, " worker")?;
+            within("local_nodes", n, (1, MAX_LOCAL_NODES), " worker")?;
             Backend::Tcp {
                 cluster: None,
                 local_nodes: n,
@@ -327,6 +328,13 @@ impl KmeansSettings {
     /// From `vocab kmeans`.
     pub fn from_args(args: &crate::cli::KmeansArgs) -> Result<Self, Invalid> {
         output("out", &args.out)?;
+        let mut inputs = vec![("features", args.features.as_path())];
+        inputs.extend(
+            args.init_centroids
+                .as_deref()
+                .map(|c| ("init_centroids", c)),
+        );
+        apart("out", &args.out, Kind::File, &inputs)?;
         let engine = engine_of(args.engine, args.cluster.as_deref(), args.local_nodes)?;
         if args.racks.is_some() && engine != Backend::Mpi {
             return Err(Invalid::new(

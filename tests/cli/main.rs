@@ -5,6 +5,7 @@ mod classify;
 mod cluster;
 mod encode;
 mod features;
+mod hardening;
 mod kmeans;
 mod placement;
 mod run;
