@@ -1,6 +1,5 @@
 //! `vocab bench ...`: measurements whose results are committed under `eval/`.
 
-use std::fmt::Write as _;
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
@@ -302,12 +301,20 @@ pub fn hog(args: &BenchHogArgs) -> anyhow::Result<()> {
 
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
-    let mut csv = String::from("picture_id,path,row,col\n");
-    for ((id, path, _), positions) in photos.iter().zip(&patches) {
-        for (r, c) in positions {
-            let _ = writeln!(csv, "{id},{path},{r},{c}");
-        }
-    }
+    let rows = photos
+        .iter()
+        .zip(&patches)
+        .flat_map(|((id, path, _), positions)| {
+            positions.iter().map(move |(r, c)| {
+                vec![
+                    id.to_string(),
+                    path.to_string(),
+                    r.to_string(),
+                    c.to_string(),
+                ]
+            })
+        });
+    let csv = crate::tables::csv_text(&["picture_id", "path", "row", "col"], rows)?;
     let patches_csv = args.out.join("patches.csv");
     std::fs::write(&patches_csv, csv)
         .with_context(|| format!("cannot write {}", patches_csv.display()))?;

@@ -15,7 +15,8 @@ use vocab_pipeline::kernel_map::KernelMap;
 use vocab_pipeline::svm::{Classifier, Metrics, SvmParams, choose_c, metrics};
 
 use crate::progress::Ui;
-use crate::settings::{ClassifySettings, EvaluateSettings, Split, TrainSettings};
+use crate::settings::{ClassifySettings, EvaluateSettings, Kind, OrFlag, Split, TrainSettings};
+use crate::tables;
 
 /// C values tried by cross-validation (the scale of scikit-learn's usual grid).
 const C_GRID: [f64; 5] = [0.01, 0.1, 1.0, 10.0, 100.0];
@@ -26,7 +27,7 @@ pub fn read_encoding(histograms: &Path) -> anyhow::Result<Option<Encoding>> {
     if !path.exists() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(&path)
+    let text = vocab_pipeline::input::read_text(&path, vocab_pipeline::input::MAX_RECORD_BYTES)
         .with_context(|| format!("cannot read {}", path.display()))?;
     // Nothing a file says is trusted: a record is read back checked by the rules of vocab encode.
     let encoding: Encoding =
@@ -288,35 +289,40 @@ fn write_metrics(
     (test, predicted): (&Pairs, &[usize]),
     table: &Table,
 ) -> anyhow::Result<(PathBuf, PathBuf, PathBuf)> {
-    let mut csv = format!(
-        "metric,value\naccuracy,{}\nbalanced_accuracy,{}\nscored,{}\n",
-        m.accuracy,
-        m.balanced_accuracy,
-        test.len()
-    );
+    let mut metrics = vec![
+        ("accuracy".to_string(), m.accuracy.to_string()),
+        ("balanced_accuracy".into(), m.balanced_accuracy.to_string()),
+        ("scored".into(), test.len().to_string()),
+    ];
     if args.held_out {
-        let _ = writeln!(csv, "held_out,{}", test.len());
+        metrics.push(("held_out".into(), test.len().to_string()));
     }
     for (k, row) in m.confusion.iter().enumerate() {
         for (j, n) in row.iter().enumerate() {
-            let _ = writeln!(csv, "confusion {} -> {},{n}", classes[k], classes[j]);
+            let name = format!("confusion {} -> {}", classes[k], classes[j]);
+            metrics.push((name, n.to_string()));
         }
     }
+    let csv = tables::csv_text(
+        &["metric", "value"],
+        metrics.iter().map(|(a, b)| vec![a.as_str(), b.as_str()]),
+    )?;
+    let cells: Vec<String> = classes.iter().map(|c| tables::md_cell(c)).collect();
     let mut md = format!(
         "# {}\n\n| metric | value |\n|---|---|\n| accuracy | {:.4} |\n| balanced accuracy | {:.4} |\n| {scope} photos scored | {} |\n| C | {} |\n\n| true \\ predicted | {} |\n|---|{}\n",
-        model.attribute,
+        tables::md_cell(&model.attribute),
         m.accuracy,
         m.balanced_accuracy,
         test.len(),
         model.classifier.c,
-        classes.join(" | "),
+        cells.join(" | "),
         "---|".repeat(classes.len())
     );
     for (k, row) in m.confusion.iter().enumerate() {
         let _ = writeln!(
             md,
             "| {} | {} |",
-            classes[k],
+            cells[k],
             row.iter()
                 .map(|n| n.to_string())
                 .collect::<Vec<_>>()
@@ -353,8 +359,17 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
         )
     })?;
     // The model's encoding was checked by the rules of vocab encode when it was read.
-    let vocabulary = crate::photo_cmd::read_word_vocabulary(Path::new(enc.vocabulary()))
+    let words = Path::new(enc.vocabulary());
+    crate::settings::apart("out", &args.out, Kind::File, &[("vocabulary", words)]).or_flag()?;
+    let vocabulary = crate::photo_cmd::read_word_vocabulary(words)
         .with_context(|| format!("the model's vocabulary {}", enc.vocabulary()))?;
+    ensure!(
+        vocabulary.k() == enc.k(),
+        "the model's vocabulary {} holds {} words, the model was trained on {}",
+        enc.vocabulary(),
+        vocabulary.k(),
+        enc.k()
+    );
     let collection = Collection::open(&args.input, None)?;
     let params = enc.params();
     let tmp = tempfile::tempdir().context("cannot create a temporary folder")?;
@@ -368,12 +383,15 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
     if let Some(row) = table.rows.first() {
         model.check_len(row.len(), &args.model)?;
     }
-    let mut csv = format!("picture_id,path,{}\n", model.attribute);
+    // Real CSV: paths and class names are quoted when they hold commas, quotes or newlines.
+    let mut rows = csv::Writer::from_writer(Vec::new());
+    rows.write_record(["picture_id", "path", model.attribute.as_str()])?;
     for ((id, path), row) in table.ids.iter().zip(&table.paths).zip(&table.rows) {
         let class = &model.classifier.classes[model.predict(row)];
-        let _ = writeln!(csv, "{id},{path},{class}");
+        rows.write_record([id.to_string().as_str(), path, class])?;
     }
-    vocab_pipeline::atomic::write(&args.out, csv.as_bytes())
+    let rows = rows.into_inner().context("cannot format the labels")?;
+    vocab_pipeline::atomic::write(&args.out, &rows)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
     println!(
         "classify: {} photos labelled ({} skipped) by {:?} -> {}",

@@ -6,6 +6,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, bail, ensure};
+use vocab_cluster::net::auth::Secret;
 use vocab_cluster::net::config::Cluster;
 use vocab_cluster::worker::Worker;
 
@@ -22,7 +23,13 @@ use vocab_cluster::jobs::bench::{BroadcastReport, Broadcaster};
 
 /// `vocab worker`.
 pub fn worker(args: &WorkerArgs) -> anyhow::Result<()> {
-    let (cluster, secret) = load(&args.cluster)?;
+    let (cluster, secret) = if args.secret_stdin {
+        let stdin = Path::new("<standard input>");
+        let secret = Secret::read_from(std::io::stdin().lock(), stdin)?;
+        (Cluster::load(&args.cluster)?, secret)
+    } else {
+        load(&args.cluster)?
+    };
     ensure!(
         cluster.nodes.iter().any(|n| n.name == args.name),
         "node {} is not in cluster file {}",
@@ -132,7 +139,8 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
 
 /// `vocab cluster local`: writes a cluster file and secret, starts the workers, waits for Ctrl-C.
 pub fn local(args: &LocalArgs) -> anyhow::Result<()> {
-    let cluster = LocalCluster::start(&args.dir, args.nodes, args.racks, 0, &args.dir)?;
+    let keep = crate::daemons::Keep::SecretFile;
+    let cluster = LocalCluster::start(&args.dir, args.nodes, args.racks, 0, &args.dir, keep)?;
     println!(
         "cluster local: {} workers up; cluster file {}; logs {}/w*.log\n\
          running in the foreground: use the cluster from another terminal (--cluster {}); \

@@ -54,7 +54,20 @@ pub struct LocalCluster {
     pub path: std::path::PathBuf,
     /// The folder of the workers' logs (`w0.log`, ...).
     pub logs: std::path::PathBuf,
+    /// The cluster's secret (in the folder's `secret` file only when [`Keep::SecretFile`]).
+    pub secret: Secret,
     children: Vec<std::process::Child>,
+}
+
+/// Where a loopback cluster's secret lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// In a `secret` file beside the cluster file, for other commands to use (`vocab cluster
+    /// local`, in a folder the user chose).
+    SecretFile,
+    /// In memory only: the workers read it from a pipe, so nothing on disk outlives the run,
+    /// even one killed (a run's loopback workers, in a temporary folder).
+    InMemory,
 }
 
 /// Attempts at starting loopback workers when one exits before it answers (its port taken
@@ -87,6 +100,7 @@ impl LocalCluster {
         racks: usize,
         threads: usize,
         logs: &Path,
+        keep: Keep,
     ) -> anyhow::Result<Self> {
         ensure!(nodes > 0, "the local cluster needs at least 1 node");
         ensure!(racks > 0, "the local cluster needs at least 1 rack");
@@ -95,7 +109,7 @@ impl LocalCluster {
             .with_context(|| format!("cannot create {}", logs.display()))?;
         let mut attempt = 1;
         loop {
-            match Self::start_once(dir, nodes, racks, threads, logs) {
+            match Self::start_once(dir, (nodes, racks, threads), logs, keep) {
                 Ok(local) => return Ok(local),
                 Err(StartError::Exited(_)) if attempt < LOCAL_ATTEMPTS => attempt += 1,
                 Err(StartError::Exited(e) | StartError::Failed(e)) => return Err(e),
@@ -106,20 +120,22 @@ impl LocalCluster {
     /// One attempt of [`LocalCluster::start`].
     fn start_once(
         dir: &Path,
-        nodes: usize,
-        racks: usize,
-        threads: usize,
+        (nodes, racks, threads): (usize, usize, usize),
         logs: &Path,
+        keep: Keep,
     ) -> Result<Self, StartError> {
         let mut secret = [0u8; 32];
         rand::rng().fill_bytes(&mut secret);
         let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
-        let secret_path = dir.join("secret");
-        write_private(&secret_path, (hex + "\n").as_bytes())
-            .with_context(|| format!("cannot write {}", secret_path.display()))?;
+        let mut text = String::from("[settings]\n");
+        if keep == Keep::SecretFile {
+            let secret_path = dir.join("secret");
+            write_private(&secret_path, format!("{hex}\n").as_bytes())
+                .with_context(|| format!("cannot write {}", secret_path.display()))?;
+            text.push_str("secret_file = \"secret\"\n");
+        }
         // Ports: the kernel names free ones, held until every one is named (no two alike) and
         // let go just before the workers bind them.
-        let mut text = String::from("[settings]\nsecret_file = \"secret\"\n");
         let mut held = Vec::new();
         for i in 0..nodes {
             let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
@@ -137,11 +153,12 @@ impl LocalCluster {
         let mut local = Self {
             path,
             logs: logs.to_path_buf(),
+            secret: Secret::from_bytes(hex.into_bytes()),
             children: Vec::new(),
         };
         let ports: Vec<u16> = held.into_iter().map(|(port, _)| port).collect();
         for (i, port) in ports.iter().enumerate() {
-            let child = local.spawn(i, *port, threads)?;
+            let child = local.spawn(i, *port, threads, keep)?;
             local.children.push(child);
         }
         local.wait_up()?;
@@ -149,7 +166,13 @@ impl LocalCluster {
     }
 
     /// Starts worker `w{i}` listening on `port`, its output appended to its log.
-    fn spawn(&self, i: usize, port: u16, threads: usize) -> anyhow::Result<std::process::Child> {
+    fn spawn(
+        &self,
+        i: usize,
+        port: u16,
+        threads: usize,
+        keep: Keep,
+    ) -> anyhow::Result<std::process::Child> {
         let exe = std::env::current_exe().context("cannot find the vocab executable")?;
         let mut command = std::process::Command::new(&exe);
         command
@@ -174,10 +197,14 @@ impl LocalCluster {
         let err_log = log
             .try_clone()
             .with_context(|| format!("cannot open {}", log_path.display()))?;
-        command
-            .stdin(std::process::Stdio::null())
-            .stdout(log)
-            .stderr(err_log);
+        let stdin = match keep {
+            Keep::SecretFile => std::process::Stdio::null(),
+            Keep::InMemory => {
+                command.arg("--secret-stdin");
+                std::process::Stdio::piped()
+            }
+        };
+        command.stdin(stdin).stdout(log).stderr(err_log);
         #[cfg(target_os = "linux")]
         {
             use std::os::unix::process::CommandExt;
@@ -193,19 +220,27 @@ impl LocalCluster {
                 });
             }
         }
-        command
+        let mut child = command
             .spawn()
-            .with_context(|| format!("cannot start worker w{i}"))
+            .with_context(|| format!("cannot start worker w{i}"))?;
+        if let Some(mut pipe) = child.stdin.take() {
+            use std::io::Write as _;
+            // The pipe closes when dropped: the worker reads the secret to its end.
+            pipe.write_all(self.secret.bytes())
+                .with_context(|| format!("cannot hand worker w{i} its secret"))?;
+        }
+        Ok(child)
     }
 
     /// Waits until every worker answers a ping (10 s at most); a worker that exits first is
     /// [`StartError::Exited`].
     fn wait_up(&mut self) -> Result<(), StartError> {
-        let (cluster, secret) = load(&self.path)?;
+        let cluster = Cluster::load(&self.path)?;
+        let secret = &self.secret;
         let rt = runtime()?;
         let started = Instant::now();
         loop {
-            let results = rt.block_on(ping_all(&cluster, &secret));
+            let results = rt.block_on(ping_all(&cluster, secret));
             if results.iter().all(|(_, r)| r.is_ok()) {
                 return Ok(());
             }

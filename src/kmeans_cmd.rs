@@ -191,7 +191,7 @@ impl Fitted {
     /// What the run of an earlier process that wrote `vocabulary` made.
     pub fn read(vocabulary: &Path) -> anyhow::Result<Self> {
         let path = vocab_pipeline::features::manifest_path(vocabulary, "meta.toml");
-        let text = std::fs::read_to_string(&path)
+        let text = vocab_pipeline::input::read_text(&path, vocab_pipeline::input::MAX_RECORD_BYTES)
             .with_context(|| format!("cannot read {}", path.display()))?;
         Ok(Self {
             meta: toml::from_str(&text).with_context(|| format!("invalid {}", path.display()))?,

@@ -39,7 +39,8 @@ pub fn links_file(args: &KmeansSettings) -> Option<PathBuf> {
 /// Links measured before, if `path` holds them (a file that does not parse is reported and
 /// measured anew).
 pub fn read_links(path: &Path) -> Option<Saved> {
-    let text = std::fs::read_to_string(path).ok()?;
+    let text =
+        vocab_pipeline::input::read_text(path, vocab_pipeline::input::MAX_RECORD_BYTES).ok()?;
     match serde_json::from_str(&text) {
         Ok(saved) => Some(saved),
         Err(e) => {

@@ -21,6 +21,7 @@ mod ranks;
 mod run;
 mod settings;
 mod sharded;
+mod tables;
 mod teams;
 
 use std::io::stdout;

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use vocab_cluster::engine::Nodes;
+use vocab_cluster::net::config::Cluster;
 
 use crate::daemons::{LocalCluster, Loopback};
 use crate::ranks::Mpi;
@@ -77,11 +78,15 @@ pub fn start<'a>(
             anyhow::ensure!(n > 0, "the TCP engine runs on TCP workers");
             let tmp = tempfile::tempdir().context("cannot create a folder for local workers")?;
             let threads = (rayon::current_num_threads() / n).max(1);
-            let local = LocalCluster::start(tmp.path(), n, 1, threads, logs)?;
+            let keep = crate::daemons::Keep::InMemory;
+            let local = LocalCluster::start(tmp.path(), n, 1, threads, logs, keep)?;
             (local.path.clone(), Some((local, tmp)))
         }
     };
-    let (cluster, secret) = crate::daemons::load(&path)?;
+    let (cluster, secret) = match &local {
+        Some((local, _)) => (Cluster::load(&path)?, local.secret.clone()),
+        None => crate::daemons::load(&path)?,
+    };
     let what = match &local {
         Some(_) => format!("loopback workers, logs in {}", logs.display()),
         None => format!("the workers of {}", path.display()),

@@ -27,7 +27,7 @@ pub struct Mpi<'a> {
 /// Reads a rack map: a TOML file of `"host" = "rack"` lines.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn read_racks(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {
-    let text = std::fs::read_to_string(path)
+    let text = vocab_pipeline::input::read_text(path, vocab_pipeline::input::MAX_RECORD_BYTES)
         .with_context(|| format!("cannot read the rack map {}", path.display()))?;
     toml::from_str(&text).with_context(|| {
         format!(

@@ -188,7 +188,7 @@ fn remake_of(args: &KmeansSettings) -> anyhow::Result<Option<std::sync::Arc<Reci
     if !path.is_file() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(&path)
+    let text = vocab_pipeline::input::read_text(&path, vocab_pipeline::input::MAX_RECORD_BYTES)
         .with_context(|| format!("cannot read {}", path.display()))?;
     let recipes = serde_json::from_str(&text)
         .with_context(|| format!("invalid recipes in {}", path.display()))?;

@@ -429,6 +429,9 @@ mod tests {
         };
         let text = chunk.describe();
         assert_eq!(text, "a data frame (1048576 bytes)");
-        assert_eq!(Frame::Welcome.describe(), "a welcome frame");
+        assert_eq!(
+            Frame::Welcome { proof: [0; 32] }.describe(),
+            "a welcome frame"
+        );
     }
 }

@@ -60,7 +60,7 @@ row per_image "features --per-image 100000000" "refused before allocating" $(( r
 
 # 4-6. A worker daemon under pre-authentication abuse.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-(umask 077; echo "0123456789abcdef0123456789abcdef" > "$work/secret")
+(umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d " \n" > "$work/secret")
 printf '[settings]\nsecret_file = "secret"\n\n[[nodes]]\nname = "w0"\naddress = "127.0.0.1:%s"\n' "$port" > "$work/cluster.toml"
 "$vocab" worker --listen "127.0.0.1:$port" --cluster "$work/cluster.toml" --name w0 2>"$work/worker.log" &
 wpid=$!; pids+=("$wpid")

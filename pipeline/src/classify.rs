@@ -79,9 +79,11 @@ pub fn read_histograms(path: &Path) -> Result<Table, ClassifyError> {
     if Format::detect(path)? == Format::Bin {
         let manifest = crate::features::manifest_path(path, "images.csv");
         let mut reader =
-            csv::Reader::from_path(&manifest).map_err(|source| ClassifyError::Csv {
-                path: manifest.clone(),
-                source,
+            crate::input::csv(&csv::ReaderBuilder::new(), &manifest).map_err(|source| {
+                ClassifyError::Csv {
+                    path: manifest.clone(),
+                    source,
+                }
             })?;
         let mut paths = HashMap::new();
         for row in reader.records() {
@@ -110,7 +112,7 @@ pub fn read_histograms(path: &Path) -> Result<Table, ClassifyError> {
             table.rows.push(record.values.clone());
         }
     } else {
-        let mut reader = csv::Reader::from_path(path).map_err(csv_err)?;
+        let mut reader = crate::input::csv(&csv::ReaderBuilder::new(), path).map_err(csv_err)?;
         for row in reader.records() {
             let row = row.map_err(csv_err)?;
             let line = row.position().map_or(0, |p| p.line());
@@ -153,7 +155,7 @@ pub fn read_labels(path: &Path, attribute: &str) -> Result<Labels, ClassifyError
         path: path.to_path_buf(),
         source,
     };
-    let mut reader = csv::Reader::from_path(path).map_err(csv_err)?;
+    let mut reader = crate::input::csv(&csv::ReaderBuilder::new(), path).map_err(csv_err)?;
     let headers = reader.headers().map_err(csv_err)?.clone();
     let column = headers
         .iter()
@@ -256,7 +258,7 @@ impl SplitSpec {
             path: path.to_path_buf(),
             source,
         };
-        let mut reader = csv::Reader::from_path(path).map_err(csv_err)?;
+        let mut reader = crate::input::csv(&csv::ReaderBuilder::new(), path).map_err(csv_err)?;
         let mut train = Vec::new();
         for row in reader.records() {
             let row = row.map_err(csv_err)?;
@@ -351,12 +353,13 @@ impl ModelFile {
 
     /// Reads a model, refusing other versions.
     pub fn load(path: &Path) -> Result<Self, ClassifyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| {
-            ClassifyError::Store(StoreError::Io {
-                path: path.to_path_buf(),
-                source,
-            })
-        })?;
+        let text =
+            crate::input::read_text(path, crate::input::MAX_MODEL_BYTES).map_err(|source| {
+                ClassifyError::Store(StoreError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            })?;
         let model: Self = serde_json::from_str(&text)
             .map_err(|e| invalid(path, format!("not a vocab model: {e}")))?;
         if model.version != MODEL_VERSION {
@@ -371,7 +374,73 @@ impl ModelFile {
         if let Some(map) = &model.kernel_map {
             map.check().map_err(|e| invalid(path, e.to_string()))?;
         }
+        model.check_classifier(path)?;
         Ok(model)
+    }
+
+    /// The classifier's own rules, and its agreement with the encoding: two or more distinct
+    /// classes in order, one model for two classes or one per class, weights of one length (what
+    /// the encoding and the kernel map make of a histogram) and finite, C a positive number.
+    fn check_classifier(&self, path: &Path) -> Result<(), ClassifyError> {
+        let c = &self.classifier;
+        let bad = |message: String| Err(invalid(path, format!("classifier: {message}")));
+        if c.classes.len() < 2 {
+            return bad(format!(
+                "{} classes; a model tells two or more apart",
+                c.classes.len()
+            ));
+        }
+        if let Some(pair) = c.classes.windows(2).find(|p| p[0] >= p[1]) {
+            return bad(format!(
+                "classes {:?} and {:?} are not distinct and in order",
+                pair[0], pair[1]
+            ));
+        }
+        let models = if c.classes.len() == 2 {
+            1
+        } else {
+            c.classes.len()
+        };
+        if c.models.len() != models {
+            return bad(format!(
+                "{} models for {} classes (one for two classes, one per class otherwise)",
+                c.models.len(),
+                c.classes.len()
+            ));
+        }
+        if !(c.c.is_finite() && c.c > 0.0) {
+            return bad(format!("C = {} is not a positive number", c.c));
+        }
+        let len = c.models[0].w.len();
+        let want = self.encoding.as_ref().map(|e| {
+            let hist = e
+                .k()
+                .checked_mul(crate::encode::encoded_len(1, e.params().levels));
+            hist.and_then(|h| h.checked_mul(self.kernel_map.map_or(1, |m| m.mapped_len(1))))
+        });
+        if let Some(want) = want
+            && want != Some(len)
+        {
+            return bad(format!(
+                "weights of {len} values, the model's encoding makes {}",
+                want.map_or("more than any memory holds".into(), |w| format!("{w}"))
+            ));
+        }
+        for (m, model) in c.models.iter().enumerate() {
+            if model.w.len() != len {
+                return bad(format!(
+                    "model {m} has {} weights, model 0 {len}",
+                    model.w.len()
+                ));
+            }
+            if let Some(i) = model.w.iter().position(|w| !w.is_finite()) {
+                return bad(format!("model {m}'s weight {i} is not finite"));
+            }
+            if !model.bias.is_finite() {
+                return bad(format!("model {m}'s bias is not finite"));
+            }
+        }
+        Ok(())
     }
 
     /// Checks that histograms of `len` values fit the classifier; names `what` they are.

@@ -255,10 +255,8 @@ fn read_label_paths(labels: &Path) -> Result<Vec<String>, CollectionError> {
         path: labels.to_path_buf(),
         source,
     };
-    let mut reader = csv::ReaderBuilder::new()
-        .flexible(true)
-        .from_path(labels)
-        .map_err(csv_err)?;
+    let mut reader =
+        crate::input::csv(csv::ReaderBuilder::new().flexible(true), labels).map_err(csv_err)?;
     let mut paths = Vec::new();
     for record in reader.records() {
         let record = record.map_err(csv_err)?;

@@ -15,6 +15,7 @@ pub mod encode;
 pub mod features;
 pub mod hog;
 pub mod image_io;
+pub mod input;
 pub mod isa;
 pub mod kernel_map;
 pub mod kmeans;

@@ -29,7 +29,6 @@
 //! held as they are ([`Codes`]) and decoded a block of rows at a time by whatever reads them
 //! ([`Rows`]), so a u8 set costs a quarter of its f32 values' memory.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -647,7 +646,8 @@ impl PartWriter {
 /// Reads a partition directory's manifest.
 pub fn read_manifest(dir: &Path) -> Result<Manifest, StoreError> {
     let path = dir.join(MANIFEST);
-    let text = std::fs::read_to_string(&path).map_err(|e| io_err(&path, e))?;
+    let text = crate::input::read_text(&path, crate::input::MAX_RECORD_BYTES)
+        .map_err(|e| io_err(&path, e))?;
     let manifest: Manifest = toml::from_str(&text).map_err(|e| format_err(&path, e.to_string()))?;
     if manifest.version != 1 || Element::from_name(&manifest.element).is_none() {
         return Err(format_err(
@@ -681,7 +681,7 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, StoreError> {
 pub fn looks_whole(path: &Path, entry: &PartitionEntry, dims: usize, element: Element) -> bool {
     use std::io::Read;
     let mut head = [0u8; HEADER_LEN];
-    let Ok(mut file) = File::open(path) else {
+    let Ok(mut file) = crate::input::open(path) else {
         return false;
     };
     let Ok(len) = file.metadata().map(|m| m.len()) else {
@@ -734,7 +734,7 @@ impl Partition {
         element: Element,
         verify: Verify,
     ) -> Result<Self, StoreError> {
-        let file = File::open(path).map_err(|e| io_err(path, e))?;
+        let file = crate::input::open(path).map_err(|e| io_err(path, e))?;
         // SAFETY: the map is read-only and partition files are never modified in place: writers
         // create a new file and rename it over the old one, which leaves existing maps intact.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| io_err(path, e))?;

@@ -175,7 +175,7 @@ pub enum Format {
 impl Format {
     /// Detects the format of an existing file from its first bytes.
     pub fn detect(path: &Path) -> Result<Self, StoreError> {
-        let mut file = File::open(path).map_err(|source| io_err(path, source))?;
+        let mut file = crate::input::open(path).map_err(|source| io_err(path, source))?;
         let mut head = [0u8; MAGIC.len()];
         let mut filled = 0;
         while filled < head.len() {
@@ -192,6 +192,27 @@ impl Format {
             Self::Text
         })
     }
+}
+
+/// Longest line a text feature or vocabulary file may hold: 4 MiB, some 250,000 values.
+pub const MAX_LINE_BYTES: usize = 4 << 20;
+
+/// Reads one line of at most [`MAX_LINE_BYTES`] into `line` (cleared first); `Ok(0)` at the end.
+/// A longer line is an error saying so, read no further than the limit.
+pub(crate) fn read_line(input: &mut impl BufRead, line: &mut String) -> io::Result<usize> {
+    line.clear();
+    let n = input
+        .by_ref()
+        .take(MAX_LINE_BYTES as u64 + 1)
+        .read_line(line)?;
+    if n > MAX_LINE_BYTES {
+        line.clear();
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("is longer than {MAX_LINE_BYTES} bytes, the most a line may hold"),
+        ));
+    }
+    Ok(n)
 }
 
 /// A file longer than its header describes: bytes appended after the last record.
@@ -545,7 +566,7 @@ impl FeatureReader {
     /// Opens a feature file, detecting its format.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let format = Format::detect(path)?;
-        let file = File::open(path).map_err(|source| io_err(path, source))?;
+        let file = crate::input::open(path).map_err(|source| io_err(path, source))?;
         let mut input = BufReader::with_capacity(1 << 20, file);
         let inner = match format {
             Format::Bin => {
@@ -669,9 +690,15 @@ impl FeatureReader {
                 line,
                 line_no,
             } => loop {
-                line.clear();
-                let n = match input.read_line(line) {
+                let n = match read_line(input, line) {
                     Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                        return Err(StoreError::Record {
+                            path: self.path.clone(),
+                            location: format!("line {}", *line_no + 1),
+                            message: e.to_string(),
+                        });
+                    }
                     Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                         return Err(StoreError::Format {
                             path: self.path.clone(),
@@ -725,9 +752,10 @@ fn parse_text_line(
     let mut fields = line.split_ascii_whitespace();
     let mut int_field = |name: &str, max: u64| -> Result<u64, String> {
         let field = fields.next().ok_or_else(|| format!("missing {name}"))?;
-        let v: u64 = field
-            .parse()
-            .map_err(|_| format!("{name} {field:?} is not an integer"))?;
+        let v: u64 = field.parse().map_err(|_| {
+            let field = crate::input::prefix(field, 32);
+            format!("{name} {field} is not an integer")
+        })?;
         if v > max {
             return Err(format!("{name} {v} exceeds {max}"));
         }
@@ -738,9 +766,10 @@ fn parse_text_line(
     record.col = int_field("col", u64::from(u16::MAX))? as u16;
     record.values.clear();
     for field in fields {
-        let v: f32 = field
-            .parse()
-            .map_err(|_| format!("value {field:?} is not a number"))?;
+        let v: f32 = field.parse().map_err(|_| {
+            let field = crate::input::prefix(field, 32);
+            format!("value {field} is not a number")
+        })?;
         record.values.push(v);
     }
     match *dims {
@@ -811,6 +840,41 @@ mod tests {
             out.push(r.clone());
         }
         Ok(out)
+    }
+
+    #[test]
+    fn long_lines_and_tokens_and_devices_are_refused_briefly() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("long.txt");
+        // One line over the limit: refused at the limit, the error short.
+        let mut text = String::from("0 0 0 ");
+        text.push_str(&"1".repeat(MAX_LINE_BYTES));
+        std::fs::write(&path, &text).expect("write");
+        let err = read_all(&path).expect_err("long line").to_string();
+        assert!(
+            err.contains("line 1: is longer than 4194304 bytes"),
+            "{err}"
+        );
+        assert!(err.len() < 200, "{err}");
+        // A long bad token is quoted by its start.
+        let token = "x".repeat(1 << 20);
+        std::fs::write(&path, format!("{token} 0 0 1.0\n")).expect("write");
+        let err = read_all(&path).expect_err("bad id").to_string();
+        assert!(
+            err.contains("picture_id \"xxxx") && err.len() < 200,
+            "{err}"
+        );
+        std::fs::write(&path, format!("0 0 0 {token}\n")).expect("write");
+        let err = read_all(&path).expect_err("bad value").to_string();
+        assert!(err.contains("value \"xxxx") && err.len() < 200, "{err}");
+        let err = crate::chain(&read_all(Path::new("/dev/zero")).expect_err("device"));
+        assert!(err.contains("is a device"), "{err}");
+        // A vocabulary too.
+        std::fs::write(&path, format!("0.5 {token}\n")).expect("write");
+        let err = crate::kmeans::files::read_vocabulary(&path)
+            .expect_err("vocabulary")
+            .to_string();
+        assert!(err.contains("value \"xxxx") && err.len() < 200, "{err}");
     }
 
     #[test]

@@ -19,6 +19,10 @@ pub struct WorkerArgs {
     /// This node's name in the cluster file.
     #[arg(long, value_name = "NODE")]
     pub name: String,
+    /// Read the secret from standard input instead of the cluster file's secret_file (loopback
+    /// workers: their secret is never written to disk).
+    #[arg(long, hide = true)]
+    pub secret_stdin: bool,
     /// Fault injection for tests: exit after receiving this many broadcast bytes.
     #[arg(long, value_name = "BYTES", hide = true)]
     pub exit_after_bytes: Option<u64>,

@@ -317,7 +317,7 @@ fn line_of(text: &str, section: &str, key: &str) -> Option<usize> {
 
 /// Reads and validates a config file.
 pub fn load(path: &Path) -> anyhow::Result<Config> {
-    let text = std::fs::read_to_string(path)
+    let text = vocab_pipeline::input::read_text(path, vocab_pipeline::input::MAX_RECORD_BYTES)
         .with_context(|| format!("cannot read config {}", path.display()))?;
     let config: Config =
         toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?;

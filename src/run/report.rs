@@ -101,14 +101,24 @@ pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
 
 /// `accuracy.csv` and its figure: accuracy per attribute and vocabulary size.
 fn accuracy(dir: &Path, outcomes: &[Outcome]) -> anyhow::Result<()> {
-    let mut csv = String::from("k,attribute,accuracy,balanced_accuracy,held_out\n");
-    for o in outcomes {
-        let _ = writeln!(
-            csv,
-            "{},{},{},{},{}",
-            o.k, o.attribute, o.scores.accuracy, o.scores.balanced_accuracy, o.scores.scored
-        );
-    }
+    let csv = crate::tables::csv_text(
+        &[
+            "k",
+            "attribute",
+            "accuracy",
+            "balanced_accuracy",
+            "held_out",
+        ],
+        outcomes.iter().map(|o| {
+            vec![
+                o.k.to_string(),
+                o.attribute.clone(),
+                o.scores.accuracy.to_string(),
+                o.scores.balanced_accuracy.to_string(),
+                o.scores.scored.to_string(),
+            ]
+        }),
+    )?;
     write_file(dir, "accuracy.csv", &csv)?;
     let mut attributes: Vec<&str> = outcomes.iter().map(|o| o.attribute.as_str()).collect();
     attributes.sort_unstable();
@@ -212,7 +222,11 @@ fn markdown(run: &Run<'_>, vocab_md: &str, stages: &Stages) -> String {
         let _ = writeln!(
             md,
             "| {} | {} | {:.4} | {:.4} | {} |",
-            o.k, o.attribute, o.scores.accuracy, o.scores.balanced_accuracy, o.scores.scored
+            o.k,
+            crate::tables::md_cell(&o.attribute),
+            o.scores.accuracy,
+            o.scores.balanced_accuracy,
+            o.scores.scored
         );
     }
     md.push_str("\n![accuracy](accuracy.png)\n\n## Vocabularies\n\n");

@@ -247,3 +247,382 @@ fn thread_counts_past_the_bound_are_refused() {
         "{err}"
     );
 }
+
+/// Runs vocab for at most `secs` seconds: its stderr, or a timeout named as a failure.
+fn fails_within(args: &[&str], secs: u64) -> String {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vocab"))
+        .args(args)
+        .arg("--quiet")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("vocab starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut err = String::new();
+            let mut pipe = child.stderr.take().expect("stderr");
+            pipe.read_to_string(&mut err).expect("stderr text");
+            assert!(!status.success(), "vocab {args:?} should fail");
+            return err;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("vocab {args:?} still running after {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A photo set, its vocabulary, histograms and a model of `kind` trained on class names that
+/// need quoting: (photos, histograms, labels, model).
+fn odd_model(
+    d: &Path,
+) -> (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+) {
+    let photos = photo_set(d);
+    let feats = d.join("f.bin");
+    ok(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--per-image",
+        "20",
+        "--out",
+        s(&feats),
+    ]);
+    let voc = d.join("voc.bin");
+    ok(&[
+        "kmeans",
+        "--features",
+        s(&feats),
+        "--k",
+        "4",
+        "--out",
+        s(&voc),
+    ]);
+    let hist = d.join("hist.bin");
+    ok(&[
+        "encode",
+        "--vocabulary",
+        s(&voc),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&hist),
+    ]);
+    let names = [
+        ("city", "ci,ty"),
+        ("field", "fi\"eld"),
+        ("hilltown", "hill|town"),
+        ("mountain", "moun\ntain"),
+    ];
+    let mut out = csv::Writer::from_path(d.join("odd.csv")).expect("labels");
+    out.write_record(["path", "kind"]).expect("header");
+    for row in csv_rows(&photos.join("labels.csv")).iter().skip(1) {
+        let odd = names.iter().find(|(k, _)| *k == row[1]).expect("kind").1;
+        out.write_record([row[0].as_str(), odd]).expect("row");
+    }
+    out.flush().expect("flush");
+    let labels = d.join("odd.csv");
+    let model = d.join("m.json");
+    ok(&[
+        "train",
+        "--histograms",
+        s(&hist),
+        "--labels",
+        s(&labels),
+        "--attribute",
+        "kind",
+        "--c",
+        "1",
+        "--out",
+        s(&model),
+    ]);
+    (photos, hist, labels, model)
+}
+
+#[test]
+fn names_that_need_quoting_keep_csv_and_markdown_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let (photos, hist, labels, model) = odd_model(d);
+    ok(&[
+        "evaluate",
+        "--model",
+        s(&model),
+        "--histograms",
+        s(&hist),
+        "--labels",
+        s(&labels),
+    ]);
+    let md = std::fs::read_to_string(d.join("m.json.metrics.md")).expect("metrics.md");
+    // Every row of the confusion table has the header's cells: 1 + 4 classes.
+    let rows: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("| ") && l.contains("town"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{md}");
+    for row in rows {
+        let cells = row.replace("\\|", "").matches('|').count();
+        assert_eq!(cells, 6, "{row}");
+    }
+    let metrics = csv_rows(&d.join("m.json.metrics.csv"));
+    assert!(
+        metrics
+            .iter()
+            .any(|r| r[0] == "confusion ci,ty -> moun\ntain"),
+        "{metrics:?}"
+    );
+    // Photos named with a comma and quote, and with a newline.
+    let odd = d.join("odd");
+    std::fs::create_dir(&odd).expect("mkdir");
+    std::fs::copy(photos.join("city/city_000.jpg"), odd.join("a,b\"c.jpg")).expect("copy");
+    std::fs::copy(photos.join("field/field_001.png"), odd.join("x\ny.png")).expect("copy");
+    let out = d.join("labelled.csv");
+    ok(&[
+        "classify",
+        "--model",
+        s(&model),
+        "--input",
+        s(&odd),
+        "--out",
+        s(&out),
+    ]);
+    let rows = csv_rows(&out);
+    let paths: Vec<&str> = rows.iter().map(|r| r[1].as_str()).collect();
+    assert_eq!(paths, ["a,b\"c.jpg", "x\ny.png"]);
+    assert!(rows.iter().all(|r| r.len() == 3), "{rows:?}");
+}
+
+#[test]
+fn a_model_is_checked_before_it_is_used() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let (photos, hist, labels, model) = odd_model(d);
+    let base: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&model).expect("model")).expect("json");
+    let fifo = d.join("fifo");
+    let c = std::ffi::CString::new(s(&fifo)).expect("c path");
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    type Edit = fn(&mut serde_json::Value, &Path);
+    let cases: [(&str, Edit, &str); 7] = [
+        (
+            "one class",
+            |m, _| m["classifier"]["classes"] = serde_json::json!(["urban"]),
+            "1 classes",
+        ),
+        (
+            "an extra model",
+            |m, _| {
+                let first = m["classifier"]["models"][0].clone();
+                m["classifier"]["models"]
+                    .as_array_mut()
+                    .expect("models")
+                    .push(first);
+            },
+            "5 models for 4 classes",
+        ),
+        (
+            "huge k",
+            |m, _| m["encoding"]["k"] = serde_json::json!(1u64 << 40),
+            "the model's encoding makes",
+        ),
+        (
+            "pyramid 13",
+            |m, _| m["encoding"]["pyramid"] = serde_json::json!(13),
+            "pyramid = 13",
+        ),
+        (
+            "no soft words",
+            |m, _| m["encoding"]["soft"] = serde_json::json!({"words": 0, "sharpness": 1.0}),
+            "soft = 0",
+        ),
+        (
+            "a FIFO vocabulary",
+            |m, d| m["encoding"]["vocabulary"] = serde_json::json!(d.join("fifo")),
+            "is a FIFO",
+        ),
+        (
+            "a device vocabulary",
+            |m, _| m["encoding"]["vocabulary"] = serde_json::json!("/dev/zero"),
+            "is a device",
+        ),
+    ];
+    for (what, edit, want) in cases {
+        let mut m = base.clone();
+        edit(&mut m, d);
+        let bad = d.join("bad.json");
+        std::fs::write(&bad, m.to_string()).expect("write");
+        let out = d.join("out.csv");
+        let err = fails_within(
+            &[
+                "classify",
+                "--model",
+                s(&bad),
+                "--input",
+                s(&photos),
+                "--out",
+                s(&out),
+            ],
+            30,
+        );
+        assert!(err.contains(want), "{what}: {err}");
+        assert!(!err.contains("panicked"), "{what}: {err}");
+        if !what.contains("vocabulary") {
+            let err = fails_within(
+                &[
+                    "evaluate",
+                    "--model",
+                    s(&bad),
+                    "--histograms",
+                    s(&hist),
+                    "--labels",
+                    s(&labels),
+                ],
+                30,
+            );
+            assert!(err.contains(want), "{what}, evaluate: {err}");
+        }
+    }
+    // A model file that is itself a FIFO.
+    let err = fails_within(
+        &[
+            "classify",
+            "--model",
+            s(&fifo),
+            "--input",
+            s(&photos),
+            "--out",
+            s(&d.join("o.csv")),
+        ],
+        30,
+    );
+    assert!(err.contains("is a FIFO"), "{err}");
+}
+
+#[test]
+fn no_secret_of_a_loopback_run_reaches_the_disk_even_when_killed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let feats = d.join("f.bin");
+    ok(&[
+        "datasets",
+        "synth",
+        "--n",
+        "20000",
+        "--dims",
+        "16",
+        "--clusters",
+        "8",
+        "--out",
+        s(&feats),
+    ]);
+    let parts = d.join("parts");
+    ok(&[
+        "partition",
+        "--features",
+        s(&feats),
+        "--parts",
+        "4",
+        "--out",
+        s(&parts),
+    ]);
+    let tmp = d.join("tmp");
+    std::fs::create_dir(&tmp).expect("tmp");
+    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_vocab"))
+        .args([
+            "--quiet",
+            "kmeans",
+            "--features",
+            s(&parts),
+            "--k",
+            "64",
+            "--iterations",
+            "1000",
+        ])
+        .args([
+            "--tol",
+            "0",
+            "--local-nodes",
+            "2",
+            "--out",
+            s(&d.join("v.bin")),
+        ])
+        .env("TMPDIR", &tmp)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("vocab starts");
+    // Until the workers are up (their cluster file written), then kill -9.
+    let files = |root: &Path| -> Vec<std::path::PathBuf> {
+        let mut all = Vec::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p)
+                } else {
+                    all.push(p)
+                }
+            }
+        }
+        all
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !files(&tmp).iter().any(|p| p.ends_with("cluster.toml")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no cluster file in 60 s"
+        );
+        assert!(
+            run.try_wait().expect("wait").is_none(),
+            "the run ended early"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    run.kill().expect("kill -9");
+    run.wait().expect("reaped");
+    let left = files(&tmp);
+    assert!(!left.is_empty(), "the killed run left its cluster file");
+    for p in &left {
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        assert!(
+            !p.ends_with("secret") && !text.contains("secret"),
+            "{}: {text}",
+            p.display()
+        );
+    }
+}
+
+#[test]
+fn a_secret_that_is_a_fifo_or_guessable_is_refused_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let (cluster, _) = cluster_file(d, "c", 1, 0);
+    let secret = d.join("secret");
+    std::fs::remove_file(&secret).expect("rm");
+    let c = std::ffi::CString::new(s(&secret)).expect("c path");
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let err = fails_within(&["cluster", "status", "--cluster", s(&cluster)], 30);
+    assert!(err.contains("is a FIFO"), "{err}");
+    std::fs::remove_file(&secret).expect("rm");
+    std::fs::write(&secret, "passwordpasswordpassword\n").expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("mode");
+    let err = fails_within(&["cluster", "status", "--cluster", s(&cluster)], 30);
+    assert!(
+        err.contains("bits of entropy") && err.contains("/dev/urandom"),
+        "{err}"
+    );
+}

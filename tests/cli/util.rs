@@ -172,7 +172,11 @@ pub fn synth_parts(
 /// Writes a cluster file for `n` loopback workers; returns its path and the ports.
 pub fn cluster_file(dir: &Path, name: &str, n: usize, retries: u32) -> (PathBuf, Vec<u16>) {
     let secret = dir.join("secret");
-    std::fs::write(&secret, "0123456789abcdef0123456789abcdef\n").expect("secret");
+    std::fs::write(
+        &secret,
+        "3f8a1c9e5b7d2046f1e8a3c5b9d70e2a4c6f8b1d3e5a7c9f0b2d4e6a8c1f3e5b\n",
+    )
+    .expect("secret");
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("mode");

@@ -2,16 +2,20 @@
 //!
 //! ```text
 //! client -> Hello     { name, client_nonce }
-//! server -> Challenge { server_nonce, HMAC(secret, "vocab-server" | client_nonce | server_nonce | name) }
-//! client    checks the server's proof, then
+//! server -> Challenge { server_nonce }
 //! client -> Response  { HMAC(secret, "vocab-client" | server_nonce | client_nonce | name) }
-//! server -> Welcome   (or Error, and the connection is dropped)
+//! server    checks the client's proof (or sends Error and drops the connection), then
+//! server -> Welcome   { HMAC(secret, "vocab-server" | client_nonce | server_nonce | name) }
+//! client    checks the server's proof
 //! ```
 //!
 //! HMAC-SHA256, 32-byte nonces from the operating system's generator, constant-time comparison.
 //! The secret never crosses the wire; both sides prove they know it, so an outsider can neither
-//! join (and then read broadcasts or inject data) nor impersonate a worker. Every step has a
-//! deadline, so a silent peer cannot hold a connection open.
+//! join (and then read broadcasts or inject data) nor impersonate a worker. The connecting side
+//! proves itself first: a stranger who connects to a worker receives nothing computed from the
+//! secret, so it cannot test guesses of the secret offline. Whoever receives a proof could, so
+//! secrets below an entropy floor ([`MIN_SECRET_BITS`]) are refused. Every step has a deadline,
+//! so a silent peer cannot hold a connection open.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -27,6 +31,16 @@ use crate::net::frame::{Frame, NONCE_LEN};
 /// Shortest accepted secret, in bytes.
 pub const MIN_SECRET_LEN: usize = 16;
 
+/// Least estimated entropy of an accepted secret, in bits ([`entropy_bits`]).
+pub const MIN_SECRET_BITS: f64 = 128.0;
+
+/// Largest secret file read.
+const MAX_SECRET_FILE: u64 = 4096;
+
+/// How to make a secret that passes, for the messages that refuse one.
+pub const SECRET_HINT: &str = "make one with: (umask 077; head -c 32 /dev/urandom | od -An -tx1 | \
+     tr -d ' \\n' > secret), or let vocab cluster local write one";
+
 /// Errors of authentication; the connection is dropped after any of them.
 #[derive(Debug, Error)]
 pub enum AuthError {
@@ -38,9 +52,14 @@ pub enum AuthError {
         /// Underlying error.
         source: std::io::Error,
     },
-    /// The secret is too short.
-    #[error("secret file {0} holds fewer than {MIN_SECRET_LEN} bytes")]
-    WeakSecret(PathBuf),
+    /// The secret is too short or too predictable.
+    #[error("secret file {} holds a guessable secret ({what}); {SECRET_HINT}", path.display())]
+    WeakSecret {
+        /// Secret file.
+        path: PathBuf,
+        /// What makes it guessable.
+        what: String,
+    },
     /// The secret file can be read by other users (as ssh refuses such keys).
     #[error("secret file {} is readable by other users (mode {mode:o}); run: chmod 600 {}", path.display(), path.display())]
     OpenSecret {
@@ -97,15 +116,50 @@ impl Secret {
                 });
             }
         }
-        let bytes = std::fs::read(path).map_err(|source| AuthError::SecretFile {
-            path: path.to_path_buf(),
-            source,
+        let bytes = vocab_pipeline::input::read(path, MAX_SECRET_FILE).map_err(|source| {
+            AuthError::SecretFile {
+                path: path.to_path_buf(),
+                source,
+            }
         })?;
+        Self::checked(&bytes, path)
+    }
+
+    /// A secret read from elsewhere than a file of its own (`origin` names where, e.g. a
+    /// worker's standard input), by [`Secret::load`]'s rules: at most 4 KiB read, surrounding
+    /// whitespace ignored, refused below [`MIN_SECRET_LEN`] bytes or [`MIN_SECRET_BITS`] bits.
+    pub fn read_from(input: impl std::io::Read, origin: &Path) -> Result<Self, AuthError> {
+        use std::io::Read as _;
+        let mut bytes = Vec::new();
+        input
+            .take(MAX_SECRET_FILE)
+            .read_to_end(&mut bytes)
+            .map_err(|source| AuthError::SecretFile {
+                path: origin.to_path_buf(),
+                source,
+            })?;
+        Self::checked(&bytes, origin)
+    }
+
+    fn checked(bytes: &[u8], path: &Path) -> Result<Self, AuthError> {
         let trimmed = bytes.trim_ascii();
-        if trimmed.len() < MIN_SECRET_LEN {
-            return Err(AuthError::WeakSecret(path.to_path_buf()));
-        }
-        Ok(Self(trimmed.to_vec()))
+        let bits = entropy_bits(trimmed);
+        let what = if trimmed.len() < MIN_SECRET_LEN {
+            format!("{} bytes, fewer than {MIN_SECRET_LEN}", trimmed.len())
+        } else if bits < MIN_SECRET_BITS {
+            format!("about {bits:.0} bits of entropy, fewer than {MIN_SECRET_BITS:.0}")
+        } else {
+            return Ok(Self(trimmed.to_vec()));
+        };
+        Err(AuthError::WeakSecret {
+            path: path.to_path_buf(),
+            what,
+        })
+    }
+
+    /// The secret as it is written to a file or a pipe.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
     }
 
     fn mac(&self, label: &[u8], first: &[u8], second: &[u8], name: &str) -> Hmac<Sha256> {
@@ -131,6 +185,33 @@ impl Secret {
             .verify_slice(proof)
             .is_ok()
     }
+}
+
+/// A cautious estimate of the entropy of `secret`, in bits: its length times the smaller of two
+/// empirical Shannon entropies per byte, of its bytes and of the differences between neighbours.
+/// Repeated words, small alphabets and runs (`abcd...`, `0123...`) score low; 32 random bytes,
+/// or their 64 hex digits, score over 150.
+pub fn entropy_bits(secret: &[u8]) -> f64 {
+    fn per_symbol(symbols: impl Iterator<Item = u8>) -> f64 {
+        let mut counts = [0usize; 256];
+        let mut n = 0usize;
+        for s in symbols {
+            counts[usize::from(s)] += 1;
+            n += 1;
+        }
+        let n = n.max(1) as f64;
+        counts
+            .iter()
+            .filter(|&&c| c > 0)
+            .map(|&c| {
+                let p = c as f64 / n;
+                -p * p.log2()
+            })
+            .sum()
+    }
+    let bytes = per_symbol(secret.iter().copied());
+    let steps = per_symbol(secret.windows(2).map(|w| w[1].wrapping_sub(w[0])));
+    secret.len() as f64 * bytes.min(steps)
 }
 
 fn nonce() -> [u8; NONCE_LEN] {
@@ -161,24 +242,26 @@ pub async fn client_handshake(
         nonce: mine,
     })
     .await?;
-    let (theirs, proof) = match next(conn, deadline).await? {
-        Frame::Challenge { nonce, proof } => (nonce, proof),
+    let theirs = match next(conn, deadline).await? {
+        Frame::Challenge { nonce } => nonce,
         Frame::Error { message } => {
             return Err(AuthError::Failed(format!("server said: {message}")));
         }
         other => return Err(AuthError::Unexpected(other.describe())),
     };
-    if !secret.verify(b"vocab-server", &mine, &theirs, name, &proof) {
-        return Err(AuthError::Failed(
-            conn.peer_addr().map_or("server".into(), |a| a.to_string()),
-        ));
-    }
     conn.write_frame(&Frame::Response {
         proof: secret.proof(b"vocab-client", &theirs, &mine, name),
     })
     .await?;
     match next(conn, deadline).await? {
-        Frame::Welcome => Ok(()),
+        Frame::Welcome { proof }
+            if secret.verify(b"vocab-server", &mine, &theirs, name, &proof) =>
+        {
+            Ok(())
+        }
+        Frame::Welcome { .. } => Err(AuthError::Failed(
+            conn.peer_addr().map_or("server".into(), |a| a.to_string()),
+        )),
         Frame::Error { message } => Err(AuthError::Failed(format!("server said: {message}"))),
         other => Err(AuthError::Unexpected(other.describe())),
     }
@@ -223,9 +306,7 @@ pub async fn server_prove(
         nonce: theirs,
     } = hello;
     let mine = nonce();
-    let proof = secret.proof(b"vocab-server", &theirs, &mine, &name);
-    conn.write_frame(&Frame::Challenge { nonce: mine, proof })
-        .await?;
+    conn.write_frame(&Frame::Challenge { nonce: mine }).await?;
     let response = next(conn, deadline).await?;
     let ok = matches!(&response, Frame::Response { proof } if secret.verify(b"vocab-client", &mine, &theirs, &name, proof));
     if !ok {
@@ -237,7 +318,8 @@ pub async fn server_prove(
             .await;
         return Err(AuthError::Failed(name));
     }
-    conn.write_frame(&Frame::Welcome).await?;
+    let proof = secret.proof(b"vocab-server", &theirs, &mine, &name);
+    conn.write_frame(&Frame::Welcome { proof }).await?;
     Ok(name)
 }
 
@@ -341,9 +423,78 @@ mod tests {
     async fn a_wrong_secret_fails_on_both_sides() {
         let (server, client) =
             handshake(b"0123456789abcdef-cluster", b"0123456789abcdef-outside").await;
-        // The client sees the server's proof fail first and never answers.
+        // The server sees the client's proof fail first and says so.
         assert!(matches!(client, Err(AuthError::Failed(_))), "{client:?}");
-        assert!(server.is_err(), "{server:?}");
+        assert!(matches!(server, Err(AuthError::Failed(_))), "{server:?}");
+    }
+
+    /// A stranger who connects learns nothing computed from the secret before proving itself:
+    /// the challenge is the same bytes whatever the secret, and a wrong proof ends the
+    /// connection with an error that carries no proof either.
+    #[tokio::test]
+    async fn a_stranger_receives_nothing_that_depends_on_the_secret() {
+        for secret in [&b"first-secret-0123456789"[..], b"second-secret-987654321"] {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            let secret = Secret::from_bytes(secret);
+            let server = tokio::spawn(async move {
+                let (socket, _) = listener.accept().await.expect("accept");
+                let mut conn = Connection::new(socket);
+                server_handshake(&mut conn, &secret, DEADLINE).await
+            });
+            let mut conn = Connection::new(TcpStream::connect(addr).await.expect("connect"));
+            let hello = Frame::Hello {
+                name: "stranger".into(),
+                nonce: [1; NONCE_LEN],
+            };
+            conn.write_frame(&hello).await.expect("hello");
+            let challenge = conn.read_frame().await.expect("read").expect("frame");
+            // Only a nonce: an encoded challenge is the header and 32 bytes.
+            let Frame::Challenge { .. } = challenge else {
+                panic!("{challenge:?}");
+            };
+            let mut encoded = bytes::BytesMut::new();
+            challenge.encode(&mut encoded);
+            assert_eq!(encoded.len(), crate::net::frame::HEADER_LEN + NONCE_LEN);
+            let guess = Frame::Response {
+                proof: [9; NONCE_LEN],
+            };
+            conn.write_frame(&guess).await.expect("response");
+            let answer = conn.read_frame().await.expect("read");
+            assert!(
+                matches!(&answer, Some(Frame::Error { message }) if message == "authentication failed"),
+                "{answer:?}"
+            );
+            assert!(server.await.expect("server").is_err());
+        }
+    }
+
+    #[test]
+    fn guessable_secrets_score_below_the_floor() {
+        let mut random = [0u8; 32];
+        rand::rng().fill_bytes(&mut random);
+        let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        for good in [&random[..], hex.as_bytes()] {
+            assert!(
+                entropy_bits(good) >= MIN_SECRET_BITS,
+                "{}",
+                entropy_bits(good)
+            );
+        }
+        for weak in [
+            &b"passwordpassword"[..],
+            b"0123456789abcdef0123456789abcdef",
+            b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+            b"correct horse battery staple",
+            b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        ] {
+            assert!(
+                entropy_bits(weak) < MIN_SECRET_BITS,
+                "{}: {}",
+                String::from_utf8_lossy(weak),
+                entropy_bits(weak)
+            );
+        }
     }
 
     #[tokio::test]
@@ -372,7 +523,16 @@ mod tests {
             path
         };
         let weak = write("weak", "short\n", 0o600);
-        assert!(matches!(Secret::load(&weak), Err(AuthError::WeakSecret(_))));
+        assert!(matches!(
+            Secret::load(&weak),
+            Err(AuthError::WeakSecret { .. })
+        ));
+        let guessable = write("guessable", "passwordpasswordpassword\n", 0o600);
+        let err = Secret::load(&guessable).expect_err("guessable").to_string();
+        assert!(
+            err.contains("bits of entropy") && err.contains("urandom"),
+            "{err}"
+        );
         // Readable by the group or by everyone: refused, naming the file and the fix.
         for mode in [0o644, 0o640, 0o604] {
             let open = write("open", "0123456789abcdef0123\n", mode);
@@ -383,10 +543,25 @@ mod tests {
                 "{err}"
             );
         }
-        let good = write("good", "  0123456789abcdef0123\n", 0o600);
+        let good = write(
+            "good",
+            "  9f2c4e81b7a03d56e1f08c9b42d7a6e3f5c1098b7d2e4a6c\n",
+            0o600,
+        );
         assert_eq!(
             Secret::load(&good).expect("load").0,
-            b"0123456789abcdef0123"
+            b"9f2c4e81b7a03d56e1f08c9b42d7a6e3f5c1098b7d2e4a6c"
+        );
+        // A FIFO named as the secret is refused at once, not waited on.
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().expect("utf-8")).expect("c path");
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = Secret::load(&fifo).expect_err("fifo");
+        assert!(
+            vocab_pipeline::chain(&err).contains("is a FIFO"),
+            "{}",
+            vocab_pipeline::chain(&err)
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

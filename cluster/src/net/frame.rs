@@ -20,7 +20,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
 /// Protocol version spoken by this build.
-pub const PROTOCOL_VERSION: u8 = 2;
+pub const PROTOCOL_VERSION: u8 = 3;
 /// Magic bytes opening every frame.
 pub const MAGIC: [u8; 2] = *b"VC";
 /// Header length in bytes.
@@ -73,20 +73,22 @@ pub enum Frame {
         /// Client nonce.
         nonce: [u8; NONCE_LEN],
     },
-    /// Server answers with its nonce and its proof of the secret over both nonces.
+    /// Server answers with its nonce (and nothing that depends on the secret: the connecting
+    /// side proves itself first).
     Challenge {
         /// Server nonce.
         nonce: [u8; NONCE_LEN],
-        /// HMAC proving the server knows the secret.
-        proof: [u8; NONCE_LEN],
     },
     /// Client's proof of the secret.
     Response {
         /// HMAC proving the client knows the secret.
         proof: [u8; NONCE_LEN],
     },
-    /// Authentication succeeded.
-    Welcome,
+    /// Authentication succeeded: the server's proof of the secret over both nonces.
+    Welcome {
+        /// HMAC proving the server knows the secret.
+        proof: [u8; NONCE_LEN],
+    },
     /// Liveness probe.
     Ping {
         /// Echoed sequence number.
@@ -143,7 +145,7 @@ impl Frame {
             Self::Hello { name, .. } => ("hello", name.len()),
             Self::Challenge { .. } => ("challenge", 0),
             Self::Response { .. } => ("response", 0),
-            Self::Welcome => ("welcome", 0),
+            Self::Welcome { .. } => ("welcome", 0),
             Self::Ping { .. } => ("ping", 0),
             Self::Pong { .. } => ("pong", 0),
             Self::Error { message } => ("error", message.len()),
@@ -162,7 +164,7 @@ impl Frame {
             Self::Hello { .. } => HELLO,
             Self::Challenge { .. } => CHALLENGE,
             Self::Response { .. } => RESPONSE,
-            Self::Welcome => WELCOME,
+            Self::Welcome { .. } => WELCOME,
             Self::Ping { .. } => PING,
             Self::Pong { .. } => PONG,
             Self::Error { .. } => ERROR,
@@ -228,12 +230,8 @@ impl Frame {
                 put_str(out, name);
                 out.put_slice(nonce);
             }
-            Self::Challenge { nonce, proof } => {
-                out.put_slice(nonce);
-                out.put_slice(proof);
-            }
-            Self::Response { proof } => out.put_slice(proof),
-            Self::Welcome => {}
+            Self::Challenge { nonce } => out.put_slice(nonce),
+            Self::Response { proof } | Self::Welcome { proof } => out.put_slice(proof),
             Self::Ping { seq } | Self::Pong { seq } => out.put_u64_le(*seq),
             Self::Error { message } => put_str(out, message),
             Self::Control(payload) => out.put_slice(payload),
@@ -315,17 +313,15 @@ fn decode_payload(kind: u8, mut p: &[u8]) -> Result<Frame, FrameError> {
                 nonce: take_arr(&mut p)?,
             }
         }
-        CHALLENGE => {
-            let nonce = take_arr(&mut p)?;
-            Frame::Challenge {
-                nonce,
-                proof: take_arr(&mut p)?,
-            }
-        }
+        CHALLENGE => Frame::Challenge {
+            nonce: take_arr(&mut p)?,
+        },
         RESPONSE => Frame::Response {
             proof: take_arr(&mut p)?,
         },
-        WELCOME => Frame::Welcome,
+        WELCOME => Frame::Welcome {
+            proof: take_arr(&mut p)?,
+        },
         PING | PONG => {
             need(p, 8)?;
             let seq = p.get_u64_le();
@@ -372,9 +368,9 @@ mod tests {
         let arr = any::<[u8; NONCE_LEN]>();
         prop_oneof![
             (".{0,40}", arr).prop_map(|(name, nonce)| Frame::Hello { name, nonce }),
-            (arr, arr).prop_map(|(nonce, proof)| Frame::Challenge { nonce, proof }),
+            arr.prop_map(|nonce| Frame::Challenge { nonce }),
             arr.prop_map(|proof| Frame::Response { proof }),
-            Just(Frame::Welcome),
+            arr.prop_map(|proof| Frame::Welcome { proof }),
             any::<u64>().prop_map(|seq| Frame::Ping { seq }),
             any::<u64>().prop_map(|seq| Frame::Pong { seq }),
             ".{0,60}".prop_map(|message| Frame::Error { message }),

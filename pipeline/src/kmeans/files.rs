@@ -88,29 +88,39 @@ pub fn read_vocabulary(path: &Path) -> Result<Centroids, StoreError> {
             reader.dims().unwrap_or(0)
         }
         Format::Text => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::InvalidData {
-                    StoreError::Format {
-                        path: path.to_path_buf(),
-                        message: "not UTF-8 text, and not a vocab binary file (bad magic)".into(),
-                    }
-                } else {
-                    io_err(path, e)
-                }
-            })?;
+            let mut input =
+                std::io::BufReader::new(crate::input::open(path).map_err(|e| io_err(path, e))?);
+            let (mut line, mut line_no) = (String::new(), 0u64);
             let mut dims = None;
-            for (idx, line) in text
-                .lines()
-                .enumerate()
-                .filter(|(_, l)| !l.trim().is_empty())
-            {
-                let location = format!("line {}", idx + 1);
+            loop {
+                let n =
+                    crate::store::read_line(&mut input, &mut line).map_err(|e| match e.kind() {
+                        std::io::ErrorKind::InvalidData => StoreError::Format {
+                            path: path.to_path_buf(),
+                            message: "not UTF-8 text, and not a vocab binary file (bad magic)"
+                                .into(),
+                        },
+                        std::io::ErrorKind::InvalidInput => {
+                            bad(format!("line {}", line_no + 1), e.to_string())
+                        }
+                        _ => io_err(path, e),
+                    })?;
+                if n == 0 {
+                    break;
+                }
+                line_no += 1;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let location = format!("line {line_no}");
                 let start = data.len();
                 for field in line.split_ascii_whitespace() {
                     let v: f32 = field.parse().map_err(|_| {
-                        bad(location.clone(), format!("value {field:?} is not a number"))
+                        let field = crate::input::prefix(field, 32);
+                        bad(location.clone(), format!("value {field} is not a number"))
                     })?;
                     if !v.is_finite() {
+                        let field = crate::input::prefix(field, 32);
                         return Err(bad(location, format!("value {field} is not finite")));
                     }
                     data.push(v);
@@ -276,8 +286,8 @@ pub fn load_checkpoint(
         path: state_path.clone(),
         message,
     };
-    let text =
-        std::fs::read_to_string(&state_path).map_err(|e| bad(format!("cannot read: {e}")))?;
+    let text = crate::input::read_text(&state_path, crate::input::MAX_RECORD_BYTES)
+        .map_err(|e| bad(format!("cannot read: {e}")))?;
     let meta: CheckpointState = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
     if meta.k != k || meta.seed != seed || meta.input_checksum != input_checksum {
         return Err(bad(format!(

@@ -97,7 +97,7 @@ impl Stage for Svm<'_> {
 
     fn cached(&self, dir: &Path) -> anyhow::Result<Scores> {
         let path = dir.join("model.json.metrics.csv");
-        let text = std::fs::read_to_string(&path)
+        let text = vocab_pipeline::input::read_text(&path, vocab_pipeline::input::MAX_RECORD_BYTES)
             .with_context(|| format!("cannot read {}", path.display()))?;
         let get = |name: &str| -> anyhow::Result<f64> {
             text.lines()

@@ -1,0 +1,128 @@
+//! Opening what a user, a config or a model names as an input: regular files only, and small
+//! files read against a limit.
+//!
+//! A FIFO, a device (`/dev/zero`) or a folder named as an input is refused before anything blocks
+//! on it or reads without end: the file is opened without blocking and its type is taken from the
+//! open descriptor (no window between a check and the open). Files read whole (models, records
+//! beside histograms, manifests, configs, secrets) are checked against a limit before a byte is
+//! read, and read no further than it.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+
+/// Models, the largest file read whole: 15 one-vs-rest models of a 4,096-word, 3-level pyramid
+/// through a kernel map are about 60 MB of JSON.
+pub const MAX_MODEL_BYTES: u64 = 1 << 30;
+
+/// Records, manifests, configs and other small files read whole.
+pub const MAX_RECORD_BYTES: u64 = 64 << 20;
+
+/// Opens `path` for reading if it is a regular file (following links); any other kind is an
+/// [`io::ErrorKind::InvalidInput`] error saying what it is.
+pub fn open(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    // O_NONBLOCK: opening a FIFO without a writer returns at once instead of waiting; it has no
+    // effect on a regular file's reads.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let kind = file.metadata()?.file_type();
+    let what = if kind.is_file() {
+        return Ok(file);
+    } else if kind.is_dir() {
+        "a folder"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("is {what}; inputs are regular files"),
+    ))
+}
+
+/// The bytes of the regular file `path`, refused when longer than `limit`.
+pub fn read(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let file = open(path)?;
+    let len = file.metadata()?.len();
+    if len > limit {
+        return Err(too_large(len, limit));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    // A file growing while it is read stops at the limit all the same.
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(bytes.len() as u64, limit));
+    }
+    Ok(bytes)
+}
+
+/// The text of the regular file `path` (UTF-8), refused when longer than `limit`.
+pub fn read_text(path: &Path, limit: u64) -> io::Result<String> {
+    String::from_utf8(read(path, limit)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "is not UTF-8 text"))
+}
+
+fn too_large(len: u64, limit: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("holds {len} bytes, more than the {limit} this file may hold"),
+    )
+}
+
+/// A CSV reader of the regular file `path` (a record's length is the CSV reader's to bound).
+pub fn csv(builder: &csv::ReaderBuilder, path: &Path) -> csv::Result<csv::Reader<File>> {
+    Ok(builder.from_reader(open(path)?))
+}
+
+/// At most `max` characters of `text` (a token from a file quoted in an error), marked when cut.
+pub fn prefix(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{:?}... ({} bytes)", &text[..at], text.len()),
+        None => format!("{text:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_regular_files_within_their_limit_are_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("a.json");
+        std::fs::write(&file, "0123456789").expect("write");
+        assert_eq!(read_text(&file, 10).expect("at the limit"), "0123456789");
+        let err = read(&file, 9).expect_err("over").to_string();
+        assert!(err.contains("holds 10 bytes, more than the 9"), "{err}");
+        let err = read(dir.path(), 9).expect_err("folder").to_string();
+        assert!(err.contains("is a folder"), "{err}");
+        // A FIFO without a writer: refused at once, not waited on.
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().expect("utf-8")).expect("c path");
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = read(&fifo, 9).expect_err("fifo").to_string();
+        assert!(err.contains("is a FIFO"), "{err}");
+        let err = read(Path::new("/dev/zero"), 9)
+            .expect_err("device")
+            .to_string();
+        assert!(err.contains("is a device"), "{err}");
+        std::os::unix::fs::symlink(&file, dir.path().join("link")).expect("link");
+        assert!(open(&dir.path().join("link")).is_ok(), "links are followed");
+    }
+
+    #[test]
+    fn long_tokens_are_quoted_by_a_prefix() {
+        assert_eq!(prefix("abc", 8), "\"abc\"");
+        let long = "x".repeat(1000);
+        assert_eq!(prefix(&long, 4), "\"xxxx\"... (1000 bytes)");
+    }
+}
