@@ -805,16 +805,16 @@ impl Partition {
             dims,
             element,
         };
-        // Codes are finite by construction; f32 values are checked when read in full.
+        // Codes lie in [0, 1] by construction; f32 values are checked when read in full.
         let (Verify::Full, Rows::F32(m)) = (verify, part.vectors()) else {
             return Ok(part);
         };
         for r in 0..m.rows() {
-            if let Some(pos) = m.row(r).iter().position(|v| !v.is_finite()) {
+            if let Some(message) = crate::store::out_of_bounds(m.row(r)) {
                 return Err(StoreError::Record {
                     path: path.to_path_buf(),
                     location: format!("record {}", r + 1),
-                    message: format!("value {} is not finite", pos + 1),
+                    message,
                 });
             }
         }

@@ -194,6 +194,34 @@ impl Format {
     }
 }
 
+/// The largest magnitude a value of a `dims`-value vector may have: the power of two below
+/// `sqrt(f32::MAX / (4 dims))`, so that any squared distance between two such vectors (and each
+/// vector's squared norm) is a finite `f32`. For 512 values, 2^58 (about 2.9e17).
+pub fn magnitude_bound(dims: usize) -> f32 {
+    let limit = (f64::from(f32::MAX) / (4.0 * dims.max(1) as f64)).sqrt();
+    2f32.powi(limit.log2().floor() as i32)
+}
+
+/// The first value of `values` that is not finite or exceeds [`magnitude_bound`], as the message
+/// that refuses its record (`value 3 (1e20) is ...`).
+pub fn out_of_bounds(values: &[f32]) -> Option<String> {
+    let bound = magnitude_bound(values.len());
+    let pos = values
+        .iter()
+        .position(|v| !v.is_finite() || v.abs() > bound)?;
+    let v = values[pos];
+    Some(if v.is_finite() {
+        format!(
+            "value {} ({v:e}) exceeds {bound:e} in magnitude, the most a vector of {} values may \
+             hold (its squared distances would overflow f32); rescale the features",
+            pos + 1,
+            values.len()
+        )
+    } else {
+        format!("value {} is not finite ({v})", pos + 1)
+    })
+}
+
 /// Longest line a text feature or vocabulary file may hold: 4 MiB, some 250,000 values.
 pub const MAX_LINE_BYTES: usize = 4 << 20;
 
@@ -729,7 +757,7 @@ impl FeatureReader {
             return Ok(false);
         }
         self.index += 1;
-        if let Some(pos) = record.values.iter().position(|v| !v.is_finite()) {
+        if let Some(message) = out_of_bounds(&record.values) {
             let location = match &self.inner {
                 Inner::Text { line_no, .. } => format!("line {line_no}"),
                 Inner::Bin { .. } => format!("record {}", self.index),
@@ -737,7 +765,7 @@ impl FeatureReader {
             return Err(StoreError::Record {
                 path: self.path.clone(),
                 location,
-                message: format!("value {} is not finite ({})", pos + 1, record.values[pos]),
+                message,
             });
         }
         Ok(true)
@@ -875,6 +903,22 @@ mod tests {
             .expect_err("vocabulary")
             .to_string();
         assert!(err.contains("value \"xxxx") && err.len() < 200, "{err}");
+    }
+
+    #[test]
+    fn vectors_at_the_magnitude_bound_have_finite_squared_distances() {
+        for dims in [1, 8, 512, 100_000] {
+            let b = magnitude_bound(dims);
+            let (x, c) = (vec![b; dims], vec![-b; dims]);
+            let d2: f32 = x.iter().zip(&c).map(|(a, b)| (a - b) * (a - b)).sum();
+            assert!(d2.is_finite(), "{dims}: {d2}");
+            assert!(out_of_bounds(&x).is_none());
+            let mut over = x.clone();
+            over[dims - 1] = 2.0 * b;
+            let msg = out_of_bounds(&over).expect("refused");
+            assert!(msg.starts_with(&format!("value {dims} (")), "{msg}");
+        }
+        assert_eq!(magnitude_bound(512), 2f32.powi(58));
     }
 
     #[test]
@@ -1030,7 +1074,11 @@ mod tests {
         fn text_values_parse_back_exactly(bits in proptest::collection::vec(proptest::num::f32::NORMAL | proptest::num::f32::ZERO | proptest::num::f32::SUBNORMAL, 1..40)) {
             let dir = tempfile::tempdir().expect("tempdir");
             let path = dir.path().join("p.txt");
-            let rec = Record { picture_id: 1, row: 2, col: 3, values: bits };
+            // Values past the magnitude bound are refused (tested elsewhere): scaled into it by a
+            // power of two, the rest kept as drawn.
+            let bound = magnitude_bound(bits.len());
+            let values = bits.iter().map(|&v| if v.abs() > bound { v * 2f32.powi(-80) } else { v }).collect();
+            let rec = Record { picture_id: 1, row: 2, col: 3, values };
             write_all(&path, Format::Text, std::slice::from_ref(&rec));
             let back = read_all(&path).expect("read");
             proptest::prop_assert_eq!(back, vec![rec]);

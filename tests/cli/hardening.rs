@@ -626,3 +626,125 @@ fn a_secret_that_is_a_fifo_or_guessable_is_refused_at_once() {
         "{err}"
     );
 }
+
+/// `n` rows of `dims` values in 3 clusters at `scale` (cluster c near c * scale).
+fn clusters_at(path: &Path, scale: f64, n: usize, dims: usize) {
+    let mut text = String::new();
+    for i in 0..n {
+        let c = (i % 3) as f64;
+        text.push_str(&format!("{i} 0 0"));
+        for d in 0..dims {
+            let jitter = ((i * 31 + d * 17) % 11) as f64 / 11.0 - 0.5;
+            text.push_str(&format!(" {:e}", scale * (c + 0.01 * jitter)));
+        }
+        text.push('\n');
+    }
+    std::fs::write(path, text).expect("write");
+}
+
+#[test]
+fn values_of_any_magnitude_give_a_correct_result_or_a_refusal_naming_the_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let assignments: [&[&str]; 4] = [
+        &[],
+        &["--prune"],
+        &["--kernel", "int8"],
+        &["--assign", "approx"],
+    ];
+    for (scale, name, line) in [(1e20, "big.txt", 2), (3e38, "huge.txt", 1)] {
+        let data = d.join(name);
+        clusters_at(&data, scale, 300, 8);
+        let parts = d.join(format!("{name}.parts"));
+        let err = fails(&[
+            "partition",
+            "--features",
+            s(&data),
+            "--parts",
+            "2",
+            "--out",
+            s(&parts),
+        ]);
+        assert!(
+            err.contains(&format!("{name}: line {line}: value 1")) && err.contains("rescale"),
+            "{err}"
+        );
+        for extra in assignments {
+            let mut args = vec!["kmeans", "--features", s(&data), "--k", "3", "--out"];
+            let out = d.join("v.txt");
+            args.push(s(&out));
+            args.extend_from_slice(extra);
+            let err = fails(&args);
+            assert!(
+                err.contains(&format!("{name}: line {line}: value 1")),
+                "{extra:?}: {err}"
+            );
+            assert!(!err.contains("panicked"), "{extra:?}: {err}");
+        }
+    }
+    // Within the bound: finite inertia and the three clusters found, on every assignment.
+    let data = d.join("b17.txt");
+    clusters_at(&data, 1e17, 300, 8);
+    for extra in assignments {
+        let out = d.join("v17.txt");
+        let mut args = vec![
+            "kmeans",
+            "--features",
+            s(&data),
+            "--k",
+            "3",
+            "--seed",
+            "1",
+            "--out",
+            s(&out),
+        ];
+        args.extend_from_slice(extra);
+        let text = ok(&args);
+        assert!(!text.contains("inf"), "{extra:?}: {text}");
+        let mut firsts: Vec<f64> = std::fs::read_to_string(&out)
+            .expect("vocabulary")
+            .lines()
+            .map(|l| {
+                l.split_whitespace()
+                    .next()
+                    .expect("value")
+                    .parse()
+                    .expect("number")
+            })
+            .collect();
+        firsts.sort_by(f64::total_cmp);
+        for (c, got) in firsts.iter().enumerate() {
+            let want = c as f64 * 1e17;
+            assert!(
+                (got - want).abs() < 1e15,
+                "{extra:?}: centroid {c} at {got:e}"
+            );
+        }
+    }
+    // A vocabulary with one value past the bound: refused naming the word.
+    let photos = photo_set(d);
+    let voc = d.join("bad-voc.txt");
+    let mut words: Vec<String> = (0..4)
+        .map(|w| vec![format!("{}", w as f32 / 8.0); 512].join(" "))
+        .collect();
+    words[2] = words[2].replacen("0.25", "1e38", 1);
+    std::fs::write(&voc, words.join("\n") + "\n").expect("write");
+    let hist = d.join("h.bin");
+    for extra in [&[][..], &["--assign", "approx"]] {
+        let mut args = vec![
+            "encode",
+            "--vocabulary",
+            s(&voc),
+            "--input",
+            s(&photos),
+            "--out",
+            s(&hist),
+        ];
+        args.extend_from_slice(extra);
+        let err = fails(&args);
+        assert!(
+            err.contains("bad-voc.txt: line 3: value 1 (1e38) exceeds"),
+            "{extra:?}: {err}"
+        );
+    }
+}

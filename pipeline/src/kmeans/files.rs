@@ -119,11 +119,10 @@ pub fn read_vocabulary(path: &Path) -> Result<Centroids, StoreError> {
                         let field = crate::input::prefix(field, 32);
                         bad(location.clone(), format!("value {field} is not a number"))
                     })?;
-                    if !v.is_finite() {
-                        let field = crate::input::prefix(field, 32);
-                        return Err(bad(location, format!("value {field} is not finite")));
-                    }
                     data.push(v);
+                }
+                if let Some(message) = crate::store::out_of_bounds(&data[start..]) {
+                    return Err(bad(location, message));
                 }
                 let len = data.len() - start;
                 match dims {
