@@ -71,6 +71,17 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
             .map_or("run".into(), |s| s.to_string_lossy().into_owned());
         PathBuf::from("work").join(stem)
     });
+    // Steps written inside the photo folder would change its fingerprint on every run: nothing
+    // would ever be cached, and old steps would pile up.
+    if let Source::Folder { photos, .. } = &source {
+        ensure!(
+            !crate::settings::inside(&work, photos),
+            "the work directory {} lies inside the photo folder {}: every run would change the \
+             photos' fingerprint and redo every step; choose a work directory elsewhere (--work)",
+            work.display(),
+            photos.display()
+        );
+    }
     std::fs::create_dir_all(&work)
         .with_context(|| format!("cannot create work directory {}", work.display()))?;
     let _lock = WorkLock::acquire(&work)?;

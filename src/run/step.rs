@@ -119,6 +119,7 @@ impl Runner {
         let (name, label, key) = (stage.stage(), stage.label(), stage.key());
         let dir = self.work.join(name);
         let done = dir.join(format!("{label}-{key}"));
+        recover(&done, &dir.join(format!(".old-{label}-{key}")))?;
         let index = STAGES.iter().position(|s| *s == name).unwrap_or(0);
         let forced = self.force_from.is_some_and(|f| index >= f);
         let elsewhere = done.is_dir() && !forced && !stage.usable(&done);
@@ -149,10 +150,6 @@ impl Runner {
                 cached: true,
             });
             return Ok((done, output));
-        }
-        if done.is_dir() {
-            std::fs::remove_dir_all(&done)
-                .with_context(|| format!("cannot remove {} to make it again", done.display()))?;
         }
         let tmp = dir.join(format!(".tmp-{label}-{key}"));
         if tmp.is_dir() {
@@ -186,8 +183,7 @@ impl Runner {
         let text = toml::to_string(&record).context("cannot format the step's record")?;
         vocab_pipeline::atomic::write(&tmp.join("step.toml"), text.as_bytes())
             .with_context(|| format!("cannot write the record of {}", tmp.display()))?;
-        std::fs::rename(&tmp, &done)
-            .with_context(|| format!("cannot rename {} to {}", tmp.display(), done.display()))?;
+        replace(&tmp, &done, &dir.join(format!(".old-{label}-{key}")))?;
         self.steps.push(Step {
             stage: name,
             label,
@@ -242,6 +238,40 @@ impl<W: Write> Write for Relocate<W> {
             self.emit()?;
         }
         self.inner.flush()
+    }
+}
+
+/// Puts the finished step `tmp` in place of `done`, whose old folder (a step made again, by
+/// `--force` or for another engine) stays until the new one is in place: it is first renamed to
+/// `old`, then removed. A run killed between the renames leaves `old` and no `done`, which
+/// [`recover`] puts back.
+fn replace(tmp: &Path, done: &Path, old: &Path) -> anyhow::Result<()> {
+    let had_old = done.is_dir();
+    if had_old {
+        std::fs::rename(done, old)
+            .with_context(|| format!("cannot rename {} to {}", done.display(), old.display()))?;
+    }
+    std::fs::rename(tmp, done)
+        .with_context(|| format!("cannot rename {} to {}", tmp.display(), done.display()))?;
+    if had_old {
+        std::fs::remove_dir_all(old)
+            .with_context(|| format!("cannot remove the replaced step {}", old.display()))?;
+    }
+    Ok(())
+}
+
+/// After a run killed while [`replace`] swapped a step: the old step back when the new one did
+/// not take its place, or the rest of the old one removed when it did.
+fn recover(done: &Path, old: &Path) -> anyhow::Result<()> {
+    if !old.exists() {
+        return Ok(());
+    }
+    if done.exists() {
+        std::fs::remove_dir_all(old)
+            .with_context(|| format!("cannot remove the replaced step {}", old.display()))
+    } else {
+        std::fs::rename(old, done)
+            .with_context(|| format!("cannot restore {} from {}", done.display(), old.display()))
     }
 }
 
@@ -377,5 +407,104 @@ mod tests {
             String::from_utf8(out.inner).expect("utf-8"),
             "  wrote /w/kmeans/k4-ab/vocabulary.bin and more\nno newline /w/kmeans/k4-ab"
         );
+    }
+
+    /// A step that writes `value` into `out.txt`, or fails.
+    struct Toy {
+        value: &'static str,
+        fail: bool,
+    }
+
+    impl Stage for Toy {
+        type Output = String;
+        fn stage(&self) -> &'static str {
+            "kmeans"
+        }
+        fn label(&self) -> String {
+            "k4".into()
+        }
+        fn key(&self) -> String {
+            "same".into()
+        }
+        fn run(&self, tmp: &Path, _out: &mut dyn Write) -> anyhow::Result<String> {
+            std::fs::write(tmp.join("out.txt"), self.value)?;
+            ensure!(!self.fail, "the disk is full");
+            Ok(self.value.into())
+        }
+        fn cached(&self, dir: &Path) -> anyhow::Result<String> {
+            Ok(std::fs::read_to_string(dir.join("out.txt"))?)
+        }
+    }
+
+    #[test]
+    fn a_forced_step_keeps_the_old_one_until_the_new_one_is_complete() {
+        let work = tempfile::tempdir().expect("tempdir");
+        let done = work.path().join("kmeans/k4-same");
+        let old = work.path().join("kmeans/.old-k4-same");
+        let mut runner = Runner::new(work.path(), None).expect("runner");
+        runner
+            .run(&Toy {
+                value: "first",
+                fail: false,
+            })
+            .expect("first");
+        // Forced, and failing (a full disk, a kill): the finished step is still there.
+        let mut forced = Runner::new(work.path(), Some("kmeans")).expect("runner");
+        forced
+            .run(&Toy {
+                value: "second",
+                fail: true,
+            })
+            .expect_err("fails");
+        assert_eq!(
+            std::fs::read_to_string(done.join("out.txt")).expect("kept"),
+            "first"
+        );
+        let mut again = Runner::new(work.path(), None).expect("runner");
+        let (_, cached) = again
+            .run(&Toy {
+                value: "unused",
+                fail: true,
+            })
+            .expect("cached");
+        assert_eq!(cached, "first");
+        // Forced and complete: replaced, nothing left beside it.
+        let mut forced = Runner::new(work.path(), Some("kmeans")).expect("runner");
+        forced
+            .run(&Toy {
+                value: "third",
+                fail: false,
+            })
+            .expect("third");
+        assert_eq!(
+            std::fs::read_to_string(done.join("out.txt")).expect("new"),
+            "third"
+        );
+        let names: Vec<String> = std::fs::read_dir(work.path().join("kmeans"))
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["k4-same"]);
+        // Killed between the renames: the old step comes back.
+        std::fs::rename(&done, &old).expect("as if killed");
+        let mut after = Runner::new(work.path(), None).expect("runner");
+        let (_, cached) = after
+            .run(&Toy {
+                value: "unused",
+                fail: true,
+            })
+            .expect("restored");
+        assert_eq!(cached, "third");
+        assert!(!old.exists());
+        // Killed while the old one was being removed: the rest goes.
+        std::fs::create_dir(&old).expect("leftover");
+        let mut after = Runner::new(work.path(), None).expect("runner");
+        after
+            .run(&Toy {
+                value: "unused",
+                fail: true,
+            })
+            .expect("cached");
+        assert!(!old.exists() && done.is_dir());
     }
 }

@@ -176,6 +176,11 @@ pub fn apart(
     Ok(())
 }
 
+/// Whether `path` is `folder` or lies inside it (both resolved through their links).
+pub fn inside(path: &Path, folder: &Path) -> bool {
+    resolved(path).starts_with(resolved(folder))
+}
+
 /// `path` made absolute, through its links where it (or its folder) exists.
 fn resolved(path: &Path) -> std::path::PathBuf {
     if let Ok(at) = std::fs::canonicalize(path) {

@@ -748,3 +748,18 @@ fn values_of_any_magnitude_give_a_correct_result_or_a_refusal_naming_the_record(
         );
     }
 }
+
+#[test]
+fn a_work_directory_inside_the_photo_folder_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set_of(dir.path(), 12, 7);
+    let before = snapshot(&photos);
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/quickstart.toml");
+    let work = photos.join("work");
+    let err = fails(&["run", config, "--dataset", s(&photos), "--work", s(&work)]);
+    assert!(
+        err.contains("lies inside the photo folder") && err.contains(s(&work)),
+        "{err}"
+    );
+    assert!(snapshot(&photos) == before && !work.exists());
+}
