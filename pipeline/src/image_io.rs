@@ -15,7 +15,6 @@
 //! over a real collection goes on and reports it.
 
 use std::fmt;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -399,6 +398,15 @@ fn area_weights(src: usize, dst: usize) -> Vec<Vec<(usize, f32)>> {
 /// luminance take 0.8 GB while it is decoded).
 pub const MAX_PIXELS: u64 = 100_000_000;
 
+/// Bytes a photo's file may hold beyond its pixels (metadata: EXIF, ICC profiles, thumbnails).
+pub const FILE_SLACK: u64 = 64 << 20;
+
+/// The largest file a photo of `pixels` pixels may be: every pixel uncompressed at 16-bit RGBA
+/// (8 bytes) and [`FILE_SLACK`]. A larger file is skipped before it is read.
+pub fn max_file_bytes(pixels: u64) -> u64 {
+    pixels.saturating_mul(8).saturating_add(FILE_SLACK)
+}
+
 /// Why a photo was not used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Skip {
@@ -427,6 +435,13 @@ pub enum Skip {
         /// Declared height.
         height: u32,
         /// The limit it exceeds.
+        limit: u64,
+    },
+    /// The file is larger than any photo of its declared size (or of the pixel limit) can be.
+    TooLargeFile {
+        /// The file's length.
+        bytes: u64,
+        /// The most it may hold ([`max_file_bytes`]).
         limit: u64,
     },
     /// A pixel position would not fit the feature format's 16-bit row/column fields.
@@ -466,6 +481,11 @@ impl fmt::Display for Skip {
                 f64::from(*width) * f64::from(*height) / 1e6,
                 *limit as f64 / 1e6
             ),
+            Self::TooLargeFile { bytes, limit } => write!(
+                f,
+                "file too large: {bytes} bytes, more than the {limit} a photo of its size may \
+                 hold; not read"
+            ),
             Self::TooLarge { width, height } => write!(
                 f,
                 "too large: {width}x{height} exceeds 65,536 pixels per side (use --max-side)"
@@ -481,10 +501,6 @@ pub fn load_luminance(
     max_side: Option<usize>,
     max_pixels: u64,
 ) -> Result<Luminance, Skip> {
-    let meta = fs::metadata(path).map_err(|e| Skip::Unreadable(io_reason(&e)))?;
-    if meta.len() == 0 {
-        return Err(Skip::Empty);
-    }
     // A decoder bug must not take the whole run down: treat a panic as an undecodable file.
     let decoded = std::panic::catch_unwind(|| decode_oriented(path, max_pixels))
         .map_err(|_| Skip::Corrupt("decoder panicked".into()))??;
@@ -496,9 +512,7 @@ pub fn load_luminance(
 }
 
 fn decode_oriented(path: &Path, max_pixels: u64) -> Result<DynamicImage, Skip> {
-    // Photos are read whole: they are small next to their decoded pixels, and the bytes are needed
-    // for the truncation check below anyway.
-    let bytes = fs::read(path).map_err(|e| Skip::Unreadable(io_reason(&e)))?;
+    let bytes = read_photo(path, max_pixels)?;
     let reader = ImageReader::new(io::Cursor::new(bytes.as_slice()))
         .with_guessed_format()
         .map_err(|e| Skip::Unreadable(io_reason(&e)))?;
@@ -524,6 +538,43 @@ fn decode_oriented(path: &Path, max_pixels: u64) -> Result<DynamicImage, Skip> {
     let mut img = DynamicImage::from_decoder(decoder).map_err(image_reason)?;
     img.apply_orientation(orientation);
     Ok(img)
+}
+
+/// The bytes of a photo's file, read only when they can be a photo within the pixel limit: a
+/// regular file (not a FIFO or a device), no longer than [`max_file_bytes`] of the limit, and,
+/// but for JPEG (whose header libjpeg reads, with its own messages, before it decodes), with a
+/// header declaring a size within the limit that accounts for its length. Photos are read whole:
+/// they are small next to their decoded pixels, and JPEG's truncation check needs the bytes.
+fn read_photo(path: &Path, max_pixels: u64) -> Result<Vec<u8>, Skip> {
+    use std::io::{Read, Seek};
+    let unreadable = |e: io::Error| Skip::Unreadable(io_reason(&e));
+    let file = crate::input::open(path).map_err(unreadable)?;
+    let len = file.metadata().map_err(unreadable)?.len();
+    if len == 0 {
+        return Err(Skip::Empty);
+    }
+    let too_large = |limit| Skip::TooLargeFile { bytes: len, limit };
+    if len > max_file_bytes(max_pixels) {
+        return Err(too_large(max_file_bytes(max_pixels)));
+    }
+    // The header alone: its declared size, before the rest of the file is read.
+    let mut input = io::BufReader::with_capacity(64 << 10, file);
+    let reader = ImageReader::new(&mut input)
+        .with_guessed_format()
+        .map_err(unreadable)?;
+    if reader.format() != Some(image::ImageFormat::Jpeg) {
+        let (width, height) = reader.into_dimensions().map_err(image_reason)?;
+        let pixels = u64::from(width) * u64::from(height);
+        check_pixels(u64::from(width), u64::from(height), max_pixels)?;
+        if len > max_file_bytes(pixels) {
+            return Err(too_large(max_file_bytes(pixels)));
+        }
+    }
+    let mut file = input.into_inner();
+    file.rewind().map_err(unreadable)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    file.take(len).read_to_end(&mut bytes).map_err(unreadable)?;
+    Ok(bytes)
 }
 
 fn check_pixels(width: u64, height: u64, limit: u64) -> Result<(), Skip> {
@@ -718,6 +769,49 @@ mod tests {
         // A lower limit is the caller's to set.
         let skip = load_luminance(&edge, None, 50_000_000).expect_err("over the limit");
         assert!(skip.to_string().contains("the limit is 50 Mpix"), "{skip}");
+    }
+
+    #[test]
+    fn files_larger_than_a_photo_can_be_are_skipped_unread() {
+        let dir = tempfile::tempdir().expect("tmp");
+        // 3 GB of nothing (sparse): more than any photo of the pixel limit, never read.
+        let huge = dir.path().join("huge.png");
+        std::fs::File::create(&huge)
+            .and_then(|f| f.set_len(3 << 30))
+            .expect("sparse");
+        let skip = load_luminance(&huge, None, MAX_PIXELS).expect_err("too large");
+        let limit = max_file_bytes(MAX_PIXELS);
+        assert_eq!(
+            skip,
+            Skip::TooLargeFile {
+                bytes: 3 << 30,
+                limit
+            }
+        );
+        assert!(skip.to_string().contains("not read"), "{skip}");
+        // A 100x100 header followed by 100 MB: more than such a photo can hold.
+        let padded = dir.path().join("padded.png");
+        std::fs::write(&padded, png_declaring(100, 100)).expect("write");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&padded)
+            .and_then(|f| f.set_len(100 << 20))
+            .expect("pad");
+        let skip = load_luminance(&padded, None, MAX_PIXELS).expect_err("too large");
+        assert_eq!(
+            skip,
+            Skip::TooLargeFile {
+                bytes: 100 << 20,
+                limit: max_file_bytes(100 * 100)
+            }
+        );
+        // A FIFO named like a photo: skipped at once, not waited on.
+        let fifo = dir.path().join("pipe.jpg");
+        let c = std::ffi::CString::new(fifo.to_str().expect("utf-8")).expect("c path");
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let skip = load_luminance(&fifo, None, MAX_PIXELS).expect_err("fifo");
+        assert!(skip.to_string().contains("is a FIFO"), "{skip}");
     }
 
     /// A baseline gray JPEG of `width` x `height` (encoded by the `image` crate).
