@@ -121,6 +121,15 @@ pub fn print(
         config.features.per_image,
         human(sample as f64)
     );
+    let per_photo = config.features.params()?.photo_memory();
+    println!(
+        "    {tasks} photos at once a node, at most {} each ({} Mpix limit: {} bytes a pixel \
+         while decoding), {} in all",
+        human(per_photo as f64),
+        config.features.max_pixels,
+        vocab_pipeline::image_io::BYTES_PER_PIXEL,
+        human(per_photo.saturating_mul(tasks) as f64)
+    );
     let born = config.partition.at == crate::config::PartitionAt::Nodes;
     if engine.distributed() && born {
         // Each boundary between two nodes' shards cuts at most one partition, whose smaller
@@ -232,6 +241,15 @@ fn print_encode(config: &Config, engine: &Backend, nodes: u64, photos: u64) -> a
     println!(
         "  encode      every photo, dense patches every {} px, each to its nearest word",
         config.encode.stride
+    );
+    let tasks = config.plan.map_tasks_per_node as u64;
+    let per_photo = config.encode.params()?.photo_memory();
+    println!(
+        "    {tasks} photos at once a node, at most {} each, {} in all (described {} patches \
+         at a time)",
+        human(per_photo as f64),
+        human(per_photo.saturating_mul(tasks) as f64),
+        vocab_pipeline::features::STRIP
     );
     if engine.distributed() {
         // Binary histograms: a record head and a value per bin, per photo and vocabulary.

@@ -69,6 +69,32 @@ pub struct FeatureParams {
 }
 
 impl FeatureParams {
+    /// The most memory the features stage holds for one photo of at most `max_pixels` pixels:
+    /// its working memory ([`crate::image_io::BYTES_PER_PIXEL`]) and its descriptors (2 KiB a
+    /// patch: the per-image count, or a dense grid over the whole photo).
+    pub fn photo_memory(&self) -> u64 {
+        let patch = (DIMS * 4) as u64;
+        let patches = match self.sampling {
+            Sampling::Random { per_image, .. } => per_image as u64,
+            Sampling::Dense { stride } => {
+                let step = (stride.max(1) as u64).saturating_mul(stride.max(1) as u64);
+                self.max_pixels / step + 1
+            }
+        };
+        self.max_pixels
+            .saturating_mul(crate::image_io::BYTES_PER_PIXEL)
+            .saturating_add(patches.saturating_mul(patch))
+    }
+
+    /// Photos a stage computes per batch on `threads` threads: eight a thread when a photo's
+    /// result is small, one a thread when it holds a dense grid's descriptors.
+    pub(crate) fn batch(&self, threads: usize, keeps_descriptors: bool) -> usize {
+        match (self.sampling, keeps_descriptors) {
+            (Sampling::Dense { .. }, true) => threads.max(1),
+            _ => (threads * 8).max(16),
+        }
+    }
+
     /// Checks the rules of the parameters: patches per photo, a grid step, a downscale no
     /// smaller than a patch, a pixel limit.
     pub fn check(&self) -> Result<(), FeatureParamsError> {
@@ -262,13 +288,63 @@ pub(crate) struct Describers {
     pub approx: crate::kmeans::approx::SearchScratch,
 }
 
-/// Describes the patches of one decoded photo.
-pub(crate) fn describe(
+/// Patches a photo stage describes at a time: a strip of 4,096 patches' descriptors (8 MiB),
+/// however many the photo has.
+pub const STRIP: usize = 4096;
+
+/// A decoded photo's patches, laid out and ready to be described a strip at a time
+/// ([`Layout::describe`]): the HOG grid of a cell-aligned sampling is computed once here.
+#[derive(Debug)]
+pub(crate) struct Layout {
+    /// Width of the photo the patches are cut from.
+    pub width: usize,
+    /// Its height.
+    pub height: usize,
+    /// Top-left `(row, col)` of each patch.
+    pub positions: Vec<(usize, usize)>,
+    aligned: bool,
+}
+
+impl Layout {
+    /// Writes the descriptors of patches `range` into `values` (resized to hold them).
+    pub fn describe(
+        &self,
+        lum: &Luminance,
+        describers: &mut Describers,
+        range: Range<usize>,
+        values: &mut Vec<f32>,
+    ) {
+        let positions = &self.positions[range];
+        values.resize(positions.len() * DIMS, 0.0);
+        for (&(r, c), out) in positions.iter().zip(values.chunks_exact_mut(DIMS)) {
+            if self.aligned {
+                describers.grid.window(r / CELL_SIDE, c / CELL_SIDE, out);
+            } else {
+                describers.patch.describe(&lum.data, self.width, r, c, out);
+            }
+        }
+    }
+
+    /// Every patch described at once (the features stage's result, which is all of them).
+    pub fn describe_all(self, lum: &Luminance, describers: &mut Describers) -> Described {
+        let mut values = Vec::new();
+        self.describe(lum, describers, 0..self.positions.len(), &mut values);
+        Described {
+            width: self.width,
+            height: self.height,
+            positions: self.positions,
+            values,
+        }
+    }
+}
+
+/// Lays out the patches of one decoded photo.
+pub(crate) fn lay_out(
     lum: &Luminance,
     picture_id: u32,
     sampling: &Sampling,
     describers: &mut Describers,
-) -> Result<Described, Skip> {
+) -> Result<Layout, Skip> {
     let (width, height) = (lum.width, lum.height);
     if width < PATCH_SIDE || height < PATCH_SIDE {
         return Err(Skip::TooSmall {
@@ -281,22 +357,15 @@ pub(crate) fn describe(
         return Err(Skip::TooLarge { width, height });
     }
     let positions = sampling.positions(picture_id, width, height);
-    let mut values = vec![0f32; positions.len() * DIMS];
-    if sampling.is_cell_aligned() {
+    let aligned = sampling.is_cell_aligned();
+    if aligned {
         describers.grid.compute(&lum.data, width, height);
-        for (&(r, c), out) in positions.iter().zip(values.chunks_exact_mut(DIMS)) {
-            describers.grid.window(r / CELL_SIDE, c / CELL_SIDE, out);
-        }
-    } else {
-        for (&(r, c), out) in positions.iter().zip(values.chunks_exact_mut(DIMS)) {
-            describers.patch.describe(&lum.data, width, r, c, out);
-        }
     }
-    Ok(Described {
+    Ok(Layout {
         width,
         height,
         positions,
-        values,
+        aligned,
     })
 }
 
@@ -363,10 +432,10 @@ pub(crate) trait StageOutput<T> {
     fn finish(self) -> Result<(), FeaturesError>;
 }
 
-/// What a photo stage makes of one described photo (given its luminance too): a result and the
-/// number of patches it used.
+/// What a photo stage makes of one photo's laid-out patches (describing them as it needs, with
+/// the photo's luminance): a result and the number of patches it used.
 pub(crate) type Compute<'a, T> =
-    dyn Fn(&mut Describers, &Photo, &Luminance, Described) -> (T, usize) + Sync + 'a;
+    dyn Fn(&mut Describers, &Photo, &Luminance, Layout) -> (T, usize) + Sync + 'a;
 
 /// Decodes and describes the photos `range` of `collection` in parallel (rayon) and lets
 /// `compute` turn each description into a result, in picture-id order.
@@ -389,9 +458,9 @@ pub(crate) fn compute_range<T: Send>(
                     params.max_side,
                     params.max_pixels,
                 )?;
-                let described = describe(&lum, photo.picture_id, &params.sampling, describers)?;
-                let (width, height) = (described.width, described.height);
-                let (value, patches) = compute(describers, photo, &lum, described);
+                let layout = lay_out(&lum, photo.picture_id, &params.sampling, describers)?;
+                let (width, height) = (layout.width, layout.height);
+                let (value, patches) = compute(describers, photo, &lum, layout);
                 Ok(Outcome::Done {
                     width,
                     height,
@@ -433,12 +502,13 @@ pub(crate) fn here<'c, 'f, T: Send>(
     collection: &'c Collection,
     params: &'c FeatureParams,
     compute: &'c Compute<'f, T>,
+    keeps_descriptors: bool,
 ) -> impl Source<T> + use<'c, 'f, T> {
     Here {
         collection,
         params,
         compute,
-        batch: (rayon::current_num_threads() * 8).max(16),
+        batch: params.batch(rayon::current_num_threads(), keeps_descriptors),
     }
 }
 
@@ -558,15 +628,20 @@ pub fn extract(
         collection,
         out,
         format,
-        &mut here(collection, params, &patches_of),
+        &mut here(collection, params, &patches_of, true),
         progress,
     )
 }
 
 /// The features stage's result for one photo: its patches.
-fn patches_of(_: &mut Describers, _: &Photo, _: &Luminance, d: Described) -> (Described, usize) {
-    let patches = d.positions.len();
-    (d, patches)
+fn patches_of(
+    describers: &mut Describers,
+    _: &Photo,
+    lum: &Luminance,
+    layout: Layout,
+) -> (Described, usize) {
+    let patches = layout.positions.len();
+    (layout.describe_all(lum, describers), patches)
 }
 
 /// Describes the photos `range` of `collection` (what one node does of a sharded features stage;

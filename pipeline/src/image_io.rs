@@ -335,6 +335,16 @@ impl Luminance {
         if max_side == 0 || longest <= max_side {
             return self;
         }
+        self.scaled_within(max_side)
+    }
+
+    /// [`Luminance::fit_within`] of a borrowed image: a new, smaller one (or a copy when it fits
+    /// already), without copying the original first.
+    pub fn scaled_within(&self, max_side: usize) -> Self {
+        let longest = self.width.max(self.height);
+        if max_side == 0 || longest <= max_side {
+            return self.clone();
+        }
         let scale = max_side as f64 / longest as f64;
         let new_w = ((self.width as f64 * scale).round() as usize).clamp(1, max_side);
         let new_h = ((self.height as f64 * scale).round() as usize).clamp(1, max_side);
@@ -394,9 +404,15 @@ fn area_weights(src: usize, dst: usize) -> Vec<Vec<(usize, f32)>> {
         .collect()
 }
 
-/// Most pixels a photo may declare (100 Mpix: a 12,000 x 8,000 frame; its RGBA pixels and
-/// luminance take 0.8 GB while it is decoded).
+/// Most pixels a photo may declare (100 Mpix: a 12,000 x 8,000 frame; at most
+/// [`BYTES_PER_PIXEL`] a pixel, 1.2 GB, while it is decoded and described).
 pub const MAX_PIXELS: u64 = 100_000_000;
+
+/// A photo's working memory per pixel, at most: while it is decoded, its pixels as decoded (up
+/// to 8 bytes: 16-bit RGBA) and its luminance (4 bytes); then the luminance and the HOG grid of
+/// a dense description (about 7 bytes). Measured on 100-Mpix photos (`tests/cli/hardening.rs`
+/// and the notes): 8-bit RGB decodes at 7 bytes a pixel, a dense encode peaks at 6.9.
+pub const BYTES_PER_PIXEL: u64 = 12;
 
 /// Bytes a photo's file may hold beyond its pixels (metadata: EXIF, ICC profiles, thumbnails).
 pub const FILE_SLACK: u64 = 64 << 20;

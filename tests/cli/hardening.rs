@@ -763,3 +763,120 @@ fn a_work_directory_inside_the_photo_folder_is_refused_before_anything_is_writte
     );
     assert!(snapshot(&photos) == before && !work.exists());
 }
+
+/// A gray PNG of `width x height` noise, its pixels in stored (uncompressed) deflate blocks.
+fn gray_png(path: &Path, width: u32, height: u32) {
+    fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        let start = out.len();
+        out.extend_from_slice(kind);
+        out.extend_from_slice(data);
+        let crc = crc32fast::hash(&out[start..]);
+        out.extend_from_slice(&crc.to_be_bytes());
+    }
+    let mut raw = Vec::with_capacity((width as usize + 1) * height as usize);
+    let mut state = 0x2545_f491_u32;
+    for _ in 0..height {
+        raw.push(0); // filter: none
+        for _ in 0..width {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            raw.push((state >> 24) as u8);
+        }
+    }
+    let (mut a, mut b) = (1u32, 0u32);
+    for &byte in &raw {
+        a = (a + u32::from(byte)) % 65521;
+        b = (b + a) % 65521;
+    }
+    let mut z = vec![0x78, 0x01];
+    let blocks: Vec<&[u8]> = raw.chunks(65535).collect();
+    for (i, block) in blocks.iter().enumerate() {
+        z.push(u8::from(i + 1 == blocks.len()));
+        let len = block.len() as u16;
+        z.extend_from_slice(&len.to_le_bytes());
+        z.extend_from_slice(&(!len).to_le_bytes());
+        z.extend_from_slice(block);
+    }
+    z.extend_from_slice(&((b << 16) | a).to_be_bytes());
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = Vec::new();
+    ihdr.extend_from_slice(&width.to_be_bytes());
+    ihdr.extend_from_slice(&height.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 0, 0, 0, 0]);
+    chunk(&mut png, b"IHDR", &ihdr);
+    chunk(&mut png, b"IDAT", &z);
+    chunk(&mut png, b"IEND", &[]);
+    std::fs::write(path, png).expect("png");
+}
+
+/// Runs vocab to completion; its peak resident memory in bytes.
+fn peak_memory(args: &[&str]) -> u64 {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_vocab"))
+        .args(args)
+        .arg("--quiet")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("vocab starts");
+    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+    // SAFETY: a child of this process, waited for once; status and usage are valid outputs.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "vocab {args:?} failed"
+    );
+    usage.ru_maxrss as u64 * 1024
+}
+
+#[test]
+fn a_large_photo_is_encoded_within_its_stated_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let photos = d.join("big");
+    std::fs::create_dir(&photos).expect("mkdir");
+    // 4,000 x 3,000: 12 Mpix, 186,000 patches at stride 8 (380 MB of descriptors at once).
+    gray_png(&photos.join("noise.png"), 4000, 3000);
+    let feats = d.join("f.bin");
+    ok(&[
+        "datasets",
+        "synth",
+        "--n",
+        "200",
+        "--dims",
+        "512",
+        "--clusters",
+        "4",
+        "--out",
+        s(&feats),
+    ]);
+    let voc = d.join("voc.bin");
+    ok(&[
+        "kmeans",
+        "--features",
+        s(&feats),
+        "--k",
+        "16",
+        "--out",
+        s(&voc),
+    ]);
+    let hist = d.join("h.bin");
+    let peak = peak_memory(&[
+        "--threads",
+        "1",
+        "encode",
+        "--vocabulary",
+        s(&voc),
+        "--input",
+        s(&photos),
+        "--max-pixels",
+        "12",
+        "--out",
+        s(&hist),
+    ]);
+    // The stated figure: 12 bytes a pixel of the 12 Mpix limit, a strip, the patches' words.
+    let bound = 12_000_000 * 12 + 8 * 1024 * 1024 + 186_000 * 24 + 64 * 1024 * 1024;
+    assert!(peak < bound, "peak {peak} bytes, bound {bound}");
+    assert_eq!(csv_rows(&d.join("h.bin.images.csv")).len(), 1);
+}

@@ -146,6 +146,11 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
         plan.contains("memory per node at k = 128: vectors ") && plan.contains(", sums "),
         "{plan}"
     );
+    // The photo stages' memory: photos at once, each within the stated figure.
+    assert!(
+        plan.contains("photos at once a node, at most 1.20 GB each (100 Mpix limit"),
+        "{plan}"
+    );
     // Seconds of the map from the rates measured in eval/paper_scale, beside the link-bound
     // seconds of the collectives.
     assert!(

@@ -37,8 +37,8 @@ use std::path::{Path, PathBuf};
 use std::ops::Range;
 
 use crate::features::{
-    Described, Describers, FeatureSummary, FeaturesError, Outcome, Progress, Source, StageOutput,
-    compute_range, describe, here, run_stage,
+    Describers, FeatureSummary, FeaturesError, Layout, Outcome, Progress, STRIP, Source,
+    StageOutput, compute_range, here, lay_out, run_stage,
 };
 use crate::hog::{DIMS, PATCH_SIDE};
 use crate::image_io::{Collection, Luminance, Photo};
@@ -105,31 +105,35 @@ impl StageOutput<Vec<f32>> for Sink {
     }
 }
 
-/// The photo described at patch side `side`: downscaled by `PATCH_SIDE / side`, described densely,
-/// and its patches placed where their centres fall in the photo; `None` when the downscaled photo
-/// cannot hold a patch.
+/// The photo at patch side `side`: downscaled by `PATCH_SIDE / side` and its patches laid out
+/// densely, with where their centres fall in the photo; `None` when the downscaled photo cannot
+/// hold a patch.
 fn coarser(
     lum: &Luminance,
     side: usize,
     picture_id: u32,
     params: &EncodeParams,
     describers: &mut crate::features::Describers,
-) -> Option<Described> {
+) -> Option<(Luminance, Layout, Vec<(usize, usize)>)> {
     let longest = lum.width.max(lum.height);
     let target = (longest * PATCH_SIDE).div_ceil(side).max(1);
-    let small = lum.clone().fit_within(target);
-    let mut d = describe(&small, picture_id, &params.features.sampling, describers).ok()?;
+    let small = lum.scaled_within(target);
+    let layout = lay_out(&small, picture_id, &params.features.sampling, describers).ok()?;
     let (fy, fx) = (
         lum.height as f64 / small.height as f64,
         lum.width as f64 / small.width as f64,
     );
     let half = (PATCH_SIDE / 2) as f64;
-    for (r, c) in &mut d.positions {
-        // Same centre: (r' + 20) = (r + 20) f; f >= 1, so r' >= 0.
-        *r = ((*r as f64 + half) * fy - half).round() as usize;
-        *c = ((*c as f64 + half) * fx - half).round() as usize;
-    }
-    Some(d)
+    let placed = (layout.positions.iter())
+        .map(|&(r, c)| {
+            // Same centre: (r' + 20) = (r + 20) f; f >= 1, so r' >= 0.
+            (
+                ((r as f64 + half) * fy - half).round() as usize,
+                ((c as f64 + half) * fx - half).round() as usize,
+            )
+        })
+        .collect();
+    Some((small, layout, placed))
 }
 
 /// Quotes a CSV field when it needs it.
@@ -201,12 +205,32 @@ impl Encoder {
     }
 
     /// Words (r per patch, as the method needs) and their squared distances for one scale's
-    /// patches.
-    fn find_words(&self, describers: &mut Describers, d: &Described) -> (Vec<u32>, Vec<f32>) {
+    /// patches, appended to `words` and `dists`: described and searched a strip of [`STRIP`]
+    /// patches at a time, so a photo's working memory does not grow with its patches.
+    fn find_words(
+        &self,
+        describers: &mut Describers,
+        (lum, layout): (&Luminance, &Layout),
+        words: &mut Vec<u32>,
+        dists: &mut Vec<f32>,
+    ) {
+        let n = layout.positions.len();
+        let mut values = Vec::new();
+        for start in (0..n).step_by(STRIP) {
+            let end = n.min(start + STRIP);
+            layout.describe(lum, describers, start..end, &mut values);
+            let (w, d) = self.strip_words(describers, &values);
+            words.extend(w);
+            dists.extend(d);
+        }
+    }
+
+    /// [`Encoder::find_words`] for one strip of descriptors.
+    fn strip_words(&self, describers: &mut Describers, values: &[f32]) -> (Vec<u32>, Vec<f32>) {
         let vocabulary = &self.vocabulary;
         let r = self.params.method.words();
-        let n = d.positions.len();
-        let x = Matrix::dense(&d.values, DIMS);
+        let x = Matrix::dense(values, DIMS);
+        let n = x.rows();
         let (mut words, mut dists) = (vec![0u32; n * r], vec![0f32; n * r]);
         if let Some((index, probes)) = &self.index {
             index.search(x, *probes, &mut describers.approx, &mut words, &mut dists);
@@ -241,27 +265,28 @@ impl Encoder {
         describers: &mut Describers,
         photo: &Photo,
         lum: &Luminance,
-        d: Described,
+        layout: Layout,
     ) -> (Vec<f32>, usize) {
         let params = &self.params;
         let shape = Shape {
             k: self.vocabulary.k(),
-            width: d.width,
-            height: d.height,
+            width: layout.width,
+            height: layout.height,
             levels: params.levels.max(1),
             norm: params.norm,
         };
-        let (mut words, mut dists) = self.find_words(describers, &d);
-        let mut positions = d.positions;
+        let (mut words, mut dists) = (Vec::new(), Vec::new());
+        self.find_words(describers, (lum, &layout), &mut words, &mut dists);
+        let mut positions = layout.positions;
         // (Checked by the caller: larger sides, ascending; anything else adds nothing.)
         for &side in params.scales.iter().skip(1).filter(|&&s| s > PATCH_SIDE) {
-            let Some(coarse) = coarser(lum, side, photo.picture_id, params, describers) else {
+            let Some((small, coarse, placed)) =
+                coarser(lum, side, photo.picture_id, params, describers)
+            else {
                 continue; // too small at this scale: no patches from it
             };
-            let (w, ds) = self.find_words(describers, &coarse);
-            words.extend(w);
-            dists.extend(ds);
-            positions.extend(coarse.positions);
+            self.find_words(describers, (&small, &coarse), &mut words, &mut dists);
+            positions.extend(placed);
         }
         let found = Found {
             words: params.method.words(),
@@ -295,7 +320,7 @@ pub fn encode(
 ) -> Result<FeatureSummary, FeaturesError> {
     let encoder = Encoder::new(vocabulary.clone(), params.clone(), out)?;
     let compute = |ds: &mut Describers, p: &Photo, l: &Luminance, d| encoder.compute(ds, p, l, d);
-    let mut source = here(collection, &params.features, &compute);
+    let mut source = here(collection, &params.features, &compute, false);
     encode_from(collection, encoder.len(), out, &mut source, progress)
 }
 
@@ -377,17 +402,19 @@ mod tests {
         };
         let params = params_with(vec![40, 64]);
         let mut describers = crate::features::Describers::default();
-        let d = coarser(&lum, 64, 3, &params, &mut describers).expect("holds patches");
+        let (small, layout, placed) =
+            coarser(&lum, 64, 3, &params, &mut describers).expect("holds patches");
         // 200 x 120 by 40/64 is 125 x 75: a dense grid of 11 x 5 patches at stride 8.
-        assert_eq!(d.positions.len(), 11 * 5);
-        assert_eq!(d.values.len(), 11 * 5 * DIMS);
+        assert_eq!((small.width, small.height), (125, 75));
+        assert_eq!(layout.positions.len(), 11 * 5);
+        assert_eq!(placed.len(), 11 * 5);
         let half = PATCH_SIDE / 2;
-        for &(r, c) in &d.positions {
+        for &(r, c) in &placed {
             // Centres inside the photo, at least a coarse patch's half from the edges.
             assert!(r + half >= 32 && r + half <= height - 32, "row {r}");
             assert!(c + half >= 32 && c + half <= width - 32, "col {c}");
         }
-        assert_eq!(d.positions[0], (12, 12)); // centre 20 in the small photo is 32 in the photo
+        assert_eq!(placed[0], (12, 12)); // centre 20 in the small photo is 32 in the photo
         // A photo that cannot hold a patch once downscaled gives nothing at that scale.
         let small = Luminance {
             width: 60,
@@ -395,6 +422,61 @@ mod tests {
             data: vec![1.0; 60 * 45],
         };
         assert!(coarser(&small, 80, 0, &params, &mut describers).is_none());
+    }
+
+    /// A photo of more patches than a strip: its words found strip by strip equal those of all
+    /// its descriptors at once, bit for bit, on every kernel and search.
+    #[test]
+    fn strips_find_the_words_of_the_whole_photo() {
+        let (width, height) = (608, 584); // 72 x 69 = 4,968 patches at stride 8
+        let lum = Luminance {
+            width,
+            height,
+            data: (0..width * height)
+                .map(|i| ((i * 7919 + (i / width) * 31) % 256) as f32)
+                .collect(),
+        };
+        let vocabulary = {
+            let data: Vec<f32> = (0..64 * DIMS)
+                .map(|i| ((i * 2654435761usize) % 1000) as f32 / 4000.0)
+                .collect();
+            Centroids::new(data, DIMS)
+        };
+        let mut describers = crate::features::Describers::default();
+        let sampling = crate::patch::Sampling::Dense { stride: 8 };
+        let layout = lay_out(&lum, 0, &sampling, &mut describers).expect("layout");
+        let n = layout.positions.len();
+        assert!(n > STRIP, "{n}");
+        let mut all = Vec::new();
+        layout.describe(&lum, &mut describers, 0..n, &mut all);
+        let soft = Some(Soft {
+            words: 3,
+            sharpness: 1.0,
+        });
+        let search = approx::Search {
+            lists: 8,
+            probes: 2,
+        };
+        for (kernel, method, approx) in [
+            (Kernel::F32, Method::Hard, None),
+            (Kernel::Int8, Method::Hard, None),
+            (Kernel::F32, Method::of_soft(soft), None),
+            (Kernel::Int8, Method::of_soft(soft), None),
+            (Kernel::F32, Method::Hard, Some(search)),
+        ] {
+            let params = EncodeParams {
+                kernel,
+                method,
+                approx,
+                ..params_with(vec![40])
+            };
+            let encoder =
+                Encoder::new(vocabulary.clone(), params, Path::new("h.bin")).expect("encoder");
+            let (mut words, mut dists) = (Vec::new(), Vec::new());
+            encoder.find_words(&mut describers, (&lum, &layout), &mut words, &mut dists);
+            let whole = encoder.strip_words(&mut describers, &all);
+            assert_eq!((words, dists), whole, "{kernel:?} {approx:?}");
+        }
     }
 
     #[test]

@@ -218,6 +218,33 @@ impl EncodeParams {
     pub fn len(&self, k: usize) -> usize {
         encoded_len(self.method.cell_len(k), self.levels.max(1))
     }
+
+    /// The most memory encoding holds for one photo of at most the pixel limit: its working
+    /// memory ([`crate::image_io::BYTES_PER_PIXEL`]), each coarser scale's downscaled photo and
+    /// grid (7 bytes a pixel of it), a strip of descriptors, and the patches' places and words
+    /// found (16 bytes a patch, 8 a patch and word). The histogram itself is small.
+    pub fn photo_memory(&self) -> u64 {
+        let pixels = self.features.max_pixels;
+        let stride = match self.features.sampling {
+            Sampling::Dense { stride } => stride.max(1) as u64,
+            Sampling::Random { .. } => 1,
+        };
+        let coarse: u64 = (self.scales.iter().skip(1))
+            .map(|&side| {
+                let shrink = (side as u64 * side as u64) / (PATCH_SIDE * PATCH_SIDE) as u64;
+                pixels.saturating_mul(7) / shrink.max(1)
+            })
+            .sum();
+        let strip = (crate::features::STRIP * crate::hog::DIMS * 4) as u64;
+        let found = (pixels / (stride * stride) + 1)
+            .saturating_mul(16 + 8 * self.method.words() as u64)
+            .saturating_mul(self.scales.len().max(1) as u64);
+        pixels
+            .saturating_mul(crate::image_io::BYTES_PER_PIXEL)
+            .saturating_add(coarse)
+            .saturating_add(strip)
+            .saturating_add(found)
+    }
 }
 
 #[cfg(test)]
