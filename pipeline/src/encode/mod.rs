@@ -105,6 +105,10 @@ impl StageOutput<Vec<f32>> for Sink {
     }
 }
 
+/// A coarser scale of a photo: the downscaled photo, its patches laid out, and where their
+/// centres fall in the photo.
+type Coarse = (Luminance, Layout, Vec<(usize, usize)>);
+
 /// The photo at patch side `side`: downscaled by `PATCH_SIDE / side` and its patches laid out
 /// densely, with where their centres fall in the photo; `None` when the downscaled photo cannot
 /// hold a patch.
@@ -114,7 +118,7 @@ fn coarser(
     picture_id: u32,
     params: &EncodeParams,
     describers: &mut crate::features::Describers,
-) -> Option<(Luminance, Layout, Vec<(usize, usize)>)> {
+) -> Option<Coarse> {
     let longest = lum.width.max(lum.height);
     let target = (longest * PATCH_SIDE).div_ceil(side).max(1);
     let small = lum.scaled_within(target);
