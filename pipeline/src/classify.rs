@@ -127,9 +127,11 @@ pub fn read_histograms(path: &Path) -> Result<Table, ClassifyError> {
                 .paths
                 .push(row.get(1).ok_or_else(|| bad("missing path"))?.to_string());
             let values: Result<Vec<f32>, _> = row.iter().skip(2).map(str::parse::<f32>).collect();
-            table
-                .rows
-                .push(values.map_err(|_| bad("a value is not a number"))?);
+            let values = values.map_err(|_| bad("a value is not a number"))?;
+            if let Some(message) = crate::store::out_of_bounds(&values) {
+                return Err(bad(&message));
+            }
+            table.rows.push(values);
         }
     }
     if let Some(len) = table.rows.first().map(Vec::len)
@@ -474,6 +476,27 @@ impl ModelFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn csv_histograms_hold_only_values_within_bounds() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("h.csv");
+        for (bad, want) in [
+            ("inf", "value 2 is not finite"),
+            ("1e23", "value 2 (1e23) exceeds"),
+        ] {
+            std::fs::write(
+                &path,
+                format!("picture_id,path,h0,h1\n0,a.jpg,0.5,0.5\n1,b.jpg,0.1,{bad}\n"),
+            )
+            .expect("write");
+            let err = read_histograms(&path).expect_err(bad).to_string();
+            assert!(
+                err.contains("h.csv") && err.contains("line 3") && err.contains(want),
+                "{err}"
+            );
+        }
+    }
 
     #[test]
     fn random_split_is_stratified_half_and_seeded() {

@@ -529,9 +529,13 @@ pub fn load_luminance(
 
 fn decode_oriented(path: &Path, max_pixels: u64) -> Result<DynamicImage, Skip> {
     let bytes = read_photo(path, max_pixels)?;
-    let reader = ImageReader::new(io::Cursor::new(bytes.as_slice()))
+    let mut reader = ImageReader::new(io::Cursor::new(bytes.as_slice()))
         .with_guessed_format()
         .map_err(|e| Skip::Unreadable(io_reason(&e)))?;
+    reader.limits(decoder_limits(max_pixels));
+    if reader.format() == Some(image::ImageFormat::Tiff) {
+        check_tiff(&bytes)?;
+    }
     if reader.format() == Some(image::ImageFormat::Jpeg) {
         if jpeg_is_truncated(&bytes) {
             // Decoders fill a missing tail with gray instead of failing; such pixels are made up,
@@ -575,10 +579,13 @@ fn read_photo(path: &Path, max_pixels: u64) -> Result<Vec<u8>, Skip> {
     }
     // The header alone: its declared size, before the rest of the file is read.
     let mut input = io::BufReader::with_capacity(64 << 10, file);
-    let reader = ImageReader::new(&mut input)
+    let mut reader = ImageReader::new(&mut input)
         .with_guessed_format()
         .map_err(unreadable)?;
-    if reader.format() != Some(image::ImageFormat::Jpeg) {
+    reader.limits(decoder_limits(max_pixels));
+    // JPEG's header libjpeg reads; TIFF's is checked from the bytes before any decoder reads it.
+    let later = [image::ImageFormat::Jpeg, image::ImageFormat::Tiff];
+    if !reader.format().is_some_and(|f| later.contains(&f)) {
         let (width, height) = reader.into_dimensions().map_err(image_reason)?;
         let pixels = u64::from(width) * u64::from(height);
         check_pixels(u64::from(width), u64::from(height), max_pixels)?;
@@ -591,6 +598,75 @@ fn read_photo(path: &Path, max_pixels: u64) -> Result<Vec<u8>, Skip> {
     let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
     file.take(len).read_to_end(&mut bytes).map_err(unreadable)?;
     Ok(bytes)
+}
+
+/// Refuses a TIFF whose first directory declares a value larger than the file (the `tiff` crate
+/// reads a directory's values into memory as it opens the file, before any limit applies: a tag
+/// of eight million values costs 266 MB). Classic TIFF only; BigTIFF goes to the decoder as is.
+fn check_tiff(bytes: &[u8]) -> Result<(), Skip> {
+    let corrupt = |m: String| Err(Skip::Corrupt(m));
+    let big = match bytes.get(..2) {
+        Some(b"II") => false,
+        Some(b"MM") => true,
+        _ => return corrupt("not a TIFF byte order".into()),
+    };
+    let u16_at = |at: usize| {
+        let b: [u8; 2] = bytes.get(at..at + 2)?.try_into().ok()?;
+        Some(if big {
+            u16::from_be_bytes(b)
+        } else {
+            u16::from_le_bytes(b)
+        })
+    };
+    let u32_at = |at: usize| {
+        let b: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
+        Some(if big {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        })
+    };
+    if u16_at(2) != Some(42) {
+        return Ok(()); // BigTIFF (43) or not TIFF: the decoder decides
+    }
+    let Some(ifd) = u32_at(4).map(|o| o as usize) else {
+        return corrupt("truncated TIFF header".into());
+    };
+    let Some(entries) = u16_at(ifd) else {
+        return corrupt("the first TIFF directory lies outside the file".into());
+    };
+    for e in 0..usize::from(entries) {
+        let at = ifd + 2 + 12 * e;
+        let (Some(tag), Some(kind), Some(count)) = (u16_at(at), u16_at(at + 2), u32_at(at + 4))
+        else {
+            return corrupt("the first TIFF directory is cut short".into());
+        };
+        let size: u64 = match kind {
+            1 | 2 | 6 | 7 => 1,
+            3 | 8 => 2,
+            4 | 9 | 11 | 13 => 4,
+            5 | 10 | 12 | 16..=18 => 8,
+            _ => 1, // an unknown type: the decoder skips or refuses it
+        };
+        let declared = u64::from(count).saturating_mul(size);
+        if declared > bytes.len() as u64 {
+            return corrupt(format!(
+                "TIFF tag {tag} declares {count} values ({declared} bytes), more than the file's \
+                 {} bytes",
+                bytes.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What the `image` crate's decoders may allocate for a photo of at most `max_pixels` pixels:
+/// its pixels at 8 bytes each (16-bit RGBA) and 16 MiB of tables, whatever a header's fields
+/// claim (a TIFF tag declaring eight million values, say).
+fn decoder_limits(max_pixels: u64) -> image::Limits {
+    let mut limits = image::Limits::default();
+    limits.max_alloc = Some(max_pixels.saturating_mul(8).saturating_add(16 << 20));
+    limits
 }
 
 fn check_pixels(width: u64, height: u64, limit: u64) -> Result<(), Skip> {
@@ -785,6 +861,32 @@ mod tests {
         // A lower limit is the caller's to set.
         let skip = load_luminance(&edge, None, 50_000_000).expect_err("over the limit");
         assert!(skip.to_string().contains("the limit is 50 Mpix"), "{skip}");
+    }
+
+    #[test]
+    fn a_tiff_tag_declaring_more_than_the_file_holds_is_refused_before_decoding() {
+        // Little-endian header, then a directory of one entry: Compression (259), SHORT, with
+        // eight million values (the tiff crate would read them all as it opens the file).
+        let mut tiff = b"II*\0\x08\0\0\0".to_vec();
+        tiff.extend_from_slice(&1u16.to_le_bytes());
+        tiff.extend_from_slice(&259u16.to_le_bytes());
+        tiff.extend_from_slice(&3u16.to_le_bytes());
+        tiff.extend_from_slice(&8_323_073u32.to_le_bytes());
+        tiff.extend_from_slice(&[0; 8]);
+        let err = check_tiff(&tiff).expect_err("refused");
+        assert!(
+            err.to_string()
+                .contains("TIFF tag 259 declares 8323073 values"),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("t.tiff");
+        std::fs::write(&path, &tiff).expect("write");
+        let skip = load_luminance(&path, None, MAX_PIXELS).expect_err("skipped");
+        assert!(
+            skip.to_string().contains("declares 8323073 values"),
+            "{skip}"
+        );
     }
 
     #[test]

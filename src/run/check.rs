@@ -14,7 +14,9 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
         (None, Some(s)) => format!("synthetic set, {} photos per kind", s.per_kind),
         (None, None) => unreachable!("checked by load"),
     };
-    let data = super::check_dataset(path, &config)?;
+    // The dataset's checks read the labels; their errors name the config they came from.
+    let data = super::check_dataset(path, &config)
+        .with_context(|| format!("invalid config {}", path.display()))?;
     println!(
         "config {}: ok ({dataset}; vocabularies k = {:?}; {}); {data}",
         path.display(),

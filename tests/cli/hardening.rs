@@ -889,3 +889,26 @@ fn a_large_photo_is_encoded_within_its_stated_memory() {
     assert!(peak < bound, "peak {peak} bytes, bound {bound}");
     assert_eq!(csv_rows(&d.join("h.bin.images.csv")).len(), 1);
 }
+
+#[test]
+fn config_check_names_the_config_whatever_check_refuses_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("c.toml");
+    for (text, want) in [
+        (
+            "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n[classify]\nattributes = [\"urbinicity\"]\n",
+            "has no column \"urbinicity\"",
+        ),
+        (
+            "[dataset]\nsynthetic = { per_kind = 2 }\n[features]\nper_image = 5\n[kmeans]\nk = [128]\n",
+            "larger than the vocabulary's sample",
+        ),
+    ] {
+        std::fs::write(&config, text).expect("write");
+        let err = fails(&["config", "check", s(&config)]);
+        assert!(
+            err.contains(&format!("invalid config {}", s(&config))) && err.contains(want),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,834 @@
+//! The mutation harness of `eval/robustness/`: every reader of vocab's inputs fed seeded mutants of
+//! a valid file (bit flips, extreme bytes, truncations, appended junk, spliced ranges, header fields
+//! set to extremes with their checksums made valid again, text tokens set to extremes, lines
+//! dropped or doubled). Every outcome must be a result that holds or a clear error (naming the
+//! file, for files), never a panic, within a stated memory bound per mutant.
+//!
+//! Shared by the full run (`cargo run --release -p vocab-cluster --example mutants`) and the small
+//! seeded slice in the tests (`cluster/tests/mutants/main.rs`).
+
+#![allow(dead_code)] // each of the two roots uses part of it
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use vocab_cluster::net::frame::Frame;
+use vocab_pipeline::store::{Element, FeatureReader, FeatureWriter, Format, Record};
+
+/// An allocator that counts the bytes held and their peak: the memory a mutant makes a reader
+/// take (declared `#[global_allocator]` by each root).
+pub struct Counting;
+
+static HELD: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is passed to the system allocator unchanged; only counters are added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            let now = HELD.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.dealloc(ptr, layout) };
+        HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+            let now = HELD.fetch_add(new_size, Ordering::Relaxed) + new_size;
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+/// A small seeded generator (splitmix64): mutants are reproducible from (reader, seed, index).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// How a reader's input may be fixed up after a mutation so that it passes its checksums and the
+/// mutant reaches the checks behind them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fixup {
+    /// Nothing to fix.
+    None,
+    /// vocab's binary feature format: the payload CRC (24..28) and the header CRC (28..32).
+    FeatureFile,
+    /// PNG: every chunk's CRC.
+    Png,
+}
+
+/// A binary integer field of a header: offset and width in bytes (little endian unless PNG).
+pub type Field = (usize, usize);
+
+/// What happened to one mutant.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Read, and the result holds (values finite, sizes consistent).
+    Accepted,
+    /// Refused with a clear error.
+    Refused,
+    /// A failure of the harness's rules: a panic, an unclear error, a result that does not hold.
+    Failed(String),
+}
+
+/// How a reader reads a mutant: `Ok` when what it read holds, `Err(message)` for a refusal (the
+/// message is what a user would see).
+pub type ReadFn = Box<dyn Fn(&Path) -> Result<(), String> + Sync>;
+
+/// One reader under test: its seed files and how to read a mutant.
+pub struct Reader {
+    /// Name in the results (`features-bin`).
+    pub name: &'static str,
+    /// The file name a mutant is written to (the error must name it).
+    pub file: &'static str,
+    /// A valid input.
+    pub seed: Vec<u8>,
+    /// Integer fields of its header, for the "extreme field" mutation.
+    pub fields: Vec<Field>,
+    /// Checksums to recompute.
+    pub fixup: Fixup,
+    /// Memory a mutant may make the reader hold, in bytes.
+    pub memory: usize,
+    /// Reads the mutant at `path` (in a scratch folder also holding the reader's other files):
+    /// `Ok` when the result holds, `Err(message)` for a refusal.
+    pub read: ReadFn,
+    /// Other files the reader needs beside the mutant (written before each mutant).
+    pub beside: Vec<(&'static str, Vec<u8>)>,
+}
+
+/// The mutation of `seed` numbered by `rng`'s state: one to three operators, then (for formats
+/// with checksums, half the time) the checksums made valid again.
+pub fn mutate(reader: &Reader, rng: &mut Rng) -> Vec<u8> {
+    let mut bytes = reader.seed.clone();
+    let text = std::str::from_utf8(&bytes).is_ok();
+    for _ in 0..1 + rng.below(3) {
+        let op = rng.below(if text { 9 } else { 7 });
+        bytes = match op {
+            0 => flip_bits(bytes, rng),
+            1 => extreme_byte(bytes, rng),
+            2 => truncate(bytes, rng),
+            3 => append(bytes, rng),
+            4 => splice(bytes, rng),
+            5 | 6 if !reader.fields.is_empty() => extreme_field(bytes, &reader.fields, rng),
+            5 | 6 => flip_bits(bytes, rng),
+            7 => extreme_token(bytes, rng),
+            _ => lines(bytes, rng),
+        };
+    }
+    if reader.fixup != Fixup::None && rng.below(2) == 0 {
+        fix(&mut bytes, reader.fixup);
+    }
+    bytes
+}
+
+fn flip_bits(mut b: Vec<u8>, rng: &mut Rng) -> Vec<u8> {
+    for _ in 0..1 + rng.below(4) {
+        if !b.is_empty() {
+            let at = rng.below(b.len());
+            b[at] ^= 1 << rng.below(8);
+        }
+    }
+    b
+}
+
+fn extreme_byte(mut b: Vec<u8>, rng: &mut Rng) -> Vec<u8> {
+    if !b.is_empty() {
+        let at = rng.below(b.len());
+        b[at] = [0x00, 0xFF, 0x7F, 0x80][rng.below(4)];
+    }
+    b
+}
+
+fn truncate(mut b: Vec<u8>, rng: &mut Rng) -> Vec<u8> {
+    let len = rng.below(b.len() + 1);
+    b.truncate(len);
+    b
+}
+
+fn append(mut b: Vec<u8>, rng: &mut Rng) -> Vec<u8> {
+    for _ in 0..1 + rng.below(64) {
+        b.push(rng.next() as u8);
+    }
+    b
+}
+
+fn splice(mut b: Vec<u8>, rng: &mut Rng) -> Vec<u8> {
+    if b.len() > 2 {
+        let (from, to) = (rng.below(b.len()), rng.below(b.len()));
+        let len = rng.below(b.len() - from.max(to)).min(256);
+        let piece = b[from..from + len].to_vec();
+        b[to..to + len].copy_from_slice(&piece);
+    }
+    b
+}
+
+/// Values that break sizes: zero, one, the largest, just below them, and powers of two that
+/// overflow a multiplication.
+const EXTREMES: [u64; 9] = [
+    0,
+    1,
+    u64::MAX,
+    u64::MAX - 1,
+    1 << 31,
+    (1 << 32) - 1,
+    1 << 61,
+    1 << 63,
+    (1 << 16) - 1,
+];
+
+fn extreme_field(mut b: Vec<u8>, fields: &[Field], rng: &mut Rng) -> Vec<u8> {
+    let (at, width) = fields[rng.below(fields.len())];
+    if at + width <= b.len() {
+        let v = EXTREMES[rng.below(EXTREMES.len())].to_le_bytes();
+        b[at..at + width].copy_from_slice(&v[..width]);
+    }
+    b
+}
+
+/// Text tokens that break parsers: non-numbers, overflowing numbers, values past the magnitude
+/// bound, empty and very long ones.
+const TOKENS: [&str; 12] = [
+    "NaN",
+    "inf",
+    "-inf",
+    "1e39",
+    "-3e38",
+    "1e20",
+    "99999999999999999999999",
+    "-1",
+    "",
+    "0x10",
+    "\u{feff}",
+    "-0",
+];
+
+fn extreme_token(b: Vec<u8>, rng: &mut Rng) -> Vec<u8> {
+    let text = String::from_utf8_lossy(&b).into_owned();
+    // Runs of number characters.
+    let spans: Vec<(usize, usize)> = {
+        let bytes = text.as_bytes();
+        let mut spans = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i].is_ascii_digit() {
+                let start = i;
+                while i < bytes.len()
+                    && (bytes[i].is_ascii_alphanumeric() || b".+-".contains(&bytes[i]))
+                {
+                    i += 1;
+                }
+                spans.push((start, i));
+            } else {
+                i += 1;
+            }
+        }
+        spans
+    };
+    if spans.is_empty() {
+        return b;
+    }
+    let (start, end) = spans[rng.below(spans.len())];
+    let token = if rng.below(13) == 12 {
+        "7".repeat(100_000)
+    } else {
+        TOKENS[rng.below(TOKENS.len())].to_string()
+    };
+    format!("{}{token}{}", &text[..start], &text[end..]).into_bytes()
+}
+
+fn lines(b: Vec<u8>, rng: &mut Rng) -> Vec<u8> {
+    let text = String::from_utf8_lossy(&b).into_owned();
+    let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
+    if lines.is_empty() {
+        return b;
+    }
+    let at = rng.below(lines.len());
+    match rng.below(3) {
+        0 => {
+            lines.remove(at);
+        }
+        1 => lines.insert(at, lines[at]),
+        _ => {
+            let other = rng.below(lines.len());
+            lines.swap(at, other);
+        }
+    }
+    lines.concat().into_bytes()
+}
+
+/// Makes the checksums of `b` valid again.
+pub fn fix(b: &mut [u8], fixup: Fixup) {
+    match fixup {
+        Fixup::None => {}
+        Fixup::FeatureFile if b.len() >= 32 => {
+            let payload = crc32fast::hash(&b[32..]);
+            b[24..28].copy_from_slice(&payload.to_le_bytes());
+            let header = crc32fast::hash(&b[..28]);
+            b[28..32].copy_from_slice(&header.to_le_bytes());
+        }
+        Fixup::FeatureFile => {}
+        Fixup::Png => {
+            let mut at = 8;
+            while at + 12 <= b.len() {
+                let len = u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as usize;
+                let Some(end) = at.checked_add(8 + len).filter(|&e| e + 4 <= b.len()) else {
+                    break;
+                };
+                let crc = crc32fast::hash(&b[at + 4..end]);
+                b[end..end + 4].copy_from_slice(&crc.to_be_bytes());
+                at = end + 4;
+            }
+        }
+    }
+}
+
+/// One mutant through `reader` in `scratch`: the outcome, the peak bytes allocated over the
+/// baseline and the milliseconds it took.
+pub fn run_one(reader: &Reader, scratch: &Path, bytes: &[u8]) -> (Outcome, usize, f64) {
+    for (name, data) in &reader.beside {
+        std::fs::write(scratch.join(name), data).expect("write beside");
+    }
+    let path = scratch.join(reader.file);
+    std::fs::write(&path, bytes).expect("write mutant");
+    let base = HELD.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let started = Instant::now();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (reader.read)(&path)));
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    let peak = PEAK.load(Ordering::Relaxed).saturating_sub(base);
+    let outcome = match result {
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Outcome::Failed(format!("panic: {what}"))
+        }
+        Ok(Ok(())) => Outcome::Accepted,
+        Ok(Err(message)) if message.trim().is_empty() => Outcome::Failed("an empty error".into()),
+        Ok(Err(message)) if message.contains("panicked") => {
+            Outcome::Failed(format!("a panic reported as an error: {message}"))
+        }
+        Ok(Err(_)) => Outcome::Refused,
+    };
+    let outcome = match outcome {
+        Outcome::Accepted | Outcome::Refused if peak > reader.memory => Outcome::Failed(format!(
+            "held {peak} bytes, more than the bound of {}",
+            reader.memory
+        )),
+        other => other,
+    };
+    (outcome, peak, ms)
+}
+
+/// The tally of one reader's run.
+#[derive(Debug, Default, Clone)]
+pub struct Tally {
+    pub mutants: usize,
+    pub accepted: usize,
+    pub refused: usize,
+    pub failed: Vec<(usize, String)>,
+    pub peak: usize,
+    pub slowest_ms: f64,
+    pub seconds: f64,
+}
+
+/// `count` mutants of `reader` from `seed`, in a scratch folder of their own.
+pub fn run(reader: &Reader, seed: u64, count: usize) -> Tally {
+    let scratch = tempfile::tempdir().expect("scratch");
+    let mut tally = Tally::default();
+    let started = Instant::now();
+    for i in 0..count {
+        let mut rng = Rng::new(seed ^ (i as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
+        let bytes = mutate(reader, &mut rng);
+        let (outcome, peak, ms) = run_one(reader, scratch.path(), &bytes);
+        tally.mutants += 1;
+        tally.peak = tally.peak.max(peak);
+        tally.slowest_ms = tally.slowest_ms.max(ms);
+        match outcome {
+            Outcome::Accepted => tally.accepted += 1,
+            Outcome::Refused => tally.refused += 1,
+            Outcome::Failed(why) => tally.failed.push((i, why)),
+        }
+    }
+    tally.seconds = started.elapsed().as_secs_f64();
+    tally
+}
+
+/// A refusal's message, which must name the file it refuses.
+fn named(path: &Path, message: String) -> Result<(), String> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    match name {
+        Some(name) if message.contains(&name) => Err(message),
+        _ => Err(format!(
+            "{message} (UNCLEAR: does not name {})",
+            path.display()
+        )),
+    }
+}
+
+/// An error that does not name its file becomes a failure of the harness's rules.
+fn clear(result: Result<(), String>) -> Result<(), String> {
+    match result {
+        Err(m) if m.contains("UNCLEAR") => panic!("unclear error: {m}"),
+        other => other,
+    }
+}
+
+/// Every value read must be finite and within the magnitude bound of its vector.
+fn holds(values: &[f32]) -> Result<(), String> {
+    match vocab_pipeline::store::out_of_bounds(values) {
+        Some(m) => panic!("a value that does not hold was returned: {m}"),
+        None => Ok(()),
+    }
+}
+
+fn feature_file(format: Format, n: u32, dims: usize) -> Vec<u8> {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("f");
+    let mut w = FeatureWriter::create(&path, format, dims).expect("create");
+    for i in 0..n {
+        let v: Vec<f32> = (0..dims)
+            .map(|d| ((i as usize * 7 + d * 3) % 17) as f32 / 16.0)
+            .collect();
+        w.write(i, (i % 3) as u16, (i % 5) as u16, &v)
+            .expect("write");
+    }
+    w.finish().expect("finish");
+    std::fs::read(&path).expect("read")
+}
+
+/// The header's integer fields of vocab's binary feature format.
+fn feature_fields() -> Vec<Field> {
+    vec![(8, 2), (10, 1), (12, 4), (16, 8), (16, 4), (20, 4), (24, 4)]
+}
+
+fn read_features(path: &Path) -> Result<(), String> {
+    let chain = |e: vocab_pipeline::store::StoreError| vocab_pipeline::chain(&e);
+    let mut reader = match FeatureReader::open(path) {
+        Ok(reader) => reader,
+        Err(e) => return named(path, chain(e)),
+    };
+    let mut record = Record::default();
+    let mut dims = None;
+    loop {
+        match reader.next_into(&mut record) {
+            Ok(false) => return Ok(()),
+            Ok(true) => {
+                holds(&record.values)?;
+                if *dims.get_or_insert(record.values.len()) != record.values.len() {
+                    panic!("records of different lengths returned");
+                }
+            }
+            Err(e) => return named(path, chain(e)),
+        }
+    }
+}
+
+fn photo(format: image::ImageFormat) -> Vec<u8> {
+    let img = image::RgbImage::from_fn(64, 48, |x, y| {
+        image::Rgb([(x * 4) as u8, (y * 5) as u8, ((x * y) % 251) as u8])
+    });
+    let mut out = std::io::Cursor::new(Vec::new());
+    image::DynamicImage::ImageRgb8(img)
+        .write_to(&mut out, format)
+        .expect("encode");
+    out.into_inner()
+}
+
+/// Pixels a mutated photo may declare in the harness; its memory bound follows from it.
+pub const PHOTO_PIXELS: u64 = 4_000_000;
+
+fn read_photo(path: &Path) -> Result<(), String> {
+    match vocab_pipeline::image_io::load_luminance(path, None, PHOTO_PIXELS) {
+        Ok(lum) => {
+            assert_eq!(lum.data.len(), lum.width * lum.height, "luminance size");
+            assert!(
+                lum.data.iter().all(|v| v.is_finite()),
+                "luminance not finite"
+            );
+            Ok(())
+        }
+        Err(skip) => Err(skip.to_string()),
+    }
+}
+
+/// Every reader, with its seed and bounds.
+pub fn readers() -> Vec<Reader> {
+    let mb = 1 << 20;
+    let photo_memory =
+        (PHOTO_PIXELS * vocab_pipeline::image_io::BYTES_PER_PIXEL) as usize + 32 * mb;
+    let mut all = Vec::new();
+    for (name, file, format) in [
+        ("photo-jpeg", "p.jpg", image::ImageFormat::Jpeg),
+        ("photo-png", "p.png", image::ImageFormat::Png),
+        ("photo-webp", "p.webp", image::ImageFormat::WebP),
+        ("photo-tiff", "p.tiff", image::ImageFormat::Tiff),
+        ("photo-bmp", "p.bmp", image::ImageFormat::Bmp),
+    ] {
+        let fields = match format {
+            // Width and height in IHDR (big endian; extremes hit them all the same).
+            image::ImageFormat::Png => vec![(16, 4), (20, 4), (24, 1), (25, 1)],
+            image::ImageFormat::Bmp => vec![(2, 4), (10, 4), (14, 4), (18, 4), (22, 4), (28, 2)],
+            image::ImageFormat::Tiff => vec![(4, 4), (8, 2)],
+            _ => Vec::new(),
+        };
+        all.push(Reader {
+            name,
+            file,
+            seed: photo(format),
+            fields,
+            fixup: if format == image::ImageFormat::Png {
+                Fixup::Png
+            } else {
+                Fixup::None
+            },
+            memory: photo_memory,
+            read: Box::new(|p| clear(read_photo(p))),
+            beside: Vec::new(),
+        });
+    }
+    all.push(Reader {
+        name: "features-bin",
+        file: "f.bin",
+        seed: feature_file(Format::Bin, 40, 8),
+        fields: feature_fields(),
+        fixup: Fixup::FeatureFile,
+        memory: 16 * mb,
+        read: Box::new(|p| clear(read_features(p))),
+        beside: Vec::new(),
+    });
+    all.push(Reader {
+        name: "features-text",
+        file: "f.txt",
+        seed: feature_file(Format::Text, 40, 8),
+        fields: Vec::new(),
+        fixup: Fixup::None,
+        memory: 16 * mb,
+        read: Box::new(|p| clear(read_features(p))),
+        beside: Vec::new(),
+    });
+    // A partition set: its second partition mutated (a partition's file, checked against the
+    // manifest the set keeps).
+    let (parts, manifest) = {
+        let dir = tempfile::tempdir().expect("tmp");
+        let input = dir.path().join("f.bin");
+        std::fs::write(&input, feature_file(Format::Bin, 60, 8)).expect("write");
+        let out = dir.path().join("parts");
+        vocab_pipeline::partition::split(&input, 3, &out, Element::F32).expect("split");
+        let read = |n: &str| std::fs::read(out.join(n)).expect("read");
+        (
+            [
+                read("part-0000.bin"),
+                read("part-0001.bin"),
+                read("part-0002.bin"),
+            ],
+            // The source as a fixed name, so that the seed (and every mutant) is the same each
+            // run.
+            String::from_utf8(read("manifest.toml"))
+                .expect("utf-8")
+                .lines()
+                .map(|l| {
+                    if l.starts_with("source =") {
+                        "source = \"f.bin\""
+                    } else {
+                        l
+                    }
+                })
+                .map(|l| format!("{l}\n"))
+                .collect::<String>()
+                .into_bytes(),
+        )
+    };
+    let read_set = |p: &Path| -> Result<(), String> {
+        let dir = p.parent().expect("folder");
+        match vocab_pipeline::partition::PartitionSet::open(dir) {
+            Ok(set) => {
+                let mut buf = Vec::new();
+                for rows in set.vectors() {
+                    for r in 0..rows.rows() {
+                        holds(rows.row(r, &mut buf))?;
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => named(p, vocab_pipeline::chain(&e)),
+        }
+    };
+    all.push(Reader {
+        name: "partition",
+        file: "part-0001.bin",
+        seed: parts[1].clone(),
+        fields: feature_fields(),
+        fixup: Fixup::FeatureFile,
+        memory: 16 * mb,
+        read: Box::new(move |p| clear(read_set(p))),
+        beside: vec![
+            ("part-0000.bin", parts[0].clone()),
+            ("part-0002.bin", parts[2].clone()),
+            ("manifest.toml", manifest.clone()),
+        ],
+    });
+    all.push(Reader {
+        name: "partition-manifest",
+        file: "manifest.toml",
+        seed: manifest,
+        fields: Vec::new(),
+        fixup: Fixup::None,
+        memory: 16 * mb,
+        read: Box::new(move |p| {
+            let dir = p.parent().expect("folder");
+            match vocab_pipeline::partition::PartitionSet::open(dir) {
+                Ok(_) => Ok(()),
+                // A manifest that names another file is refused naming that file.
+                Err(e) => Err(vocab_pipeline::chain(&e)),
+            }
+        }),
+        beside: vec![
+            ("part-0000.bin", parts[0].clone()),
+            ("part-0001.bin", parts[1].clone()),
+            ("part-0002.bin", parts[2].clone()),
+        ],
+    });
+    let read_vocabulary = |p: &Path| match vocab_pipeline::kmeans::files::read_vocabulary(p) {
+        Ok(c) => {
+            for j in 0..c.k() {
+                holds(c.row(j))?;
+            }
+            Ok(())
+        }
+        Err(e) => named(p, vocab_pipeline::chain(&e)),
+    };
+    all.push(Reader {
+        name: "vocabulary-bin",
+        file: "v.bin",
+        seed: feature_file(Format::Bin, 16, 8),
+        fields: feature_fields(),
+        fixup: Fixup::FeatureFile,
+        memory: 16 * mb,
+        read: Box::new(move |p| clear(read_vocabulary(p))),
+        beside: Vec::new(),
+    });
+    let vocabulary_text: Vec<u8> = (0..16)
+        .map(|j| {
+            let row: Vec<String> = (0..8)
+                .map(|d| format!("{}", (j * 3 + d) as f32 / 32.0))
+                .collect();
+            row.join(" ") + "\n"
+        })
+        .collect::<String>()
+        .into_bytes();
+    all.push(Reader {
+        name: "vocabulary-text",
+        file: "v.txt",
+        seed: vocabulary_text,
+        fields: Vec::new(),
+        fixup: Fixup::None,
+        memory: 16 * mb,
+        read: Box::new(move |p| clear(read_vocabulary(p))),
+        beside: Vec::new(),
+    });
+    let read_table = |p: &Path| match vocab_pipeline::classify::read_histograms(p) {
+        Ok(table) => {
+            for row in &table.rows {
+                holds(row)?;
+            }
+            assert_eq!(table.rows.len(), table.paths.len(), "rows and paths");
+            Ok(())
+        }
+        Err(e) => Err(vocab_pipeline::chain(&e)),
+    };
+    let images: Vec<u8> = (0..10)
+        .map(|i| format!("{i},photos/p{i}.jpg,64,48\n"))
+        .fold("picture_id,path,width,height\n".to_string(), |a, l| a + &l)
+        .into_bytes();
+    all.push(Reader {
+        name: "histograms-bin",
+        file: "h.bin",
+        seed: feature_file(Format::Bin, 10, 16),
+        fields: feature_fields(),
+        fixup: Fixup::FeatureFile,
+        memory: 16 * mb,
+        read: Box::new(move |p| read_table(p)),
+        beside: vec![("h.bin.images.csv", images.clone())],
+    });
+    all.push(Reader {
+        name: "histograms-manifest",
+        file: "h.bin.images.csv",
+        seed: images,
+        fields: Vec::new(),
+        fixup: Fixup::None,
+        memory: 16 * mb,
+        read: Box::new(move |p| {
+            let bin = p.with_file_name("h.bin");
+            read_table(&bin)
+        }),
+        beside: vec![("h.bin", feature_file(Format::Bin, 10, 16))],
+    });
+    let csv_histograms: Vec<u8> = (0..10)
+        .map(|i| {
+            let values: Vec<String> = (0..6)
+                .map(|d| format!("{}", (i + d) as f32 / 60.0))
+                .collect();
+            format!("{i},photos/p{i}.jpg,{}\n", values.join(","))
+        })
+        .fold("picture_id,path,h0,h1,h2,h3,h4,h5\n".to_string(), |a, l| {
+            a + &l
+        })
+        .into_bytes();
+    all.push(Reader {
+        name: "histograms-csv",
+        file: "h.csv",
+        seed: csv_histograms,
+        fields: Vec::new(),
+        fixup: Fixup::None,
+        memory: 16 * mb,
+        read: Box::new(move |p| read_table(p)),
+        beside: Vec::new(),
+    });
+    all.push(Reader {
+        name: "model",
+        file: "m.json",
+        seed: MODEL.as_bytes().to_vec(),
+        fields: Vec::new(),
+        fixup: Fixup::None,
+        memory: 16 * mb,
+        read: Box::new(|p| {
+            clear(match vocab_pipeline::classify::ModelFile::load(p) {
+                Ok(model) => {
+                    // A model accepted predicts on a histogram of its length without a panic.
+                    let len = model.classifier.models[0].w.len();
+                    let width = model.kernel_map.map_or(1, |m| m.mapped_len(1));
+                    let h = vec![0.5f32; len / width.max(1)];
+                    if model.check_len(h.len(), p).is_ok() {
+                        let class = model.predict(&h);
+                        assert!(class < model.classifier.classes.len(), "class index");
+                    }
+                    Ok(())
+                }
+                Err(e) => named(p, vocab_pipeline::chain(&e)),
+            })
+        }),
+        beside: Vec::new(),
+    });
+    all.push(Reader {
+        name: "cluster-file",
+        file: "cluster.toml",
+        seed: CLUSTER.as_bytes().to_vec(),
+        fields: Vec::new(),
+        fixup: Fixup::None,
+        memory: 16 * mb,
+        read: Box::new(|p| {
+            let text = String::from_utf8_lossy(&std::fs::read(p).expect("read")).into_owned();
+            match vocab_cluster::net::config::Cluster::parse(&text, p) {
+                Ok(_) => Ok(()),
+                Err(e) => clear(named(p, vocab_pipeline::chain(&e))),
+            }
+        }),
+        beside: Vec::new(),
+    });
+    all.push(Reader {
+        name: "frame",
+        file: "frame.bin",
+        seed: frames(),
+        fields: vec![(2, 1), (3, 1), (4, 4), (8, 4)],
+        fixup: Fixup::None,
+        memory: 16 * mb,
+        read: Box::new(|p| {
+            let mut bytes = std::fs::read(p).expect("read");
+            // Every frame in the buffer, as a connection would parse them.
+            loop {
+                match Frame::parse(&bytes, 1 << 20) {
+                    Ok(Some((_, used))) if used > 0 && used <= bytes.len() => {
+                        bytes.drain(..used);
+                    }
+                    Ok(Some((_, used))) => panic!("a frame of {used} bytes from {}", bytes.len()),
+                    Ok(None) => return Ok(()),
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+        }),
+        beside: Vec::new(),
+    });
+    all
+}
+
+/// One of each frame kind, back to back.
+fn frames() -> Vec<u8> {
+    let mut out = bytes::BytesMut::new();
+    for frame in [
+        Frame::Hello {
+            name: "w0".into(),
+            nonce: [3; 32],
+        },
+        Frame::Challenge { nonce: [4; 32] },
+        Frame::Response { proof: [5; 32] },
+        Frame::Welcome { proof: [6; 32] },
+        Frame::Ping { seq: 7 },
+        Frame::Pong { seq: 7 },
+        Frame::Error {
+            message: "no".into(),
+        },
+        Frame::Control(bytes::Bytes::from_static(br#"{"Join":{}}"#)),
+        Frame::Data {
+            tag: 9,
+            data: bytes::Bytes::from_static(b"0123456789"),
+        },
+    ] {
+        frame.encode(&mut out);
+    }
+    out.to_vec()
+}
+
+/// A cluster file of three nodes on two racks.
+const CLUSTER: &str = "[settings]\nsecret_file = \"secret\"\nretries = 2\nchunk_size = 65536\nio_timeout_ms = 5000\n\n[[nodes]]\nname = \"w0\"\naddress = \"127.0.0.1:7000\"\nrack = \"r0\"\n\n[[nodes]]\nname = \"w1\"\naddress = \"127.0.0.1:7001\"\nrack = \"r1\"\n\n[[nodes]]\nname = \"w2\"\naddress = \"127.0.0.1:7002\"\nrack = \"r0\"\n";
+
+/// A model of three classes over a 4-word, 2-level encoding (20 values) and a kernel map.
+const MODEL: &str = r#"{"version":1,"attribute":"kind","split":{"kind":"random","seed":7,"holdout":0.5},"encoding":{"vocabulary":"/nonexistent/voc.bin","k":4,"stride":8,"norm":"l1","pyramid":2,"max_side":null},"cv_accuracy":0.75,"kernel_map":{"kernel":"chi2","order":1,"period":2.0},"classifier":{"classes":["city","field","mountain"],"models":[{"w":[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0,1.1,1.2,1.3,1.4,1.5,1.6,1.7,1.8,1.9,2.0,2.1,2.2,2.3,2.4,2.5,2.6,2.7,2.8,2.9,3.0,3.1,3.2,3.3,3.4,3.5,3.6,3.7,3.8,3.9,4.0,4.1,4.2,4.3,4.4,4.5,4.6,4.7,4.8,4.9,5.0,5.1,5.2,5.3,5.4,5.5,5.6,5.7,5.8,5.9,6.0],"bias":0.5},{"w":[-0.1,-0.2,-0.3,-0.4,-0.5,-0.6,-0.7,-0.8,-0.9,-1.0,-1.1,-1.2,-1.3,-1.4,-1.5,-1.6,-1.7,-1.8,-1.9,-2.0,-2.1,-2.2,-2.3,-2.4,-2.5,-2.6,-2.7,-2.8,-2.9,-3.0,-3.1,-3.2,-3.3,-3.4,-3.5,-3.6,-3.7,-3.8,-3.9,-4.0,-4.1,-4.2,-4.3,-4.4,-4.5,-4.6,-4.7,-4.8,-4.9,-5.0,-5.1,-5.2,-5.3,-5.4,-5.5,-5.6,-5.7,-5.8,-5.9,-6.0],"bias":-0.5},{"w":[1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0],"bias":0.0}],"c":1.0}}"#;
+
+/// Where a reader's failures are written, one line each: index and why.
+pub fn failures_text(tally: &Tally) -> String {
+    tally
+        .failed
+        .iter()
+        .map(|(i, why)| format!("{i}: {why}\n"))
+        .collect()
+}
+
+/// The scratch folder's path for a reader (unused by the in-process readers; kept for spawns).
+pub fn scratch_of(root: &Path, reader: &str) -> PathBuf {
+    root.join(reader)
+}
