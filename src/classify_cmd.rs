@@ -15,7 +15,7 @@ use vocab_pipeline::kernel_map::KernelMap;
 use vocab_pipeline::svm::{Classifier, Metrics, SvmParams, choose_c, metrics};
 
 use crate::progress::Ui;
-use crate::settings::{ClassifySettings, EvaluateSettings, Kind, OrFlag, Split, TrainSettings};
+use crate::settings::{ClassifySettings, EvaluateSettings, Split, TrainSettings};
 use crate::tables;
 
 /// C values tried by cross-validation (the scale of scikit-learn's usual grid).
@@ -360,7 +360,12 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
     })?;
     // The model's encoding was checked by the rules of vocab encode when it was read.
     let words = Path::new(enc.vocabulary());
-    crate::settings::apart("out", &args.out, Kind::File, &[("vocabulary", words)]).or_flag()?;
+    ensure!(
+        !crate::settings::same_file(&args.out, words),
+        "--out {}: is the model's vocabulary {}, which it would overwrite",
+        args.out.display(),
+        words.display()
+    );
     let vocabulary = crate::photo_cmd::read_word_vocabulary(words)
         .with_context(|| format!("the model's vocabulary {}", enc.vocabulary()))?;
     ensure!(

@@ -200,8 +200,16 @@ impl LocalCluster {
         let stdin = match keep {
             Keep::SecretFile => std::process::Stdio::null(),
             Keep::InMemory => {
+                // Written into the pipe and its writing end closed before the worker starts: the
+                // 64 bytes sit in the pipe's buffer, so no write can meet a reader that is gone.
+                use std::io::Write as _;
                 command.arg("--secret-stdin");
-                std::process::Stdio::piped()
+                let (reader, mut writer) = std::io::pipe().context("cannot make a pipe")?;
+                writer
+                    .write_all(self.secret.bytes())
+                    .with_context(|| format!("cannot hand worker w{i} its secret"))?;
+                drop(writer);
+                reader.into()
             }
         };
         command.stdin(stdin).stdout(log).stderr(err_log);
@@ -220,16 +228,9 @@ impl LocalCluster {
                 });
             }
         }
-        let mut child = command
+        command
             .spawn()
-            .with_context(|| format!("cannot start worker w{i}"))?;
-        if let Some(mut pipe) = child.stdin.take() {
-            use std::io::Write as _;
-            // The pipe closes when dropped: the worker reads the secret to its end.
-            pipe.write_all(self.secret.bytes())
-                .with_context(|| format!("cannot hand worker w{i} its secret"))?;
-        }
-        Ok(child)
+            .with_context(|| format!("cannot start worker w{i}"))
     }
 
     /// Waits until every worker answers a ping (10 s at most); a worker that exits first is

@@ -534,7 +534,7 @@ fn decode_oriented(path: &Path, max_pixels: u64) -> Result<DynamicImage, Skip> {
         .map_err(|e| Skip::Unreadable(io_reason(&e)))?;
     reader.limits(decoder_limits(max_pixels));
     if reader.format() == Some(image::ImageFormat::Tiff) {
-        check_tiff(&bytes)?;
+        check_tiff(&bytes, max_pixels)?;
     }
     if reader.format() == Some(image::ImageFormat::Jpeg) {
         if jpeg_is_truncated(&bytes) {
@@ -600,44 +600,50 @@ fn read_photo(path: &Path, max_pixels: u64) -> Result<Vec<u8>, Skip> {
     Ok(bytes)
 }
 
-/// Refuses a TIFF whose first directory declares a value larger than the file (the `tiff` crate
-/// reads a directory's values into memory as it opens the file, before any limit applies: a tag
-/// of eight million values costs 266 MB). Classic TIFF only; BigTIFF goes to the decoder as is.
-fn check_tiff(bytes: &[u8]) -> Result<(), Skip> {
+/// Refuses a TIFF whose first directory declares a value larger than the file, or one whose
+/// values the `tiff` crate would hold in more than the decoder's allocation limit (it reads a
+/// directory's values as it opens the file, about 32 bytes a value, before any limit applies: a
+/// tag of eight million values cost 266 MB). Classic TIFF and BigTIFF.
+fn check_tiff(bytes: &[u8], max_pixels: u64) -> Result<(), Skip> {
+    /// Bytes the `tiff` crate holds for one value read from a directory.
+    const VALUE_BYTES: u64 = 32;
     let corrupt = |m: String| Err(Skip::Corrupt(m));
     let big = match bytes.get(..2) {
         Some(b"II") => false,
         Some(b"MM") => true,
         _ => return corrupt("not a TIFF byte order".into()),
     };
-    let u16_at = |at: usize| {
-        let b: [u8; 2] = bytes.get(at..at + 2)?.try_into().ok()?;
-        Some(if big {
-            u16::from_be_bytes(b)
-        } else {
-            u16::from_le_bytes(b)
-        })
+    let uint = |at: usize, width: usize| -> Option<u64> {
+        let b = bytes.get(at..at.checked_add(width)?)?;
+        Some(b.iter().enumerate().fold(0u64, |v, (i, &x)| {
+            let shift = 8 * if big { width - 1 - i } else { i };
+            v | (u64::from(x) << shift)
+        }))
     };
-    let u32_at = |at: usize| {
-        let b: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
-        Some(if big {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        })
+    // Classic: 16-bit entry counts, 12-byte entries of 32-bit counts; BigTIFF: 64-bit counts,
+    // 20-byte entries.
+    let (offset, count_width, entry_len, entries_width) = match uint(2, 2) {
+        Some(42) => (uint(4, 4), 4, 12, 2),
+        Some(43) => (uint(8, 8), 8, 20, 8),
+        _ => return Ok(()), // not TIFF after all: the decoder decides
     };
-    if u16_at(2) != Some(42) {
-        return Ok(()); // BigTIFF (43) or not TIFF: the decoder decides
-    }
-    let Some(ifd) = u32_at(4).map(|o| o as usize) else {
+    let Some(ifd) = offset.and_then(|o| usize::try_from(o).ok()) else {
         return corrupt("truncated TIFF header".into());
     };
-    let Some(entries) = u16_at(ifd) else {
+    let Some(entries) = uint(ifd, entries_width) else {
         return corrupt("the first TIFF directory lies outside the file".into());
     };
-    for e in 0..usize::from(entries) {
-        let at = ifd + 2 + 12 * e;
-        let (Some(tag), Some(kind), Some(count)) = (u16_at(at), u16_at(at + 2), u32_at(at + 4))
+    let first = ifd + entries_width;
+    if entries.saturating_mul(entry_len as u64) > bytes.len() as u64 {
+        return corrupt(format!(
+            "the first TIFF directory declares {entries} entries, more than the file holds"
+        ));
+    }
+    let limit = max_pixels.saturating_mul(8).saturating_add(16 << 20);
+    for e in 0..entries as usize {
+        let at = first + entry_len * e;
+        let (Some(tag), Some(kind), Some(count)) =
+            (uint(at, 2), uint(at + 2, 2), uint(at + 4, count_width))
         else {
             return corrupt("the first TIFF directory is cut short".into());
         };
@@ -648,11 +654,11 @@ fn check_tiff(bytes: &[u8]) -> Result<(), Skip> {
             5 | 10 | 12 | 16..=18 => 8,
             _ => 1, // an unknown type: the decoder skips or refuses it
         };
-        let declared = u64::from(count).saturating_mul(size);
-        if declared > bytes.len() as u64 {
+        let declared = count.saturating_mul(size);
+        if declared > bytes.len() as u64 || count.saturating_mul(VALUE_BYTES) > limit {
             return corrupt(format!(
                 "TIFF tag {tag} declares {count} values ({declared} bytes), more than the file's \
-                 {} bytes",
+                 {} bytes or the decoder's memory allow",
                 bytes.len()
             ));
         }
@@ -873,7 +879,7 @@ mod tests {
         tiff.extend_from_slice(&3u16.to_le_bytes());
         tiff.extend_from_slice(&8_323_073u32.to_le_bytes());
         tiff.extend_from_slice(&[0; 8]);
-        let err = check_tiff(&tiff).expect_err("refused");
+        let err = check_tiff(&tiff, MAX_PIXELS).expect_err("refused");
         assert!(
             err.to_string()
                 .contains("TIFF tag 259 declares 8323073 values"),
@@ -887,6 +893,31 @@ mod tests {
             skip.to_string().contains("declares 8323073 values"),
             "{skip}"
         );
+        // BigTIFF: 64-bit counts and offsets, 20-byte entries.
+        let mut big = b"II+\0\x08\0\0\0".to_vec();
+        big.extend_from_slice(&16u64.to_le_bytes());
+        big.extend_from_slice(&1u64.to_le_bytes());
+        big.extend_from_slice(&259u16.to_le_bytes());
+        big.extend_from_slice(&3u16.to_le_bytes());
+        big.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        big.extend_from_slice(&[0; 8]);
+        let err = check_tiff(&big, MAX_PIXELS).expect_err("refused");
+        assert!(
+            err.to_string()
+                .contains("TIFF tag 259 declares 1099511627776"),
+            "{err}"
+        );
+        // Within the file but past the decoder's memory: a million-byte tag at a 1-pixel limit
+        // (16 MiB of tables allowed; 32 MB of values).
+        let mut wide = b"II*\0\x08\0\0\0".to_vec();
+        wide.extend_from_slice(&1u16.to_le_bytes());
+        wide.extend_from_slice(&270u16.to_le_bytes());
+        wide.extend_from_slice(&2u16.to_le_bytes());
+        wide.extend_from_slice(&1_000_000u32.to_le_bytes());
+        wide.extend_from_slice(&[0; 4]);
+        wide.resize(1_100_000, 0);
+        assert!(check_tiff(&wide, 1).is_err());
+        assert!(check_tiff(&wide, MAX_PIXELS).is_ok());
     }
 
     #[test]

@@ -18,6 +18,9 @@ pub const MAX_MODEL_BYTES: u64 = 1 << 30;
 /// Records, manifests, configs and other small files read whole.
 pub const MAX_RECORD_BYTES: u64 = 64 << 20;
 
+/// Labels CSVs read whole: a path and a few attributes a photo, some 100 bytes, for ten million.
+pub const MAX_LABELS_BYTES: u64 = 1 << 30;
+
 /// Opens `path` for reading if it is a regular file (following links); any other kind is an
 /// [`io::ErrorKind::InvalidInput`] error saying what it is.
 pub fn open(path: &Path) -> io::Result<File> {

@@ -229,17 +229,20 @@ pub const MAX_LINE_BYTES: usize = 4 << 20;
 /// A longer line is an error saying so, read no further than the limit.
 pub(crate) fn read_line(input: &mut impl BufRead, line: &mut String) -> io::Result<usize> {
     line.clear();
+    // Bytes first: a cut inside a character is a long line, not bad text.
+    let mut bytes = std::mem::take(line).into_bytes();
     let n = input
         .by_ref()
         .take(MAX_LINE_BYTES as u64 + 1)
-        .read_line(line)?;
+        .read_until(b'\n', &mut bytes)?;
     if n > MAX_LINE_BYTES {
-        line.clear();
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("is longer than {MAX_LINE_BYTES} bytes, the most a line may hold"),
         ));
     }
+    *line = String::from_utf8(bytes)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))?;
     Ok(n)
 }
 

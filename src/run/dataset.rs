@@ -103,8 +103,10 @@ impl Source {
     /// The labels CSV's text, without generating a synthetic set.
     pub fn labels_text(&self) -> anyhow::Result<String> {
         match self {
-            Self::Folder { labels, .. } => std::fs::read_to_string(labels)
-                .with_context(|| format!("cannot read labels {}", labels.display())),
+            Self::Folder { labels, .. } => {
+                vocab_pipeline::input::read_text(labels, vocab_pipeline::input::MAX_LABELS_BYTES)
+                    .with_context(|| format!("cannot read labels {}", labels.display()))
+            }
             Self::Synthetic(s) => Ok(vocab_pipeline::synth::labels_csv(s.per_kind)),
         }
     }

@@ -253,9 +253,12 @@ fn replace(tmp: &Path, done: &Path, old: &Path) -> anyhow::Result<()> {
     }
     std::fs::rename(tmp, done)
         .with_context(|| format!("cannot rename {} to {}", tmp.display(), done.display()))?;
-    if had_old {
-        std::fs::remove_dir_all(old)
-            .with_context(|| format!("cannot remove the replaced step {}", old.display()))?;
+    if had_old && let Err(e) = std::fs::remove_dir_all(old) {
+        // The new step is in place; what is left of the old one goes on the next run.
+        eprintln!(
+            "warning: cannot remove the replaced step {}: {e}",
+            old.display()
+        );
     }
     Ok(())
 }
@@ -267,8 +270,13 @@ fn recover(done: &Path, old: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     if done.exists() {
-        std::fs::remove_dir_all(old)
-            .with_context(|| format!("cannot remove the replaced step {}", old.display()))
+        if let Err(e) = std::fs::remove_dir_all(old) {
+            eprintln!(
+                "warning: cannot remove the replaced step {}: {e}",
+                old.display()
+            );
+        }
+        Ok(())
     } else {
         std::fs::rename(old, done)
             .with_context(|| format!("cannot restore {} from {}", done.display(), old.display()))
@@ -330,7 +338,8 @@ pub fn folder_fingerprint(dir: &Path) -> anyhow::Result<String> {
 
 /// The bytes of a file, hashed.
 pub fn file_fingerprint(path: &Path) -> anyhow::Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = vocab_pipeline::input::read(path, vocab_pipeline::input::MAX_LABELS_BYTES)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     Ok(short_hash(&bytes))
 }
 

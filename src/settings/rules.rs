@@ -176,6 +176,11 @@ pub fn apart(
     Ok(())
 }
 
+/// Whether `a` and `b` name the same file (by path, or by device and inode when both exist).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    resolved(a) == resolved(b) || file_id(a).is_some_and(|id| Some(id) == file_id(b))
+}
+
 /// Whether `path` is `folder` or lies inside it (both resolved through their links).
 pub fn inside(path: &Path, folder: &Path) -> bool {
     resolved(path).starts_with(resolved(folder))

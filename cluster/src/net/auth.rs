@@ -28,7 +28,8 @@ use thiserror::Error;
 use crate::net::connection::{Connection, ConnectionError};
 use crate::net::frame::{Frame, NONCE_LEN};
 
-/// Shortest accepted secret, in bytes.
+/// Shortest accepted secret, in bytes (a floor under the entropy floor, which 64 hex digits of 32
+/// random bytes pass and 32 hex digits of 16 usually do not).
 pub const MIN_SECRET_LEN: usize = 16;
 
 /// Least estimated entropy of an accepted secret, in bits ([`entropy_bits`]).
@@ -37,9 +38,11 @@ pub const MIN_SECRET_BITS: f64 = 128.0;
 /// Largest secret file read.
 const MAX_SECRET_FILE: u64 = 4096;
 
-/// How to make a secret that passes, for the messages that refuse one.
-pub const SECRET_HINT: &str = "make one with: (umask 077; head -c 32 /dev/urandom | od -An -tx1 | \
-     tr -d ' \\n' > secret), or let vocab cluster local write one";
+/// How to make a secret that passes, for the messages that refuse one (32 random bytes: the
+/// estimate asks for more than 128 bits' worth of characters, so 16 random bytes in hex fall
+/// short of it).
+pub const SECRET_HINT: &str = "use 32 random bytes, e.g. (umask 077; head -c 32 /dev/urandom | \
+     od -An -tx1 | tr -d ' \\n' > secret), or let vocab cluster local write one";
 
 /// Errors of authentication; the connection is dropped after any of them.
 #[derive(Debug, Error)]
@@ -131,13 +134,20 @@ impl Secret {
     pub fn read_from(input: impl std::io::Read, origin: &Path) -> Result<Self, AuthError> {
         use std::io::Read as _;
         let mut bytes = Vec::new();
+        let io = |source| AuthError::SecretFile {
+            path: origin.to_path_buf(),
+            source,
+        };
         input
-            .take(MAX_SECRET_FILE)
+            .take(MAX_SECRET_FILE + 1)
             .read_to_end(&mut bytes)
-            .map_err(|source| AuthError::SecretFile {
-                path: origin.to_path_buf(),
-                source,
-            })?;
+            .map_err(io)?;
+        if bytes.len() as u64 > MAX_SECRET_FILE {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("holds more than the {MAX_SECRET_FILE} bytes a secret may"),
+            )));
+        }
         Self::checked(&bytes, origin)
     }
 
@@ -551,6 +561,19 @@ mod tests {
         assert_eq!(
             Secret::load(&good).expect("load").0,
             b"9f2c4e81b7a03d56e1f08c9b42d7a6e3f5c1098b7d2e4a6c"
+        );
+        // Read from a pipe: the same rules, and no more than 4 KiB.
+        let hex = b"9f2c4e81b7a03d56e1f08c9b42d7a6e3f5c1098b7d2e4a6c\n";
+        assert_eq!(
+            Secret::read_from(&hex[..], Path::new("<stdin>"))
+                .expect("from a pipe")
+                .0,
+            hex.trim_ascii()
+        );
+        let err = Secret::read_from(&[b'a'; 5000][..], Path::new("<stdin>")).expect_err("long");
+        assert!(
+            vocab_pipeline::chain(&err).contains("more than the 4096 bytes"),
+            "{err}"
         );
         // A FIFO named as the secret is refused at once, not waited on.
         let fifo = dir.join("fifo");
