@@ -410,8 +410,9 @@ pub const MAX_PIXELS: u64 = 100_000_000;
 
 /// A photo's working memory per pixel, at most: while it is decoded, its pixels as decoded (up
 /// to 8 bytes: 16-bit RGBA) and its luminance (4 bytes); then the luminance and the HOG grid of
-/// a dense description (about 7 bytes). Measured on 100-Mpix photos (`tests/cli/hardening.rs`
-/// and the notes): 8-bit RGB decodes at 7 bytes a pixel, a dense encode peaks at 6.9.
+/// a dense description (about 7 bytes). Measured on 100-Mpix photos in `eval/photo_memory/`
+/// (8-bit RGB: 7.1 bytes a pixel, a dense encode the same) and bounded in
+/// `tests/cli/hardening.rs`.
 pub const BYTES_PER_PIXEL: u64 = 12;
 
 /// Bytes a photo's file may hold beyond its pixels (metadata: EXIF, ICC profiles, thumbnails).
