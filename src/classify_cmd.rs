@@ -388,20 +388,30 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
     if let Some(row) = table.rows.first() {
         model.check_len(row.len(), &args.model)?;
     }
-    // Real CSV: paths and class names are quoted when they hold commas, quotes or newlines.
+    // Real CSV: paths and class names are quoted when they hold commas, quotes or newlines. The
+    // score is the decision value that chose the class (its margin from the boundary).
     let mut rows = csv::Writer::from_writer(Vec::new());
-    rows.write_record(["picture_id", "path", model.attribute.as_str()])?;
+    rows.write_record(["picture_id", "path", model.attribute.as_str(), "score"])?;
     for ((id, path), row) in table.ids.iter().zip(&table.paths).zip(&table.rows) {
-        let class = &model.classifier.classes[model.predict(row)];
-        rows.write_record([id.to_string().as_str(), path, class])?;
+        let (class, score) = model.scored(row);
+        let class = &model.classifier.classes[class];
+        rows.write_record([&id.to_string(), path, class, &score.to_string()])?;
     }
     let rows = rows.into_inner().context("cannot format the labels")?;
+    // The photos not labelled, with why, beside the labels (as encode writes them).
+    let skipped_from = vocab_pipeline::features::manifest_path(&hist, "skipped.csv");
+    let skipped = manifest_path(&args.out, "skipped.csv");
+    let reasons = std::fs::read(&skipped_from)
+        .with_context(|| format!("cannot read {}", skipped_from.display()))?;
+    vocab_pipeline::atomic::write(&skipped, &reasons)
+        .with_context(|| format!("cannot write {}", skipped.display()))?;
     vocab_pipeline::atomic::write(&args.out, &rows)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
     println!(
-        "classify: {} photos labelled ({} skipped) by {:?} -> {}",
+        "classify: {} photos labelled ({} skipped, reasons in {}) by {:?} -> {}",
         summary.images,
         summary.skipped,
+        skipped.display(),
         model.attribute,
         args.out.display()
     );

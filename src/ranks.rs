@@ -140,7 +140,8 @@ pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
 pub fn main(_command: Command, _ui: &Ui) -> anyhow::Result<()> {
     anyhow::bail!(
         "--engine mpi: this vocab was built without MPI; install an MPI library and build with \
-         `cargo build --release --features mpi` (README: Running with MPI)"
+         `cargo build --release --features mpi` or install with `cargo install --locked --path . \
+         --features mpi` (README: Running with MPI)"
     )
 }
 

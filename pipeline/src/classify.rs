@@ -466,9 +466,14 @@ impl ModelFile {
 
     /// The predicted class index of a histogram.
     pub fn predict(&self, histogram: &[f32]) -> usize {
+        self.scored(histogram).0
+    }
+
+    /// The predicted class index of a histogram and its score ([`Classifier::scored`]).
+    pub fn scored(&self, histogram: &[f32]) -> (usize, f64) {
         match &self.kernel_map {
-            Some(map) => self.classifier.predict(&map.apply(histogram)),
-            None => self.classifier.predict(histogram),
+            Some(map) => self.classifier.scored(&map.apply(histogram)),
+            None => self.classifier.scored(histogram),
         }
     }
 }

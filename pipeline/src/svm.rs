@@ -395,17 +395,23 @@ impl Classifier {
 
     /// The predicted class index of `x`.
     pub fn predict(&self, x: &[f32]) -> usize {
+        self.scored(x).0
+    }
+
+    /// The predicted class index of `x` and its score: the decision value that chose it (two
+    /// classes: the model's value, positive for `classes[1]`; more: the winning one-vs-rest
+    /// model's value).
+    pub fn scored(&self, x: &[f32]) -> (usize, f64) {
         if self.models.len() == 1 {
-            return usize::from(self.models[0].decision(x) > 0.0);
+            let v = self.models[0].decision(x);
+            return (usize::from(v > 0.0), v);
         }
-        self.models
-            .iter()
-            .map(|m| m.decision(x))
-            .enumerate()
-            .fold((0, f64::NEG_INFINITY), |best, (k, v)| {
+        self.models.iter().map(|m| m.decision(x)).enumerate().fold(
+            (0, f64::NEG_INFINITY),
+            |best, (k, v)| {
                 if v > best.1 { (k, v) } else { best }
-            })
-            .0
+            },
+        )
     }
 }
 

@@ -140,6 +140,37 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
     let rows = csv_rows(&labelled);
     assert_eq!(rows.len(), 24);
     assert!(rows.iter().all(|r| r[2] == "urban" || r[2] == "rural"));
+    // The score is the decision value that chose the class: positive for urban (classes in
+    // order, rural first), and the photos not labelled are listed with why.
+    let header = std::fs::read_to_string(&labelled).expect("labels");
+    assert!(
+        header.starts_with("picture_id,path,urbanicity,score\n"),
+        "{header}"
+    );
+    for r in &rows {
+        let score: f64 = r[3].parse().expect("a number");
+        assert_eq!(score > 0.0, r[2] == "urban", "{r:?}");
+    }
+    let new = dir.path().join("new");
+    std::fs::create_dir(&new).expect("mkdir");
+    std::fs::copy(photos.join("city/city_000.jpg"), new.join("a.jpg")).expect("copy");
+    std::fs::write(new.join("b.jpg"), b"").expect("empty photo");
+    let out = ok(&[
+        "classify",
+        "--model",
+        s(&model),
+        "--input",
+        s(&new),
+        "--out",
+        s(&labelled),
+    ]);
+    assert!(
+        out.contains("1 photos labelled (1 skipped, reasons in")
+            && out.contains("labelled.csv.skipped.csv"),
+        "{out}"
+    );
+    let skipped = csv_rows(&dir.path().join("labelled.csv.skipped.csv"));
+    assert_eq!(skipped, [["1", "b.jpg", "empty file"]]);
 
     // A model's encoding is checked by the rules of vocab encode before any photo is encoded:
     // a hostile one is refused naming the broken rule, never a panic or a huge allocation.

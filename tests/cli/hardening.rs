@@ -398,7 +398,7 @@ fn names_that_need_quoting_keep_csv_and_markdown_whole() {
     let rows = csv_rows(&out);
     let paths: Vec<&str> = rows.iter().map(|r| r[1].as_str()).collect();
     assert_eq!(paths, ["a,b\"c.jpg", "x\ny.png"]);
-    assert!(rows.iter().all(|r| r.len() == 3), "{rows:?}");
+    assert!(rows.iter().all(|r| r.len() == 4), "{rows:?}");
 }
 
 #[test]
