@@ -125,6 +125,7 @@ fn dispatch(
             photo_cmd::photos(&settings, &mut stdout())
         }
         Command::Datasets(DatasetsCommand::Synth(args)) => kmeans_cmd::synth(&args),
+        Command::Datasets(DatasetsCommand::Scene15(args)) => photo_cmd::scene15(&args),
         Command::Partition(args) => {
             let settings =
                 PartitionSettings::new(&args.features, &args.out, args.parts, args.element)

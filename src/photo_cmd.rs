@@ -271,6 +271,25 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `vocab datasets scene15`: the unpacked 15-Scene folders as a dataset folder.
+pub fn scene15(args: &crate::cli::Scene15Args) -> anyhow::Result<()> {
+    crate::settings::new_folder("out", &args.out, &[("from", args.from.as_path())]).or_flag()?;
+    let made = vocab_pipeline::scene15::prepare(&args.from, &args.out)?;
+    let total: usize = made.counts.iter().sum();
+    println!(
+        "datasets scene15: {total} photos of 15 classes in {} (labels {})",
+        args.out.display(),
+        made.labels.display()
+    );
+    if !made.differences.is_empty() {
+        println!(
+            "  not the published set's counts (4,485 photos; a subset is fine): {}",
+            made.differences.join("; ")
+        );
+    }
+    Ok(())
+}
+
 /// `vocab datasets photos`.
 pub fn photos(args: &PhotoSetSettings, out: &mut dyn Write) -> anyhow::Result<()> {
     let summary = synth::generate_photos(&args.out, args.per_kind, args.seed)?;

@@ -157,7 +157,7 @@ impl Collection {
     }
 }
 
-fn is_photo(path: &Path) -> bool {
+pub(crate) fn is_photo(path: &Path) -> bool {
     path.extension()
         .and_then(|ext| ext.to_str())
         .is_some_and(|ext| PHOTO_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()))

@@ -22,6 +22,7 @@ pub mod kmeans;
 pub mod params;
 pub mod partition;
 pub mod patch;
+pub mod scene15;
 pub mod store;
 pub mod svm;
 pub mod synth;

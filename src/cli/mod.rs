@@ -109,6 +109,8 @@ pub enum DatasetsCommand {
     Photos(PhotosArgs),
     /// Generate Gaussian-blob feature vectors (for scale tests and benchmarks).
     Synth(SynthArgs),
+    /// Make the unpacked 15-Scene class folders a dataset folder with the project's labels.csv.
+    Scene15(Scene15Args),
 }
 
 /// `vocab config ...`

@@ -82,6 +82,17 @@ pub struct EncodeArgs {
     pub nodes: NodesArgs,
 }
 
+/// Arguments of `vocab datasets scene15`.
+#[derive(Debug, Args)]
+pub struct Scene15Args {
+    /// The unpacked set: a folder of the 15 class folders (MITcoast, ... or Coast, ...).
+    #[arg(long, value_name = "DIR")]
+    pub from: PathBuf,
+    /// New folder to copy the photos into, with labels.csv (path,class,urbanicity,elevation).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
 /// Arguments of `vocab datasets photos`.
 #[derive(Debug, Args)]
 pub struct PhotosArgs {

@@ -9,7 +9,7 @@ use vocab_pipeline::kmeans::{Assignment, approx};
 use vocab_pipeline::patch::Sampling;
 use vocab_pipeline::store::Format;
 
-use super::rules::{Invalid, Kind, apart, format_for, output, within};
+use super::rules::{Invalid, Kind, apart, format_for, new_folder, output, within};
 use super::vocabulary_settings::assignment_of;
 use crate::options::{DEFAULT_MAX_MPIX, EncodeOptions, is_default_mpix};
 use vocab_pipeline::kmeans::Search;
@@ -235,22 +235,7 @@ impl PhotoSetSettings {
             (1, vocab_pipeline::synth::MAX_PER_KIND),
             " photo",
         )?;
-        apart("out", out, Kind::Folder, &[])?;
-        // A set is made whole into a folder of its own: never over another set or anything else.
-        if let Some(first) = std::fs::read_dir(out)
-            .ok()
-            .and_then(|mut entries| entries.next())
-        {
-            let name = first.map_or_else(|_| "?".into(), |e| e.file_name());
-            return Err(Invalid::new(
-                "out",
-                out.display(),
-                format!(
-                    "already holds files ({} among them); name a new or empty folder",
-                    name.to_string_lossy()
-                ),
-            ));
-        }
+        new_folder("out", out, &[])?;
         Ok(Self {
             out: out.to_path_buf(),
             per_kind,

@@ -176,6 +176,31 @@ pub fn apart(
     Ok(())
 }
 
+/// A folder a command makes whole (a data set): apart from its inputs, and new or empty, never
+/// over another set or anything else.
+pub fn new_folder(
+    key: &'static str,
+    out: &Path,
+    inputs: &[(&'static str, &Path)],
+) -> Result<(), Invalid> {
+    apart(key, out, Kind::Folder, inputs)?;
+    if let Some(first) = std::fs::read_dir(out)
+        .ok()
+        .and_then(|mut entries| entries.next())
+    {
+        let name = first.map_or_else(|_| "?".into(), |e| e.file_name());
+        return Err(Invalid::new(
+            key,
+            out.display(),
+            format!(
+                "already holds files ({} among them); name a new or empty folder",
+                name.to_string_lossy()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Whether `a` and `b` name the same file (by path, or by device and inode when both exist).
 pub fn same_file(a: &Path, b: &Path) -> bool {
     resolved(a) == resolved(b) || file_id(a).is_some_and(|id| Some(id) == file_id(b))
