@@ -3,6 +3,7 @@
 
 mod classify;
 mod cluster;
+mod datasets;
 mod encode;
 mod features;
 mod hardening;

@@ -1,0 +1,77 @@
+//! `vocab datasets`: data sets made from photos on disk.
+
+use crate::util::*;
+
+#[test]
+fn datasets_scene15_makes_the_unpacked_folders_a_dataset_or_says_what_is_wrong() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let photos = photo_set(d);
+    let photo = photos.join("city/city_000.jpg");
+    // The published spelling, two photos a class.
+    let published = [
+        "bedroom",
+        "CALsuburb",
+        "industrial",
+        "kitchen",
+        "livingroom",
+        "MITcoast",
+        "MITforest",
+        "MIThighway",
+        "MITinsidecity",
+        "MITmountain",
+        "MITopencountry",
+        "MITstreet",
+        "MITtallbuilding",
+        "PARoffice",
+        "store",
+    ];
+    let from = d.join("scene_categories");
+    for class in published {
+        std::fs::create_dir_all(from.join(class)).expect("mkdir");
+        for i in 1..=2 {
+            std::fs::copy(&photo, from.join(class).join(format!("image_000{i}.jpg")))
+                .expect("copy");
+        }
+    }
+    let out = d.join("scene15");
+    let text = ok(&["datasets", "scene15", "--from", s(&from), "--out", s(&out)]);
+    assert!(text.contains("30 photos of 15 classes"), "{text}");
+    assert!(text.contains("Coast: 2 photos, 360 published"), "{text}");
+    let rows = csv_rows(&out.join("labels.csv"));
+    assert_eq!(rows.len(), 30);
+    for want in [
+        ["Coast/image_0001.jpg", "Coast", "rural", "flat"],
+        ["Mountain/image_0002.jpg", "Mountain", "rural", "hilly"],
+        ["Suburb/image_0001.jpg", "Suburb", "urban", ""],
+        ["Office/image_0001.jpg", "Office", "", ""],
+    ] {
+        assert!(rows.iter().any(|r| r == &want), "{want:?} in {rows:?}");
+    }
+    assert!(out.join("LivingRoom/image_0002.jpg").is_file());
+    // What is wrong is said: a class missing, a folder that is no class, an output in use.
+    std::fs::remove_dir_all(from.join("PARoffice")).expect("rm");
+    let err = fails(&[
+        "datasets",
+        "scene15",
+        "--from",
+        s(&from),
+        "--out",
+        s(&d.join("a")),
+    ]);
+    assert!(err.contains("no photos of Office"), "{err}");
+    std::fs::create_dir(from.join("PARoffice")).expect("mkdir");
+    std::fs::create_dir(from.join("Garden")).expect("mkdir");
+    let err = fails(&[
+        "datasets",
+        "scene15",
+        "--from",
+        s(&from),
+        "--out",
+        s(&d.join("b")),
+    ]);
+    assert!(err.contains("\"Garden\" is not a 15-Scene class"), "{err}");
+    let err = fails(&["datasets", "scene15", "--from", s(&from), "--out", s(&out)]);
+    assert!(err.contains("already holds files"), "{err}");
+    assert!(!d.join("a").exists() && !d.join("b").exists());
+}
