@@ -137,7 +137,7 @@ fn dispatch(
             kmeans_cmd::run(&settings, &ui, mpi, &mut stdout()).map(|_| ())
         }
         Command::Run(args) => run::run(&args, &ui, mpi),
-        Command::Config(ConfigCommand::Check(args)) => run::check::check(&args.config),
+        Command::Config(ConfigCommand::Check(args)) => run::check::check(&args),
         Command::Config(ConfigCommand::Show(args)) => run::check::show(&args.config),
         Command::Bench(BenchCommand::Hog(args)) => bench_cmd::hog(&args),
         Command::Bench(BenchCommand::Partials(args)) => bench_cmd::partials(&args),

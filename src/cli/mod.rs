@@ -117,7 +117,7 @@ pub enum DatasetsCommand {
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// Validate a config file (unknown keys and bad values name the key and line).
-    Check(ConfigFileArgs),
+    Check(ConfigCheckArgs),
     /// Print a config with every default filled in.
     Show(ConfigFileArgs),
 }

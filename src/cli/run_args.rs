@@ -45,6 +45,19 @@ pub struct RunArgs {
     pub racks: Option<PathBuf>,
 }
 
+/// Arguments of `vocab config check`: the config, and the photos `vocab run` would be given.
+#[derive(Debug, Args)]
+pub struct ConfigCheckArgs {
+    /// The TOML config.
+    pub config: PathBuf,
+    /// Photo folder instead of the config's [dataset] (as `vocab run --dataset`).
+    #[arg(long, value_name = "DIR")]
+    pub dataset: Option<PathBuf>,
+    /// Labels CSV instead of the config's or the photo folder's (as `vocab run --labels`).
+    #[arg(long, value_name = "CSV")]
+    pub labels: Option<PathBuf>,
+}
+
 /// A config file argument.
 #[derive(Debug, Args)]
 pub struct ConfigFileArgs {

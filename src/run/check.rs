@@ -7,15 +7,25 @@ use anyhow::Context;
 use crate::config::load;
 
 /// `vocab config check FILE`.
-pub fn check(path: &Path) -> anyhow::Result<()> {
+pub fn check(args: &crate::cli::ConfigCheckArgs) -> anyhow::Result<()> {
+    let path = args.config.as_path();
     let config = load(path)?;
-    let dataset = match (&config.dataset.path, &config.dataset.synthetic) {
-        (Some(p), _) => format!("photos in {}", p.display()),
-        (None, Some(s)) => format!("synthetic set, {} photos per kind", s.per_kind),
-        (None, None) => unreachable!("checked by load"),
+    let dataset = match (
+        &args.dataset,
+        &config.dataset.path,
+        &config.dataset.synthetic,
+    ) {
+        (Some(p), _, _) | (None, Some(p), _) => format!("photos in {}", p.display()),
+        (None, None, Some(s)) => format!("synthetic set, {} photos per kind", s.per_kind),
+        (None, None, None) => unreachable!("checked by load"),
     };
     // The dataset's checks read the labels; their errors name the config they came from.
-    let data = super::check_dataset(path, &config)
+    let overrides = super::dataset::Overrides {
+        config: path,
+        dataset: args.dataset.as_deref(),
+        labels: args.labels.as_deref(),
+    };
+    let data = super::check_dataset(&overrides, &config)
         .with_context(|| format!("invalid config {}", path.display()))?;
     println!(
         "config {}: ok ({dataset}; vocabularies k = {:?}; {}); {data}",

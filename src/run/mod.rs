@@ -362,15 +362,12 @@ fn count(config: &Config, source: &Source, labels_text: &str) -> anyhow::Result<
 
 /// `vocab config check`'s look at the data: the sizes of the config's dataset checked, when it
 /// is at hand here; what was checked, for people.
-pub fn check_dataset(path: &Path, config: &Config) -> anyhow::Result<String> {
-    let base = path.parent().unwrap_or(Path::new("."));
-    let overrides = Overrides {
-        config: path,
-        dataset: None,
-        labels: None,
-    };
-    let source = match Source::resolve(config, base, &overrides) {
+pub fn check_dataset(overrides: &Overrides<'_>, config: &Config) -> anyhow::Result<String> {
+    let base = overrides.config.parent().unwrap_or(Path::new("."));
+    let source = match Source::resolve(config, base, overrides) {
         Ok(source) => source,
+        // Photos named on the command line must be there; the config's may be elsewhere.
+        Err(e) if overrides.dataset.is_some() || overrides.labels.is_some() => return Err(e),
         Err(e) => return Ok(format!("photos not checked: {e:#}")),
     };
     let engine = engine(config, base, None, None, false)?;

@@ -75,3 +75,37 @@ fn datasets_scene15_makes_the_unpacked_folders_a_dataset_or_says_what_is_wrong()
     assert!(err.contains("already holds files"), "{err}");
     assert!(!d.join("a").exists() && !d.join("b").exists());
 }
+
+#[test]
+fn config_check_takes_the_photos_run_would_be_given() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set_of(dir.path(), 12, 7);
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/quickstart.toml");
+    let out = ok(&["config", "check", config, "--dataset", s(&photos)]);
+    assert!(
+        out.contains(&format!("photos in {}", s(&photos))) && out.contains("48 photos, 24 train"),
+        "{out}"
+    );
+    let labels = dir.path().join("some.csv");
+    let text = std::fs::read_to_string(photos.join("labels.csv")).expect("labels");
+    let some: Vec<&str> = text.lines().take(1 + 40).collect();
+    std::fs::write(&labels, some.join("\n") + "\n").expect("write");
+    let out = ok(&[
+        "config",
+        "check",
+        config,
+        "--dataset",
+        s(&photos),
+        "--labels",
+        s(&labels),
+    ]);
+    assert!(out.contains("40 photos"), "{out}");
+    let err = fails(&[
+        "config",
+        "check",
+        config,
+        "--dataset",
+        s(&dir.path().join("none")),
+    ]);
+    assert!(err.contains("none does not exist"), "{err}");
+}
