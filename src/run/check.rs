@@ -42,8 +42,22 @@ pub fn check(args: &crate::cli::ConfigCheckArgs) -> anyhow::Result<()> {
 
 /// `vocab config show FILE`: the resolved config, every default filled in.
 pub fn show(path: &Path) -> anyhow::Result<()> {
-    let config = load(path)?;
+    let mut config = load(path)?;
+    let from = super::fill_label_defaults(&mut config, path)
+        .with_context(|| format!("invalid config {}", path.display()))?;
     let text = toml::to_string_pretty(&config).context("cannot print the config")?;
-    println!("# {} with every default filled in\n{text}", path.display());
+    let labels = match from {
+        Some(labels) => format!(
+            "[classify] attributes and split_by from {}",
+            labels.display()
+        ),
+        None => "the photos are not here: [classify] attributes (every label column but path) \
+                 and split_by (the first attribute) come from their labels when it runs"
+            .into(),
+    };
+    println!(
+        "# {} with every default filled in ({labels})\n{text}",
+        path.display()
+    );
     Ok(())
 }

@@ -379,6 +379,28 @@ pub fn check_dataset(overrides: &Overrides<'_>, config: &Config) -> anyhow::Resu
     ))
 }
 
+/// Fills in the defaults of `config` that its labels decide (`[classify] attributes`: every
+/// column but `path`; `split_by`: the first attribute) as `vocab run` would; returns the labels
+/// read, or `None` when the config's photos are not at hand.
+pub fn fill_label_defaults(config: &mut Config, path: &Path) -> anyhow::Result<Option<PathBuf>> {
+    let base = path.parent().unwrap_or(Path::new("."));
+    let overrides = Overrides {
+        config: path,
+        dataset: None,
+        labels: None,
+    };
+    let Ok(source) = Source::resolve(config, base, &overrides) else {
+        return Ok(None);
+    };
+    let counted = count(config, &source, &source.labels_text()?)?;
+    config.classify.attributes = counted.attributes;
+    config.classify.split_by = Some(counted.split_by);
+    Ok(Some(match &source {
+        Source::Folder { labels, .. } => labels.clone(),
+        Source::Synthetic(_) => PathBuf::from("the synthetic set's labels.csv"),
+    }))
+}
+
 /// Where the run's k-means goes: `--engine mpi`, `--cluster` or `[kmeans] cluster`, loopback
 /// workers (`[kmeans] nodes`), or this process.
 fn engine(

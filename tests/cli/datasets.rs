@@ -109,3 +109,28 @@ fn config_check_takes_the_photos_run_would_be_given() {
     ]);
     assert!(err.contains("none does not exist"), "{err}");
 }
+
+#[test]
+fn config_show_fills_in_the_defaults_the_labels_decide() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n").expect("write");
+    let shown = ok(&["config", "show", s(&config)]);
+    assert!(
+        shown.contains("attributes = [\n    \"kind\",\n    \"urbanicity\",\n    \"elevation\",\n]")
+            && shown.contains("split_by = \"kind\"")
+            && shown.contains("from the synthetic set's labels.csv"),
+        "{shown}"
+    );
+    // Photos not at hand: said so, the rest shown.
+    std::fs::write(
+        &config,
+        "[dataset]\npath = \"nowhere\"\n[kmeans]\nk = [4]\n",
+    )
+    .expect("write");
+    let shown = ok(&["config", "show", s(&config)]);
+    assert!(
+        shown.contains("the photos are not here") && shown.contains("[kmeans]"),
+        "{shown}"
+    );
+}

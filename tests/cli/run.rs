@@ -137,6 +137,14 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
         shown.contains("local_aggregation = true") && shown.contains("[encode]"),
         "{shown}"
     );
+    // The defaults the labels decide are filled in too, and the shown config is a config.
+    assert!(
+        shown.contains("split_by = \"kind\"") && shown.contains("\"urbanicity\""),
+        "{shown}"
+    );
+    let again = dir.path().join("shown.toml");
+    std::fs::write(&again, &shown).expect("write");
+    assert!(ok(&["config", "check", s(&again)]).contains(": ok"));
     let plan = ok(&["run", s(&config), "--plan"]);
     assert!(
         plan.contains("\n    128 ") && plan.contains("2 nodes") && plan.contains("memory"),
