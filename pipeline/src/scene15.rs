@@ -201,27 +201,30 @@ pub fn prepare(from: &Path, out: &Path) -> Result<Prepared, Scene15Error> {
         .prefix(".scene15-")
         .tempdir_in(parent)
         .map_err(io(parent))?;
-    let mut labels = String::from("path,class,urbanicity,elevation\n");
+    let mut labels = csv::Writer::from_writer(Vec::new());
+    let csv_err = |e: csv::Error| Scene15Error::Io {
+        path: out.join("labels.csv"),
+        source: e.into(),
+    };
+    labels
+        .write_record(["path", "class", "urbanicity", "elevation"])
+        .map_err(csv_err)?;
     for (class, files) in CLASSES.iter().zip(&photos) {
         let dir = tmp.path().join(class.name);
         std::fs::create_dir(&dir).map_err(io(&dir))?;
         for file in files {
             let name = file.file_name().unwrap_or_default();
             std::fs::copy(file, dir.join(name)).map_err(io(file))?;
-            let name = name.to_string_lossy();
-            // Photo names of the set are plain (image_0001.jpg); quote any that are not.
-            let path = format!("{}/{name}", class.name);
-            let path = if path.contains([',', '"', '\n']) {
-                format!("\"{}\"", path.replace('"', "\"\""))
-            } else {
-                path
-            };
-            labels.push_str(&format!(
-                "{path},{},{},{}\n",
-                class.name, class.urbanicity, class.elevation
-            ));
+            let path = format!("{}/{}", class.name, name.to_string_lossy());
+            labels
+                .write_record([path.as_str(), class.name, class.urbanicity, class.elevation])
+                .map_err(csv_err)?;
         }
     }
+    let labels = labels.into_inner().map_err(|e| Scene15Error::Io {
+        path: out.join("labels.csv"),
+        source: e.into_error(),
+    })?;
     let labels_path = tmp.path().join("labels.csv");
     std::fs::write(&labels_path, labels).map_err(io(&labels_path))?;
     let kept = tmp.keep();

@@ -5,23 +5,26 @@ use std::path::Path;
 
 use crate::util::*;
 
-/// Every file below `dir`, with its bytes, sorted by path.
-fn snapshot(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
-    let mut all = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("dir") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let bytes = std::fs::read(&p).expect("read");
-                all.push((p, bytes));
-            }
-        }
-    }
+/// Every file below `dir`, sorted (entries that vanish while it walks are left out).
+fn files_below(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut all: Vec<std::path::PathBuf> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.into_path())
+        .collect();
     all.sort();
     all
+}
+
+/// Every file below `dir`, with its bytes, sorted by path.
+fn snapshot(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    (files_below(dir).into_iter())
+        .map(|p| {
+            let bytes = std::fs::read(&p).expect("read");
+            (p, bytes)
+        })
+        .collect()
 }
 
 #[test]
@@ -562,23 +565,11 @@ fn no_secret_of_a_loopback_run_reaches_the_disk_even_when_killed() {
         .spawn()
         .expect("vocab starts");
     // Until the workers are up (their cluster file written), then kill -9.
-    let files = |root: &Path| -> Vec<std::path::PathBuf> {
-        let mut all = Vec::new();
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(dir) = stack.pop() {
-            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p)
-                } else {
-                    all.push(p)
-                }
-            }
-        }
-        all
-    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !files(&tmp).iter().any(|p| p.ends_with("cluster.toml")) {
+    while !files_below(&tmp)
+        .iter()
+        .any(|p| p.ends_with("cluster.toml"))
+    {
         assert!(
             std::time::Instant::now() < deadline,
             "no cluster file in 60 s"
@@ -592,7 +583,7 @@ fn no_secret_of_a_loopback_run_reaches_the_disk_even_when_killed() {
     // While the workers run, and after the run is killed (or, had it finished, ended): no
     // secret on disk.
     let no_secret = |when: &str| {
-        for p in files(&tmp) {
+        for p in files_below(&tmp) {
             let text = std::fs::read_to_string(&p).unwrap_or_default();
             assert!(
                 !p.ends_with("secret") && !text.contains("secret"),
