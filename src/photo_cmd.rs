@@ -139,10 +139,7 @@ pub fn features_into(
             out,
             "  wrote {} ({}, {DESCRIPTOR_NAME}, {})",
             settings.out.display(),
-            match settings.format {
-                Format::Text => "text",
-                Format::Bin => "bin",
-            },
+            settings.format.name(),
             describe_sampling(&settings.params.sampling),
         )?,
     }
@@ -247,27 +244,43 @@ pub fn encode(
 /// `vocab convert`.
 pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    let from = Format::detect(&args.input)?;
-    let to = args.format.map_or(
-        match from {
-            Format::Text => Format::Bin,
-            Format::Bin => Format::Text,
-        },
-        Format::from,
-    );
+    let to = args.format.unwrap_or_else(|| Format::for_path(&args.out));
     crate::settings::output("out", &args.out)
         .and_then(|()| {
             let inputs = [("input", args.input.as_path())];
             crate::settings::apart("out", &args.out, crate::settings::Kind::File, &inputs)
         })
         .or_flag()?;
-    let count = store::convert(&args.input, &args.out, to)?;
+    let from = Format::detect(&args.input)?;
+    let (count, what) = if args.vocabulary {
+        let centroids = vocab_pipeline::kmeans::files::read_vocabulary(&args.input)?;
+        vocab_pipeline::kmeans::files::write_vocabulary(&args.out, &centroids, to)?;
+        (centroids.k() as u64, "centroids")
+    } else {
+        let count = store::convert(&args.input, &args.out, to).map_err(|e| {
+            let hint = if from == Format::Text {
+                " (a vocabulary in text, one centroid a line? add --vocabulary)"
+            } else {
+                ""
+            };
+            anyhow::anyhow!("{e}{hint}")
+        })?;
+        (count, "records")
+    };
     println!(
-        "convert: {count} records {} -> {} in {:.2} s",
+        "convert: {count} {what} {} ({}) -> {} ({}) in {:.2} s",
         args.input.display(),
+        from.name(),
         args.out.display(),
+        to.name(),
         started.elapsed().as_secs_f64()
     );
+    if !args.vocabulary && from.keeps_positions() && !to.keeps_positions() {
+        println!(
+            "  {} holds bare vectors: picture ids, rows and columns are left out (keep them:              .csv, .txt or vocab's binary format)",
+            to.name()
+        );
+    }
     Ok(())
 }
 

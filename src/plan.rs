@@ -91,14 +91,32 @@ pub fn check_sizes(config: &Config, engine: &Backend, training: u64) -> anyhow::
     Ok(())
 }
 
-/// Prints the plan for `photos` photos of which `training` train the vocabulary.
+/// What the plan says of the photos: how many, how many train each trial's vocabulary, and the
+/// protocol (for people) with its number of trials.
+pub struct Photos<'a> {
+    /// Photos encoded (with a test folder's).
+    pub photos: u64,
+    /// Photos whose patches make a trial's vocabulary sample.
+    pub training: u64,
+    /// The protocol, for people.
+    pub protocol: &'a str,
+    /// Trials, each learning its own vocabularies and models.
+    pub trials: usize,
+}
+
+/// Prints the plan.
 pub fn print(
     config: &Config,
     args: &RunArgs,
     engine: &Backend,
-    photos: u64,
-    training: u64,
+    photos: &Photos<'_>,
 ) -> anyhow::Result<()> {
+    let &Photos {
+        photos,
+        training,
+        protocol,
+        trials,
+    } = photos;
     let NodeCount {
         nodes,
         racks,
@@ -113,9 +131,17 @@ pub fn print(
     let tasks = config.plan.map_tasks_per_node as u64;
     let link = config.plan.link_mbit * 1e6 / 8.0;
     println!("plan for {} ({where_})", args.config.display());
+    println!("  dataset     {photos} photos; {protocol}");
     println!(
-        "  dataset     {photos} photos; split 50/50 by class: {training} train the vocabulary"
+        "    {training} photos train {} vocabularies and models",
+        if trials > 1 { "each trial's" } else { "the" }
     );
+    if trials > 1 {
+        println!(
+            "    every line below holds for each of the {trials} trials (each has its own \
+             sample, vocabularies, encodings and models)"
+        );
+    }
     println!(
         "  features    {} random patches per photo x {DIMS} dims = {n} vectors, {} on disk",
         config.features.per_image,
@@ -269,7 +295,7 @@ fn print_encode(config: &Config, engine: &Backend, nodes: u64, photos: u64) -> a
     }
     println!(
         "  svm         per vocabulary and attribute: C from {} folds x 5 values on the training \
-         half",
+         photos",
         config.classify.cv
     );
     println!(

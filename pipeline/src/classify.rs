@@ -69,14 +69,17 @@ pub struct Table {
     pub rows: Vec<Vec<f32>>,
 }
 
-/// Reads histograms written by `vocab encode`: CSV, or binary with its `.images.csv` manifest.
+/// Reads histograms written by `vocab encode`: CSV (`picture_id,path,h0,...`), or any other
+/// feature format with its `.images.csv` manifest (vocab's binary and text formats name each
+/// histogram's picture; `.npy`, `.fvecs` and `.bvecs` hold them in the manifest's order).
 pub fn read_histograms(path: &Path) -> Result<Table, ClassifyError> {
     let csv_err = |source| ClassifyError::Csv {
         path: path.to_path_buf(),
         source,
     };
     let mut table = Table::default();
-    if Format::detect(path)? == Format::Bin {
+    let format = Format::detect(path)?;
+    if format != Format::Csv {
         let manifest = crate::features::manifest_path(path, "images.csv");
         let mut reader =
             crate::input::csv(&csv::ReaderBuilder::new(), &manifest).map_err(|source| {
@@ -86,6 +89,7 @@ pub fn read_histograms(path: &Path) -> Result<Table, ClassifyError> {
                 }
             })?;
         let mut paths = HashMap::new();
+        let mut order = Vec::new();
         for row in reader.records() {
             let row = row.map_err(|source| ClassifyError::Csv {
                 path: manifest.clone(),
@@ -97,10 +101,25 @@ pub fn read_histograms(path: &Path) -> Result<Table, ClassifyError> {
                 .parse()
                 .map_err(|_| invalid(&manifest, "bad picture_id"))?;
             paths.insert(id, row.get(1).unwrap_or("").to_string());
+            order.push(id);
         }
         let mut features = FeatureReader::open(path)?;
         let mut record = Record::default();
         while features.next_into(&mut record)? {
+            if !format.keeps_positions() {
+                // Row i is the manifest's photo i.
+                let row = record.picture_id as usize;
+                record.picture_id = *order.get(row).ok_or_else(|| {
+                    invalid(
+                        &manifest,
+                        format!(
+                            "lists {} photos, {} holds more histograms",
+                            order.len(),
+                            path.display()
+                        ),
+                    )
+                })?;
+            }
             let p = paths.get(&record.picture_id).ok_or_else(|| {
                 invalid(
                     &manifest,
@@ -110,6 +129,17 @@ pub fn read_histograms(path: &Path) -> Result<Table, ClassifyError> {
             table.ids.push(record.picture_id);
             table.paths.push(p.clone());
             table.rows.push(record.values.clone());
+        }
+        if !format.keeps_positions() && table.rows.len() != order.len() {
+            return Err(invalid(
+                &manifest,
+                format!(
+                    "lists {} photos, {} holds {} histograms",
+                    order.len(),
+                    path.display(),
+                    table.rows.len()
+                ),
+            ));
         }
     } else {
         let mut reader = crate::input::csv(&csv::ReaderBuilder::new(), path).map_err(csv_err)?;
@@ -221,6 +251,15 @@ pub enum SplitSpec {
         #[serde(default = "half")]
         holdout: f64,
     },
+    /// Seeded and stratified: `train` photos of each class train (the field's protocol for
+    /// 15 scenes: 100), the rest are held out; a class of `train` photos or fewer trains whole.
+    #[serde(rename = "per_class")]
+    PerClass {
+        /// Seed.
+        seed: u64,
+        /// Training photos per class.
+        train: usize,
+    },
     /// Given by a CSV (`path,split`), recorded with its training paths.
     File {
         /// The split file.
@@ -242,6 +281,9 @@ impl SplitSpec {
             Self::Random { seed, holdout } => format!(
                 "a seeded stratified split (seed {seed}, {:.0}% of each class held out)",
                 holdout * 100.0
+            ),
+            Self::PerClass { seed, train } => format!(
+                "a seeded stratified split (seed {seed}, {train} training photos of each class)"
             ),
             Self::File { path, train } => {
                 format!("the split file {path} ({} training paths)", train.len())
@@ -289,25 +331,34 @@ impl SplitSpec {
                 let set: BTreeSet<&str> = train.iter().map(String::as_str).collect();
                 paths.iter().map(|p| set.contains(p)).collect()
             }
-            Self::Random { seed, holdout } => {
-                let mut out = vec![false; paths.len()];
-                let mut rng = ChaCha8Rng::seed_from_u64(*seed);
-                let n_classes = classes.iter().copied().max().map_or(0, |m| m + 1);
-                for class in 0..n_classes {
-                    let mut members: Vec<usize> =
-                        (0..paths.len()).filter(|&i| classes[i] == class).collect();
-                    members.sort_by_key(|&i| paths[i]);
-                    members.shuffle(&mut rng);
-                    // Held out: the fraction, rounded down (so 0.5 of 5 trains 3, as always).
-                    let held = (members.len() as f64 * holdout.clamp(0.0, 1.0)).floor() as usize;
-                    for &i in &members[..members.len() - held] {
-                        out[i] = true;
-                    }
-                }
-                out
-            }
+            // Held out: the fraction, rounded down (so 0.5 of 5 trains 3, as always).
+            Self::Random { seed, holdout } => shuffled(paths, classes, *seed, |n| {
+                n - (n as f64 * holdout.clamp(0.0, 1.0)).floor() as usize
+            }),
+            Self::PerClass { seed, train } => shuffled(paths, classes, *seed, |n| n.min(*train)),
         }
     }
+}
+
+/// Of each class, in a seeded order, the first `trains(class size)` photos train.
+fn shuffled(
+    paths: &[&str],
+    classes: &[usize],
+    seed: u64,
+    trains: impl Fn(usize) -> usize,
+) -> Vec<bool> {
+    let mut out = vec![false; paths.len()];
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n_classes = classes.iter().copied().max().map_or(0, |m| m + 1);
+    for class in 0..n_classes {
+        let mut members: Vec<usize> = (0..paths.len()).filter(|&i| classes[i] == class).collect();
+        members.sort_by_key(|&i| paths[i]);
+        members.shuffle(&mut rng);
+        for &i in &members[..trains(members.len()).min(members.len())] {
+            out[i] = true;
+        }
+    }
+    out
 }
 
 /// The labelled rows of a table: `(row index, class)` for photos that have the attribute.
@@ -556,6 +607,29 @@ mod tests {
         );
         let all: SplitSpec = serde_json::from_str(r#"{"kind":"all"}"#).expect("all");
         assert_eq!(all, SplitSpec::All);
+    }
+
+    #[test]
+    fn a_per_class_split_trains_that_many_of_each_class() {
+        let paths: Vec<String> = (0..40).map(|i| format!("p{i:02}")).collect();
+        let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let classes: Vec<usize> = (0..40).map(|i| usize::from(i >= 30)).collect();
+        let split = |seed| SplitSpec::PerClass { seed, train: 7 }.is_train(&refs, &classes);
+        let train = split(3);
+        assert_eq!((0..30).filter(|&i| train[i]).count(), 7);
+        assert_eq!((30..40).filter(|&i| train[i]).count(), 7);
+        assert_eq!(split(3), train);
+        assert_ne!(split(4), train);
+        // A class smaller than the number trains whole.
+        let whole = SplitSpec::PerClass { seed: 3, train: 12 }.is_train(&refs, &classes);
+        assert_eq!((30..40).filter(|&i| whole[i]).count(), 10);
+        let json = serde_json::to_string(&SplitSpec::PerClass { seed: 3, train: 7 }).expect("json");
+        assert_eq!(json, r#"{"kind":"per_class","seed":3,"train":7}"#);
+        assert!(
+            (SplitSpec::PerClass { seed: 3, train: 7 })
+                .describe()
+                .contains("7 training photos of each class")
+        );
     }
 
     #[test]

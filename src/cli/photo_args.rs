@@ -64,7 +64,7 @@ pub struct NodesArgs {
 /// Arguments of `vocab encode`.
 #[derive(Debug, Args)]
 pub struct EncodeArgs {
-    /// Vocabulary file (text or bin, from `vocab kmeans`).
+    /// Vocabulary file (from `vocab kmeans`: text or binary; or .npy, .fvecs, .bvecs, .csv).
     #[arg(long, value_name = "FILE")]
     pub vocabulary: PathBuf,
     /// Folder of photos, searched recursively.

@@ -19,6 +19,13 @@ pub struct RunArgs {
     /// Labels CSV (path, then attribute columns) instead of the config's or the photo folder's.
     #[arg(long, value_name = "CSV")]
     pub labels: Option<PathBuf>,
+    /// Test folder: train on every photo of the dataset, score every labelled photo here (its
+    /// labels: DIR/labels.csv, or --test-labels).
+    #[arg(long, value_name = "DIR")]
+    pub test: Option<PathBuf>,
+    /// The test folder's labels CSV.
+    #[arg(long, value_name = "CSV")]
+    pub test_labels: Option<PathBuf>,
     /// Re-run this stage and every later one even if cached
     /// (dataset, features, partition, kmeans, encode, svm, report).
     #[arg(long, value_name = "STAGE")]
@@ -56,6 +63,12 @@ pub struct ConfigCheckArgs {
     /// Labels CSV instead of the config's or the photo folder's (as `vocab run --labels`).
     #[arg(long, value_name = "CSV")]
     pub labels: Option<PathBuf>,
+    /// Test folder (as `vocab run --test`).
+    #[arg(long, value_name = "DIR")]
+    pub test: Option<PathBuf>,
+    /// The test folder's labels CSV (as `vocab run --test-labels`).
+    #[arg(long, value_name = "CSV")]
+    pub test_labels: Option<PathBuf>,
 }
 
 /// A config file argument.

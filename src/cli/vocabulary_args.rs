@@ -19,15 +19,22 @@ use vocab_pipeline::store::Format;
 /// Arguments of `vocab convert`.
 #[derive(Debug, Args)]
 pub struct ConvertArgs {
-    /// Feature file to read (format detected).
+    /// Feature file to read: vocab's binary or text format, .npy (2-D float32, float64 or
+    /// uint8), .fvecs, .bvecs or .csv (comma-separated, optional header), told by magic or
+    /// extension.
     #[arg(long, value_name = "FILE")]
     pub input: PathBuf,
-    /// Feature file to write.
+    /// File to write.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
-    /// Output format [default: the other one].
+    /// Output format [default: by the output's extension: .txt/.text text, .npy, .fvecs,
+    /// .bvecs, .csv; vocab's binary format otherwise].
     #[arg(long, value_enum)]
     pub format: Option<Format>,
+    /// The input is a vocabulary (a centroid per record or line, as `vocab kmeans` writes it):
+    /// text and CSV are written as bare values, a centroid a line.
+    #[arg(long)]
+    pub vocabulary: bool,
 }
 
 /// Arguments of `vocab datasets synth`.
@@ -56,7 +63,7 @@ pub struct SynthArgs {
 /// Arguments of `vocab partition`.
 #[derive(Debug, Args)]
 pub struct PartitionArgs {
-    /// Feature file to split (text or bin).
+    /// Feature file to split: vocab's binary or text format, .npy, .fvecs, .bvecs or .csv.
     #[arg(long, value_name = "FILE")]
     pub features: PathBuf,
     /// Number of partitions [default: 4 per core].
@@ -92,7 +99,8 @@ pub struct KmeansArgs {
     /// Initialisation.
     #[arg(long, value_enum, default_value_t = InitMethod::Random)]
     pub init: InitMethod,
-    /// Start from these centroids (vocabulary file, text or bin) instead.
+    /// Start from these centroids (a vocabulary: vocab's text or binary, .npy, .fvecs, .bvecs,
+    /// .csv) instead.
     #[arg(long, value_name = "FILE", conflicts_with = "init")]
     pub init_centroids: Option<PathBuf>,
     /// Prune the assignment with Yinyang bounds (centroids in groups, a lower bound per group):

@@ -98,3 +98,28 @@ fn sizes_past_their_bounds_are_refused_with_the_bound() {
         assert!(err.contains(want), "{text}: {err}");
     }
 }
+
+#[test]
+fn every_committed_config_loads() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
+    let mut loaded = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("configs/") {
+        let path = entry.expect("entry").path();
+        // Cluster files sit beside the configs; they are not run configs.
+        if path.extension().is_some_and(|e| e == "toml") && !s(&path).ends_with("-cluster.toml") {
+            let config = load(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+            loaded.push((path.file_name().expect("name").to_owned(), config));
+        }
+    }
+    assert!(loaded.len() >= 4, "{}", loaded.len());
+    // The field's protocol for 15 scenes.
+    let (_, scene15) = (loaded.iter())
+        .find(|(name, _)| name == "scene15.toml")
+        .expect("scene15.toml");
+    let c = &scene15.classify;
+    assert_eq!((c.train_per_class, c.trials), (Some(100), 10));
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}

@@ -24,6 +24,8 @@ pub fn check(args: &crate::cli::ConfigCheckArgs) -> anyhow::Result<()> {
         config: path,
         dataset: args.dataset.as_deref(),
         labels: args.labels.as_deref(),
+        test: args.test.as_deref(),
+        test_labels: args.test_labels.as_deref(),
     };
     let data = super::check_dataset(&overrides, &config)
         .with_context(|| format!("invalid config {}", path.display()))?;

@@ -32,6 +32,10 @@ pub struct Overrides<'a> {
     pub dataset: Option<&'a Path>,
     /// `--labels`.
     pub labels: Option<&'a Path>,
+    /// `--test`.
+    pub test: Option<&'a Path>,
+    /// `--test-labels`.
+    pub test_labels: Option<&'a Path>,
 }
 
 impl<'a> Overrides<'a> {
@@ -41,6 +45,8 @@ impl<'a> Overrides<'a> {
             config: &args.config,
             dataset: args.dataset.as_deref(),
             labels: args.labels.as_deref(),
+            test: args.test.as_deref(),
+            test_labels: args.test_labels.as_deref(),
         }
     }
 }
@@ -98,6 +104,22 @@ impl Source {
             labels.display()
         );
         Ok(Self::Folder { photos, labels })
+    }
+
+    /// The photo folder, unless the set is generated.
+    pub fn folder(&self) -> Option<&Path> {
+        match self {
+            Self::Folder { photos, .. } => Some(photos),
+            Self::Synthetic(_) => None,
+        }
+    }
+
+    /// The labels file's name in messages.
+    pub fn labels_name(&self) -> PathBuf {
+        match self {
+            Self::Folder { labels, .. } => labels.clone(),
+            Self::Synthetic(_) => PathBuf::from("labels.csv (synthetic)"),
+        }
     }
 
     /// The labels CSV's text, without generating a synthetic set.
@@ -165,6 +187,17 @@ impl Dataset {
     }
 }
 
+/// Which photos of a split train.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitRule {
+    /// Half of each stratum (rounded up).
+    Half,
+    /// This many photos of each stratum; the rest (and photos without a value) are held out.
+    PerClass(usize),
+    /// Every photo (a test folder is scored).
+    All,
+}
+
 /// Photo paths of a labels CSV with their cell in `column` (an empty cell is a value too).
 fn strata(text: &str, source: &Path, column: &str) -> anyhow::Result<Vec<(String, String)>> {
     let mut reader = csv::Reader::from_reader(text.as_bytes());
@@ -191,14 +224,17 @@ fn strata(text: &str, source: &Path, column: &str) -> anyhow::Result<Vec<(String
     Ok(rows)
 }
 
-/// The run's split: seeded, stratified by `column`, half of each value held out (the split of
-/// `vocab train --holdout 0.5`, one implementation: [`SplitSpec::is_train`]). Photos with an
-/// empty cell form a stratum of their own. Returns `(path, trains)` in the file's order.
+/// A trial's split: seeded, stratified by `column` (photos with an empty cell form a stratum of
+/// their own), half of each value held out (the split of `vocab train --holdout 0.5`, one
+/// implementation: [`SplitSpec::is_train`]) or `n` of each value training (photos without a
+/// value are then held out; a value of `n` photos or fewer leaves none to test and is refused),
+/// or every photo training. Returns `(path, trains)` in the file's order.
 pub fn split(
     text: &str,
     source: &Path,
     column: &str,
     seed: u64,
+    rule: SplitRule,
 ) -> anyhow::Result<Vec<(String, bool)>> {
     let rows = strata(text, source, column)?;
     let values: BTreeMap<&str, usize> = {
@@ -209,7 +245,26 @@ pub fn split(
     };
     let paths: Vec<&str> = rows.iter().map(|(p, _)| p.as_str()).collect();
     let classes: Vec<usize> = rows.iter().map(|(_, s)| values[s.as_str()]).collect();
-    let trains = SplitSpec::Random { seed, holdout: 0.5 }.is_train(&paths, &classes);
+    let trains = match rule {
+        SplitRule::Half => SplitSpec::Random { seed, holdout: 0.5 }.is_train(&paths, &classes),
+        SplitRule::All => vec![true; rows.len()],
+        SplitRule::PerClass(n) => {
+            for (value, &class) in values.iter().filter(|(v, _)| !v.is_empty()) {
+                let size = classes.iter().filter(|&&c| c == class).count();
+                ensure!(
+                    size > n,
+                    "{}: {column} {value:?} has {size} photos, and train_per_class = {n} leaves \
+                     none of them to test (every value needs more than {n})",
+                    source.display()
+                );
+            }
+            let mut trains = SplitSpec::PerClass { seed, train: n }.is_train(&paths, &classes);
+            for (t, (_, value)) in trains.iter_mut().zip(&rows) {
+                *t &= !value.is_empty();
+            }
+            trains
+        }
+    };
     Ok(rows.into_iter().map(|(p, _)| p).zip(trains).collect())
 }
 
@@ -231,6 +286,17 @@ pub fn write_split(split: &[(String, bool)], dir: &Path) -> anyhow::Result<(u64,
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok((n_train, split.len() as u64 - n_train))
+}
+
+/// The photos a labels CSV lists.
+pub fn photo_count(text: &str, source: &Path) -> anyhow::Result<u64> {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let mut n = 0;
+    for row in reader.records() {
+        let row = row.with_context(|| format!("cannot read {}", source.display()))?;
+        n += u64::from(row.get(0).is_some_and(|p| !p.trim().is_empty()));
+    }
+    Ok(n)
 }
 
 /// Attribute columns of a labels CSV (all but the first, `path`).
@@ -280,7 +346,7 @@ mod tests {
         }
         text.push_str("u.jpg,,\n");
         let source = Path::new("labels.csv");
-        let split_of = |seed| split(&text, source, "class", seed).expect("split");
+        let split_of = |seed| split(&text, source, "class", seed, SplitRule::Half).expect("split");
         let first = split_of(3);
         let trains = |c: char| first.iter().filter(|(p, t)| *t && p.starts_with(c)).count();
         // Half of each stratum (rounded up) trains; the unlabelled photo is a stratum.
@@ -288,9 +354,32 @@ mod tests {
         assert_eq!(first.len(), 12);
         assert_eq!(split_of(3), first);
         assert_ne!(split_of(4), first);
-        let err = split(&text, source, "nope", 3).expect_err("no column");
+        let err = split(&text, source, "nope", 3, SplitRule::Half).expect_err("no column");
         assert!(err.to_string().contains("\"nope\""), "{err}");
         let dir = tempfile::tempdir().expect("tmp");
         assert_eq!(write_split(&first, dir.path()).expect("write"), (7, 5));
+        // Three of each class; the unlabelled photo is held out.
+        let per_class =
+            split(&text, source, "class", 3, SplitRule::PerClass(3)).expect("per class");
+        let n = |c: char| {
+            per_class
+                .iter()
+                .filter(|(p, t)| *t && p.starts_with(c))
+                .count()
+        };
+        assert_eq!((n('a'), n('b'), n('u')), (3, 3, 0));
+        assert_ne!(
+            split(&text, source, "class", 4, SplitRule::PerClass(3)).expect("seed 4"),
+            per_class
+        );
+        // Four photos of b leave none to test.
+        let err =
+            split(&text, source, "class", 3, SplitRule::PerClass(4)).expect_err("b is too small");
+        assert!(
+            err.to_string().contains("class \"b\" has 4 photos"),
+            "{err}"
+        );
+        let all = split(&text, source, "class", 3, SplitRule::All).expect("all");
+        assert!(all.iter().all(|(_, t)| *t));
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod check;
 mod dataset;
+mod protocol;
 mod report;
 mod stages;
 pub mod step;
@@ -21,7 +22,8 @@ use std::time::Instant;
 use anyhow::{Context, ensure};
 
 use self::dataset::{Dataset, Overrides, Source};
-use self::report::{Outcome, Vocabulary};
+use self::protocol::{Protocol, Trial};
+use self::report::{Outcome, TrialResult, Vocabulary};
 use self::step::{Runner, Stage, WorkLock};
 use crate::cli::RunArgs;
 use crate::config::{self, Config};
@@ -41,28 +43,55 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         args.engine,
         mpi.is_some(),
     )?;
-    let source = match Source::resolve(&config, base, &Overrides::of(args)) {
+    let overrides = Overrides::of(args);
+    let print_plan = |photos, training, protocol: &str, trials| {
+        let photos = crate::plan::Photos {
+            photos,
+            training,
+            protocol,
+            trials,
+        };
+        crate::plan::print(&config, args, &engine, &photos)
+    };
+    let source = match Source::resolve(&config, base, &overrides) {
         Ok(source) => source,
         // A plan of photos not at hand: `[plan] photos` says how many.
         Err(_) if args.plan && config.plan.photos.is_some() => {
             let photos = config.plan.photos.unwrap_or(0);
+            let c = &config.classify;
+            // Without the labels the classes are not known: half the photos train, or fewer.
             let training = photos.div_ceil(2);
             crate::plan::check_sizes(&config, &engine, training)?;
-            return crate::plan::print(&config, args, &engine, photos, training);
+            let split_by = c.split_by.as_deref().unwrap_or("the first attribute");
+            // A test folder that is not here either is named as the config names it.
+            let protocol = Protocol::resolve(&config, base, &overrides, None).map_or_else(
+                |_| "every photo trains, the test folder is scored ([dataset] test)".to_string(),
+                |p| p.describe(split_by, Path::new("the photo folder")),
+            );
+            let protocol = format!("{protocol} ([plan] photos; the photos are not here)");
+            return print_plan(photos, training, &protocol, c.trials);
         }
         Err(e) => return Err(e),
     };
+    let protocol = Protocol::resolve(&config, base, &overrides, source.folder())?;
     let labels_text = source.labels_text()?;
     let Counted {
         attributes,
         split_by,
         photos,
         training,
-    } = count(&config, &source, &labels_text)?;
+    } = count(&config, &source, &labels_text, &protocol)?;
     // Refused before any stage runs: a vocabulary larger than its sample, or too large here.
     crate::plan::check_sizes(&config, &engine, training)?;
     if args.plan {
-        return crate::plan::print(&config, args, &engine, photos, training);
+        let folder = source.folder().unwrap_or(Path::new("the synthetic set"));
+        let trials = protocol.trials().len();
+        return print_plan(
+            photos,
+            training,
+            &protocol.describe(&split_by, folder),
+            trials,
+        );
     }
     let work = args.work.clone().unwrap_or_else(|| {
         let stem = args
@@ -73,14 +102,20 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
     });
     // Steps written inside the photo folder would change its fingerprint on every run: nothing
     // would ever be cached, and old steps would pile up.
-    if let Source::Folder { photos, .. } = &source {
-        ensure!(
-            !crate::settings::inside(&work, photos),
-            "the work directory {} lies inside the photo folder {}: every run would change the \
-             photos' fingerprint and redo every step; choose a work directory elsewhere (--work)",
-            work.display(),
-            photos.display()
-        );
+    for (photos, what) in [
+        (source.folder(), "photo folder"),
+        (protocol.test_folder().map(|(p, _)| p), "test folder"),
+    ] {
+        if let Some(photos) = photos {
+            ensure!(
+                !crate::settings::inside(&work, photos),
+                "the work directory {} lies inside the {what} {}: every run would change the \
+                 photos' fingerprint and redo every step; choose a work directory elsewhere \
+                 (--work)",
+                work.display(),
+                photos.display()
+            );
+        }
     }
     std::fs::create_dir_all(&work)
         .with_context(|| format!("cannot create work directory {}", work.display()))?;
@@ -115,6 +150,13 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         vocab_pipeline::classify::read_labels(&dataset.labels, a)
             .context("checking the labels before the first stage")?;
     }
+    let test = match protocol.test_folder() {
+        Some((photos, labels)) => {
+            protocol::check_test_labels(&attributes, &dataset.labels, labels)?;
+            Some(Dataset::of_folder(photos, labels)?)
+        }
+        None => None,
+    };
 
     let chain = Chain {
         config: &config,
@@ -126,25 +168,44 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         mpi,
         ui,
         exit_after_iteration: args.exit_after_iteration,
+        test: test.as_ref(),
     };
-    let sampled = chain.sample(&mut runner, &work)?;
-    let (outcomes, vocabularies) = chain.vocabularies(&mut runner, &sampled, &attributes)?;
-    let sample = sampled.sample;
+    let mut trials = Vec::new();
+    for trial in protocol.trials() {
+        if trial.of > 1 {
+            println!(
+                "== trial {} of {} (split seed {})",
+                trial.index + 1,
+                trial.of,
+                trial.seed
+            );
+        }
+        let sampled = chain.sample(&mut runner, &work, &trial)?;
+        let (outcomes, vocabularies) =
+            chain.vocabularies(&mut runner, &sampled, &attributes, &trial)?;
+        trials.push(TrialResult {
+            trial,
+            sample: sampled.sample,
+            outcomes,
+            vocabularies,
+        });
+    }
+    let protocol_text = protocol.describe(&split_by, &dataset.photos);
 
     // report (always rebuilt)
     let report_dir = work.join("report");
     let report_started = Instant::now();
-    report::write(
-        &report_dir,
-        &report::Run {
-            config: &args.config,
-            dataset: &dataset,
-            sample,
-            outcomes: &outcomes,
-            vocabularies: &vocabularies,
-            steps: &runner.steps,
-        },
-    )?;
+    let report_run = report::Run {
+        config: &args.config,
+        dataset: &dataset,
+        test: test.as_ref(),
+        protocol: &protocol_text,
+        attributes: &attributes,
+        trials: &trials,
+        steps: &runner.steps,
+    };
+    report::write(&report_dir, &report_run)?;
+    let headline = report::headline(&report_run, &report::summarise(&trials))?;
     runner.steps.push(step::Step {
         stage: "report",
         label: "report".into(),
@@ -152,7 +213,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         seconds: report_started.elapsed().as_secs_f64(),
         cached: false,
     });
-    report::summary(&runner.steps, &outcomes);
+    report::summary(&runner.steps, &report::summarise(&trials), &headline);
     println!(
         "run: {} finished in {:.1} s; report in {}",
         args.config.display(),
@@ -177,6 +238,8 @@ struct Chain<'a> {
     ui: &'a Ui,
     /// Fault injection (`--exit-after-iteration`).
     exit_after_iteration: Option<u64>,
+    /// The test folder, when the run scores one.
+    test: Option<&'a Dataset>,
 }
 
 /// What the sample's steps made: the keys later steps depend on, the split, the partitions.
@@ -193,7 +256,7 @@ struct Sampled {
 
 impl Chain<'_> {
     /// The features and partition steps in `work`.
-    fn sample(&self, runner: &mut Runner, work: &Path) -> anyhow::Result<Sampled> {
+    fn sample(&self, runner: &mut Runner, work: &Path, trial: &Trial) -> anyhow::Result<Sampled> {
         // `[partition] at = "nodes"` on a distributed engine: the nodes keep their patches as
         // partitions under this folder (as every node sees it; the driver keeps the manifest there).
         let wants_born =
@@ -219,6 +282,7 @@ impl Chain<'_> {
             nodes: &nodes,
             born: wants_born,
             ui: self.ui,
+            trial,
         };
         let features_key = features.key();
         let (features_dir, sample) = runner.run(&features)?;
@@ -238,8 +302,10 @@ impl Chain<'_> {
         // Born on the nodes: their folder as they see it, and the manifest's copy here.
         let placed = (made == Some(stages::Made::AtNodes))
             .then(|| (features.nodes_dir(), features_dir.join("parts")));
+        let suffix = trial.suffix();
         let partition = stages::Partition {
             config: self.config,
+            suffix: &suffix,
             features_key: &features_key,
             sample: &sample_file,
             placed: placed.as_ref().map(|(n, h)| (n.as_path(), h.as_path())),
@@ -265,12 +331,15 @@ impl Chain<'_> {
         runner: &mut Runner,
         sampled: &Sampled,
         attributes: &[String],
+        trial: &Trial,
     ) -> anyhow::Result<(Vec<Outcome>, Vec<Vocabulary>)> {
         let mut outcomes = Vec::new();
         let mut vocabularies = Vec::new();
+        let suffix = trial.suffix();
         for &k in &self.config.kmeans.k {
             let kmeans = stages::Kmeans {
                 config: self.config,
+                suffix: &suffix,
                 partition_key: &sampled.partition_key,
                 parts: &sampled.parts,
                 k,
@@ -294,6 +363,7 @@ impl Chain<'_> {
             });
             let encode = stages::Encode {
                 config: self.config,
+                suffix: &suffix,
                 dataset: self.dataset,
                 kmeans_key: &kmeans_key,
                 k,
@@ -304,6 +374,24 @@ impl Chain<'_> {
             let encode_key = encode.key();
             let (encode_dir, ()) = runner.run(&encode)?;
             let histograms = encode_dir.join("histograms.bin");
+            // The test folder's photos over the same vocabulary.
+            let tested = match self.test {
+                Some(test) => {
+                    let encode = stages::Encode {
+                        config: self.config,
+                        suffix: "-test",
+                        dataset: test,
+                        kmeans_key: &kmeans_key,
+                        k,
+                        vocabulary: &vocabulary,
+                        on: self.on,
+                        ui: self.ui,
+                    };
+                    let (dir, ()) = runner.run(&encode)?;
+                    Some((encode.key(), dir.join("histograms.bin")))
+                }
+                None => None,
+            };
             for attribute in attributes {
                 let svm = stages::Svm {
                     config: self.config,
@@ -314,6 +402,16 @@ impl Chain<'_> {
                     attribute,
                     histograms: &histograms,
                     split: &sampled.split_csv,
+                    suffix: &suffix,
+                    seed: trial.seed,
+                    test: self
+                        .test
+                        .zip(tested.as_ref())
+                        .map(|(dataset, (key, histograms))| stages::Test {
+                            dataset,
+                            encode_key: key,
+                            histograms,
+                        }),
                 };
                 let (_, scores) = runner.run(&svm)?;
                 outcomes.push(Outcome {
@@ -335,29 +433,44 @@ struct Counted {
     training: u64,
 }
 
-fn count(config: &Config, source: &Source, labels_text: &str) -> anyhow::Result<Counted> {
-    let source_path = match source {
-        Source::Folder { labels, .. } => labels.clone(),
-        Source::Synthetic(_) => PathBuf::from("labels.csv (synthetic)"),
+/// The sizes of the protocol's first trial (every trial's are alike), with the test folder's
+/// labelled photos among the photos.
+fn count(
+    config: &Config,
+    source: &Source,
+    labels_text: &str,
+    protocol: &Protocol,
+) -> anyhow::Result<Counted> {
+    let source_path = source.labels_name();
+    let (attributes, split_by) = columns(config, &source_path, labels_text)?;
+    let first = protocol.trials()[0];
+    let split = dataset::split(labels_text, &source_path, &split_by, first.seed, first.rule)?;
+    let tested = match protocol.test_folder() {
+        Some((_, labels)) => {
+            let text =
+                vocab_pipeline::input::read_text(labels, vocab_pipeline::input::MAX_LABELS_BYTES)
+                    .with_context(|| format!("cannot read test labels {}", labels.display()))?;
+            dataset::photo_count(&text, labels)?
+        }
+        None => 0,
     };
-    let attributes = dataset::attributes(config, labels_text, &source_path)?;
+    Ok(Counted {
+        attributes,
+        split_by,
+        photos: split.len() as u64 + tested,
+        training: split.iter().filter(|(_, t)| *t).count() as u64,
+    })
+}
+
+/// The attributes a run learns and the column its splits are stratified by.
+fn columns(config: &Config, labels: &Path, text: &str) -> anyhow::Result<(Vec<String>, String)> {
+    let attributes = dataset::attributes(config, text, labels)?;
     let split_by = config
         .classify
         .split_by
         .clone()
         .unwrap_or_else(|| attributes[0].clone());
-    let split = dataset::split(
-        labels_text,
-        &source_path,
-        &split_by,
-        config.classify.split_seed,
-    )?;
-    Ok(Counted {
-        attributes,
-        split_by,
-        photos: split.len() as u64,
-        training: split.iter().filter(|(_, t)| *t).count() as u64,
-    })
+    Ok((attributes, split_by))
 }
 
 /// `vocab config check`'s look at the data: the sizes of the config's dataset checked, when it
@@ -367,15 +480,33 @@ pub fn check_dataset(overrides: &Overrides<'_>, config: &Config) -> anyhow::Resu
     let source = match Source::resolve(config, base, overrides) {
         Ok(source) => source,
         // Photos named on the command line must be there; the config's may be elsewhere.
-        Err(e) if overrides.dataset.is_some() || overrides.labels.is_some() => return Err(e),
+        Err(e)
+            if overrides.dataset.is_some()
+                || overrides.labels.is_some()
+                || overrides.test.is_some() =>
+        {
+            return Err(e);
+        }
         Err(e) => return Ok(format!("photos not checked: {e:#}")),
     };
+    let protocol = Protocol::resolve(config, base, overrides, source.folder())?;
     let engine = engine(config, base, None, None, false)?;
-    let counted = count(config, &source, &source.labels_text()?)?;
+    let labels_text = source.labels_text()?;
+    let counted = count(config, &source, &labels_text, &protocol)?;
+    if let (Some((_, test_labels)), Source::Folder { labels, .. }) =
+        (protocol.test_folder(), &source)
+    {
+        protocol::check_test_labels(&counted.attributes, labels, test_labels)?;
+    }
     crate::plan::check_sizes(config, &engine, counted.training)?;
     Ok(format!(
-        "{} photos, {} train the vocabulary",
-        counted.photos, counted.training
+        "{} photos, {} train the vocabulary; {}",
+        counted.photos,
+        counted.training,
+        protocol.describe(
+            &counted.split_by,
+            source.folder().unwrap_or(Path::new("the synthetic set"))
+        )
     ))
 }
 
@@ -388,13 +519,15 @@ pub fn fill_label_defaults(config: &mut Config, path: &Path) -> anyhow::Result<O
         config: path,
         dataset: None,
         labels: None,
+        test: None,
+        test_labels: None,
     };
     let Ok(source) = Source::resolve(config, base, &overrides) else {
         return Ok(None);
     };
-    let counted = count(config, &source, &source.labels_text()?)?;
-    config.classify.attributes = counted.attributes;
-    config.classify.split_by = Some(counted.split_by);
+    let (attributes, split_by) = columns(config, &source.labels_name(), &source.labels_text()?)?;
+    config.classify.attributes = attributes;
+    config.classify.split_by = Some(split_by);
     Ok(Some(match &source {
         Source::Folder { labels, .. } => labels.clone(),
         Source::Synthetic(_) => PathBuf::from("the synthetic set's labels.csv"),

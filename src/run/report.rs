@@ -7,6 +7,7 @@ use anyhow::Context;
 use vocab_pipeline::kmeans::files::RunMeta;
 
 use super::dataset::Dataset;
+use super::protocol::Trial;
 use super::stages::Sample;
 use super::step::Step;
 use crate::classify_cmd::Scores;
@@ -35,25 +36,99 @@ pub struct Vocabulary {
     pub per_iteration: PerIteration,
 }
 
+/// What one trial made.
+#[derive(Debug, Clone)]
+pub struct TrialResult {
+    /// The trial.
+    pub trial: Trial,
+    /// Its split and its vocabularies' sample.
+    pub sample: Sample,
+    /// Its SVMs' scores.
+    pub outcomes: Vec<Outcome>,
+    /// Its vocabularies.
+    pub vocabularies: Vec<Vocabulary>,
+}
+
+/// One attribute over one vocabulary size, over every trial.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// Vocabulary size.
+    pub k: usize,
+    /// Attribute.
+    pub attribute: String,
+    /// Mean accuracy.
+    pub accuracy: f64,
+    /// Sample standard deviation of the accuracy (0 for one trial).
+    pub std: f64,
+    /// Mean balanced accuracy.
+    pub balanced_accuracy: f64,
+    /// Photos scored per trial (the mean, rounded).
+    pub held_out: usize,
+    /// Trials.
+    pub trials: usize,
+}
+
+/// The trials' scores per vocabulary size and attribute, in the order of the first trial.
+pub fn summarise(trials: &[TrialResult]) -> Vec<Summary> {
+    let Some(first) = trials.first() else {
+        return Vec::new();
+    };
+    first
+        .outcomes
+        .iter()
+        .map(|o| {
+            let all: Vec<&Scores> = trials
+                .iter()
+                .flat_map(|t| &t.outcomes)
+                .filter(|x| x.k == o.k && x.attribute == o.attribute)
+                .map(|x| &x.scores)
+                .collect();
+            let n = all.len() as f64;
+            let mean = |f: fn(&Scores) -> f64| all.iter().map(|s| f(s)).sum::<f64>() / n;
+            let accuracy = mean(|s| s.accuracy);
+            let std = if all.len() > 1 {
+                (all.iter()
+                    .map(|s| (s.accuracy - accuracy).powi(2))
+                    .sum::<f64>()
+                    / (n - 1.0))
+                    .sqrt()
+            } else {
+                0.0
+            };
+            Summary {
+                k: o.k,
+                attribute: o.attribute.clone(),
+                accuracy,
+                std,
+                balanced_accuracy: mean(|s| s.balanced_accuracy),
+                held_out: mean(|s| s.scored as f64).round() as usize,
+                trials: all.len(),
+            }
+        })
+        .collect()
+}
+
 /// What the report is made of.
 pub struct Run<'a> {
     /// The config.
     pub config: &'a Path,
     /// Photos and labels.
     pub dataset: &'a Dataset,
-    /// The split and the vocabulary's sample.
-    pub sample: Sample,
-    /// Every SVM's scores.
-    pub outcomes: &'a [Outcome],
-    /// Every vocabulary.
-    pub vocabularies: &'a [Vocabulary],
+    /// The test folder, when the run scores one.
+    pub test: Option<&'a Dataset>,
+    /// The protocol, for people.
+    pub protocol: &'a str,
+    /// The attributes learned.
+    pub attributes: &'a [String],
+    /// Every trial.
+    pub trials: &'a [TrialResult],
     /// Every step.
     pub steps: &'a [Step],
 }
 
 /// The accuracy axis: the values with a margin, within [0, 1].
-fn accuracy_range(outcomes: &[Outcome]) -> (f64, f64) {
-    let values = outcomes.iter().map(|o| o.scores.accuracy);
+fn accuracy_range(summaries: &[Summary]) -> (f64, f64) {
+    let values = summaries.iter().map(|o| o.accuracy);
     let lo = values.clone().fold(f64::INFINITY, f64::min);
     let hi = values.fold(f64::NEG_INFINITY, f64::max);
     if !lo.is_finite() {
@@ -73,10 +148,14 @@ fn write_file(dir: &Path, name: &str, text: &str) -> anyhow::Result<()> {
 /// Writes the report into `dir`.
 pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    accuracy(dir, run.outcomes)?;
-    let stages = Stages::of(run.vocabularies);
+    let summaries = summarise(run.trials);
+    accuracy(dir, &summaries)?;
+    trials_csv(dir, run.trials)?;
+    // The vocabularies of the first trial (every trial's steps are in steps.csv).
+    let first: &[Vocabulary] = run.trials.first().map_or(&[], |t| &t.vocabularies);
+    let stages = Stages::of(first);
     write_file(dir, "kmeans.csv", &stages.csv)?;
-    let (vocab_md, iterations) = vocabularies(run.vocabularies);
+    let (vocab_md, iterations) = vocabularies(first);
     write_file(dir, "kmeans-iterations.csv", &iterations)?;
     if !stages.cats.is_empty() {
         figures::grouped_bars_log(
@@ -96,11 +175,90 @@ pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
         );
     }
     write_file(dir, "steps.csv", &scsv)?;
-    write_file(dir, "report.md", &markdown(run, &vocab_md, &stages))
+    let headline = headline(run, &summaries)?;
+    write_file(
+        dir,
+        "report.md",
+        &markdown(run, &headline, &summaries, &vocab_md, &stages),
+    )
 }
 
-/// `accuracy.csv` and its figure: accuracy per attribute and vocabulary size.
-fn accuracy(dir: &Path, outcomes: &[Outcome]) -> anyhow::Result<()> {
+/// The best result of each attribute and the protocol that produced it, one line each:
+/// "class, 15 classes: 80.1 ± 1.2% at K = 1,024 (10 random splits of ...)".
+pub fn headline(run: &Run<'_>, summaries: &[Summary]) -> anyhow::Result<Vec<String>> {
+    let mut lines = Vec::new();
+    for attribute in run.attributes {
+        let best = summaries.iter().filter(|s| s.attribute == *attribute).fold(
+            None::<&Summary>,
+            |best, s| match best {
+                Some(b) if b.accuracy >= s.accuracy => Some(b),
+                _ => Some(s),
+            },
+        );
+        let Some(best) = best else { continue };
+        let classes = vocab_pipeline::classify::read_labels(&run.dataset.labels, attribute)?
+            .classes
+            .len();
+        let spread = if best.trials > 1 {
+            format!(" ± {:.1}", 100.0 * best.std)
+        } else {
+            String::new()
+        };
+        lines.push(format!(
+            "{attribute}, {classes} classes: {:.1}{spread}% at K = {} ({})",
+            100.0 * best.accuracy,
+            thousands(best.k),
+            run.protocol
+        ));
+    }
+    Ok(lines)
+}
+
+/// `1024` as `1,024`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `trials.csv`: every trial's scores.
+fn trials_csv(dir: &Path, trials: &[TrialResult]) -> anyhow::Result<()> {
+    let csv = crate::tables::csv_text(
+        &[
+            "trial",
+            "seed",
+            "k",
+            "attribute",
+            "accuracy",
+            "balanced_accuracy",
+            "held_out",
+        ],
+        trials.iter().flat_map(|t| {
+            t.outcomes.iter().map(|o| {
+                vec![
+                    (t.trial.index + 1).to_string(),
+                    t.trial.seed.to_string(),
+                    o.k.to_string(),
+                    o.attribute.clone(),
+                    o.scores.accuracy.to_string(),
+                    o.scores.balanced_accuracy.to_string(),
+                    o.scores.scored.to_string(),
+                ]
+            })
+        }),
+    )?;
+    write_file(dir, "trials.csv", &csv)
+}
+
+/// `accuracy.csv` and its figure: accuracy per attribute and vocabulary size (the mean over the
+/// trials, with their standard deviation).
+fn accuracy(dir: &Path, summaries: &[Summary]) -> anyhow::Result<()> {
     let csv = crate::tables::csv_text(
         &[
             "k",
@@ -108,39 +266,48 @@ fn accuracy(dir: &Path, outcomes: &[Outcome]) -> anyhow::Result<()> {
             "accuracy",
             "balanced_accuracy",
             "held_out",
+            "std",
+            "trials",
         ],
-        outcomes.iter().map(|o| {
+        summaries.iter().map(|o| {
             vec![
                 o.k.to_string(),
                 o.attribute.clone(),
-                o.scores.accuracy.to_string(),
-                o.scores.balanced_accuracy.to_string(),
-                o.scores.scored.to_string(),
+                o.accuracy.to_string(),
+                o.balanced_accuracy.to_string(),
+                o.held_out.to_string(),
+                o.std.to_string(),
+                o.trials.to_string(),
             ]
         }),
     )?;
     write_file(dir, "accuracy.csv", &csv)?;
-    let mut attributes: Vec<&str> = outcomes.iter().map(|o| o.attribute.as_str()).collect();
+    let mut attributes: Vec<&str> = summaries.iter().map(|o| o.attribute.as_str()).collect();
     attributes.sort_unstable();
     attributes.dedup();
     let series: Vec<Series> = attributes
         .iter()
         .map(|a| Series {
             name: (*a).to_string(),
-            points: outcomes
+            points: summaries
                 .iter()
                 .filter(|o| o.attribute == *a)
-                .map(|o| (o.k as f64, o.scores.accuracy))
+                .map(|o| (o.k as f64, o.accuracy))
                 .collect(),
         })
         .collect();
+    let trials = summaries.first().map_or(1, |s| s.trials);
     if !series.is_empty() {
         figures::line_chart_log2(
             &dir.join("accuracy.png"),
-            "Held-out accuracy against vocabulary size",
+            &if trials > 1 {
+                format!("Accuracy against vocabulary size (mean of {trials} trials)")
+            } else {
+                "Held-out accuracy against vocabulary size".to_string()
+            },
             "vocabulary size k",
             "accuracy",
-            accuracy_range(outcomes),
+            accuracy_range(summaries),
             &series,
         )?;
     }
@@ -205,31 +372,85 @@ fn vocabularies(vocabularies: &[Vocabulary]) -> (String, String) {
 }
 
 /// `report.md`.
-fn markdown(run: &Run<'_>, vocab_md: &str, stages: &Stages) -> String {
-    let Sample {
-        train,
-        test,
-        described,
-    } = run.sample;
-    let mut md = format!(
-        "# Run report: {}\n\n## Dataset\n\n- photos: {} (labels {})\n- split: {train} training, {test} held out\n- vocabulary sample: random patches of {described} training photos\n\n",
-        run.config.display(),
+fn markdown(
+    run: &Run<'_>,
+    headline: &[String],
+    summaries: &[Summary],
+    vocab_md: &str,
+    stages: &Stages,
+) -> String {
+    let mut md = format!("# Run report: {}\n\n", run.config.display());
+    for line in headline {
+        let _ = writeln!(md, "- {}", crate::tables::md_cell(line));
+    }
+    let trials = run.trials.len();
+    let _ = write!(
+        md,
+        "\n## Dataset\n\n- photos: {} (labels {})\n- protocol: {}\n",
         run.dataset.photos.display(),
         run.dataset.labels.display(),
+        run.protocol
     );
-    md.push_str("## Accuracy (held-out half)\n\n| k | attribute | accuracy | balanced accuracy | held out |\n|---|---|---|---|---|\n");
-    for o in run.outcomes {
+    if let Some(first) = run.trials.first() {
+        let Sample {
+            train,
+            test,
+            described,
+        } = first.sample;
+        match run.test {
+            Some(t) => {
+                let _ = writeln!(
+                    md,
+                    "- training: all {train} photos; test folder {} (labels {})",
+                    t.photos.display(),
+                    t.labels.display()
+                );
+            }
+            None => {
+                let each = if trials > 1 { " (each trial)" } else { "" };
+                let _ = writeln!(md, "- split{each}: {train} training, {test} held out");
+            }
+        }
         let _ = writeln!(
             md,
-            "| {} | {} | {:.4} | {:.4} | {} |",
-            o.k,
-            crate::tables::md_cell(&o.attribute),
-            o.scores.accuracy,
-            o.scores.balanced_accuracy,
-            o.scores.scored
+            "- vocabulary sample: random patches of {described} training photos{}",
+            if trials > 1 { " (trial 1)" } else { "" }
         );
     }
-    md.push_str("\n![accuracy](accuracy.png)\n\n## Vocabularies\n\n");
+    let scope = match (run.test, trials) {
+        (Some(_), _) => "the test folder".to_string(),
+        (None, 1) => "held-out photos".to_string(),
+        (None, n) => format!("mean and standard deviation over {n} trials; each in trials.csv"),
+    };
+    let _ = write!(md, "\n## Accuracy ({scope})\n\n");
+    if trials > 1 {
+        md.push_str("| k | attribute | accuracy | std | balanced accuracy | held out |\n|---|---|---|---|---|---|\n");
+    } else {
+        md.push_str(
+            "| k | attribute | accuracy | balanced accuracy | held out |\n|---|---|---|---|---|\n",
+        );
+    }
+    for o in summaries {
+        let std = if trials > 1 {
+            format!(" {:.4} |", o.std)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.4} |{std} {:.4} | {} |",
+            o.k,
+            crate::tables::md_cell(&o.attribute),
+            o.accuracy,
+            o.balanced_accuracy,
+            o.held_out
+        );
+    }
+    if trials > 1 {
+        md.push_str("\n![accuracy](accuracy.png)\n\n## Vocabularies (trial 1)\n\n");
+    } else {
+        md.push_str("\n![accuracy](accuracy.png)\n\n## Vocabularies\n\n");
+    }
     md.push_str(vocab_md);
     md.push_str("\n## k-means per iteration (mean seconds by stage; every iteration in kmeans-iterations.csv)\n\n| k | broadcast | map | stage 1 | stage 2 | stage 3 |\n|---|---|---|---|---|---|\n");
     for line in stages.csv.lines().skip(1) {
@@ -264,8 +485,9 @@ fn markdown(run: &Run<'_>, vocab_md: &str, stages: &Stages) -> String {
     md
 }
 
-/// The one-screen end of a run: steps with their times, then accuracies.
-pub fn summary(steps: &[Step], outcomes: &[Outcome]) {
+/// The one-screen end of a run: steps with their times, then accuracies and the best result of
+/// each attribute with the protocol that produced it.
+pub fn summary(steps: &[Step], summaries: &[Summary], headline: &[String]) {
     println!("\nstage       step                  seconds  status");
     for s in steps {
         println!(
@@ -276,16 +498,37 @@ pub fn summary(steps: &[Step], outcomes: &[Outcome]) {
             if s.cached { "cached" } else { "ran" }
         );
     }
-    if !outcomes.is_empty() {
-        println!(
-            "\n{:>7}  {:<14} {:>9} {:>9}",
-            "k", "attribute", "accuracy", "balanced"
-        );
-        for o in outcomes {
+    if !summaries.is_empty() {
+        let trials = summaries[0].trials;
+        if trials > 1 {
             println!(
-                "{:>7}  {:<14} {:>9.4} {:>9.4}",
-                o.k, o.attribute, o.scores.accuracy, o.scores.balanced_accuracy
+                "\n{:>7}  {:<14} {:>9} {:>7} {:>9}",
+                "k", "attribute", "accuracy", "std", "balanced"
             );
+        } else {
+            println!(
+                "\n{:>7}  {:<14} {:>9} {:>9}",
+                "k", "attribute", "accuracy", "balanced"
+            );
+        }
+        for o in summaries {
+            if trials > 1 {
+                println!(
+                    "{:>7}  {:<14} {:>9.4} {:>7.4} {:>9.4}",
+                    o.k, o.attribute, o.accuracy, o.std, o.balanced_accuracy
+                );
+            } else {
+                println!(
+                    "{:>7}  {:<14} {:>9.4} {:>9.4}",
+                    o.k, o.attribute, o.accuracy, o.balanced_accuracy
+                );
+            }
+        }
+    }
+    if !headline.is_empty() {
+        println!();
+        for line in headline {
+            println!("{line}");
         }
     }
 }
@@ -296,14 +539,14 @@ mod tests {
 
     #[test]
     fn the_accuracy_axis_is_scaled_to_the_values() {
-        let outcome = |accuracy| Outcome {
+        let outcome = |accuracy| Summary {
             k: 4,
             attribute: "a".into(),
-            scores: Scores {
-                accuracy,
-                balanced_accuracy: accuracy,
-                scored: 10,
-            },
+            accuracy,
+            std: 0.0,
+            balanced_accuracy: accuracy,
+            held_out: 10,
+            trials: 1,
         };
         let (lo, hi) = accuracy_range(&[outcome(0.7), outcome(0.9)]);
         assert!(

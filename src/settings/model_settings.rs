@@ -9,6 +9,45 @@ use super::rules::{Invalid, Kind, apart, at_least, output};
 /// Frequencies of a kernel map at most.
 pub const MAX_MAP_ORDER: usize = 10;
 
+/// Random splits of one run at most.
+pub const MAX_TRIALS: usize = 1000;
+
+/// The evaluation protocol's rules: `trials` random splits (of `train_per_class` photos per
+/// class when given), or a test folder (`test`), which is scored once and whole.
+pub fn protocol_rules(
+    trials: usize,
+    train_per_class: Option<usize>,
+    test: bool,
+) -> Result<(), Invalid> {
+    if !(1..=MAX_TRIALS).contains(&trials) {
+        return Err(Invalid::new(
+            "trials",
+            trials,
+            format!("must be 1 to {MAX_TRIALS} random splits"),
+        ));
+    }
+    if let Some(n) = train_per_class {
+        at_least("train_per_class", n, 1, " photo")?;
+    }
+    if test && trials > 1 {
+        return Err(Invalid::new(
+            "trials",
+            trials,
+            "a test folder is scored once (the whole dataset trains, nothing is drawn at \
+             random): drop trials or the test folder",
+        ));
+    }
+    if let (true, Some(n)) = (test, train_per_class) {
+        return Err(Invalid::new(
+            "train_per_class",
+            n,
+            "a test folder is scored whole and every photo of the dataset trains: drop \
+             train_per_class or the test folder",
+        ));
+    }
+    Ok(())
+}
+
 /// Settings of `vocab train` and of the run's svm stage.
 #[derive(Debug, Clone)]
 pub struct TrainSettings {

@@ -116,6 +116,13 @@ pub struct FeaturesConfig {
 impl FeaturesConfig {
     /// The checked parameters of the sample's description (random patches).
     pub fn params(&self) -> Result<FeatureParams, Invalid> {
+        if !matches!(self.format, Format::Bin | Format::Text) {
+            return Err(Invalid::new(
+                "format",
+                self.format.name(),
+                "must be \"bin\" or \"text\": the sample keeps each patch's photo and place",
+            ));
+        }
         let shape = (self.per_image, 8, self.seed);
         feature_params(Mode::Random, shape, self.max_side, self.max_pixels)
     }

@@ -230,12 +230,8 @@ fn file_id(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
-/// Text for `.txt`/`.text` files, binary otherwise.
+/// The format an output's extension asks for ([`Format::for_path`]): text for `.txt`/`.text`,
+/// `.npy`, `.fvecs`, `.bvecs`, `.csv`, vocab's binary format otherwise.
 pub fn format_for(path: &Path) -> Format {
-    match path.extension().and_then(|e| e.to_str()) {
-        Some(ext) if ext.eq_ignore_ascii_case("txt") || ext.eq_ignore_ascii_case("text") => {
-            Format::Text
-        }
-        _ => Format::Bin,
-    }
+    Format::for_path(path)
 }

@@ -358,7 +358,7 @@ pub fn encode_from(
             len,
         }
     } else {
-        Sink::Bin(FeatureWriter::create(out, Format::Bin, len)?)
+        Sink::Bin(FeatureWriter::create(out, Format::for_path(out), len)?)
     };
     run_stage(collection, out, sink, source, progress)
 }

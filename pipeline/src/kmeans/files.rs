@@ -2,7 +2,9 @@
 //!
 //! **Vocabulary**: text, one centroid per line (values only, shortest round-trip floats); or
 //! binary, a feature file (see [`crate::store`]) whose record `j` is centroid `j`
-//! (`picture_id = j`, row and col 0). Readers accept both and detect which.
+//! (`picture_id = j`, row and col 0); or another tool's format, a centroid per row: `.npy`,
+//! `.fvecs`, `.bvecs`, or CSV (values only, header `v1,...,vD` when vocab writes it). Readers
+//! accept every one and detect which.
 //!
 //! **Checkpoint** of a run writing `<out>`: the folder `<out>.ckpt/` holds `iter-NNNNNN.bin`
 //! (the centroids after iteration N, binary vocabulary format) and `state.toml` (iteration,
@@ -10,7 +12,6 @@
 //! Each iteration writes its centroid file first, then replaces `state.toml` atomically, then
 //! removes older centroid files: whenever the process stops, `state.toml` names a complete file.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -32,30 +33,15 @@ pub fn write_vocabulary(
     centroids: &Centroids,
     format: Format,
 ) -> Result<(), StoreError> {
-    match format {
-        Format::Bin => {
-            write_vocabulary_bin(path, centroids)?;
-        }
-        Format::Text => {
-            let tmp = atomic::temp_beside(path).map_err(|e| io_err(path, e))?;
-            let mut out = std::io::BufWriter::new(tmp);
-            let mut buf = ryu::Buffer::new();
-            for j in 0..centroids.k() {
-                let mut line = String::new();
-                for (i, &v) in centroids.row(j).iter().enumerate() {
-                    if i > 0 {
-                        line.push(' ');
-                    }
-                    line.push_str(buf.format(v));
-                }
-                line.push('\n');
-                out.write_all(line.as_bytes())
-                    .map_err(|e| io_err(path, e))?;
-            }
-            let tmp = out.into_inner().map_err(|e| io_err(path, e.into_error()))?;
-            atomic::persist(tmp, path).map_err(|e| io_err(path, e))?;
-        }
+    if format == Format::Bin {
+        write_vocabulary_bin(path, centroids)?;
+        return Ok(());
     }
+    let mut w = FeatureWriter::values_only(path, format, centroids.dims())?;
+    for j in 0..centroids.k() {
+        w.write(j as u32, 0, 0, centroids.row(j))?;
+    }
+    w.finish()?;
     Ok(())
 }
 
@@ -70,7 +56,8 @@ fn write_vocabulary_bin(path: &Path, centroids: &Centroids) -> Result<u32, Store
     Ok(checksum)
 }
 
-/// Reads a vocabulary file (text or binary).
+/// Reads a vocabulary file: vocab's text (values only) or binary, or `.npy`, `.fvecs`, `.bvecs`,
+/// CSV.
 pub fn read_vocabulary(path: &Path) -> Result<Centroids, StoreError> {
     let bad = |location: String, message: String| StoreError::Record {
         path: path.to_path_buf(),
@@ -79,7 +66,7 @@ pub fn read_vocabulary(path: &Path) -> Result<Centroids, StoreError> {
     };
     let mut data = Vec::new();
     let dims = match Format::detect(path)? {
-        Format::Bin => {
+        Format::Bin | Format::Npy | Format::Fvecs | Format::Bvecs | Format::Csv => {
             let mut reader = FeatureReader::open(path)?;
             let mut record = Record::default();
             while reader.next_into(&mut record)? {
@@ -97,8 +84,11 @@ pub fn read_vocabulary(path: &Path) -> Result<Centroids, StoreError> {
                     crate::store::read_line(&mut input, &mut line).map_err(|e| match e.kind() {
                         std::io::ErrorKind::InvalidData => StoreError::Format {
                             path: path.to_path_buf(),
-                            message: "not UTF-8 text, and not a vocab binary file (bad magic)"
-                                .into(),
+                            message: format!(
+                                "not UTF-8 text, and opens with no magic vocab knows (bad \
+                                 magic); vocab reads {}",
+                                crate::store::ACCEPTED
+                            ),
                         },
                         std::io::ErrorKind::InvalidInput => {
                             bad(format!("line {}", line_no + 1), e.to_string())

@@ -31,6 +31,24 @@ pub struct Svm<'a> {
     pub histograms: &'a Path,
     /// The split file.
     pub split: &'a Path,
+    /// What the step's label ends with (the trial's).
+    pub suffix: &'a str,
+    /// The split's seed (also the cross-validation folds').
+    pub seed: u64,
+    /// The test folder, when the run scores one: the model trains on every photo of the
+    /// dataset and is scored on every labelled photo there.
+    pub test: Option<Test<'a>>,
+}
+
+/// A test folder's photos encoded over the step's vocabulary.
+#[derive(Clone, Copy)]
+pub struct Test<'a> {
+    /// Photos and labels.
+    pub dataset: &'a Dataset,
+    /// Key of their encode step.
+    pub encode_key: &'a str,
+    /// Their histograms.
+    pub histograms: &'a Path,
 }
 
 impl Stage for Svm<'_> {
@@ -41,7 +59,7 @@ impl Stage for Svm<'_> {
     }
 
     fn label(&self) -> String {
-        format!("k{}-{}", self.k, self.attribute)
+        format!("k{}{}-{}", self.k, self.suffix, self.attribute)
     }
 
     fn key(&self) -> String {
@@ -51,12 +69,15 @@ impl Stage for Svm<'_> {
             json!(self.features_key),
             json!(self.attribute),
             json!(c.cv),
-            json!(c.split_seed),
+            json!(self.seed),
             json!(c.solver),
         ];
-        // Keys of runs without a kernel map stay what they were.
+        // Keys of runs without a kernel map or a test folder stay what they were.
         if c.kernel_map != Mapping::None {
             key.push(json!([c.kernel_map, c.map_order]));
+        }
+        if let Some(test) = &self.test {
+            key.push(json!(["test", test.encode_key]));
         }
         digest(&json!(key))
     }
@@ -71,25 +92,32 @@ impl Stage for Svm<'_> {
             c: None,
             cv: c.cv,
             solver: c.solver,
-            split: Split::File(self.split.to_path_buf()),
-            split_seed: c.split_seed,
+            split: match self.test {
+                Some(_) => Split::All,
+                None => Split::File(self.split.to_path_buf()),
+            },
+            split_seed: self.seed,
             kernel_map: c.kernel_map,
             map_order: c.map_order,
             out: model.clone(),
         };
         crate::classify_cmd::train(&settings, out)?;
+        let (histograms, labels, held_out, scope) = match &self.test {
+            Some(test) => (test.histograms, &test.dataset.labels, false, "test"),
+            None => (self.histograms, &self.dataset.labels, true, "held-out"),
+        };
         let scores = crate::classify_cmd::evaluate(
             &EvaluateSettings {
                 model,
-                histograms: self.histograms.to_path_buf(),
-                labels: self.dataset.labels.clone(),
-                held_out: true,
+                histograms: histograms.to_path_buf(),
+                labels: labels.clone(),
+                held_out,
             },
             &mut std::io::sink(),
         )?;
         writeln!(
             out,
-            "  {}: accuracy {:.4}, balanced {:.4} on {} held-out photos",
+            "  {}: accuracy {:.4}, balanced {:.4} on {} {scope} photos",
             self.attribute, scores.accuracy, scores.balanced_accuracy, scores.scored
         )?;
         Ok(scores)

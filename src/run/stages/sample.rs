@@ -10,6 +10,7 @@ use serde_json::json;
 use crate::config::Config;
 use crate::progress::Ui;
 use crate::run::dataset::{self, Dataset};
+use crate::run::protocol::{SplitRule, Trial};
 use crate::run::step::{Stage, digest};
 use crate::settings::{FeatureSettings, PartitionSettings};
 use crate::sharded::On;
@@ -34,6 +35,8 @@ pub struct Features<'a> {
     pub born: bool,
     /// Progress.
     pub ui: &'a Ui,
+    /// The trial whose training photos the sample is cut from.
+    pub trial: &'a Trial,
 }
 
 /// What the features step made.
@@ -52,7 +55,8 @@ impl Features<'_> {
     pub fn file(&self) -> &'static str {
         match self.config.features.format {
             Format::Text => "sample.txt",
-            Format::Bin => "sample.bin",
+            // The config allows text or bin only ([`crate::settings::FeaturesConfig::params`]).
+            _ => "sample.bin",
         }
     }
 
@@ -113,17 +117,23 @@ impl Stage for Features<'_> {
     }
 
     fn label(&self) -> String {
-        "sample".into()
+        format!("sample{}", self.trial.suffix())
     }
 
     fn key(&self) -> String {
-        let parts = vec![
+        let mut parts = vec![
             json!(self.dataset.key),
             json!(self.config.features),
             json!(self.split_by),
-            json!(self.config.classify.split_seed),
+            json!(self.trial.seed),
             json!(vocab_pipeline::image_io::DECODING),
         ];
+        // The 50/50 split's keys stay what they were.
+        match self.trial.rule {
+            SplitRule::Half => {}
+            SplitRule::PerClass(n) => parts.push(json!(["per_class", n])),
+            SplitRule::All => parts.push(json!("all")),
+        }
         // Where the sample goes (kept here, or cut into partitions on the nodes) is not in the
         // key: the partitions are the same bytes either way.
         digest(&json!(parts))
@@ -149,14 +159,19 @@ impl Stage for Features<'_> {
             self.labels,
             &self.dataset.labels,
             self.split_by,
-            self.config.classify.split_seed,
+            self.trial.seed,
+            self.trial.rule,
         )?;
         let (train, test) = dataset::write_split(&split, tmp)?;
-        writeln!(
-            out,
-            "  split by {:?}: {train} training photos, {test} held out",
-            self.split_by
-        )?;
+        if self.trial.rule == SplitRule::All {
+            writeln!(out, "  every one of the {train} photos trains")?;
+        } else {
+            writeln!(
+                out,
+                "  split by {:?} (seed {}): {train} training photos, {test} held out",
+                self.split_by, self.trial.seed
+            )?;
+        }
         let settings = FeatureSettings::from_config(
             &self.config.features,
             &self.dataset.photos,
@@ -212,6 +227,8 @@ impl Stage for Features<'_> {
 pub struct Partition<'a> {
     /// The run's config.
     pub config: &'a Config,
+    /// What the step's label ends with (the trial's).
+    pub suffix: &'a str,
     /// Key of the features step.
     pub features_key: &'a str,
     /// The sample file.
@@ -229,7 +246,7 @@ impl Stage for Partition<'_> {
     }
 
     fn label(&self) -> String {
-        "parts".into()
+        format!("parts{}", self.suffix)
     }
 
     fn key(&self) -> String {

@@ -20,6 +20,8 @@ use vocab_pipeline::kmeans::Kernel;
 pub struct Kmeans<'a> {
     /// The run's config.
     pub config: &'a Config,
+    /// What the step's label ends with (the trial's).
+    pub suffix: &'a str,
     /// Key of the partition step.
     pub partition_key: &'a str,
     /// The partition folder.
@@ -47,7 +49,7 @@ impl Stage for Kmeans<'_> {
     }
 
     fn label(&self) -> String {
-        format!("k{}", self.k)
+        format!("k{}{}", self.k, self.suffix)
     }
 
     fn key(&self) -> String {
@@ -118,6 +120,8 @@ impl Stage for Kmeans<'_> {
 pub struct Encode<'a> {
     /// The run's config.
     pub config: &'a Config,
+    /// What the step's label ends with (the trial's; `-test` for the test folder).
+    pub suffix: &'a str,
     /// Photos and labels.
     pub dataset: &'a Dataset,
     /// Key of the vocabulary's step.
@@ -140,7 +144,7 @@ impl Stage for Encode<'_> {
     }
 
     fn label(&self) -> String {
-        format!("k{}", self.k)
+        format!("k{}{}", self.k, self.suffix)
     }
 
     fn key(&self) -> String {

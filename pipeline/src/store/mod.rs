@@ -1,4 +1,5 @@
-//! Feature files: the text format of the paper and vocab's binary format, streamed both ways.
+//! Feature files: the text format of the paper, vocab's binary format and other tools' formats,
+//! streamed both ways.
 //!
 //! A feature record is `(picture_id, row, col, values)`: the photo, the top-left pixel of the
 //! patch, and its descriptor.
@@ -27,6 +28,9 @@
 //! does not match (reported when the stream reaches its end). Non-finite values are rejected with
 //! the record index (binary) or line (text).
 //!
+//! Other tools' formats (`.npy`, `.fvecs`, `.bvecs`, `.csv`) are read and written alike
+//! ([`foreign`]); a reader tells them by magic (`VOCABFEA`, `\x93NUMPY`) or extension.
+//!
 //! Writers write to a temporary file beside the destination and rename it into place when
 //! finished, so a feature file exists whole or not at all.
 
@@ -38,6 +42,11 @@ use tempfile::NamedTempFile;
 use thiserror::Error;
 
 use crate::atomic;
+
+mod foreign;
+
+pub use foreign::ACCEPTED;
+use foreign::{CsvRows, ForeignSink, NpyRows, VecsRows};
 
 /// Magic number that opens a binary feature file.
 pub const MAGIC: [u8; 8] = *b"VOCABFEA";
@@ -170,10 +179,53 @@ pub enum Format {
     Text,
     /// vocab's checksummed, memory-mappable binary format.
     Bin,
+    /// NumPy's `.npy`: a 2-D array, one vector per row.
+    Npy,
+    /// faiss's and the ANN benchmarks' `.fvecs`: dimension, then `f32` values, per vector.
+    Fvecs,
+    /// `.bvecs`: dimension, then byte values, per vector.
+    Bvecs,
+    /// Comma-separated values with a header.
+    Csv,
 }
 
 impl Format {
-    /// Detects the format of an existing file from its first bytes.
+    /// The format an output path's extension asks for: `.txt`/`.text` text, `.npy`, `.fvecs`,
+    /// `.bvecs`, `.csv`, and vocab's binary format for every other name.
+    pub fn for_path(path: &Path) -> Self {
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match ext.as_deref() {
+            Some("txt" | "text") => Self::Text,
+            Some("npy") => Self::Npy,
+            Some("fvecs") => Self::Fvecs,
+            Some("bvecs") => Self::Bvecs,
+            Some("csv") => Self::Csv,
+            _ => Self::Bin,
+        }
+    }
+
+    /// Its name on the command line and in summaries.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Bin => "bin",
+            Self::Npy => "npy",
+            Self::Fvecs => "fvecs",
+            Self::Bvecs => "bvecs",
+            Self::Csv => "csv",
+        }
+    }
+
+    /// Whether records in this format keep their picture id, row and column.
+    pub fn keeps_positions(self) -> bool {
+        matches!(self, Self::Text | Self::Bin | Self::Csv)
+    }
+
+    /// Detects the format of an existing file: vocab's binary and `.npy` by their magic, then
+    /// `.fvecs`, `.bvecs` and `.csv` by extension, else vocab's text format.
     pub fn detect(path: &Path) -> Result<Self, StoreError> {
         let mut file = crate::input::open(path).map_err(|source| io_err(path, source))?;
         let mut head = [0u8; MAGIC.len()];
@@ -186,10 +238,15 @@ impl Format {
                 Err(source) => return Err(io_err(path, source)),
             }
         }
-        Ok(if filled == head.len() && head == MAGIC {
-            Self::Bin
-        } else {
-            Self::Text
+        if filled == head.len() && head == MAGIC {
+            return Ok(Self::Bin);
+        }
+        if head[..filled].starts_with(foreign::NPY_MAGIC) {
+            return Ok(Self::Npy);
+        }
+        Ok(match Self::for_path(path) {
+            format @ (Self::Fvecs | Self::Bvecs | Self::Csv) => format,
+            _ => Self::Text,
         })
     }
 }
@@ -305,13 +362,26 @@ pub fn hash_record(
 #[derive(Debug)]
 pub struct FeatureWriter {
     path: PathBuf,
-    format: Format,
     element: Element,
     dims: usize,
     count: u64,
     crc: crc32fast::Hasher,
-    out: BufWriter<NamedTempFile>,
-    line: String,
+    sink: Sink,
+}
+
+/// Where a [`FeatureWriter`] puts its records.
+#[derive(Debug)]
+enum Sink {
+    /// vocab's binary format (the header written by `finish`).
+    Bin(BufWriter<NamedTempFile>),
+    /// vocab's text format; values only when `positions` is false (a vocabulary).
+    Text {
+        out: BufWriter<NamedTempFile>,
+        line: String,
+        positions: bool,
+    },
+    /// Another tool's format.
+    Foreign(ForeignSink),
 }
 
 impl FeatureWriter {
@@ -330,22 +400,51 @@ impl FeatureWriter {
         dims: usize,
         element: Element,
     ) -> Result<Self, StoreError> {
-        let tmp = atomic::temp_beside(path).map_err(|source| io_err(path, source))?;
-        let mut out = BufWriter::with_capacity(1 << 20, tmp);
-        if format == Format::Bin {
-            // Placeholder header, rewritten by `finish` once count and checksum are known.
-            out.write_all(&[0u8; HEADER_LEN])
-                .map_err(|source| io_err(path, source))?;
-        }
+        Self::start(path, format, dims, element, true)
+    }
+
+    /// A file of bare vectors (a vocabulary: centroid `j` is record `j`): text and CSV leave out
+    /// picture id, row and column; vocab's binary format keeps them as written.
+    pub fn values_only(path: &Path, format: Format, dims: usize) -> Result<Self, StoreError> {
+        Self::start(path, format, dims, Element::F32, false)
+    }
+
+    fn start(
+        path: &Path,
+        format: Format,
+        dims: usize,
+        element: Element,
+        positions: bool,
+    ) -> Result<Self, StoreError> {
+        let plain = || -> Result<_, StoreError> {
+            let tmp = atomic::temp_beside(path).map_err(|source| io_err(path, source))?;
+            Ok(BufWriter::with_capacity(1 << 20, tmp))
+        };
+        let sink = match format {
+            Format::Bin => {
+                let mut out = plain()?;
+                // Placeholder header, rewritten by `finish` once count and checksum are known.
+                out.write_all(&[0u8; HEADER_LEN])
+                    .map_err(|source| io_err(path, source))?;
+                Sink::Bin(out)
+            }
+            Format::Text => Sink::Text {
+                out: plain()?,
+                line: String::new(),
+                positions,
+            },
+            Format::Npy => Sink::Foreign(ForeignSink::npy(path)?),
+            Format::Fvecs => Sink::Foreign(ForeignSink::vecs(path, false)?),
+            Format::Bvecs => Sink::Foreign(ForeignSink::vecs(path, true)?),
+            Format::Csv => Sink::Foreign(ForeignSink::csv(path, dims, positions)?),
+        };
         Ok(Self {
             path: path.to_path_buf(),
-            format,
             element,
             dims,
             count: 0,
             crc: crc32fast::Hasher::new(),
-            out,
-            line: String::new(),
+            sink,
         })
     }
 
@@ -379,8 +478,8 @@ impl FeatureWriter {
                 message: format!("has {} values, file holds {}", values.len(), self.dims),
             });
         }
-        let result = match self.format {
-            Format::Bin => {
+        let result = match &mut self.sink {
+            Sink::Bin(out) => {
                 let mut head = [0u8; 8];
                 head[..4].copy_from_slice(&picture_id.to_le_bytes());
                 head[4..6].copy_from_slice(&row.to_le_bytes());
@@ -398,21 +497,31 @@ impl FeatureWriter {
                     })?,
                 };
                 self.crc.update(&body);
-                self.out
-                    .write_all(&head)
-                    .and_then(|()| self.out.write_all(&body))
+                out.write_all(&head).and_then(|()| out.write_all(&body))
             }
-            Format::Text => {
+            Sink::Text {
+                out,
+                line,
+                positions,
+            } => {
                 use std::fmt::Write as _;
-                self.line.clear();
-                let _ = write!(self.line, "{picture_id} {row} {col}");
-                let mut buf = ryu::Buffer::new();
-                for &v in values {
-                    self.line.push(' ');
-                    self.line.push_str(buf.format(v));
+                line.clear();
+                if *positions {
+                    let _ = write!(line, "{picture_id} {row} {col} ");
                 }
-                self.line.push('\n');
-                self.out.write_all(self.line.as_bytes())
+                let mut buf = ryu::Buffer::new();
+                for (i, &v) in values.iter().enumerate() {
+                    if i > 0 {
+                        line.push(' ');
+                    }
+                    line.push_str(buf.format(v));
+                }
+                line.push('\n');
+                out.write_all(line.as_bytes())
+            }
+            Sink::Foreign(sink) => {
+                sink.write(&self.path, self.count + 1, (picture_id, row, col), values)?;
+                Ok(())
             }
         };
         result.map_err(|source| io_err(&self.path, source))?;
@@ -424,25 +533,31 @@ impl FeatureWriter {
     pub fn finish(self) -> Result<u64, StoreError> {
         let Self {
             path,
-            format,
             element,
             dims,
             count,
             crc,
-            out,
+            sink,
             ..
         } = self;
-        let mut tmp = out
-            .into_inner()
-            .map_err(|e| io_err(&path, e.into_error()))?;
-        if format == Format::Bin {
-            let header = encode_header(dims, count, crc.finalize(), element);
-            let file = tmp.as_file_mut();
-            file.seek(SeekFrom::Start(0))
-                .map_err(|source| io_err(&path, source))?;
-            file.write_all(&header)
-                .map_err(|source| io_err(&path, source))?;
-        }
+        let tmp = match sink {
+            Sink::Bin(out) => {
+                let mut tmp = out
+                    .into_inner()
+                    .map_err(|e| io_err(&path, e.into_error()))?;
+                let header = encode_header(dims, count, crc.finalize(), element);
+                let file = tmp.as_file_mut();
+                file.seek(SeekFrom::Start(0))
+                    .map_err(|source| io_err(&path, source))?;
+                file.write_all(&header)
+                    .map_err(|source| io_err(&path, source))?;
+                tmp
+            }
+            Sink::Text { out, .. } => out
+                .into_inner()
+                .map_err(|e| io_err(&path, e.into_error()))?,
+            Sink::Foreign(sink) => sink.finish(&path, count, dims)?,
+        };
         atomic::persist(tmp, &path).map_err(|source| io_err(&path, source))?;
         Ok(count)
     }
@@ -591,6 +706,9 @@ enum Inner {
         line: String,
         line_no: u64,
     },
+    Npy(NpyRows),
+    Vecs(VecsRows),
+    Csv(CsvRows),
 }
 
 impl FeatureReader {
@@ -637,6 +755,13 @@ impl FeatureReader {
                 line: String::new(),
                 line_no: 0,
             },
+            Format::Npy => Inner::Npy(NpyRows::open(path, input.get_ref())?),
+            Format::Fvecs | Format::Bvecs => Inner::Vecs(VecsRows::open(
+                path,
+                input.into_inner(),
+                format == Format::Bvecs,
+            )?),
+            Format::Csv => Inner::Csv(CsvRows::open(path, input.into_inner())?),
         };
         Ok(Self {
             path: path.to_path_buf(),
@@ -647,17 +772,25 @@ impl FeatureReader {
 
     /// The file's format.
     pub fn format(&self) -> Format {
-        match self.inner {
+        match &self.inner {
             Inner::Bin { .. } => Format::Bin,
             Inner::Text { .. } => Format::Text,
+            Inner::Npy(_) => Format::Npy,
+            Inner::Vecs(rows) if rows.bytes() => Format::Bvecs,
+            Inner::Vecs(_) => Format::Fvecs,
+            Inner::Csv(_) => Format::Csv,
         }
     }
 
-    /// Values per record: from the header (binary) or the first line read (text).
+    /// Values per record: from the header (binary, `.npy`, `.fvecs`/`.bvecs`) or the first
+    /// record read (text, CSV).
     pub fn dims(&self) -> Option<usize> {
         match &self.inner {
             Inner::Bin { header, .. } => Some(header.dims),
             Inner::Text { dims, .. } => *dims,
+            Inner::Npy(rows) => Some(rows.dims()),
+            Inner::Vecs(rows) => Some(rows.dims()),
+            Inner::Csv(rows) => rows.dims(),
         }
     }
 
@@ -665,15 +798,17 @@ impl FeatureReader {
     pub fn payload_checksum(&self) -> Option<u32> {
         match &self.inner {
             Inner::Bin { header, .. } => Some(header.payload_crc),
-            Inner::Text { .. } => None,
+            _ => None,
         }
     }
 
-    /// Number of records, when the format says it up front (binary).
+    /// Number of records, when the format says it up front (binary, `.npy`, `.fvecs`/`.bvecs`).
     pub fn count(&self) -> Option<u64> {
         match &self.inner {
             Inner::Bin { header, .. } => Some(header.count),
-            Inner::Text { .. } => None,
+            Inner::Npy(rows) => Some(rows.count()),
+            Inner::Vecs(rows) => Some(rows.count()),
+            Inner::Text { .. } | Inner::Csv(_) => None,
         }
     }
 
@@ -734,7 +869,8 @@ impl FeatureReader {
                         return Err(StoreError::Format {
                             path: self.path.clone(),
                             message: format!(
-                                "line {}: not UTF-8 text, and not a vocab binary feature file (bad magic)",
+                                "line {}: not UTF-8 text, and opens with no magic vocab knows \
+                                 (bad magic); vocab reads {ACCEPTED}",
                                 *line_no + 1
                             ),
                         });
@@ -755,6 +891,9 @@ impl FeatureReader {
                 })?;
                 break true;
             },
+            Inner::Npy(rows) => rows.next_into(&self.path, record)?,
+            Inner::Vecs(rows) => rows.next_into(&self.path, record)?,
+            Inner::Csv(rows) => rows.next_into(&self.path, record)?,
         };
         if !more {
             return Ok(false);
@@ -763,7 +902,7 @@ impl FeatureReader {
         if let Some(message) = out_of_bounds(&record.values) {
             let location = match &self.inner {
                 Inner::Text { line_no, .. } => format!("line {line_no}"),
-                Inner::Bin { .. } => format!("record {}", self.index),
+                _ => format!("record {}", self.index),
             };
             return Err(StoreError::Record {
                 path: self.path.clone(),
@@ -785,7 +924,11 @@ fn parse_text_line(
         let field = fields.next().ok_or_else(|| format!("missing {name}"))?;
         let v: u64 = field.parse().map_err(|_| {
             let field = crate::input::prefix(field, 32);
-            format!("{name} {field} is not an integer")
+            format!(
+                "{name} {field} is not an integer: vocab's text format is `picture_id row col \
+                 f1 ... fD` a line; vocab also reads {}",
+                foreign::OTHERS
+            )
         })?;
         if v > max {
             return Err(format!("{name} {v} exceeds {max}"));
@@ -891,8 +1034,9 @@ mod tests {
         let token = "x".repeat(1 << 20);
         std::fs::write(&path, format!("{token} 0 0 1.0\n")).expect("write");
         let err = read_all(&path).expect_err("bad id").to_string();
+        // (The token quoted short; the refusal then lists the formats vocab reads.)
         assert!(
-            err.contains("picture_id \"xxxx") && err.len() < 200,
+            err.contains("picture_id \"xxxx") && err.len() < 200 + foreign::OTHERS.len(),
             "{err}"
         );
         std::fs::write(&path, format!("0 0 0 {token}\n")).expect("write");

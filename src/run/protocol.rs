@@ -1,0 +1,254 @@
+//! How a run scores what it learned: random splits of the dataset, repeated as trials (the
+//! field's protocol for 15 scenes: 10 splits of 100 training photos per class), or a separate
+//! test folder.
+//!
+//! Each trial learns its vocabularies and models from its own training photos only: its sample
+//! is cut from them (the features step reads the trial's `train.csv`), and its SVMs train on
+//! them (the split file). Trial `t` (from 1) splits with seed `split_seed + t - 1`, so the first
+//! trial is the single split of a run without trials, under the same cache keys.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, ensure};
+
+use super::dataset::Overrides;
+pub use super::dataset::SplitRule;
+use crate::config::Config;
+
+/// The run's protocol.
+#[derive(Debug, Clone)]
+pub enum Protocol {
+    /// Random splits stratified by the config's `split_by`.
+    Splits {
+        /// Which photos of each split train.
+        rule: SplitRule,
+        /// How many splits.
+        trials: usize,
+        /// The first split's seed.
+        seed: u64,
+    },
+    /// The whole dataset trains; every labelled photo of this folder is scored.
+    TestFolder {
+        /// Photo folder.
+        photos: PathBuf,
+        /// Labels CSV.
+        labels: PathBuf,
+    },
+}
+
+/// One split of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trial {
+    /// From 0.
+    pub index: usize,
+    /// Trials of the run.
+    pub of: usize,
+    /// The split's seed (also the seed of its cross-validation folds).
+    pub seed: u64,
+    /// Which photos train.
+    pub rule: SplitRule,
+}
+
+impl Trial {
+    /// What the trial's step labels end with: nothing for a run of one trial, `-t3` for the
+    /// third of several.
+    pub fn suffix(&self) -> String {
+        if self.of > 1 {
+            format!("-t{}", self.index + 1)
+        } else {
+            String::new()
+        }
+    }
+}
+
+impl Protocol {
+    /// The config's protocol with the command line's `--test`/`--test-labels`; a test folder
+    /// that is not there, or that overlaps the photo folder, is refused.
+    pub fn resolve(
+        config: &Config,
+        base: &Path,
+        args: &Overrides<'_>,
+        photos: Option<&Path>,
+    ) -> anyhow::Result<Self> {
+        let c = &config.classify;
+        let d = &config.dataset;
+        let test = match (args.test, &d.test) {
+            (Some(t), _) => Some(t.to_path_buf()),
+            (None, Some(t)) => Some(base.join(t)),
+            (None, None) => None,
+        };
+        ensure!(
+            args.test_labels.is_none() || test.is_some(),
+            "--test-labels names the labels of a test folder: give --test DIR too"
+        );
+        crate::settings::protocol_rules(c.trials, c.train_per_class, test.is_some()).map_err(
+            |e| {
+                anyhow::anyhow!(
+                    "{}: [classify] {} in {}",
+                    if args.test.is_some() {
+                        "--test"
+                    } else {
+                        "[dataset] test"
+                    },
+                    e,
+                    args.config.display()
+                )
+            },
+        )?;
+        let Some(test) = test else {
+            return Ok(Self::Splits {
+                rule: c
+                    .train_per_class
+                    .map_or(SplitRule::Half, SplitRule::PerClass),
+                trials: c.trials,
+                seed: c.split_seed,
+            });
+        };
+        ensure!(
+            test.is_dir(),
+            "test folder {} does not exist: point at one with --test DIR, or set [dataset] test \
+             in {}",
+            test.display(),
+            args.config.display()
+        );
+        if let Some(photos) = photos {
+            ensure!(
+                !crate::settings::inside(&test, photos) && !crate::settings::inside(photos, &test),
+                "the test folder {} and the photo folder {} overlap: test photos must be photos \
+                 the vocabulary and the models never saw",
+                test.display(),
+                photos.display()
+            );
+        }
+        let labels = match (args.test_labels, &d.test_labels, args.test) {
+            (Some(l), _, _) => l.to_path_buf(),
+            (None, Some(l), None) => base.join(l),
+            _ => test.join("labels.csv"),
+        };
+        ensure!(
+            labels.is_file(),
+            "test labels {} do not exist: give --test-labels FILE (or set [dataset] test_labels)",
+            labels.display()
+        );
+        Ok(Self::TestFolder {
+            photos: test,
+            labels,
+        })
+    }
+
+    /// The trials, in order.
+    pub fn trials(&self) -> Vec<Trial> {
+        match *self {
+            Self::Splits { rule, trials, seed } => (0..trials)
+                .map(|index| Trial {
+                    index,
+                    of: trials,
+                    seed: seed.wrapping_add(index as u64),
+                    rule,
+                })
+                .collect(),
+            Self::TestFolder { .. } => vec![Trial {
+                index: 0,
+                of: 1,
+                seed: 0,
+                rule: SplitRule::All,
+            }],
+        }
+    }
+
+    /// What the protocol is, for people: "10 random splits of 100 training photos per class".
+    pub fn describe(&self, split_by: &str, photos: &Path) -> String {
+        match self {
+            Self::Splits { rule, trials, seed } => {
+                let seeds = if *trials > 1 {
+                    format!("seeds {seed} to {}", seed.wrapping_add(*trials as u64 - 1))
+                } else {
+                    format!("seed {seed}")
+                };
+                let what = match rule {
+                    SplitRule::PerClass(n) => {
+                        format!("of {n} training photos per {split_by}")
+                    }
+                    _ => format!("50/50 stratified by {split_by}"),
+                };
+                match trials {
+                    1 => format!("one random split {what}, {seeds}"),
+                    n => format!("{n} random splits {what}, {seeds}"),
+                }
+            }
+            Self::TestFolder { photos: test, .. } => format!(
+                "every photo of {} trains, every labelled photo of the test folder {} is scored",
+                photos.display(),
+                test.display()
+            ),
+        }
+    }
+
+    /// The test folder, if the run scores one.
+    pub fn test_folder(&self) -> Option<(&Path, &Path)> {
+        match self {
+            Self::TestFolder { photos, labels } => Some((photos, labels)),
+            Self::Splits { .. } => None,
+        }
+    }
+}
+
+/// Checks, before any stage, that the test folder's labels give every attribute the classes
+/// the dataset's give (a model scores only the classes it learned).
+pub fn check_test_labels(
+    attributes: &[String],
+    labels: &Path,
+    test_labels: &Path,
+) -> anyhow::Result<()> {
+    use vocab_pipeline::classify::read_labels;
+    for a in attributes {
+        let train = read_labels(labels, a).context("checking the labels before the first stage")?;
+        let test = read_labels(test_labels, a)
+            .context("checking the test folder's labels before the first stage")?;
+        ensure!(
+            train.classes == test.classes,
+            "the test labels {} give {a:?} the classes {:?}; the dataset's {} give {:?}: a model \
+             scores the classes it learned",
+            test_labels.display(),
+            test.classes,
+            labels.display(),
+            train.classes
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trials_take_consecutive_seeds_and_describe_themselves() {
+        let p = Protocol::Splits {
+            rule: SplitRule::PerClass(100),
+            trials: 10,
+            seed: 1,
+        };
+        let trials = p.trials();
+        assert_eq!(trials.len(), 10);
+        assert_eq!((trials[0].seed, trials[9].seed), (1, 10));
+        assert_eq!(
+            (trials[0].suffix(), trials[9].suffix()),
+            ("-t1".into(), "-t10".into())
+        );
+        assert_eq!(
+            p.describe("class", Path::new("d")),
+            "10 random splits of 100 training photos per class, seeds 1 to 10"
+        );
+        let one = Protocol::Splits {
+            rule: SplitRule::Half,
+            trials: 1,
+            seed: 7,
+        };
+        assert_eq!(one.trials()[0].suffix(), "");
+        assert_eq!(
+            one.describe("kind", Path::new("d")),
+            "one random split 50/50 stratified by kind, seed 7"
+        );
+    }
+}
