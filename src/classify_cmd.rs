@@ -57,8 +57,13 @@ fn split_rows(table: &Table, pairs: &[(usize, usize)], split: &SplitSpec) -> (Pa
     (train, test)
 }
 
-/// `vocab train`, reporting to `out`.
-pub fn train(args: &TrainSettings, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+/// `vocab train`, reporting to `out`; a bar counts the fits (each fold at each C of the grid,
+/// then the final model).
+pub fn train(
+    args: &TrainSettings,
+    ui: &crate::progress::Ui,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
     let started = Instant::now();
     let table = read_histograms(&args.histograms)?;
     let labels = read_labels(&args.labels, &args.attribute)?;
@@ -112,9 +117,18 @@ pub fn train(args: &TrainSettings, out: &mut dyn std::io::Write) -> anyhow::Resu
             .collect()
     };
     let y: Vec<usize> = train.iter().map(|&(_, c)| c).collect();
+    let fits = match args.c {
+        Some(_) => 1,
+        None => args.cv.max(2) * C_GRID.len() + 1,
+    };
+    let bar = ui.bar(fits as u64, &args.attribute);
     let (c, cv_accuracy) = match args.c {
         Some(c) => (c, None),
         None => {
+            let fitted = |fold: usize, c: f64| {
+                bar.set_message(format!("fold {} of {}, C = {c}", fold + 1, args.cv.max(2)));
+                bar.inc(1);
+            };
             let (c, acc) = choose_c(
                 &x,
                 &y,
@@ -123,10 +137,12 @@ pub fn train(args: &TrainSettings, out: &mut dyn std::io::Write) -> anyhow::Resu
                 args.cv,
                 args.split_seed,
                 args.solver,
+                &fitted,
             )?;
             (c, Some(acc))
         }
     };
+    bar.set_message(format!("the model, C = {c}"));
     let classifier = Classifier::fit(
         &x,
         &y,
@@ -138,6 +154,7 @@ pub fn train(args: &TrainSettings, out: &mut dyn std::io::Write) -> anyhow::Resu
             ..SvmParams::default()
         },
     )?;
+    bar.inc(1);
     let model = ModelFile {
         version: MODEL_VERSION,
         attribute: args.attribute.clone(),

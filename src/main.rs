@@ -112,7 +112,7 @@ fn dispatch(
         }
         Command::Train(args) => {
             let settings = TrainSettings::from_args(&args).or_flag()?;
-            classify_cmd::train(&settings, &mut stdout())
+            classify_cmd::train(&settings, &ui, &mut stdout())
         }
         Command::Evaluate(args) => {
             classify_cmd::evaluate(&EvaluateSettings::from_args(&args), &mut stdout()).map(|_| ())

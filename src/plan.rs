@@ -264,9 +264,27 @@ fn print_kmeans(config: &Config, n: u64, (nodes, racks): (u64, usize), tasks: u6
 /// The encode and svm lines of the plan.
 fn print_encode(config: &Config, engine: &Backend, nodes: u64, photos: u64) -> anyhow::Result<()> {
     let km = &config.kmeans;
+    let e = &config.encode;
+    let words = if e.soft > 0 {
+        format!(
+            "toward its {} nearest words, weighted by distance (sharpness {})",
+            e.soft, e.sharpness
+        )
+    } else {
+        "to its nearest word".to_string()
+    };
+    let search = match e.assign {
+        vocab_pipeline::kmeans::Search::Approx => "an inverted file over the words".to_string(),
+        vocab_pipeline::kmeans::Search::Exact => format!("the {} kernel", e.kernel.name()),
+    };
     println!(
-        "  encode      every photo, dense patches every {} px, each to its nearest word",
-        config.encode.stride
+        "  encode      every photo, dense patches every {} px, each {words} by {search};",
+        e.stride
+    );
+    println!(
+        "    a {}-level pyramid, {} histograms",
+        e.pyramid,
+        e.norm.name()
     );
     let tasks = config.plan.map_tasks_per_node as u64;
     let per_photo = config.encode.params()?.photo_memory();
@@ -293,10 +311,23 @@ fn print_encode(config: &Config, engine: &Backend, nodes: u64, photos: u64) -> a
             sizes.join(", ")
         );
     }
+    let c = &config.classify;
+    let map = match c.kernel_map.kernel() {
+        Some(kernel) => format!(
+            " through the {} kernel map (order {})",
+            kernel.name(),
+            c.map_order
+        ),
+        None => String::new(),
+    };
     println!(
-        "  svm         per vocabulary and attribute: C from {} folds x 5 values on the training \
-         photos",
-        config.classify.cv
+        "  svm         per vocabulary and attribute: linear SVMs ({}){map}, C from {} folds x \
+         5 values on the training photos",
+        match c.solver {
+            vocab_pipeline::svm::Solver::Dcd => "dual coordinate descent",
+            vocab_pipeline::svm::Solver::Linfa => "linfa-svm",
+        },
+        c.cv
     );
     println!(
         "  (comm s: link-bound seconds per iteration at {} Mbit/s per node, both directions at \

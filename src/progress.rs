@@ -2,10 +2,11 @@
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressState, ProgressStyle};
 
-/// The bar's line: at most 100 columns with a short message (prefix 10, times 8 + 8, bar 30,
-/// counts and rate about 30).
+/// The bar's line, within 80 columns: prefix 10, elapsed 8, bar 22, counts (up to 13 for
+/// 123456/123456), rate (up to 8), eta (3 to 8) and the spaces come to at most 77; the message
+/// takes what is left of the terminal's width (indicatif cuts it there).
 const TEMPLATE: &str =
-    "{prefix:>10} {elapsed_precise:.dim} [{bar:30}] {pos}/{len} {rate} eta {eta} {wide_msg}";
+    "{prefix:>10} {elapsed_precise:.dim} [{bar:20}] {pos}/{len} {rate} eta {eta} {wide_msg}";
 
 /// How the user wants to be told about progress.
 #[derive(Debug, Clone, Copy)]

@@ -473,7 +473,7 @@ pub fn cross_validate(
     folds: usize,
     seed: u64,
 ) -> Result<f64, SvmError> {
-    let scores = cross_validate_path(x, y, classes, &[params.c], params, folds, seed)?;
+    let scores = cross_validate_path(x, y, classes, &[params.c], params, folds, seed, &|_, _| {})?;
     Ok(scores[0])
 }
 
@@ -482,6 +482,8 @@ pub fn cross_validate(
 /// coordinate-descent fit starting from the duals of the previous one (a regularisation path:
 /// the solution moves little between neighbouring Cs, so the large-C fits, which take the most
 /// epochs from zero, converge in far fewer). Every fit still meets the same stopping rule.
+/// `fitted(fold, c)` is called after each fit (from the fold's thread), for progress.
+#[allow(clippy::too_many_arguments)]
 pub fn cross_validate_path(
     x: &[&[f32]],
     y: &[usize],
@@ -490,6 +492,7 @@ pub fn cross_validate_path(
     params: &SvmParams,
     folds: usize,
     seed: u64,
+    fitted: &(dyn Fn(usize, f64) + Sync),
 ) -> Result<Vec<f64>, SvmError> {
     use rayon::prelude::*;
     let folds = folds.max(2);
@@ -528,6 +531,7 @@ pub fn cross_validate_path(
                     .count();
                 accuracy[g] = correct as f64 / test.len() as f64;
                 start = rows.is_some().then_some(duals);
+                fitted(f, grid[g]);
             }
             Ok(Some(accuracy))
         })
@@ -539,7 +543,7 @@ pub fn cross_validate_path(
 }
 
 /// The C of `grid` with the best cross-validated accuracy (the first in grid order on ties), and
-/// that accuracy.
+/// that accuracy; `fitted(fold, c)` after each of the `folds x grid` fits.
 #[allow(clippy::too_many_arguments)]
 pub fn choose_c(
     x: &[&[f32]],
@@ -549,13 +553,14 @@ pub fn choose_c(
     folds: usize,
     seed: u64,
     solver: Solver,
+    fitted: &(dyn Fn(usize, f64) + Sync),
 ) -> Result<(f64, f64), SvmError> {
     let params = SvmParams {
         seed,
         solver,
         ..SvmParams::default()
     };
-    let scores = cross_validate_path(x, y, classes, grid, &params, folds, seed)?;
+    let scores = cross_validate_path(x, y, classes, grid, &params, folds, seed, fitted)?;
     Ok(grid
         .iter()
         .zip(scores)
@@ -627,8 +632,17 @@ mod tests {
         }
         let rows: Vec<&[f32]> = x.iter().map(Vec::as_slice).collect();
         let classes: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
-        let (c, acc) =
-            choose_c(&rows, &y, &classes, &[0.01, 1.0, 100.0], 5, 1, Solver::Dcd).expect("cv");
+        let (c, acc) = choose_c(
+            &rows,
+            &y,
+            &classes,
+            &[0.01, 1.0, 100.0],
+            5,
+            1,
+            Solver::Dcd,
+            &|_, _| {},
+        )
+        .expect("cv");
         assert!(acc > 0.95, "cv accuracy {acc} at C = {c}");
         let model = Classifier::fit(
             &rows,
@@ -764,7 +778,8 @@ mod tests {
         let classes = ["a".to_string(), "b".to_string()];
         let grid = [10.0, 0.01, 1.0];
         let params = SvmParams::default();
-        let path = cross_validate_path(&rows, &y, &classes, &grid, &params, 4, 3).expect("cv");
+        let path =
+            cross_validate_path(&rows, &y, &classes, &grid, &params, 4, 3, &|_, _| {}).expect("cv");
         for (&c, &warm) in grid.iter().zip(&path) {
             let cold =
                 cross_validate(&rows, &y, &classes, &SvmParams { c, ..params }, 4, 3).expect("cv");

@@ -297,6 +297,9 @@ pub struct PlanConfig {
     /// Photos in the collection, when the folder is not readable here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub photos: Option<u64>,
+    /// Values of `split_by` (classes) among them, for `train_per_class` without the labels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub classes: Option<u64>,
     /// Map tasks per node (default: the node's threads).
     pub map_tasks_per_node: usize,
     /// Link rate of every node, Mbit/s.
@@ -307,6 +310,7 @@ impl Default for PlanConfig {
     fn default() -> Self {
         Self {
             photos: None,
+            classes: None,
             map_tasks_per_node: 8,
             link_mbit: 1000.0,
         }

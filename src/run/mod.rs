@@ -11,6 +11,7 @@
 
 pub mod check;
 mod dataset;
+mod interrupt;
 mod protocol;
 mod report;
 mod stages;
@@ -59,8 +60,12 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         Err(_) if args.plan && config.plan.photos.is_some() => {
             let photos = config.plan.photos.unwrap_or(0);
             let c = &config.classify;
-            // Without the labels the classes are not known: half the photos train, or fewer.
-            let training = photos.div_ceil(2);
+            // Without the labels the classes are known from `[plan] classes` or not at all: then
+            // half the photos train, or fewer.
+            let training = match (c.train_per_class, config.plan.classes) {
+                (Some(n), Some(classes)) => (n as u64).saturating_mul(classes).min(photos),
+                _ => photos.div_ceil(2),
+            };
             crate::plan::check_sizes(&config, &engine, training)?;
             let split_by = c.split_by.as_deref().unwrap_or("the first attribute");
             // A test folder that is not here either is named as the config names it.
@@ -120,6 +125,9 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
     std::fs::create_dir_all(&work)
         .with_context(|| format!("cannot create work directory {}", work.display()))?;
     let _lock = WorkLock::acquire(&work)?;
+    // Ctrl-C from here on: say where the run stopped, leave no temporary folder.
+    let command: Vec<String> = std::env::args().collect();
+    interrupt::watch(command.join(" "), work.clone());
     let mut runner = Runner::new(&work, args.force.as_deref())?;
     // The rack map: `--racks` (read when the MPI job started), else `[kmeans.racks]`.
     let mpi = mpi.map(|m| match (&args.racks, config.kmeans.racks.is_empty()) {
@@ -404,6 +412,7 @@ impl Chain<'_> {
                     split: &sampled.split_csv,
                     suffix: &suffix,
                     seed: trial.seed,
+                    ui: self.ui,
                     test: self
                         .test
                         .zip(tested.as_ref())

@@ -6,7 +6,8 @@
 //! and only a finished step is renamed to its key: a folder with a key is complete by
 //! construction, so a re-run skips it, a changed setting changes the keys of exactly the steps
 //! that depend on it, and an interrupted step is redone (k-means resumes from the checkpoint in
-//! its temporary folder, the photo stages from the rounds they saved there).
+//! its temporary folder, the photo stages from the rounds they saved there; after Ctrl-C that
+//! folder waits as `.resume-<label>-<key>/`, see `interrupt`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -152,6 +153,17 @@ impl Runner {
             return Ok((done, output));
         }
         let tmp = dir.join(format!(".tmp-{label}-{key}"));
+        // What an interrupted resuming step saved (`interrupt`): its temporary folder again.
+        let keep = dir.join(format!(".resume-{label}-{key}"));
+        if keep.is_dir() {
+            if stage.resumes() && !tmp.exists() {
+                std::fs::rename(&keep, &tmp)
+                    .with_context(|| format!("cannot take up {}", keep.display()))?;
+            } else {
+                std::fs::remove_dir_all(&keep)
+                    .with_context(|| format!("cannot clear {}", keep.display()))?;
+            }
+        }
         if tmp.is_dir() {
             // A run was interrupted here. A stage that resumes (k-means from its checkpoint, the
             // photo stages from their saved rounds) loses only partial files; every other stage
@@ -166,6 +178,7 @@ impl Runner {
         std::fs::create_dir_all(&tmp)
             .with_context(|| format!("cannot create {}", tmp.display()))?;
         println!("== {name} {label}");
+        super::interrupt::started(name, &label, tmp.clone(), stage.resumes().then_some(keep));
         let started = Instant::now();
         // The step writes into `tmp`; what it prints names the folder it is renamed to.
         let mut out = Relocate::new(&tmp, &done, std::io::stdout());
@@ -184,6 +197,7 @@ impl Runner {
         vocab_pipeline::atomic::write(&tmp.join("step.toml"), text.as_bytes())
             .with_context(|| format!("cannot write the record of {}", tmp.display()))?;
         replace(&tmp, &done, &dir.join(format!(".old-{label}-{key}")))?;
+        super::interrupt::finished();
         self.steps.push(Step {
             stage: name,
             label,

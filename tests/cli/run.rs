@@ -501,3 +501,91 @@ fn a_newcomers_mistakes_are_refused_up_front_naming_each_thing_once() {
     let help = ok(&["kmeans", "--help"]);
     assert!(help.contains("one centroid per line"), "{help}");
 }
+
+#[test]
+fn ctrl_c_says_how_to_go_on_leaves_no_temporary_folder_and_the_run_resumes_alike() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("long.toml");
+    std::fs::write(
+        &config,
+        // 9,600 patches into 256 words, 150 iterations (tol 0 never stops early): seconds of
+        // work after the first checkpoint, where the test interrupts it.
+        "[dataset]\nsynthetic = { per_kind = 12, seed = 7 }\n[features]\nper_image = 400\n\
+         [kmeans]\nk = [256]\niterations = 150\ntol = 0.0\nseed = 1\nnodes = 0\n\
+         [classify]\nattributes = [\"urbanicity\"]\nsplit_by = \"kind\"\ncv = 2\n",
+    )
+    .expect("config");
+    let work = dir.path().join("work");
+    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_vocab"))
+        .args(["run", s(&config), "--work", s(&work)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("vocab starts");
+    // Interrupted once k-means has a checkpoint in its temporary folder (at most 120 s).
+    let kmeans = work.join("kmeans");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let tmp = loop {
+        let found = std::fs::read_dir(&kmeans).ok().and_then(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.join("vocabulary.bin.ckpt/state.toml").is_file())
+        });
+        if let Some(tmp) = found {
+            break tmp;
+        }
+        assert!(
+            std::time::Instant::now() < deadline && run.try_wait().expect("wait").is_none(),
+            "k-means never checkpointed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(s(&tmp).contains("/.tmp-k256-"), "{}", tmp.display());
+    // SAFETY: a signal to the child this test started.
+    assert_eq!(unsafe { libc::kill(run.id() as i32, libc::SIGINT) }, 0);
+    let out = run.wait_with_output().expect("exits");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("vocab run: interrupted during kmeans k256")
+            && err.contains("taken up again")
+            && err.contains(&format!("Finished steps are kept in {}", work.display()))
+            && err.contains("--work")
+            && err.contains("again to go on from there"),
+        "{err}"
+    );
+    let tmp_left = |work: &Path| {
+        walkdir::WalkDir::new(work)
+            .into_iter()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(".tmp-"))
+    };
+    assert!(!tmp_left(&work), "a .tmp- folder was left");
+    let resume = std::fs::read_dir(&kmeans)
+        .expect("kmeans")
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with(".resume-k256-"));
+    assert!(resume, "the checkpoint is kept");
+    // Run again: it goes on from the checkpoint, to the vocabulary of a run never interrupted.
+    let again = ok(&["run", s(&config), "--work", s(&work)]);
+    assert!(again.contains("resum"), "{again}");
+    let whole = dir.path().join("whole");
+    ok(&["run", s(&config), "--work", s(&whole)]);
+    let vocabulary = |work: &Path| {
+        let step = steps(work)
+            .into_iter()
+            .find(|s| s.starts_with("kmeans/k256-"))
+            .expect("k256");
+        std::fs::read(work.join(step).join("vocabulary.bin")).expect("vocabulary")
+    };
+    assert_eq!(vocabulary(&work), vocabulary(&whole));
+    assert!(!tmp_left(&work));
+    assert!(
+        !std::fs::read_dir(&kmeans)
+            .expect("kmeans")
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(".resume-")),
+        "taken up"
+    );
+}

@@ -38,6 +38,8 @@ pub struct Svm<'a> {
     /// The test folder, when the run scores one: the model trains on every photo of the
     /// dataset and is scored on every labelled photo there.
     pub test: Option<Test<'a>>,
+    /// Progress bars.
+    pub ui: &'a crate::progress::Ui,
 }
 
 /// A test folder's photos encoded over the step's vocabulary.
@@ -101,7 +103,7 @@ impl Stage for Svm<'_> {
             map_order: c.map_order,
             out: model.clone(),
         };
-        crate::classify_cmd::train(&settings, out)?;
+        crate::classify_cmd::train(&settings, self.ui, out)?;
         let (histograms, labels, held_out, scope) = match &self.test {
             Some(test) => (test.histograms, &test.dataset.labels, false, "test"),
             None => (self.histograms, &self.dataset.labels, true, "held-out"),

@@ -1,0 +1,97 @@
+//! Ctrl-C during `vocab run`: the run says where it stopped and how to go on, and leaves no
+//! temporary folder. A step that resumes (k-means from its checkpoint, the photo stages from
+//! their saved rounds) keeps what it saved as `.resume-<label>-<key>/`, which the next run takes
+//! up again; any other step's temporary folder is removed.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+/// The step in progress.
+struct Current {
+    stage: &'static str,
+    label: String,
+    /// Its temporary folder.
+    tmp: PathBuf,
+    /// Where what it saved is kept, for a step that resumes.
+    keep: Option<PathBuf>,
+}
+
+static CURRENT: Mutex<Option<Current>> = Mutex::new(None);
+static WATCHING: OnceLock<()> = OnceLock::new();
+
+/// From now on, Ctrl-C (SIGINT) ends the run as this module says; `command` is the command line
+/// to run again, `work` the work directory.
+pub fn watch(command: String, work: PathBuf) {
+    WATCHING.get_or_init(|| {
+        let spawned = std::thread::Builder::new()
+            .name("ctrl-c".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                // Without a runtime Ctrl-C ends the process as it always does.
+                if let Ok(runtime) = runtime
+                    && runtime.block_on(tokio::signal::ctrl_c()).is_ok()
+                {
+                    interrupted(&command, &work);
+                }
+            });
+        // Without the thread, likewise.
+        drop(spawned);
+    });
+}
+
+/// A step started in `tmp`; `keep` is where a resuming step's saved work goes on Ctrl-C.
+pub fn started(stage: &'static str, label: &str, tmp: PathBuf, keep: Option<PathBuf>) {
+    if let Ok(mut current) = CURRENT.lock() {
+        *current = Some(Current {
+            stage,
+            label: label.to_string(),
+            tmp,
+            keep,
+        });
+    }
+}
+
+/// The step in progress finished (its folder renamed into place).
+pub fn finished() {
+    if let Ok(mut current) = CURRENT.lock() {
+        *current = None;
+    }
+}
+
+/// Tidies the step in progress, says how to go on, and ends the process (status 130, as a
+/// shell reports a process ended by SIGINT).
+fn interrupted(command: &str, work: &std::path::Path) -> ! {
+    // Held to the end: a step cannot finish (and rename its folder) while this tidies it.
+    let current = CURRENT.lock();
+    let step = current.as_ref().ok().and_then(|c| c.as_ref());
+    let mut said = String::from("\nvocab run: interrupted");
+    if let Some(Current {
+        stage,
+        label,
+        tmp,
+        keep,
+    }) = step
+    {
+        said.push_str(&format!(" during {stage} {label}"));
+        let kept = match keep {
+            Some(keep) if tmp.is_dir() => std::fs::rename(tmp, keep).ok().map(|()| keep),
+            _ => None,
+        };
+        if kept.is_none() && tmp.is_dir() {
+            let _ = std::fs::remove_dir_all(tmp);
+        }
+        if let Some(keep) = kept {
+            said.push_str(&format!(
+                "; what it saved is kept in {} and taken up again",
+                keep.display()
+            ));
+        }
+    }
+    eprintln!(
+        "{said}.\nFinished steps are kept in {}: run `{command}` again to go on from there.",
+        work.display()
+    );
+    std::process::exit(130)
+}
