@@ -44,6 +44,47 @@ fn save_png(path: &Path, buf: Vec<u8>) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
+/// Width of the strip right of a chart that holds its legend (never over the data).
+const LEGEND_WIDTH: u32 = 190;
+
+/// How a legend entry is drawn.
+#[derive(Debug, Clone, Copy)]
+enum Key {
+    /// A line of this width with a marker.
+    Line(u32),
+    /// A filled box.
+    Bar,
+}
+
+/// The legend, in its own strip: an entry per series, top down.
+fn legend(
+    area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+    entries: &[(String, RGBColor, Key)],
+) -> anyhow::Result<()> {
+    let style = ("sans-serif", 15).into_font().color(&BLACK);
+    for (i, (name, colour, key)) in entries.iter().enumerate() {
+        let y = 60 + 26 * i as i32;
+        match *key {
+            Key::Line(width) => {
+                area.draw(&PathElement::new(
+                    vec![(8, y), (36, y)],
+                    colour.stroke_width(width),
+                ))
+                .map_err(plot_err)?;
+                area.draw(&Circle::new((22, y), 4, colour.filled()))
+                    .map_err(plot_err)?;
+            }
+            Key::Bar => {
+                area.draw(&Rectangle::new([(12, y - 6), (30, y + 6)], colour.filled()))
+                    .map_err(plot_err)?;
+            }
+        }
+        area.draw(&Text::new(name.clone(), (44, y - 8), style.clone()))
+            .map_err(plot_err)?;
+    }
+    Ok(())
+}
+
 /// One line of a chart.
 #[derive(Debug, Clone)]
 pub struct Series {
@@ -78,7 +119,8 @@ pub fn line_chart_log2(
     {
         let root = BitMapBackend::with_buffer(&mut buf, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
+        let (plot, key) = root.split_horizontally(WIDTH - LEGEND_WIDTH);
+        let mut chart = ChartBuilder::on(&plot)
             .caption(title, ("sans-serif", 22))
             .margin(16)
             .x_label_area_size(46)
@@ -102,6 +144,12 @@ pub fn line_chart_log2(
             .label_style(("sans-serif", 15))
             .draw()
             .map_err(plot_err)?;
+        // Earlier series wider, drawn first: a line that another covers point for point still
+        // shows at both its edges, and its markers are larger.
+        let widths: Vec<u32> = (0..series.len())
+            .map(|i| 2 + 3 * (series.len() - 1 - i) as u32)
+            .collect();
+        let mut entries = Vec::new();
         for (i, s) in series.iter().enumerate() {
             let colour = PALETTE[i % PALETTE.len()];
             let points: Vec<(f64, f64)> = s
@@ -112,25 +160,20 @@ pub fn line_chart_log2(
             chart
                 .draw_series(LineSeries::new(
                     points.iter().copied(),
-                    colour.stroke_width(2),
+                    colour.stroke_width(widths[i]),
                 ))
-                .map_err(plot_err)?
-                .label(s.name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-                });
-            chart
-                .draw_series(points.iter().map(|&p| Circle::new(p, 4, colour.filled())))
                 .map_err(plot_err)?;
+            let radius = 3 + widths[i];
+            chart
+                .draw_series(
+                    points
+                        .iter()
+                        .map(|&p| Circle::new(p, radius, colour.filled())),
+                )
+                .map_err(plot_err)?;
+            entries.push((s.name.clone(), colour, Key::Line(widths[i])));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 15))
-            .position(SeriesLabelPosition::LowerRight)
-            .draw()
-            .map_err(plot_err)?;
+        legend(&key, &entries)?;
         root.present().map_err(plot_err)?;
     }
     save_png(path, buf)
@@ -138,7 +181,9 @@ pub fn line_chart_log2(
 
 /// Grouped bars on a log axis: per category one bar per group, side by side, so that values
 /// of different orders (a broadcast of milliseconds beside a map of seconds) are all visible.
-/// Values of zero or less are left out.
+/// The axis spans whole decades around the data, at most four below the largest value: values
+/// smaller than that (a stage-1 merge of nanoseconds) and of zero or less are left out, which
+/// the axis label says; the CSV beside the figure has them all.
 pub fn grouped_bars_log(
     path: &Path,
     title: &str,
@@ -153,8 +198,12 @@ pub fn grouped_bars_log(
             .flat_map(|(_, v)| v.iter().copied())
             .filter(|v| *v > 0.0 && v.is_finite())
     };
-    let lo = positive().fold(f64::INFINITY, f64::min);
     let hi = positive().fold(f64::NEG_INFINITY, f64::max);
+    let floor = hi / 1e4;
+    let lo = positive()
+        .filter(|&v| v >= floor)
+        .fold(f64::INFINITY, f64::min);
+
     let (lo, hi) = if lo.is_finite() {
         // Whole decades around the data.
         (
@@ -166,13 +215,20 @@ pub fn grouped_bars_log(
     } else {
         (1e-3, 1.0)
     };
+    let hidden = positive().any(|v| v < lo);
     let n = categories.len().max(1);
     let width = 0.8 / groups.len().max(1) as f64;
     let mut buf = vec![255u8; (WIDTH * HEIGHT * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut buf, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
+        let (plot, key) = root.split_horizontally(WIDTH - LEGEND_WIDTH);
+        let y_label = if hidden {
+            format!("{y_label}; under {} not shown", short(lo))
+        } else {
+            y_label.to_string()
+        };
+        let mut chart = ChartBuilder::on(&plot)
             .caption(title, ("sans-serif", 22))
             .margin(16)
             .x_label_area_size(46)
@@ -196,10 +252,11 @@ pub fn grouped_bars_log(
                     String::new()
                 }
             })
-            .y_label_formatter(&|y| format!("{y:.0e}"))
+            .y_label_formatter(&|y| short(*y))
             .label_style(("sans-serif", 15))
             .draw()
             .map_err(plot_err)?;
+        let mut entries = Vec::new();
         for (g, (name, values)) in groups.iter().enumerate() {
             let colour = PALETTE[g % PALETTE.len()];
             chart
@@ -207,29 +264,29 @@ pub fn grouped_bars_log(
                     values
                         .iter()
                         .enumerate()
-                        .filter(|(_, v)| **v > 0.0)
+                        .filter(|(_, v)| **v >= lo && v.is_finite())
                         .map(|(c, &v)| {
                             let x0 = c as f64 + 0.1 + g as f64 * width;
                             Rectangle::new([(x0, lo), (x0 + width * 0.9, v)], colour.filled())
                         }),
                 )
-                .map_err(plot_err)?
-                .label(name.clone())
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 6), (x + 14, y + 6)], colour.filled())
-                });
+                .map_err(plot_err)?;
+            entries.push((name.clone(), colour, Key::Bar));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 15))
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(plot_err)?;
+        legend(&key, &entries)?;
         root.present().map_err(plot_err)?;
     }
     save_png(path, buf)
+}
+
+/// A value of seconds for an axis: `1e-3` as `0.001`, `100`, `1e-6` as `1e-6`.
+fn short(v: f64) -> String {
+    if (1e-3..1e4).contains(&v.abs()) {
+        let text = format!("{v:.3}");
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        format!("{v:.0e}")
+    }
 }
 
 #[cfg(test)]
@@ -261,6 +318,8 @@ mod tests {
             &[
                 ("map".into(), vec![1.0, 2.0]),
                 ("broadcast".into(), vec![0.002, 0.0]),
+                // A stage-1 merge of nanoseconds: left out, not stretching the axis to 1e-8.
+                ("stage 1".into(), vec![1e-8, 2e-8]),
             ],
         )
         .expect("bars");
@@ -273,6 +332,15 @@ mod tests {
                 "{}: only {coloured} non-white pixels",
                 p.display()
             );
+            // The legend sits in its own strip, right of the plot.
+            let legend = (WIDTH - LEGEND_WIDTH..WIDTH)
+                .flat_map(|x| (0..HEIGHT).map(move |y| (x, y)))
+                .filter(|&(x, y)| img.get_pixel(x, y).0 != [255, 255, 255])
+                .count();
+            assert!(legend > 200, "{}: legend {legend}", p.display());
         }
+        assert_eq!(short(0.001), "0.001");
+        assert_eq!(short(100.0), "100");
+        assert_eq!(short(1e-6), "1e-6");
     }
 }

@@ -23,6 +23,7 @@ mod settings;
 mod sharded;
 mod tables;
 mod teams;
+mod words_cmd;
 
 use std::io::stdout;
 use std::process::ExitCode;
@@ -94,6 +95,7 @@ fn dispatch(
             photo_cmd::features(&settings, &ui, on, &mut stdout()).map(|_| ())
         }
         Command::Convert(args) => photo_cmd::convert(&args),
+        Command::Words(args) => words_cmd::words(&args, &mut stdout()),
         Command::Encode(args) => {
             let settings = EncodeSettings::new(
                 &args.vocabulary,

@@ -35,7 +35,8 @@ pub struct Cli {
 pub enum Command {
     /// Sample patches from a folder of photos and describe them with 512-d HOG.
     Features(FeaturesArgs),
-    /// Convert a feature file between the text and binary formats (streaming).
+    /// Convert vectors between formats: vocab's text and binary, .npy, .fvecs, .bvecs, CSV
+    /// (streaming).
     Convert(ConvertArgs),
     /// Generate datasets.
     #[command(subcommand)]
@@ -52,6 +53,8 @@ pub enum Command {
     Partition(PartitionArgs),
     /// Cluster feature vectors into a vocabulary (k-means).
     Kmeans(KmeansArgs),
+    /// Draw a vocabulary's most used words as the photo patches nearest them (PNG + CSV).
+    Words(WordsArgs),
     /// Run the stages of a TOML config in a work directory (cached, resumable).
     Run(RunArgs),
     /// Check or show a config file.

@@ -106,3 +106,44 @@ pub struct PhotosArgs {
     #[arg(long, value_name = "S", default_value_t = 7)]
     pub seed: u64,
 }
+
+/// Arguments of `vocab words`.
+#[derive(Debug, Args)]
+pub struct WordsArgs {
+    /// Vocabulary file (from `vocab kmeans`, any format it reads).
+    #[arg(long, value_name = "FILE")]
+    pub vocabulary: PathBuf,
+    /// Folder of photos to cut the patches from, searched recursively.
+    #[arg(long, value_name = "DIR")]
+    pub input: PathBuf,
+    /// Only the photos listed in the first column of this CSV.
+    #[arg(long, value_name = "CSV")]
+    pub labels: Option<PathBuf>,
+    /// The montage, PNG; the same figures go beside it as <out>.csv.
+    #[arg(long, value_name = "PNG")]
+    pub out: PathBuf,
+    /// Words shown, a row each: those nearest to the most sample patches.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub words: usize,
+    /// Patches per word, nearest first.
+    #[arg(long, value_name = "M", default_value_t = 8)]
+    pub patches: usize,
+    /// Photos sampled at most, spread evenly over the folder.
+    #[arg(long, value_name = "P", default_value_t = 300)]
+    pub photos: usize,
+    /// Random patches per photo.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub per_image: usize,
+    /// Seed of the patches' positions.
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub seed: u64,
+    /// Picture pixels per photo pixel.
+    #[arg(long, value_name = "Z", default_value_t = 2)]
+    pub zoom: usize,
+    /// Downscale photos whose longer side exceeds PX, as the vocabulary's sample was.
+    #[arg(long, value_name = "PX")]
+    pub max_side: Option<usize>,
+    /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
+    #[arg(long, value_name = "MPIX", default_value_t = crate::options::DEFAULT_MAX_MPIX)]
+    pub max_pixels: u64,
+}

@@ -196,6 +196,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
             sample: sampled.sample,
             outcomes,
             vocabularies,
+            split_csv: sampled.split_csv.clone(),
         });
     }
     let protocol_text = protocol.describe(&split_by, &dataset.photos);
@@ -211,6 +212,16 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         attributes: &attributes,
         trials: &trials,
         steps: &runner.steps,
+        words: &vocab_pipeline::montage::MontageParams {
+            words: 16,
+            patches: 8,
+            photos: 300,
+            per_image: 50,
+            seed: config.features.seed,
+            zoom: 2,
+            max_side: config.features.max_side,
+            max_pixels: config.features.max_pixels.saturating_mul(1_000_000),
+        },
     };
     report::write(&report_dir, &report_run)?;
     let headline = report::headline(&report_run, &report::summarise(&trials))?;
@@ -366,6 +377,7 @@ impl Chain<'_> {
             let vocabulary = kmeans_dir.join("vocabulary.bin");
             vocabularies.push(Vocabulary {
                 k,
+                path: vocabulary.clone(),
                 meta: fitted.meta,
                 per_iteration: fitted.per_iteration,
             });

@@ -30,6 +30,8 @@ pub struct Outcome {
 pub struct Vocabulary {
     /// Its size.
     pub k: usize,
+    /// Its file.
+    pub path: std::path::PathBuf,
     /// Its run's record.
     pub meta: RunMeta,
     /// Its run's iterations.
@@ -47,6 +49,8 @@ pub struct TrialResult {
     pub outcomes: Vec<Outcome>,
     /// Its vocabularies.
     pub vocabularies: Vec<Vocabulary>,
+    /// Its split (`path,train|test`).
+    pub split_csv: std::path::PathBuf,
 }
 
 /// One attribute over one vocabulary size, over every trial.
@@ -124,6 +128,8 @@ pub struct Run<'a> {
     pub trials: &'a [TrialResult],
     /// Every step.
     pub steps: &'a [Step],
+    /// How the largest vocabulary's montage samples its photos.
+    pub words: &'a vocab_pipeline::montage::MontageParams,
 }
 
 /// The accuracy axis: the values with a margin, within [0, 1].
@@ -176,11 +182,66 @@ pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
     }
     write_file(dir, "steps.csv", &scsv)?;
     let headline = headline(run, &summaries)?;
+    let vocab_md = format!("{vocab_md}{}", words(dir, run));
     write_file(
         dir,
         "report.md",
         &markdown(run, &headline, &summaries, &vocab_md, &stages),
     )
+}
+
+/// The largest vocabulary of the first trial drawn as patches of its training photos
+/// (`words-kK.png` beside `words-kK.png.csv`), as a section of the report; a montage that cannot
+/// be drawn is said there (and on stderr) rather than failing the report.
+fn words(dir: &Path, run: &Run<'_>) -> String {
+    let Some(trial) = run.trials.first() else {
+        return String::new();
+    };
+    let Some(vocabulary) = trial.vocabularies.iter().max_by_key(|v| v.k) else {
+        return String::new();
+    };
+    let k = vocabulary.k;
+    let name = format!("words-k{k}.png");
+    let drawn = (|| -> anyhow::Result<vocab_pipeline::montage::Montage> {
+        let text = vocab_pipeline::input::read_text(&trial.split_csv, 1 << 30)
+            .with_context(|| format!("cannot read {}", trial.split_csv.display()))?;
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let mut training = Vec::new();
+        for row in reader.records() {
+            let row = row.with_context(|| format!("{}", trial.split_csv.display()))?;
+            if row.get(1) == Some("train") {
+                training.push((row.get(0).unwrap_or_default().to_string(), None));
+            }
+        }
+        let photos = vocab_pipeline::image_io::Collection::listed(&run.dataset.photos, training)?;
+        crate::words_cmd::montage(&vocabulary.path, &photos, run.words, &dir.join(&name))
+    })();
+    let of_trial = if run.trials.len() > 1 {
+        ", trial 1"
+    } else {
+        ""
+    };
+    match drawn {
+        Ok(m) => format!(
+            "\n## Visual words (K = {}{of_trial})\n\nThe {} words nearest to the most patches among {} \
+             random patches of {} training photos, a row each, most used first; each row its {} \
+             patches nearest the word, nearest first (`{name}.csv` names the photo and place of \
+             each).\n\n\
+             ![visual words]({name})\n",
+            thousands(k),
+            m.rows.len(),
+            thousands(m.patches),
+            thousands(m.photos),
+            run.words.patches,
+        ),
+        Err(e) => {
+            eprintln!("report: the words of K = {k} were not drawn: {e:#}");
+            format!(
+                "\n## Visual words (K = {k})\n\nNot drawn: {}\n",
+                crate::tables::md_cell(&format!("{e:#}"))
+            )
+        }
+    }
 }
 
 /// The best result of each attribute and the protocol that produced it, one line each:

@@ -14,3 +14,4 @@ mod protocol;
 mod run;
 mod util;
 mod walkthrough;
+mod words;

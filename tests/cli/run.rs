@@ -23,8 +23,29 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
         "kmeans.csv",
         "kmeans.png",
         "steps.csv",
+        "words-k128.png",
+        "words-k128.png.csv",
     ] {
         assert!(report.join(f).is_file(), "{f} missing");
+    }
+    // The largest vocabulary drawn as patches of its training photos, in the report.
+    let md = std::fs::read_to_string(report.join("report.md")).expect("report");
+    assert!(
+        md.contains("## Visual words (K = 128)") && md.contains("![visual words](words-k128.png)"),
+        "{md}"
+    );
+    let split = csv_rows(
+        &steps(&work)
+            .iter()
+            .find(|s| s.starts_with("features/"))
+            .map(|s| work.join(s).join("split.csv"))
+            .expect("split"),
+    );
+    for tile in csv_rows(&report.join("words-k128.png.csv")) {
+        assert!(
+            split.iter().any(|r| r[0] == tile[5] && r[1] == "train"),
+            "{tile:?}"
+        );
     }
     let accuracy = csv_rows(&report.join("accuracy.csv"));
     // 3 vocabulary sizes x 2 attributes, every accuracy a fraction.
