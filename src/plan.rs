@@ -102,6 +102,10 @@ pub struct Photos<'a> {
     pub protocol: &'a str,
     /// Trials, each learning its own vocabularies and models.
     pub trials: usize,
+    /// Mean width and height of a sample of the photos (headers read), when they are here.
+    pub sizes: Option<(f64, f64)>,
+    /// Classes of each attribute learned (from the labels; `[plan] classes` or 2 without them).
+    pub classes: Vec<usize>,
 }
 
 /// Prints the plan.
@@ -116,6 +120,8 @@ pub fn print(
         training,
         protocol,
         trials,
+        sizes,
+        ref classes,
     } = photos;
     let NodeCount {
         nodes,
@@ -184,13 +190,154 @@ pub fn print(
         human((n / parts.max(1) * (RECORD_HEAD + DIMS * value)) as f64),
         element.name()
     );
-    print_kmeans(config, n, (nodes, racks), tasks, link);
-    print_encode(config, engine, nodes, photos)
+    let iterations = print_kmeans(config, n, (nodes, racks), tasks, link);
+    print_encode(config, engine, nodes, photos)?;
+    // The photo stages' rates are a whole machine's: loopback workers share its cores. (The
+    // k-means rates are a node's, and a 2-core machine running two measured alike.)
+    let machines = if engine.nodes_here().is_some() {
+        1
+    } else {
+        nodes.max(1)
+    };
+    let per_iteration: Vec<(u64, f64)> = (iterations.into_iter())
+        .map(|(k, map, comm)| (k, map + comm))
+        .collect();
+    let estimate = Estimate {
+        photos,
+        training,
+        machines,
+        sizes,
+        classes,
+        per_iteration: &per_iteration,
+    };
+    print_time(config, &estimate, trials)
+}
+
+/// Seconds the photo stages and SVMs take on a machine like the one `eval/scene15-run`
+/// measured (2 AVX2 cores; `vocab run configs/scene15.toml`, one trial).
+mod rates {
+    /// Random patches described a second, photos decoded included (200 a photo).
+    pub const FEATURE_PATCHES: f64 = 56_000.0;
+    /// Seconds per dense patch encoded: a fixed part and a part per word (stride 8, soft
+    /// assignment over 5 words, int8 kernel, 3-level pyramid: 4.3 s at k = 256 and 7.6 s at
+    /// k = 1,024 for 3.5M patches).
+    pub const ENCODE_PATCH: f64 = 0.92e-6;
+    pub const ENCODE_WORD: f64 = 1.22e-9;
+    /// Seconds per (training photo x one-vs-rest model x fit) at 5,376 histogram values (k =
+    /// 256, 3-level pyramid), chi-squared map: 156 s for 1,500 photos, 15 models, 26 fits.
+    pub const SVM_FIT: f64 = 156.0 / (1500.0 * 15.0 * 26.0);
+    /// Histogram values of that measurement, and how the time grows with them (k = 1,024,
+    /// four times the values, took 1.8 times as long: sparse rows).
+    pub const SVM_VALUES: f64 = 5376.0;
+    pub const SVM_EXPONENT: f64 = 0.42;
+    /// Photo size assumed when the photos are not here: 15-Scene's, about 300 x 250.
+    pub const SIZE: (f64, f64) = (300.0, 250.0);
+}
+
+/// What the time estimate takes.
+struct Estimate<'a> {
+    photos: u64,
+    training: u64,
+    /// Machines the photo stages and k-means share out to.
+    machines: u64,
+    sizes: Option<(f64, f64)>,
+    classes: &'a [usize],
+    /// Seconds per k-means iteration, per vocabulary size.
+    per_iteration: &'a [(u64, f64)],
+}
+
+/// The plan's last lines: about how long a trial, and the run, take.
+fn print_time(config: &Config, e: &Estimate<'_>, trials: usize) -> anyhow::Result<()> {
+    let machines = e.machines as f64;
+    let features =
+        e.training as f64 * config.features.per_image as f64 / rates::FEATURE_PATCHES / machines;
+    let (width, height) = e.sizes.unwrap_or(rates::SIZE);
+    let side = vocab_pipeline::hog::PATCH_SIDE as f64;
+    let stride = config.encode.stride.max(1) as f64;
+    let patches =
+        ((width - side) / stride + 1.0).max(0.0) * ((height - side) / stride + 1.0).max(0.0);
+    let encoding = config.encode.params()?;
+    let fits = (config.classify.cv.max(2) * 5 + 1) as f64;
+    let (mut kmeans, mut encode, mut svm) = (0.0, 0.0, 0.0);
+    for &(k, iteration) in e.per_iteration {
+        kmeans += iteration * config.kmeans.iterations as f64;
+        encode += e.photos as f64 * patches * (rates::ENCODE_PATCH + rates::ENCODE_WORD * k as f64)
+            / machines;
+        let values = encoding.len(k as usize) as f64;
+        let growth = (values / rates::SVM_VALUES).powf(rates::SVM_EXPONENT);
+        for &classes in e.classes {
+            let models = if classes > 2 { classes } else { 1 } as f64;
+            svm += rates::SVM_FIT * e.training as f64 * models * fits * growth;
+        }
+    }
+    let trial = features + kmeans + encode + svm;
+    let total = if trials > 1 {
+        format!(
+            ", {} for the {trials} trials",
+            duration(trial * trials as f64)
+        )
+    } else {
+        String::new()
+    };
+    println!(
+        "  time        about {} a trial{total}: features {}, k-means {}, encode {}, svm {}",
+        duration(trial),
+        duration(features),
+        duration(kmeans),
+        duration(encode),
+        duration(svm)
+    );
+    println!(
+        "    (rough: at the rates eval/scene15-run/field-protocol.md measured on 2 AVX2 cores \
+         per machine; {})",
+        match e.sizes {
+            Some((w, h)) => format!("photos of {w:.0} x {h:.0} px on average"),
+            None => "photos of 15-Scene's size, about 300 x 250 px, assumed".to_string(),
+        }
+    );
+    Ok(())
+}
+
+/// Seconds for people: `45 s`, `12 min`, `1.5 h`.
+fn duration(seconds: f64) -> String {
+    if seconds < 1.0 {
+        "under 1 s".to_string()
+    } else if seconds < 90.0 {
+        format!("{seconds:.0} s")
+    } else if seconds < 5400.0 {
+        format!("{:.0} min", seconds / 60.0)
+    } else {
+        format!("{:.1} h", seconds / 3600.0)
+    }
+}
+
+/// Mean width and height of up to 64 of `paths` (relative to `folder`), spread over them,
+/// from their headers; `None` when none can be read.
+pub fn photo_sizes(folder: &std::path::Path, paths: &[String]) -> Option<(f64, f64)> {
+    let step = paths.len().div_ceil(64).max(1);
+    let sizes: Vec<(u32, u32)> = (paths.iter().step_by(step))
+        .filter_map(|p| image::image_dimensions(folder.join(p)).ok())
+        .collect();
+    let n = sizes.len() as f64;
+    (n > 0.0).then(|| {
+        let (w, h) = sizes.iter().fold((0.0, 0.0), |(w, h), &(a, b)| {
+            (w + f64::from(a), h + f64::from(b))
+        });
+        (w / n, h / n)
+    })
 }
 
 /// The k-means lines of the plan: per vocabulary size, what an iteration moves, computes and
 /// holds on `nodes` nodes (on `racks` racks) of `tasks` map tasks, over links of `link` bytes/s.
-fn print_kmeans(config: &Config, n: u64, (nodes, racks): (u64, usize), tasks: u64, link: f64) {
+/// Returns, per vocabulary size, the map and communication seconds of an iteration.
+fn print_kmeans(
+    config: &Config,
+    n: u64,
+    (nodes, racks): (u64, usize),
+    tasks: u64,
+    link: f64,
+) -> Vec<(u64, f64, f64)> {
+    let mut iterations = Vec::new();
     let km = &config.kmeans;
     println!(
         "  kmeans      {nodes} node{} on {racks} rack{}, {tasks} map tasks per node, up to {} \
@@ -243,6 +390,7 @@ fn print_kmeans(config: &Config, n: u64, (nodes, racks): (u64, usize), tasks: u6
             + stage2_on as f64 / nodes.max(1) as f64 / link
             + stage3 as f64 / link;
         let map_seconds = flops / 2.0 / (nodes.max(1) as f64 * rate);
+        iterations.push((k, map_seconds, seconds));
         println!(
             "    {k:<8} {:>9} {:>21} {:>9} {:>9.2e} {:>6.1} {:>6.1} {:>9} {:>9}",
             human(bcast as f64),
@@ -259,6 +407,7 @@ fn print_kmeans(config: &Config, n: u64, (nodes, racks): (u64, usize), tasks: u6
         let memory = kmeans_memory(config, n, k as u64, nodes, tasks);
         println!("    memory per node at k = {k}: {}", breakdown(&memory));
     }
+    iterations
 }
 
 /// The encode and svm lines of the plan.

@@ -70,30 +70,9 @@ pub fn montage(
     Ok(montage)
 }
 
-/// The montage's settings, refused before any photo is read.
-fn params_check(args: &WordsArgs) -> anyhow::Result<()> {
-    let params = MontageParams {
-        words: args.words,
-        patches: args.patches,
-        photos: args.photos,
-        per_image: args.per_image,
-        seed: args.seed,
-        zoom: args.zoom,
-        max_side: args.max_side,
-        max_pixels: 0,
-    };
-    params.check().map_err(|e| anyhow::anyhow!("--{e}"))
-}
-
-/// `vocab words`.
-pub fn words(args: &WordsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let started = Instant::now();
-    use crate::settings::OrFlag as _;
-    crate::settings::output("out", &args.out).or_flag()?;
-    params_check(args)?;
-    let collection = Collection::open(&args.input, args.labels.as_deref())
-        .with_context(|| format!("--input {}", args.input.display()))?;
-    let params = MontageParams {
+/// The montage's settings from the flags.
+fn params(args: &WordsArgs) -> MontageParams {
+    MontageParams {
         words: args.words,
         patches: args.patches,
         photos: args.photos,
@@ -102,7 +81,19 @@ pub fn words(args: &WordsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         zoom: args.zoom,
         max_side: args.max_side,
         max_pixels: args.max_pixels.saturating_mul(1_000_000),
-    };
+    }
+}
+
+/// `vocab words`.
+pub fn words(args: &WordsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let started = Instant::now();
+    use crate::settings::OrFlag as _;
+    crate::settings::output("out", &args.out).or_flag()?;
+    let params = params(args);
+    // Refused before any photo is read.
+    params.check().map_err(|e| anyhow::anyhow!("--{e}"))?;
+    let collection = Collection::open(&args.input, args.labels.as_deref())
+        .with_context(|| format!("--input {}", args.input.display()))?;
     let montage = montage(&args.vocabulary, &collection, &params, &args.out)?;
     writeln!(
         out,

@@ -331,6 +331,31 @@ pub fn attributes(config: &Config, text: &str, source: &Path) -> anyhow::Result<
     Ok(attributes)
 }
 
+/// The photos a labels CSV lists (first column) and how many classes each of `attributes` has
+/// among them (empty cells are no class).
+pub fn paths_and_classes(
+    text: &str,
+    attributes: &[String],
+) -> anyhow::Result<(Vec<String>, Vec<usize>)> {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let headers = reader.headers().context("labels: no header")?.clone();
+    let columns: Vec<Option<usize>> = (attributes.iter())
+        .map(|a| headers.iter().position(|h| h == a))
+        .collect();
+    let mut values = vec![std::collections::BTreeSet::new(); attributes.len()];
+    let mut paths = Vec::new();
+    for row in reader.records() {
+        let row = row.context("labels")?;
+        paths.push(row.get(0).unwrap_or_default().to_string());
+        for (column, seen) in columns.iter().zip(values.iter_mut()) {
+            if let Some(value) = column.and_then(|c| row.get(c)).filter(|v| !v.is_empty()) {
+                seen.insert(value.to_string());
+            }
+        }
+    }
+    Ok((paths, values.iter().map(|v| v.len()).collect()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

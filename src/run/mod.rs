@@ -45,12 +45,14 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         mpi.is_some(),
     )?;
     let overrides = Overrides::of(args);
-    let print_plan = |photos, training, protocol: &str, trials| {
+    let print_plan = |photos, training, protocol: &str, trials, sizes, classes: Vec<usize>| {
         let photos = crate::plan::Photos {
             photos,
             training,
             protocol,
             trials,
+            sizes,
+            classes,
         };
         crate::plan::print(&config, args, &engine, &photos)
     };
@@ -74,7 +76,19 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
                 |p| p.describe(split_by, Path::new("the photo folder")),
             );
             let protocol = format!("{protocol} ([plan] photos; the photos are not here)");
-            return print_plan(photos, training, &protocol, c.trials);
+            // Each attribute two classes, but `split_by`'s `[plan] classes`.
+            let attributes = c.attributes.clone();
+            let classes = if attributes.is_empty() {
+                vec![config.plan.classes.map_or(2, |n| n as usize)]
+            } else {
+                (attributes.iter())
+                    .map(|a| match config.plan.classes {
+                        Some(n) if Some(a.as_str()) == c.split_by.as_deref() => n as usize,
+                        _ => 2,
+                    })
+                    .collect()
+            };
+            return print_plan(photos, training, &protocol, c.trials, None, classes);
         }
         Err(e) => return Err(e),
     };
@@ -91,11 +105,17 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
     if args.plan {
         let folder = source.folder().unwrap_or(Path::new("the synthetic set"));
         let trials = protocol.trials().len();
+        let (paths, classes) = dataset::paths_and_classes(&labels_text, &attributes)?;
+        let sizes = source
+            .folder()
+            .and_then(|f| crate::plan::photo_sizes(f, &paths));
         return print_plan(
             photos,
             training,
             &protocol.describe(&split_by, folder),
             trials,
+            sizes,
+            classes,
         );
     }
     let work = args.work.clone().unwrap_or_else(|| {

@@ -219,7 +219,25 @@ fn protocols_that_cannot_work_are_refused_before_any_stage() {
     let plan = ok(&["run", s(&trials), "--plan"]);
     assert!(
         plan.contains("3 random splits of 1 training photos per kind")
-            && plan.contains("each of the 3 trials"),
+            && plan.contains("each of the 3 trials")
+            && plan.contains("a trial, ")
+            && plan.contains("for the 3 trials: features "),
+        "{plan}"
+    );
+    // The field's config plans without its photos: `[plan] photos` and `classes` size it.
+    let scene15 = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/scene15.toml");
+    let plan = ok(&[
+        "run",
+        scene15,
+        "--plan",
+        "--dataset",
+        s(&dir.path().join("absent")),
+    ]);
+    assert!(
+        plan.contains("4485 photos; 10 random splits of 100 training photos per class")
+            && plan.contains("1500 photos train each trial's vocabularies and models")
+            && plan.contains("for the 10 trials")
+            && plan.contains("toward its 5 nearest words"),
         "{plan}"
     );
     let plain = config(dir.path(), "plain", &photos, "");
