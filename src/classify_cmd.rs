@@ -19,7 +19,7 @@ use crate::settings::{ClassifySettings, EvaluateSettings, Split, TrainSettings};
 use crate::tables;
 
 /// C values tried by cross-validation (the scale of scikit-learn's usual grid).
-const C_GRID: [f64; 5] = [0.01, 0.1, 1.0, 10.0, 100.0];
+pub(crate) const C_GRID: [f64; 5] = [0.01, 0.1, 1.0, 10.0, 100.0];
 
 /// The encoding recorded beside a histogram file, if any.
 pub fn read_encoding(histograms: &Path) -> anyhow::Result<Option<Encoding>> {

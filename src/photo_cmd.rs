@@ -275,9 +275,11 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
         to.name(),
         started.elapsed().as_secs_f64()
     );
-    if !args.vocabulary && from.keeps_positions() && !to.keeps_positions() {
+    // (CSV keeps positions only under a picture_id,row,col header; vocab's formats always.)
+    if !args.vocabulary && matches!(from, Format::Bin | Format::Text) && !to.keeps_positions() {
         println!(
-            "  {} holds bare vectors: picture ids, rows and columns are left out (keep them:              .csv, .txt or vocab's binary format)",
+            "  {} holds bare vectors: picture ids, rows and columns are left out (keep them: \
+             .csv, .txt or vocab's binary format)",
             to.name()
         );
     }

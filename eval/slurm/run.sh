@@ -31,10 +31,20 @@ fi
 "$vocab" --version >/dev/null
 
 tmp=$(mktemp -d /tmp/vocab-slurm.XXXXXX)
-pids=()
+out_failed=${out_md%.md}.failed-logs
 cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  status=$?
+  # The daemons by their pid files, whether or not the run got far enough to read them.
+  for f in "$tmp/slurmd.pid" "$tmp/slurmctld.pid" "$tmp/munge/munged.pid"; do
+    [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
+  done
   sleep 1
+  if [ "$status" -ne 0 ]; then
+    # The evidence of a failed run is kept: the record so far, the jobs' and daemons' logs.
+    mkdir -p "$out_failed"
+    cp -r "$tmp/log" "$tmp"/record.md "$tmp"/jobs/*.log "$out_failed"/ 2>/dev/null || true
+    echo "slurm: failed; logs kept in $out_failed" >&2
+  fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -46,7 +56,6 @@ chmod 400 "$tmp/munge/munge.key"
 munged --force --key-file="$tmp/munge/munge.key" --socket="$tmp/munge/munge.socket" \
   --pid-file="$tmp/munge/munged.pid" --log-file="$tmp/munge/munged.log" \
   --seed-file="$tmp/munge/munged.seed"
-pids+=("$(cat "$tmp/munge/munged.pid")")
 
 # One node, named vocab1, on 127.0.0.1, declared with at least 4 CPUs (config_overrides: slurmd
 # takes the declared figures) so that 3 ranks fit on a 2-core machine; memory as it has.
@@ -83,11 +92,6 @@ CONF
 export SLURM_CONF=$tmp/slurm.conf
 slurmctld -f "$SLURM_CONF"
 slurmd -f "$SLURM_CONF" -N vocab1
-for _ in $(seq 60); do
-  [ -f "$tmp/slurmctld.pid" ] && [ -f "$tmp/slurmd.pid" ] && break
-  sleep 1
-done
-pids+=("$(cat "$tmp/slurmd.pid")" "$(cat "$tmp/slurmctld.pid")")
 for _ in $(seq 60); do
   sinfo -h -o %t 2>/dev/null | grep -qx idle && break
   sleep 1
@@ -139,7 +143,8 @@ kmeans_s=$(echo "$(date +%s.%N) - $started" | bc)
   echo
   echo "The job took ${kmeans_s%.*} s from submission to its end."
 } >>"$record"
-cmp -s single.bin slurm.bin
+kmeans_equal=0
+cmp -s single.bin slurm.bin || kmeans_equal=1
 
 # 2. vocab run: one process, then the sbatch script with 3 tasks.
 config=$repo/configs/quickstart.toml
@@ -176,4 +181,4 @@ done
 } >>"$record"
 cp "$record" "$out_md"
 cat "$out_md"
-[ "$differ" -eq 0 ] && [ "$compared" -gt 0 ]
+[ "$kmeans_equal" -eq 0 ] && [ "$differ" -eq 0 ] && [ "$compared" -gt 0 ]

@@ -79,7 +79,24 @@ pub fn read_histograms(path: &Path) -> Result<Table, ClassifyError> {
     };
     let mut table = Table::default();
     let format = Format::detect(path)?;
-    if format != Format::Csv {
+    // CSV is `vocab encode`'s own (`picture_id,path,h0,...`) or any other vector CSV.
+    let header: Vec<String> = if format == Format::Csv {
+        let mut reader = crate::input::csv(csv::ReaderBuilder::new().has_headers(false), path)
+            .map_err(csv_err)?;
+        let mut first = csv::StringRecord::new();
+        reader.read_record(&mut first).map_err(csv_err)?;
+        first.iter().take(3).map(|f| f.trim().to_string()).collect()
+    } else {
+        Vec::new()
+    };
+    let encoded_csv = header.get(1).is_some_and(|h| h == "path");
+    // Rows that name their picture (vocab's formats, CSV with picture_id,row,col), or that hold
+    // the manifest's photos in order.
+    let named = match format {
+        Format::Csv => header == ["picture_id", "row", "col"],
+        other => other.keeps_positions(),
+    };
+    if !encoded_csv {
         let manifest = crate::features::manifest_path(path, "images.csv");
         let mut reader =
             crate::input::csv(&csv::ReaderBuilder::new(), &manifest).map_err(|source| {
@@ -106,7 +123,7 @@ pub fn read_histograms(path: &Path) -> Result<Table, ClassifyError> {
         let mut features = FeatureReader::open(path)?;
         let mut record = Record::default();
         while features.next_into(&mut record)? {
-            if !format.keeps_positions() {
+            if !named {
                 // Row i is the manifest's photo i.
                 let row = record.picture_id as usize;
                 record.picture_id = *order.get(row).ok_or_else(|| {
@@ -130,7 +147,7 @@ pub fn read_histograms(path: &Path) -> Result<Table, ClassifyError> {
             table.paths.push(p.clone());
             table.rows.push(record.values.clone());
         }
-        if !format.keeps_positions() && table.rows.len() != order.len() {
+        if !named && table.rows.len() != order.len() {
             return Err(invalid(
                 &manifest,
                 format!(

@@ -68,6 +68,13 @@ impl MontageParams {
         if !(1..=10_000).contains(&self.per_image) {
             return bad(format!("per-image {}: must be 1 to 10000", self.per_image));
         }
+        // Each sample patch is held with its pixels (about 3.6 kB): at most 3.6 GB.
+        if self.photos.saturating_mul(self.per_image) > 1_000_000 {
+            return bad(format!(
+                "photos {} x per-image {}: at most 1,000,000 sample patches",
+                self.photos, self.per_image
+            ));
+        }
         if !(1..=8).contains(&self.zoom) {
             return bad(format!("zoom {}: must be 1 to 8", self.zoom));
         }

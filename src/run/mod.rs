@@ -62,19 +62,32 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         Err(_) if args.plan && config.plan.photos.is_some() => {
             let photos = config.plan.photos.unwrap_or(0);
             let c = &config.classify;
+            let split_by = c.split_by.as_deref().unwrap_or("the first attribute");
             // Without the labels the classes are known from `[plan] classes` or not at all: then
-            // half the photos train, or fewer.
-            let training = match (c.train_per_class, config.plan.classes) {
-                (Some(n), Some(classes)) => (n as u64).saturating_mul(classes).min(photos),
-                _ => photos.div_ceil(2),
+            // half the photos train, or fewer. With a test folder every photo trains; one that
+            // is not here either is named as the config names it.
+            let tested = config.dataset.test.is_some() || overrides.test.is_some();
+            let (protocol, training) = match Protocol::resolve(&config, base, &overrides, None) {
+                Ok(p @ Protocol::TestFolder { .. }) => {
+                    (p.describe(split_by, Path::new("the photo folder")), photos)
+                }
+                Ok(p) => {
+                    let training = match (c.train_per_class, config.plan.classes) {
+                        (Some(n), Some(classes)) => (n as u64).saturating_mul(classes).min(photos),
+                        _ => photos.div_ceil(2),
+                    };
+                    (
+                        p.describe(split_by, Path::new("the photo folder")),
+                        training,
+                    )
+                }
+                Err(_) if tested => (
+                    "every photo trains, the test folder is scored ([dataset] test)".to_string(),
+                    photos,
+                ),
+                Err(e) => return Err(e),
             };
             crate::plan::check_sizes(&config, &engine, training)?;
-            let split_by = c.split_by.as_deref().unwrap_or("the first attribute");
-            // A test folder that is not here either is named as the config names it.
-            let protocol = Protocol::resolve(&config, base, &overrides, None).map_or_else(
-                |_| "every photo trains, the test folder is scored ([dataset] test)".to_string(),
-                |p| p.describe(split_by, Path::new("the photo folder")),
-            );
             let protocol = format!("{protocol} ([plan] photos; the photos are not here)");
             // Each attribute two classes, but `split_by`'s `[plan] classes`.
             let attributes = c.attributes.clone();
@@ -147,7 +160,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
     let _lock = WorkLock::acquire(&work)?;
     // Ctrl-C from here on: say where the run stopped, leave no temporary folder.
     let command: Vec<String> = std::env::args().collect();
-    interrupt::watch(command.join(" "), work.clone());
+    interrupt::watch(interrupt::resume_command(&command), work.clone());
     let mut runner = Runner::new(&work, args.force.as_deref())?;
     // The rack map: `--racks` (read when the MPI job started), else `[kmeans.racks]`.
     let mpi = mpi.map(|m| match (&args.racks, config.kmeans.racks.is_empty()) {

@@ -4,8 +4,10 @@
 //!
 //! Each trial learns its vocabularies and models from its own training photos only: its sample
 //! is cut from them (the features step reads the trial's `train.csv`), and its SVMs train on
-//! them (the split file). Trial `t` (from 1) splits with seed `split_seed + t - 1`, so the first
-//! trial is the single split of a run without trials, under the same cache keys.
+//! them (the split file). Trial `t` (from 1) splits with seed `split_seed + t - 1`; with more than
+//! one trial every step's label carries `-tT`, so trial 1 is not the cached single split of a run
+//! without trials. With a test folder the one "trial" trains on every photo, and `split_seed`
+//! seeds its cross-validation folds.
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +35,8 @@ pub enum Protocol {
         photos: PathBuf,
         /// Labels CSV.
         labels: PathBuf,
+        /// `split_seed`: the seed of the SVMs' cross-validation folds.
+        seed: u64,
     },
 }
 
@@ -133,6 +137,7 @@ impl Protocol {
         Ok(Self::TestFolder {
             photos: test,
             labels,
+            seed: c.split_seed,
         })
     }
 
@@ -147,10 +152,10 @@ impl Protocol {
                     rule,
                 })
                 .collect(),
-            Self::TestFolder { .. } => vec![Trial {
+            Self::TestFolder { seed, .. } => vec![Trial {
                 index: 0,
                 of: 1,
-                seed: 0,
+                seed,
                 rule: SplitRule::All,
             }],
         }
@@ -187,7 +192,7 @@ impl Protocol {
     /// The test folder, if the run scores one.
     pub fn test_folder(&self) -> Option<(&Path, &Path)> {
         match self {
-            Self::TestFolder { photos, labels } => Some((photos, labels)),
+            Self::TestFolder { photos, labels, .. } => Some((photos, labels)),
             Self::Splits { .. } => None,
         }
     }
@@ -249,6 +254,22 @@ mod tests {
         assert_eq!(
             one.describe("kind", Path::new("d")),
             "one random split 50/50 stratified by kind, seed 7"
+        );
+        // A test folder's one trial trains on everything; split_seed seeds its CV folds.
+        let test = Protocol::TestFolder {
+            photos: "t".into(),
+            labels: "t/labels.csv".into(),
+            seed: 5,
+        };
+        let trials = test.trials();
+        assert_eq!(
+            (
+                trials.len(),
+                trials[0].seed,
+                trials[0].rule,
+                trials[0].suffix()
+            ),
+            (1, 5, SplitRule::All, String::new())
         );
     }
 }

@@ -182,9 +182,15 @@ impl Runner {
         let started = Instant::now();
         // The step writes into `tmp`; what it prints names the folder it is renamed to.
         let mut out = Relocate::new(&tmp, &done, std::io::stdout());
-        let output = stage
-            .run(&tmp, &mut out)
-            .with_context(|| format!("stage {name} ({label})"))?;
+        let output = stage.run(&tmp, &mut out);
+        if output.is_err() && super::interrupt::interrupted() {
+            // Ctrl-C moved the step's folder away under it: the interruption ends the process
+            // and says so; this error is not the step's.
+            loop {
+                std::thread::park();
+            }
+        }
+        let output = output.with_context(|| format!("stage {name} ({label})"))?;
         out.flush().context("cannot write to stdout")?;
         let seconds = started.elapsed().as_secs_f64();
         let record = Record {
@@ -196,8 +202,9 @@ impl Runner {
         let text = toml::to_string(&record).context("cannot format the step's record")?;
         vocab_pipeline::atomic::write(&tmp.join("step.toml"), text.as_bytes())
             .with_context(|| format!("cannot write the record of {}", tmp.display()))?;
-        replace(&tmp, &done, &dir.join(format!(".old-{label}-{key}")))?;
-        super::interrupt::finished();
+        super::interrupt::finishing(|| {
+            replace(&tmp, &done, &dir.join(format!(".old-{label}-{key}")))
+        })?;
         self.steps.push(Step {
             stage: name,
             label,

@@ -9,7 +9,7 @@ use vocab_pipeline::kmeans::{Assignment, approx};
 use vocab_pipeline::patch::Sampling;
 use vocab_pipeline::store::Format;
 
-use super::rules::{Invalid, Kind, apart, format_for, new_folder, output, within};
+use super::rules::{Invalid, Kind, apart, new_folder, output, within};
 use super::vocabulary_settings::assignment_of;
 use crate::options::{DEFAULT_MAX_MPIX, EncodeOptions, is_default_mpix};
 use vocab_pipeline::kmeans::Search;
@@ -71,9 +71,7 @@ impl FeatureSettings {
             input: args.input.clone(),
             labels: args.labels.clone(),
             out: args.out.clone(),
-            format: args
-                .format
-                .map_or_else(|| format_for(&args.out), Format::from),
+            format: super::rules::vectors_out("out", &args.out, args.format)?,
             params,
         })
     }
@@ -208,6 +206,7 @@ impl EncodeSettings {
         options: &EncodeOptions,
     ) -> Result<Self, Invalid> {
         output("out", out)?;
+        super::rules::vectors_out("out", out, None)?;
         let mut inputs = vec![("vocabulary", vocabulary), ("input", input)];
         inputs.extend(labels.map(|l| ("labels", l)));
         apart("out", out, Kind::File, &inputs)?;

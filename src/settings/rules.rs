@@ -235,3 +235,23 @@ fn file_id(path: &Path) -> Option<(u64, u64)> {
 pub fn format_for(path: &Path) -> Format {
     Format::for_path(path)
 }
+
+/// The format of an output of real-valued vectors (HOG features, centroids, histograms):
+/// `format`, or the one its extension asks for; `.bvecs`, which holds bytes, refused before any
+/// work is done.
+pub fn vectors_out(
+    key: &'static str,
+    path: &Path,
+    format: Option<Format>,
+) -> Result<Format, Invalid> {
+    let format = format.unwrap_or_else(|| format_for(path));
+    if format == Format::Bvecs {
+        return Err(Invalid::new(
+            key,
+            path.display(),
+            "cannot be .bvecs: it holds whole numbers 0 to 255, and these vectors are real \
+             numbers; write .fvecs or .npy",
+        ));
+    }
+    Ok(format)
+}

@@ -14,7 +14,7 @@ use vocab_pipeline::store::Element;
 use vocab_pipeline::kmeans::{Assignment, Init, Params};
 use vocab_pipeline::store::Format;
 
-use super::rules::{Invalid, Kind, MAX_LOCAL_NODES, apart, at_least, format_for, output, within};
+use super::rules::{Invalid, Kind, MAX_LOCAL_NODES, apart, at_least, output, within};
 
 /// Settings of the partition stage.
 #[derive(Debug, Clone)]
@@ -350,9 +350,7 @@ impl KmeansSettings {
         Self {
             features: args.features.clone(),
             out: args.out.clone(),
-            format: args
-                .format
-                .map_or_else(|| format_for(&args.out), Format::from),
+            format: super::rules::vectors_out("out", &args.out, args.format)?,
             k: args.k,
             iterations: args.iterations,
             tol: args.tol,

@@ -357,4 +357,41 @@ fn formats_vocab_cannot_read_are_refused_with_what_it_reads() {
         err.contains(".npy (2-D float32, float64 or uint8)"),
         "{err}"
     );
+    // pandas' header (columns 0, 1, ...) is a header, not a vector; its index column is refused.
+    let pandas = dir.path().join("pandas.csv");
+    std::fs::write(&pandas, "0,1,2\n0.5,0.25,1\n").expect("write");
+    let text = dir.path().join("pandas.txt");
+    ok(&["convert", "--input", s(&pandas), "--out", s(&text)]);
+    assert_eq!(
+        std::fs::read_to_string(&text).expect("text"),
+        "0 0 0 0.5 0.25 1.0\n"
+    );
+    std::fs::write(&pandas, ",0,1\n0,0.5,0.25\n").expect("write");
+    refused(&pandas, "index=False");
+    // A float64 past the float32 range is said so, not read as infinity.
+    let big = dir.path().join("big.csv");
+    std::fs::write(&big, "1,2e300\n").expect("write");
+    refused(&big, "value 2 (2e300) is past the float32 range");
+    // An empty .fvecs holds no vectors: read, and said so.
+    let empty = dir.path().join("empty.fvecs");
+    std::fs::write(&empty, "").expect("write");
+    refused(&empty, "holds no records");
+    // .bvecs out of real-valued vectors is refused before any work.
+    let features = dir.path().join("f.npy");
+    std::fs::copy(fixture("f32.npy"), &features).expect("copy");
+    let bvecs = dir.path().join("v.bvecs");
+    let err = fails(&[
+        "kmeans",
+        "--features",
+        s(&features),
+        "--k",
+        "2",
+        "--out",
+        s(&bvecs),
+    ]);
+    assert!(
+        err.contains("cannot be .bvecs") && !err.contains("iter"),
+        "{err}"
+    );
+    assert!(!bvecs.exists());
 }

@@ -203,6 +203,19 @@ fn a_test_folder_is_scored_whole_and_never_learned_from() {
     // `config check` takes the test folder too.
     let checked = ok(&["config", "check", s(&config), "--test", s(&test)]);
     assert!(checked.contains("the test folder"), "{checked}");
+    // `[dataset] test` in the config does what --test does.
+    let keyed = dir.path().join("keyed.toml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    let text = text.replacen(
+        "\n\n[features]",
+        &format!("\ntest = {:?}\n\n[features]", s(&test)),
+        1,
+    );
+    std::fs::write(&keyed, text).expect("keyed config");
+    let third = dir.path().join("third");
+    ok(&["run", s(&keyed), "--work", s(&third)]);
+    let read = |work: &Path| std::fs::read(work.join("report/accuracy.csv")).expect("accuracy");
+    assert_eq!(read(&first), read(&third));
 }
 
 #[test]

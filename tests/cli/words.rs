@@ -107,6 +107,36 @@ fn words_are_drawn_as_their_nearest_patches_beside_a_csv_of_them() {
         std::fs::read(path("w.png")).expect("a"),
         std::fs::read(path("other.png")).expect("c")
     );
+    // Fewer photos, a smaller zoom, only the photos a CSV lists, downscaled photos.
+    let listed = path("fields.csv");
+    let labels = std::fs::read_to_string(photos.join("labels.csv")).expect("labels");
+    let fields: String = labels
+        .lines()
+        .filter(|l| l.starts_with("path") || l.starts_with("field/"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&listed, fields).expect("fields");
+    let said = words(
+        "small.png",
+        &[
+            "--photos",
+            "3",
+            "--zoom",
+            "1",
+            "--labels",
+            s(&listed),
+            "--max-side",
+            "120",
+        ],
+    );
+    assert!(said.contains("of 3 photos"), "{said}");
+    let small = image::open(path("small.png")).expect("png").to_luma8();
+    assert_eq!(small.width(), 2 + 6 * 42);
+    for tile in csv_rows(&path("small.png.csv")) {
+        assert!(tile[5].starts_with("field/"), "{tile:?}");
+        let (r, c): (usize, usize) = (tile[6].parse().expect("row"), tile[7].parse().expect("col"));
+        assert!(r + 40 <= 120 && c + 40 <= 120, "{tile:?}");
+    }
     // Refused: nothing to draw, a vocabulary that is not of HOG words.
     let err = fails(&[
         "words",

@@ -54,6 +54,17 @@ fn record_err(path: &Path, location: String, message: impl Into<String>) -> Stor
     }
 }
 
+/// `v` as the nearest `f32`; a finite value past the `f32` range is an error (the message for
+/// value `j`, 0-based), not an infinity.
+fn narrow(v: f64) -> Result<f32, impl Fn(usize) -> String> {
+    let narrow = v as f32;
+    if v.is_finite() && narrow.is_infinite() {
+        Err(move |j: usize| format!("value {} ({v:e}) is past the float32 range", j + 1))
+    } else {
+        Ok(narrow)
+    }
+}
+
 /// The picture id of the `index`-th record (0-based) of a format without ids.
 fn implicit_id(path: &Path, index: u64) -> Result<u32, StoreError> {
     u32::try_from(index).map_err(|_| {
@@ -204,16 +215,18 @@ impl NpyRows {
         // In bounds: `view_npy` checked that the file holds every element of the shape.
         let at = |j: usize| offset + (i * strides[0] + j * strides[1]) * size;
         let map = &self.map[..];
-        record.values.extend((0..cols).map(|j| {
+        for j in 0..cols {
             let b = &map[at(j)..at(j) + size];
-            match element {
+            let v = match element {
                 NpyElement::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
                 NpyElement::F64 => {
-                    f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32
+                    let v = f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+                    narrow(v).map_err(|m| record_err(path, format!("row {}", i + 1), m(j)))?
                 }
                 NpyElement::U8 => f32::from(b[0]),
-            }
-        }));
+            };
+            record.values.push(v);
+        }
         self.next += 1;
         Ok(true)
     }
@@ -237,10 +250,15 @@ impl VecsRows {
         let mut head = [0u8; 4];
         let what = if bytes { "bvecs" } else { "fvecs" };
         if len == 0 {
-            return Err(format_err(
-                path,
-                format!("an empty .{what} file holds no vectors"),
-            ));
+            // No vectors (as an empty .npy or CSV may hold), of no known dimension.
+            return Ok(Self {
+                input,
+                bytes,
+                dims: 0,
+                count: 0,
+                next: 0,
+                buf: Vec::new(),
+            });
         }
         input.read_exact(&mut head).map_err(|_| {
             format_err(
@@ -283,8 +301,9 @@ impl VecsRows {
         })
     }
 
-    pub(super) fn dims(&self) -> usize {
-        self.dims
+    /// Values per vector (unknown in an empty file).
+    pub(super) fn dims(&self) -> Option<usize> {
+        (self.dims > 0).then_some(self.dims)
     }
 
     pub(super) fn count(&self) -> u64 {
@@ -352,6 +371,21 @@ fn numeric(field: &str) -> bool {
     field.trim().parse::<f64>().is_ok()
 }
 
+/// Whether a line of numbers names its columns `0, 1, ...` or `1, 2, ...` (pandas writes a
+/// frame's columns so), rather than holding a vector.
+fn numbered(fields: &csv::StringRecord) -> bool {
+    let first = fields.get(0).map(str::trim);
+    let from = match first {
+        Some("0") => 0,
+        Some("1") => 1,
+        _ => return false,
+    };
+    fields.len() > 1
+        && (fields.iter())
+            .enumerate()
+            .all(|(i, f)| f.trim() == (i + from).to_string())
+}
+
 impl CsvRows {
     pub(super) fn open(path: &Path, file: File) -> Result<Self, StoreError> {
         let reader = csv::ReaderBuilder::new()
@@ -366,9 +400,16 @@ impl CsvRows {
             next: 0,
         };
         if rows.read(path)? {
-            if rows.row.iter().all(numeric) {
+            if rows.row.iter().all(numeric) && !numbered(&rows.row) {
                 rows.pending = true;
             } else {
+                if rows.row.get(0).is_some_and(|f| f.trim().is_empty()) {
+                    return Err(format_err(
+                        path,
+                        "its header's first column has no name (a pandas index?): vocab reads a \
+                         vector a line, so write it without the index (to_csv(index=False))",
+                    ));
+                }
                 let names: Vec<String> = rows
                     .row
                     .iter()
@@ -448,8 +489,8 @@ impl CsvRows {
             record.col = 0;
         }
         record.values.clear();
-        for field in fields {
-            let v: f32 = field.parse().map_err(|_| {
+        for (j, field) in fields.enumerate() {
+            let v: f64 = field.parse().map_err(|_| {
                 let field = crate::input::prefix(field, 32);
                 record_err(
                     path,
@@ -457,6 +498,7 @@ impl CsvRows {
                     format!("value {field} is not a number"),
                 )
             })?;
+            let v = narrow(v).map_err(|m| record_err(path, location.clone(), m(j)))?;
             record.values.push(v);
         }
         if record.values.is_empty() {
@@ -537,9 +579,19 @@ impl ForeignSink {
                 }
             }
             Self::Vecs { out, bytes } => {
-                let dims = i32::try_from(values.len()).map_err(|_| {
-                    format_err(path, "vectors of over 2^31 values do not fit .fvecs/.bvecs")
-                })?;
+                let dims = i32::try_from(values.len())
+                    .ok()
+                    .filter(|&d| d as usize <= MAX_VECS_DIMS)
+                    .ok_or_else(|| {
+                        format_err(
+                            path,
+                            format!(
+                                "vectors of {} values: .fvecs/.bvecs as vocab reads them hold at \
+                                 most {MAX_VECS_DIMS}",
+                                values.len()
+                            ),
+                        )
+                    })?;
                 out.write_all(&dims.to_le_bytes())
                     .map_err(|e| io_err(path, e))?;
                 if *bytes {

@@ -789,7 +789,7 @@ impl FeatureReader {
             Inner::Bin { header, .. } => Some(header.dims),
             Inner::Text { dims, .. } => *dims,
             Inner::Npy(rows) => Some(rows.dims()),
-            Inner::Vecs(rows) => Some(rows.dims()),
+            Inner::Vecs(rows) => rows.dims(),
             Inner::Csv(rows) => rows.dims(),
         }
     }
