@@ -112,6 +112,45 @@ pub struct Shape {
     pub norm: Norm,
 }
 
+/// The weight of pyramid level `level` of `levels` (Lazebnik et al.): `1 / 2^L` for level 0,
+/// `1 / 2^(L - l + 1)` for level `l > 0`, `L = levels - 1`; 1 without a pyramid.
+pub(super) fn level_weight(level: usize, levels: usize) -> f64 {
+    let top = levels.max(1) - 1;
+    if levels <= 1 {
+        1.0
+    } else if level == 0 {
+        1.0 / (1u64 << top) as f64
+    } else {
+        1.0 / (1u64 << (top - level + 1)) as f64
+    }
+}
+
+/// The cell (row-major, of `cells x cells`) of the patch whose top-left corner is `(r, c)`, by
+/// its centre, in a `width x height` photo.
+pub(super) fn cell_of((r, c): (usize, usize), cells: usize, width: usize, height: usize) -> usize {
+    let (cy, cx) = (r + PATCH_SIDE / 2, c + PATCH_SIDE / 2);
+    ((cy * cells / height.max(1)).min(cells - 1)) * cells
+        + (cx * cells / width.max(1)).min(cells - 1)
+}
+
+/// Patch `i`'s words in a vocabulary of `k` and their weights: `words[i * per..][..per]` with
+/// `weights` likewise (none: 1 each); words past the vocabulary (`u32::MAX`) skipped.
+pub(super) fn slots<'a>(
+    words: &'a [u32],
+    weights: Option<&'a [f32]>,
+    per: usize,
+    i: usize,
+    k: usize,
+) -> impl Iterator<Item = (usize, f64)> + 'a {
+    (i * per..(i + 1) * per).filter_map(move |slot| {
+        let word = *words.get(slot).filter(|&&w| (w as usize) < k)?;
+        let share = weights
+            .and_then(|w| w.get(slot))
+            .map_or(1.0, |&w| f64::from(w));
+        Some((word as usize, share))
+    })
+}
+
 /// The histogram of one photo's patches, patch `i` counting toward words
 /// `words[i * per..][..per]` with `weights` likewise (none: weight 1 each, `per = 1`); words
 /// past the vocabulary (`u32::MAX`) are skipped.
@@ -131,31 +170,16 @@ pub fn weighted_histogram(
     } = shape;
     let per = per.max(1);
     let levels = levels.max(1);
-    let top = levels - 1;
     let mut out = vec![0f64; encoded_len(k, levels)];
     let n = positions.len().max(1) as f64;
     let mut base = 0;
     for level in 0..levels {
         let cells = 1usize << level;
-        let weight = if levels == 1 {
-            1.0
-        } else if level == 0 {
-            1.0 / (1u64 << top) as f64
-        } else {
-            1.0 / (1u64 << (top - level + 1)) as f64
-        };
-        for (i, &(r, c)) in positions.iter().enumerate() {
-            let (cy, cx) = (r + PATCH_SIDE / 2, c + PATCH_SIDE / 2);
-            let cell = ((cy * cells / height.max(1)).min(cells - 1)) * cells
-                + (cx * cells / width.max(1)).min(cells - 1);
-            for slot in i * per..(i + 1) * per {
-                let Some(&word) = words.get(slot).filter(|&&w| (w as usize) < k) else {
-                    continue;
-                };
-                let share = weights
-                    .and_then(|w| w.get(slot))
-                    .map_or(1.0, |&w| f64::from(w));
-                out[base + cell * k + word as usize] += weight * share / n;
+        let weight = level_weight(level, levels);
+        for (i, &place) in positions.iter().enumerate() {
+            let cell = cell_of(place, cells, width, height);
+            for (word, share) in slots(words, weights, per, i, k) {
+                out[base + cell * k + word] += weight * share / n;
             }
         }
         base += cells * cells * k;

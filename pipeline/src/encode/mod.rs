@@ -25,11 +25,13 @@ mod bow;
 mod error;
 mod method;
 mod params;
+mod vlad;
 
 pub use self::bow::{Norm, Shape, Soft, encoded_len, histogram, weighted_histogram};
 pub use self::error::{EncodeParamsError, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES, MAX_SOFT};
 pub use self::method::{Found, Method};
 pub use self::params::{EncodeParams, Encoding, base_scale, is_base_scale};
+pub use self::vlad::{VladShape, vlad};
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,187 @@
+//! VLAD, the vector of locally aggregated descriptors (Jégou et al. 2010), with Arandjelović and
+//! Zisserman's intra-normalisation (2013): a photo's patches as the sums of their residuals to
+//! their nearest words, each residual weighted as soft assignment weights the word (hard
+//! assignment: one word, weight 1), per cell of the spatial pyramid.
+//!
+//! For cell `c` and word `j`, `v[c, j] = sum over the cell's patches x and their words j of
+//! w(x, j) (x - mu_j)`, summed in `f64` in patch order. Then:
+//! 1. intra-normalisation: each `v[c, j]` (a block of `dims` values) divided by its L2 norm
+//!    (a block with no patch, or of norm 0, stays 0);
+//! 2. the pyramid: level `l`'s blocks times the level's weight ([`super::bow`]'s, Lazebnik et
+//!    al.'s);
+//! 3. the signed square root of every value (`sign(v) sqrt(|v|)`, power normalisation);
+//! 4. the whole vector divided by its L2 norm.
+//!
+//! The layout is level 0 first, cells row-major, words in order, `dims` values each: `cells x k x
+//! dims` values in all.
+
+use super::bow::{cell_of, level_weight, slots};
+
+/// What a VLAD vector is laid out over.
+#[derive(Debug, Clone, Copy)]
+pub struct VladShape {
+    /// Words.
+    pub k: usize,
+    /// Values per descriptor (and per word).
+    pub dims: usize,
+    /// Photo width (pixels).
+    pub width: usize,
+    /// Photo height (pixels).
+    pub height: usize,
+    /// Pyramid levels.
+    pub levels: usize,
+}
+
+impl VladShape {
+    /// Values of the vector: `k x dims` per cell, `sum 4^l` cells.
+    pub fn len(&self) -> usize {
+        super::bow::encoded_len(self.k * self.dims, self.levels)
+    }
+
+    /// Whether the vector is empty (never for a vocabulary of descriptors).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The VLAD vector of one photo's patches: patch `i` has the descriptor
+/// `descriptors[i * dims..][..dims]`, lies at `positions[i]` and goes to words
+/// `words[i * per..][..per]` with `weights` likewise (none: weight 1 each, `per = 1`); words past
+/// the vocabulary (`u32::MAX`) are skipped. `centroids` holds the `k` words, `dims` values each.
+///
+/// # Panics
+/// If the slices do not hold what `shape` and `per` say.
+pub fn vlad(
+    descriptors: &[f32],
+    words: &[u32],
+    weights: Option<&[f32]>,
+    per: usize,
+    positions: &[(usize, usize)],
+    centroids: &[f32],
+    shape: VladShape,
+) -> Vec<f32> {
+    let VladShape {
+        k,
+        dims,
+        width,
+        height,
+        levels,
+    } = shape;
+    let per = per.max(1);
+    let levels = levels.max(1);
+    assert_eq!(descriptors.len(), positions.len() * dims, "descriptors");
+    assert_eq!(words.len(), positions.len() * per, "words");
+    assert_eq!(centroids.len(), k * dims, "centroids");
+    let block = k * dims;
+    let mut v = vec![0f64; shape.len()];
+    let mut base = 0;
+    let mut level_of_block = Vec::with_capacity(shape.len() / dims.max(1));
+    for level in 0..levels {
+        let cells = 1usize << level;
+        for (i, &place) in positions.iter().enumerate() {
+            let cell = cell_of(place, cells, width, height);
+            let x = &descriptors[i * dims..(i + 1) * dims];
+            for (word, w) in slots(words, weights, per, i, k) {
+                let mu = &centroids[word * dims..(word + 1) * dims];
+                let out = &mut v[base + cell * block + word * dims..][..dims];
+                for ((o, &xv), &m) in out.iter_mut().zip(x).zip(mu) {
+                    *o += w * (f64::from(xv) - f64::from(m));
+                }
+            }
+        }
+        level_of_block.extend(std::iter::repeat_n(level, cells * cells * k));
+        base += cells * cells * block;
+    }
+    // 1-2. Intra-normalisation and the level weights, block by block.
+    for (b, &level) in v.chunks_exact_mut(dims.max(1)).zip(&level_of_block) {
+        let norm = b.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let scale = if norm > 0.0 {
+            level_weight(level, levels) / norm
+        } else {
+            0.0
+        };
+        b.iter_mut().for_each(|x| *x *= scale);
+    }
+    // 3-4. Signed square root, then L2.
+    v.iter_mut().for_each(|x| *x = x.signum() * x.abs().sqrt());
+    let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let scale = if norm > 0.0 { 1.0 / norm } else { 0.0 };
+    v.iter().map(|&x| (x * scale) as f32).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `eval/vlad/fixture.json`, written by `eval/vlad/make_fixture.py` (numpy formulas).
+    #[derive(serde::Deserialize)]
+    struct Fixture {
+        k: usize,
+        dims: usize,
+        per: usize,
+        width: usize,
+        height: usize,
+        levels: usize,
+        descriptors: Vec<f32>,
+        centroids: Vec<f32>,
+        words: Vec<u32>,
+        weights: Vec<f32>,
+        positions: Vec<(usize, usize)>,
+        expected: Vec<f64>,
+        expected_hard: Vec<f64>,
+    }
+
+    #[test]
+    fn vlad_equals_the_numpy_formulas() {
+        let text = include_str!("../../../eval/vlad/fixture.json");
+        let f: Fixture = serde_json::from_str(text).expect("fixture");
+        let shape = VladShape {
+            k: f.k,
+            dims: f.dims,
+            width: f.width,
+            height: f.height,
+            levels: f.levels,
+        };
+        let soft = vlad(
+            &f.descriptors,
+            &f.words,
+            Some(&f.weights),
+            f.per,
+            &f.positions,
+            &f.centroids,
+            shape,
+        );
+        // Hard: each patch's first word, weight 1.
+        let first: Vec<u32> = f.words.chunks_exact(f.per).map(|w| w[0]).collect();
+        let hard = vlad(
+            &f.descriptors,
+            &first,
+            None,
+            1,
+            &f.positions,
+            &f.centroids,
+            shape,
+        );
+        for (got, want) in [(soft, &f.expected), (hard, &f.expected_hard)] {
+            assert_eq!(got.len(), want.len());
+            for (i, (&g, &w)) in got.iter().zip(want.iter()).enumerate() {
+                assert!((f64::from(g) - w).abs() < 1e-6, "value {i}: {g} vs {w}");
+            }
+            let norm: f64 = got.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
+            assert!((norm - 1.0).abs() < 1e-5, "unit length: {norm}");
+        }
+    }
+
+    #[test]
+    fn a_photo_without_patches_is_all_zeros() {
+        let shape = VladShape {
+            k: 2,
+            dims: 3,
+            width: 50,
+            height: 50,
+            levels: 2,
+        };
+        let v = vlad(&[], &[], None, 1, &[], &[0.0; 6], shape);
+        assert_eq!(v, vec![0.0; 5 * 2 * 3]);
+    }
+}
