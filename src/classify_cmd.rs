@@ -89,6 +89,18 @@ pub fn train(
     let kernel_map = match args.kernel_map.kernel() {
         None => None,
         Some(kernel) => {
+            if let Some(enc) = encoding
+                .as_ref()
+                .filter(|e| e.params().method.pooling() != vocab_pipeline::encode::Pooling::Bow)
+            {
+                bail!(
+                    "--kernel-map {}: the map takes histograms, and {} holds {} vectors (signed, \
+                     already normalised for a linear SVM); drop the kernel map",
+                    kernel.name(),
+                    args.histograms.display(),
+                    enc.params().method.pooling().name()
+                );
+            }
             if let Some(enc) = encoding.as_ref().filter(|e| e.params().norm != Norm::L1) {
                 bail!(
                     "--kernel-map {}: the map takes L1-normalised histograms, and {} were \

@@ -5,7 +5,7 @@
 //! nothing of the binary, so `cli`, `config` and `settings` can all lean on it.
 
 use serde::{Deserialize, Serialize};
-use vocab_pipeline::encode::Norm;
+use vocab_pipeline::encode::{Norm, Pooling};
 use vocab_pipeline::kmeans::{Kernel, Search};
 
 /// Default pixel limit of the photo stages, in megapixels.
@@ -30,6 +30,12 @@ pub struct EncodeOptions {
     /// Spatial pyramid levels (1 = plain bag of words; 3 = 1x1 + 2x2 + 4x4).
     #[arg(long, value_name = "LEVELS", default_value_t = 1)]
     pub pyramid: usize,
+    /// How a photo's patches become its vector: bag of words (word counts per pyramid cell), or
+    /// VLAD (each word's residual sum, 512 values a word and cell; intra-normalised, signed
+    /// square root, L2; --norm does not apply).
+    #[arg(long, value_enum, default_value_t = Pooling::Bow)]
+    #[serde(skip_serializing_if = "Pooling::is_bow")]
+    pub method: Pooling,
     /// Downscale photos whose longer side exceeds PX (area averaging).
     #[arg(long, value_name = "PX")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,6 +98,7 @@ impl Default for EncodeOptions {
             stride: 8,
             norm: Norm::L1,
             pyramid: 1,
+            method: Pooling::Bow,
             max_side: None,
             max_pixels: DEFAULT_MAX_MPIX,
             soft: 0,

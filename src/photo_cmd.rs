@@ -176,6 +176,18 @@ pub fn encode(
 ) -> anyhow::Result<FeatureSummary> {
     let started = Instant::now();
     let vocabulary = read_word_vocabulary(&settings.vocabulary)?;
+    // The rules that need the vocabulary's size, before any photo is read.
+    if let Err(e) = settings.params.check(Some(vocabulary.k())) {
+        use vocab_pipeline::params::Broken as _;
+        anyhow::bail!(
+            "--{} {}: {} (the vocabulary {} has {} words)",
+            e.key(),
+            e.value(),
+            e.rule(),
+            settings.vocabulary.display(),
+            vocabulary.k()
+        );
+    }
     let collection = open_collection(&settings.input, settings.labels.as_deref(), on)?;
     let bar = ui.bar(collection.photos().len() as u64, "encode");
     let progress = |p: features::Progress| {

@@ -437,13 +437,24 @@ fn print_encode(config: &Config, engine: &Backend, nodes: u64, photos: u64) -> a
         "  encode      every photo, dense patches every {} px, each {words} by {search};",
         e.stride
     );
-    println!(
-        "    a {}-level pyramid, {} histograms",
-        e.pyramid,
-        e.norm.name()
-    );
+    match e.method {
+        vocab_pipeline::encode::Pooling::Bow => {
+            println!(
+                "    a {}-level pyramid, {} histograms",
+                e.pyramid,
+                e.norm.name()
+            )
+        }
+        vocab_pipeline::encode::Pooling::Vlad => println!(
+            "    a {}-level pyramid, VLAD vectors (each word's residual sum, 512 values a word and \
+             cell; intra-normalised, signed square root, L2)",
+            e.pyramid
+        ),
+    }
     let tasks = config.plan.map_tasks_per_node as u64;
-    let per_photo = config.encode.params()?.photo_memory();
+    // (VLAD's sums grow with the words: the largest vocabulary's.)
+    let largest = km.k.iter().copied().max().unwrap_or(0);
+    let per_photo = config.encode.params()?.photo_memory_at(largest);
     println!(
         "    {tasks} photos at once a node, at most {} each, {} in all (described {} patches \
          at a time)",

@@ -424,6 +424,16 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
             "takes L1-normalised histograms: set [encode] norm = \"l1\"",
         ));
     }
+    if config.classify.kernel_map != Mapping::None
+        && e.method != vocab_pipeline::encode::Pooling::Bow
+    {
+        return Err(fail(
+            "classify",
+            "kernel_map",
+            "takes histograms, and [encode] method = \"vlad\" makes signed vectors normalised for \
+             a linear SVM: drop the kernel map",
+        ));
+    }
     if config.classify.attributes.iter().any(|a| a == "path") {
         return Err(fail(
             "classify",

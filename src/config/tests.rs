@@ -123,3 +123,21 @@ fn every_committed_config_loads() {
 fn s(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
 }
+
+#[test]
+fn vlad_is_an_encode_method_and_refuses_a_kernel_map() {
+    let c =
+        load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n[encode]\nmethod = \"vlad\"\n")
+            .expect("vlad");
+    assert_eq!(c.encode.method, vocab_pipeline::encode::Pooling::Vlad);
+    let err = load_text(
+        "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n[encode]\nmethod = \"vlad\"\n\
+         [classify]\nkernel_map = \"chi2\"\n",
+    )
+    .expect_err("kernel map")
+    .to_string();
+    assert!(
+        err.contains("[classify] kernel_map") && err.contains("drop the kernel map"),
+        "{err}"
+    );
+}

@@ -171,7 +171,7 @@ impl EncodeOptions {
                 Norm::Hellinger => Norm::Hellinger,
             },
             levels: self.pyramid,
-            method: Method::of_soft(soft),
+            method: Method::of(self.method, soft),
             kernel: self.kernel,
             scales: self.scales.clone(),
             approx,

@@ -392,3 +392,158 @@ fn a_vocabulary_of_other_dims_is_named_in_the_error() {
     );
     assert!(!err.contains("hist.bin"), "{err}");
 }
+
+#[test]
+fn vlad_vectors_are_unit_length_sharded_alike_recorded_and_classified_alike() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set_of(dir.path(), 3, 4);
+    let path = |name: &str| dir.path().join(name);
+    ok(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--per-image",
+        "30",
+        "--out",
+        s(&path("f.bin")),
+    ]);
+    let vocabulary = path("v.bin");
+    ok(&[
+        "kmeans",
+        "--features",
+        s(&path("f.bin")),
+        "--k",
+        "4",
+        "--seed",
+        "1",
+        "--out",
+        s(&vocabulary),
+    ]);
+    let encode = |out: &str, extra: &[&str]| {
+        let out = path(out);
+        let mut args = vec![
+            "encode",
+            "--vocabulary",
+            s(&vocabulary),
+            "--input",
+            s(&photos),
+            "--stride",
+            "16",
+            "--method",
+            "vlad",
+            "--out",
+            s(&out),
+        ];
+        args.extend(extra);
+        ok(&args)
+    };
+    let said = encode("vlad.bin", &["--pyramid", "2", "--soft", "2"]);
+    // 4 words x 512 values x 5 cells, each vector of unit length.
+    assert!(said.contains("10240 values each"), "{said}");
+    let text = path("vlad.txt");
+    ok(&[
+        "convert",
+        "--input",
+        s(&path("vlad.bin")),
+        "--out",
+        s(&text),
+    ]);
+    let rows: Vec<Vec<f64>> = std::fs::read_to_string(&text)
+        .expect("text")
+        .lines()
+        .map(|l| {
+            l.split(' ')
+                .skip(3)
+                .map(|v| v.parse().expect("value"))
+                .collect()
+        })
+        .collect();
+    assert_eq!(rows.len(), 12);
+    for row in &rows {
+        assert_eq!(row.len(), 10240);
+        let norm: f64 = row.iter().map(|v| v * v).sum();
+        assert!((norm - 1.0).abs() < 1e-4, "{norm}");
+        assert!(row.iter().any(|&v| v < 0.0), "signed");
+    }
+    // Two loopback workers: the same bytes; the record names the method.
+    encode(
+        "vlad-2.bin",
+        &["--pyramid", "2", "--soft", "2", "--local-nodes", "2"],
+    );
+    assert_eq!(
+        std::fs::read(path("vlad.bin")).expect("a"),
+        std::fs::read(path("vlad-2.bin")).expect("b")
+    );
+    let record = std::fs::read_to_string(path("vlad.bin.encoding.json")).expect("record");
+    assert!(record.contains("\"method\": \"vlad\""), "{record}");
+    // A linear SVM trains on them; kernel maps (for histograms) are refused.
+    let labels = photos.join("labels.csv");
+    let (histograms, model) = (path("vlad.bin"), path("m.json"));
+    let train = |extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--histograms",
+            s(&histograms),
+            "--labels",
+            s(&labels),
+            "--attribute",
+            "urbanicity",
+            "--out",
+            s(&model),
+        ];
+        args.extend(extra);
+        args.iter().map(|a| a.to_string()).collect::<Vec<_>>()
+    };
+    let args = train(&["--kernel-map", "chi2"]);
+    let err = fails(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        err.contains("holds vlad vectors") && err.contains("drop the kernel map"),
+        "{err}"
+    );
+    let args = train(&[]);
+    ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    // classify encodes new photos as the model's were: VLAD, from the record.
+    let new = photo_set_of(&path("new"), 1, 77);
+    let out = path("labelled.csv");
+    let said = ok(&[
+        "classify",
+        "--model",
+        s(&path("m.json")),
+        "--input",
+        s(&new),
+        "--out",
+        s(&out),
+    ]);
+    assert!(said.contains("4 photos labelled"), "{said}");
+    // Too many values a photo (64 words x 512 x 341 cells) is refused before any photo is read.
+    let large = path("v64.bin");
+    ok(&[
+        "kmeans",
+        "--features",
+        s(&path("f.bin")),
+        "--k",
+        "64",
+        "--seed",
+        "1",
+        "--out",
+        s(&large),
+    ]);
+    let err = fails(&[
+        "encode",
+        "--vocabulary",
+        s(&large),
+        "--input",
+        s(&photos),
+        "--method",
+        "vlad",
+        "--pyramid",
+        "5",
+        "--out",
+        s(&path("long.bin")),
+    ]);
+    assert!(
+        err.contains("--method vlad") && err.contains("11173888 values a photo"),
+        "{err}"
+    );
+    assert!(!path("long.bin").exists());
+}

@@ -12,6 +12,9 @@ pub const MAX_SOFT: usize = 64;
 pub const MAX_SCALES: usize = 4;
 /// Largest patch side of a scale: 8x the base (the photo downscaled 8 times).
 pub const MAX_SCALE_SIDE: usize = 320;
+/// Most values a photo's VLAD vector may hold: 2^22 (16 MiB of f32 a photo), e.g. 256 words
+/// over a 2-level pyramid (5 cells x 256 x 512 = 655,360) or 1,024 words without one.
+pub const MAX_VLAD_VALUES: usize = 1 << 22;
 
 /// A rule an encoding's parameters break.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +46,15 @@ pub enum EncodeParamsError {
     Probes,
     /// A normalisation other than `l1` or `hellinger` (a file read back).
     Norm(String),
+    /// A VLAD vector past [`MAX_VLAD_VALUES`] values.
+    VladTooLong {
+        /// Words.
+        k: usize,
+        /// Pyramid levels.
+        levels: usize,
+        /// Values it would hold.
+        values: usize,
+    },
 }
 
 impl Broken for EncodeParamsError {
@@ -58,6 +70,7 @@ impl Broken for EncodeParamsError {
             Self::ApproxKernel => "kernel",
             Self::Probes => "probes",
             Self::Norm(_) => "norm",
+            Self::VladTooLong { .. } => "method",
         }
     }
 
@@ -75,6 +88,7 @@ impl Broken for EncodeParamsError {
             Self::ApproxKernel => "int8".into(),
             Self::Probes => "0".into(),
             Self::Norm(n) => n.clone(),
+            Self::VladTooLong { .. } => "vlad".into(),
         }
     }
 
@@ -99,6 +113,10 @@ impl Broken for EncodeParamsError {
             }
             Self::Probes => "must be at least 1 list".into(),
             Self::Norm(_) => "must be l1 or hellinger".into(),
+            Self::VladTooLong { k, levels, values } => format!(
+                "over {k} words and {levels} pyramid levels gives {values} values a photo, past \
+                 the {MAX_VLAD_VALUES} allowed: use fewer words or levels"
+            ),
         }
     }
 }

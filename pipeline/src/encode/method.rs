@@ -6,6 +6,8 @@
 
 use super::bow::{Shape, Soft, weighted_histogram};
 use super::error::{EncodeParamsError, MAX_SOFT};
+use super::vlad::{VladShape, VladSums};
+use crate::hog::DIMS;
 
 /// How patches and their words are pooled into a photo's vector.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -14,6 +16,44 @@ pub enum Method {
     Hard,
     /// Bag of words with soft assignment: each patch counts toward its few nearest words.
     Soft(Soft),
+    /// VLAD ([`super::vlad`]): each patch's residuals to its nearest word, or to its few nearest
+    /// weighted as soft assignment weighs them.
+    Vlad(Option<Soft>),
+}
+
+/// The pooling of a [`Method`], as the command line, configs and encoding records name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Pooling {
+    /// Bag of words: word counts per pyramid cell.
+    #[default]
+    Bow,
+    /// VLAD: residual sums per word and pyramid cell, `k x 512` values a cell.
+    Vlad,
+}
+
+impl Pooling {
+    /// The name on the command line and in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Bow => "bow",
+            Self::Vlad => "vlad",
+        }
+    }
+
+    /// Whether this is bag of words (records leave it out).
+    pub fn is_bow(&self) -> bool {
+        *self == Self::Bow
+    }
+}
+
+/// Where the patches of a photo go as they are described, for methods that need their
+/// descriptors (VLAD): the sums so far.
+#[derive(Debug)]
+pub enum Accumulator {
+    /// VLAD's residual sums.
+    Vlad(VladSums),
 }
 
 /// One photo's patches after the word search: `words` nearest words per patch (nearest first,
@@ -36,35 +76,90 @@ impl Method {
         soft.map_or(Self::Hard, Self::Soft)
     }
 
-    /// The soft assignment, if the method is one.
+    /// The method of `pooling` with an optional soft assignment.
+    pub fn of(pooling: Pooling, soft: Option<Soft>) -> Self {
+        match pooling {
+            Pooling::Bow => Self::of_soft(soft),
+            Pooling::Vlad => Self::Vlad(soft),
+        }
+    }
+
+    /// The soft assignment, if the method uses one.
     pub fn soft(&self) -> Option<Soft> {
         match self {
             Self::Hard => None,
             Self::Soft(soft) => Some(*soft),
+            Self::Vlad(soft) => *soft,
+        }
+    }
+
+    /// Its pooling.
+    pub fn pooling(&self) -> Pooling {
+        match self {
+            Self::Hard | Self::Soft(_) => Pooling::Bow,
+            Self::Vlad(_) => Pooling::Vlad,
         }
     }
 
     /// Nearest words each patch needs found.
     pub fn words(&self) -> usize {
-        match self {
-            Self::Hard => 1,
-            Self::Soft(soft) => soft.words,
-        }
+        self.soft().map_or(1, |soft| soft.words)
     }
 
     /// Values per pyramid cell over a vocabulary of `k` words.
     pub fn cell_len(&self, k: usize) -> usize {
         match self {
             Self::Hard | Self::Soft(_) => k,
+            Self::Vlad(_) => k.saturating_mul(DIMS),
+        }
+    }
+
+    /// The accumulator of a photo's patches for a method that needs their descriptors (none for
+    /// bag of words, which pools the words found).
+    pub fn accumulator(&self, shape: Shape) -> Option<Accumulator> {
+        match self {
+            Self::Hard | Self::Soft(_) => None,
+            Self::Vlad(_) => Some(Accumulator::Vlad(VladSums::new(VladShape {
+                k: shape.k,
+                dims: DIMS,
+                width: shape.width,
+                height: shape.height,
+                levels: shape.levels,
+            }))),
+        }
+    }
+
+    /// Adds a strip of patches to `acc`: their descriptors, `words()` words each with their
+    /// squared distances, their places in the photo; `centroids` the vocabulary's values.
+    pub fn accumulate(
+        &self,
+        acc: &mut Accumulator,
+        descriptors: &[f32],
+        (ids, dists): (&[u32], &[f32]),
+        positions: &[(usize, usize)],
+        centroids: &[f32],
+    ) {
+        let Accumulator::Vlad(sums) = acc;
+        let r = self.words();
+        match self.soft() {
+            Some(soft) => {
+                let mut weights = vec![0f32; ids.len()];
+                for (w, d) in weights.chunks_exact_mut(r).zip(dists.chunks_exact(r)) {
+                    soft.weights(d, w);
+                }
+                sums.add(descriptors, (ids, Some(&weights), r), positions, centroids);
+            }
+            None => sums.add(descriptors, (ids, None, 1), positions, centroids),
         }
     }
 
     /// The method's own rules, the vocabulary's size `k` where it is known: soft assignment
     /// over 2 to [`MAX_SOFT`] words, no more than the vocabulary's, with a positive sharpness.
     pub fn check(&self, k: Option<usize>) -> Result<(), EncodeParamsError> {
-        let Self::Soft(soft) = self else {
+        let Some(soft) = self.soft() else {
             return Ok(());
         };
+        let soft = &soft;
         if !(2..=MAX_SOFT).contains(&soft.words) {
             return Err(EncodeParamsError::SoftWords(soft.words));
         }
@@ -80,11 +175,18 @@ impl Method {
         Ok(())
     }
 
-    /// The photo's vector from its patches' words, laid out over `shape`.
-    pub fn pool(&self, found: Found<'_>, shape: Shape) -> Vec<f32> {
-        match self {
-            Self::Hard => weighted_histogram(found.ids, None, 1, found.positions, shape),
-            Self::Soft(soft) => {
+    /// The photo's vector from its patches' words, laid out over `shape` (or from what
+    /// `acc` gathered of them, for a method with an accumulator).
+    pub fn pool(&self, found: Found<'_>, shape: Shape, acc: Option<Accumulator>) -> Vec<f32> {
+        match (self, acc) {
+            (_, Some(Accumulator::Vlad(sums))) => sums.finish(),
+            // No strip reached an accumulator: a photo without patches, all zeros.
+            (Self::Vlad(_), None) => match self.accumulator(shape) {
+                Some(Accumulator::Vlad(sums)) => sums.finish(),
+                None => Vec::new(),
+            },
+            (Self::Hard, None) => weighted_histogram(found.ids, None, 1, found.positions, shape),
+            (Self::Soft(soft), None) => {
                 let r = found.words;
                 let mut weights = vec![0f32; found.ids.len()];
                 for (w, d) in weights.chunks_exact_mut(r).zip(found.dists.chunks_exact(r)) {

@@ -28,10 +28,12 @@ mod params;
 mod vlad;
 
 pub use self::bow::{Norm, Shape, Soft, encoded_len, histogram, weighted_histogram};
-pub use self::error::{EncodeParamsError, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES, MAX_SOFT};
-pub use self::method::{Found, Method};
+pub use self::error::{
+    EncodeParamsError, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES, MAX_SOFT, MAX_VLAD_VALUES,
+};
+pub use self::method::{Accumulator, Found, Method, Pooling};
 pub use self::params::{EncodeParams, Encoding, base_scale, is_base_scale};
-pub use self::vlad::{VladShape, vlad};
+pub use self::vlad::{VladShape, VladSums, vlad};
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -212,13 +214,15 @@ impl Encoder {
 
     /// Words (r per patch, as the method needs) and their squared distances for one scale's
     /// patches, appended to `words` and `dists`: described and searched a strip of [`STRIP`]
-    /// patches at a time, so a photo's working memory does not grow with its patches.
+    /// patches at a time, so a photo's working memory does not grow with its patches. A method
+    /// that needs the descriptors gets each strip in `acc`, with the patches' places in the
+    /// photo (`placed`, one per patch of the layout).
     fn find_words(
         &self,
         describers: &mut Describers,
-        (lum, layout): (&Luminance, &Layout),
-        words: &mut Vec<u32>,
-        dists: &mut Vec<f32>,
+        (lum, layout, placed): (&Luminance, &Layout, &[(usize, usize)]),
+        (words, dists): (&mut Vec<u32>, &mut Vec<f32>),
+        mut acc: Option<&mut method::Accumulator>,
     ) {
         let n = layout.positions.len();
         let mut values = Vec::new();
@@ -226,6 +230,15 @@ impl Encoder {
             let end = n.min(start + STRIP);
             layout.describe(lum, describers, start..end, &mut values);
             let (w, d) = self.strip_words(describers, &values);
+            if let Some(acc) = acc.as_deref_mut() {
+                self.params.method.accumulate(
+                    acc,
+                    &values,
+                    (&w, &d),
+                    &placed[start..end],
+                    self.vocabulary.as_slice(),
+                );
+            }
             words.extend(w);
             dists.extend(d);
         }
@@ -282,7 +295,9 @@ impl Encoder {
             norm: params.norm,
         };
         let (mut words, mut dists) = (Vec::new(), Vec::new());
-        self.find_words(describers, (lum, &layout), &mut words, &mut dists);
+        let mut acc = params.method.accumulator(shape);
+        let base = (lum, &layout, layout.positions.as_slice());
+        self.find_words(describers, base, (&mut words, &mut dists), acc.as_mut());
         let mut positions = layout.positions;
         // (Checked by the caller: larger sides, ascending; anything else adds nothing.)
         for &side in params.scales.iter().skip(1).filter(|&&s| s > PATCH_SIDE) {
@@ -291,7 +306,8 @@ impl Encoder {
             else {
                 continue; // too small at this scale: no patches from it
             };
-            self.find_words(describers, (&small, &coarse), &mut words, &mut dists);
+            let scale = (&small, &coarse, placed.as_slice());
+            self.find_words(describers, scale, (&mut words, &mut dists), acc.as_mut());
             positions.extend(placed);
         }
         let found = Found {
@@ -300,7 +316,7 @@ impl Encoder {
             dists: &dists,
             positions: &positions,
         };
-        (params.method.pool(found, shape), positions.len())
+        (params.method.pool(found, shape, acc), positions.len())
     }
 
     /// Encodes the photos `range` of `collection` (what one node does of a sharded encode;
@@ -479,7 +495,8 @@ mod tests {
             let encoder =
                 Encoder::new(vocabulary.clone(), params, Path::new("h.bin")).expect("encoder");
             let (mut words, mut dists) = (Vec::new(), Vec::new());
-            encoder.find_words(&mut describers, (&lum, &layout), &mut words, &mut dists);
+            let scale = (&lum, &layout, layout.positions.as_slice());
+            encoder.find_words(&mut describers, scale, (&mut words, &mut dists), None);
             let whole = encoder.strip_words(&mut describers, &all);
             assert_eq!((words, dists), whole, "{kernel:?} {approx:?}");
         }

@@ -10,8 +10,8 @@ use crate::kmeans::{Kernel, approx};
 use crate::patch::Sampling;
 
 use super::bow::{Norm, Soft, encoded_len};
-use super::error::{EncodeParamsError, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES};
-use super::method::Method;
+use super::error::{EncodeParamsError, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES, MAX_VLAD_VALUES};
+use super::method::{Method, Pooling};
 
 /// How a histogram file was made: the vocabulary and the checked parameters, written beside the
 /// file (`<out>.encoding.json`) and in models trained on it, so that new photos are encoded the
@@ -75,6 +75,9 @@ struct Record {
     /// Absent: each patch to its nearest word.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     soft: Option<Soft>,
+    /// Absent: bag of words.
+    #[serde(default, skip_serializing_if = "Pooling::is_bow")]
+    method: Pooling,
     /// Absent in older records: f32.
     #[serde(default, skip_serializing_if = "Kernel::is_f32")]
     kernel: Kernel,
@@ -99,7 +102,7 @@ impl TryFrom<Record> for Encoding {
             },
             norm,
             levels: r.pyramid,
-            method: Method::of_soft(r.soft),
+            method: Method::of(r.method, r.soft),
             kernel: r.kernel,
             scales: r.scales,
             approx: r.approx,
@@ -124,6 +127,7 @@ impl From<Encoding> for Record {
             max_side: p.features.max_side,
             max_pixels: p.features.max_pixels,
             soft: p.method.soft(),
+            method: p.method.pooling(),
             kernel: p.kernel,
             scales: p.scales,
             approx: p.approx,
@@ -189,6 +193,16 @@ impl EncodeParams {
             return Err(EncodeParamsError::Pyramid(self.levels));
         }
         self.method.check(k)?;
+        if let Some(k) = k.filter(|_| self.method.pooling() == Pooling::Vlad) {
+            let values = self.len(k);
+            if values > MAX_VLAD_VALUES {
+                return Err(EncodeParamsError::VladTooLong {
+                    k,
+                    levels: self.levels,
+                    values,
+                });
+            }
+        }
         let ascending = self.scales.windows(2).all(|w| w[0] < w[1]);
         if self.scales.first() != Some(&PATCH_SIDE)
             || !ascending
@@ -244,6 +258,16 @@ impl EncodeParams {
             .saturating_add(coarse)
             .saturating_add(strip)
             .saturating_add(found)
+    }
+
+    /// [`EncodeParams::photo_memory`] with a vocabulary of `k` words: VLAD's sums (8 bytes a
+    /// value) come on top.
+    pub fn photo_memory_at(&self, k: usize) -> u64 {
+        let sums = match self.method.pooling() {
+            Pooling::Bow => 0,
+            Pooling::Vlad => self.len(k) as u64 * 8,
+        };
+        self.photo_memory().saturating_add(sums)
     }
 }
 

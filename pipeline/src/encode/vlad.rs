@@ -44,13 +44,99 @@ impl VladShape {
     }
 }
 
-/// The VLAD vector of one photo's patches: patch `i` has the descriptor
-/// `descriptors[i * dims..][..dims]`, lies at `positions[i]` and goes to words
-/// `words[i * per..][..per]` with `weights` likewise (none: weight 1 each, `per = 1`); words past
-/// the vocabulary (`u32::MAX`) are skipped. `centroids` holds the `k` words, `dims` values each.
-///
-/// # Panics
-/// If the slices do not hold what `shape` and `per` say.
+/// A photo's VLAD sums, patches added a strip at a time (in any strips, the same sums: each value
+/// receives its patches' residuals in patch order).
+#[derive(Debug, Clone)]
+pub struct VladSums {
+    shape: VladShape,
+    v: Vec<f64>,
+}
+
+impl VladSums {
+    /// No patches yet.
+    pub fn new(shape: VladShape) -> Self {
+        Self {
+            shape,
+            v: vec![0f64; shape.len()],
+        }
+    }
+
+    /// Bytes the sums hold (for the memory plan).
+    pub fn bytes(shape: VladShape) -> u64 {
+        shape.len() as u64 * 8
+    }
+
+    /// Adds patches: patch `i` has the descriptor `descriptors[i * dims..][..dims]`, lies at
+    /// `positions[i]` and goes to words `words[i * per..][..per]` with `weights` likewise (none:
+    /// weight 1 each, `per = 1`); words past the vocabulary (`u32::MAX`) are skipped.
+    /// `centroids` holds the `k` words, `dims` values each.
+    ///
+    /// # Panics
+    /// If the slices do not hold what the shape and `per` say.
+    pub fn add(
+        &mut self,
+        descriptors: &[f32],
+        (words, weights, per): (&[u32], Option<&[f32]>, usize),
+        positions: &[(usize, usize)],
+        centroids: &[f32],
+    ) {
+        let VladShape {
+            k,
+            dims,
+            width,
+            height,
+            levels,
+        } = self.shape;
+        let per = per.max(1);
+        assert_eq!(descriptors.len(), positions.len() * dims, "descriptors");
+        assert_eq!(words.len(), positions.len() * per, "words");
+        assert_eq!(centroids.len(), k * dims, "centroids");
+        let block = k * dims;
+        let mut base = 0;
+        for level in 0..levels.max(1) {
+            let cells = 1usize << level;
+            for (i, &place) in positions.iter().enumerate() {
+                let cell = cell_of(place, cells, width, height);
+                let x = &descriptors[i * dims..(i + 1) * dims];
+                for (word, w) in slots(words, weights, per, i, k) {
+                    let mu = &centroids[word * dims..(word + 1) * dims];
+                    let out = &mut self.v[base + cell * block + word * dims..][..dims];
+                    for ((o, &xv), &m) in out.iter_mut().zip(x).zip(mu) {
+                        *o += w * (f64::from(xv) - f64::from(m));
+                    }
+                }
+            }
+            base += cells * cells * block;
+        }
+    }
+
+    /// The normalised vector (see the module docs).
+    pub fn finish(self) -> Vec<f32> {
+        let Self { shape, mut v } = self;
+        let (k, dims, levels) = (shape.k, shape.dims.max(1), shape.levels.max(1));
+        // 1-2. Intra-normalisation and the level weights, block by block.
+        let mut blocks = v.chunks_exact_mut(dims);
+        for level in 0..levels {
+            let cells = 1usize << level;
+            for b in blocks.by_ref().take(cells * cells * k) {
+                let norm = b.iter().map(|x| x * x).sum::<f64>().sqrt();
+                let scale = if norm > 0.0 {
+                    level_weight(level, levels) / norm
+                } else {
+                    0.0
+                };
+                b.iter_mut().for_each(|x| *x *= scale);
+            }
+        }
+        // 3-4. Signed square root, then L2.
+        v.iter_mut().for_each(|x| *x = x.signum() * x.abs().sqrt());
+        let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let scale = if norm > 0.0 { 1.0 / norm } else { 0.0 };
+        v.iter().map(|&x| (x * scale) as f32).collect()
+    }
+}
+
+/// The VLAD vector of one photo's patches at once ([`VladSums::add`], [`VladSums::finish`]).
 pub fn vlad(
     descriptors: &[f32],
     words: &[u32],
@@ -60,53 +146,9 @@ pub fn vlad(
     centroids: &[f32],
     shape: VladShape,
 ) -> Vec<f32> {
-    let VladShape {
-        k,
-        dims,
-        width,
-        height,
-        levels,
-    } = shape;
-    let per = per.max(1);
-    let levels = levels.max(1);
-    assert_eq!(descriptors.len(), positions.len() * dims, "descriptors");
-    assert_eq!(words.len(), positions.len() * per, "words");
-    assert_eq!(centroids.len(), k * dims, "centroids");
-    let block = k * dims;
-    let mut v = vec![0f64; shape.len()];
-    let mut base = 0;
-    let mut level_of_block = Vec::with_capacity(shape.len() / dims.max(1));
-    for level in 0..levels {
-        let cells = 1usize << level;
-        for (i, &place) in positions.iter().enumerate() {
-            let cell = cell_of(place, cells, width, height);
-            let x = &descriptors[i * dims..(i + 1) * dims];
-            for (word, w) in slots(words, weights, per, i, k) {
-                let mu = &centroids[word * dims..(word + 1) * dims];
-                let out = &mut v[base + cell * block + word * dims..][..dims];
-                for ((o, &xv), &m) in out.iter_mut().zip(x).zip(mu) {
-                    *o += w * (f64::from(xv) - f64::from(m));
-                }
-            }
-        }
-        level_of_block.extend(std::iter::repeat_n(level, cells * cells * k));
-        base += cells * cells * block;
-    }
-    // 1-2. Intra-normalisation and the level weights, block by block.
-    for (b, &level) in v.chunks_exact_mut(dims.max(1)).zip(&level_of_block) {
-        let norm = b.iter().map(|x| x * x).sum::<f64>().sqrt();
-        let scale = if norm > 0.0 {
-            level_weight(level, levels) / norm
-        } else {
-            0.0
-        };
-        b.iter_mut().for_each(|x| *x *= scale);
-    }
-    // 3-4. Signed square root, then L2.
-    v.iter_mut().for_each(|x| *x = x.signum() * x.abs().sqrt());
-    let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
-    let scale = if norm > 0.0 { 1.0 / norm } else { 0.0 };
-    v.iter().map(|&x| (x * scale) as f32).collect()
+    let mut sums = VladSums::new(shape);
+    sums.add(descriptors, (words, weights, per), positions, centroids);
+    sums.finish()
 }
 
 #[cfg(test)]
@@ -170,6 +212,46 @@ mod tests {
             let norm: f64 = got.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
             assert!((norm - 1.0).abs() < 1e-5, "unit length: {norm}");
         }
+    }
+
+    #[test]
+    fn strips_of_patches_sum_to_the_whole_photo_bit_for_bit() {
+        let text = include_str!("../../../eval/vlad/fixture.json");
+        let f: Fixture = serde_json::from_str(text).expect("fixture");
+        let shape = VladShape {
+            k: f.k,
+            dims: f.dims,
+            width: f.width,
+            height: f.height,
+            levels: f.levels,
+        };
+        let whole = vlad(
+            &f.descriptors,
+            &f.words,
+            Some(&f.weights),
+            f.per,
+            &f.positions,
+            &f.centroids,
+            shape,
+        );
+        let mut sums = VladSums::new(shape);
+        for (start, end) in [(0, 5), (5, 6), (6, 14)] {
+            sums.add(
+                &f.descriptors[start * f.dims..end * f.dims],
+                (
+                    &f.words[start * f.per..end * f.per],
+                    Some(&f.weights[start * f.per..end * f.per]),
+                    f.per,
+                ),
+                &f.positions[start..end],
+                &f.centroids,
+            );
+        }
+        let strips = sums.finish();
+        assert_eq!(
+            whole.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            strips.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
     }
 
     #[test]
