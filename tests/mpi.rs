@@ -481,3 +481,62 @@ fn vocab_features_under_mpi_writes_the_single_process_file() {
         assert!(read(&one) == read(&three), "{suffix} differs under MPI");
     }
 }
+
+#[test]
+fn vlad_encode_under_mpi_writes_the_single_process_vectors() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let photos = tmp.path().join("photos");
+    vocab(&["datasets", "photos", "--out", s(&photos), "--per-kind", "3"]);
+    let (features, words) = (tmp.path().join("f.bin"), tmp.path().join("v.bin"));
+    vocab(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--out",
+        s(&features),
+        "--per-image",
+        "20",
+    ]);
+    vocab(&[
+        "kmeans",
+        "--features",
+        s(&features),
+        "--k",
+        "4",
+        "--out",
+        s(&words),
+    ]);
+    let (one, three) = (tmp.path().join("one.bin"), tmp.path().join("three.bin"));
+    let args = |out: &Path| -> Vec<String> {
+        [
+            "encode",
+            "--vocabulary",
+            s(&words),
+            "--input",
+            s(&photos),
+            "--method",
+            "vlad",
+            "--soft",
+            "2",
+            "--pyramid",
+            "2",
+            "--stride",
+            "16",
+            "--out",
+            s(out),
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let local: Vec<String> = args(&one);
+    vocab(&local.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut ranked = args(&three);
+    ranked.extend(["--engine".to_string(), "mpi".to_string()]);
+    let stdout = mpi_ok(3, &ranked.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(stdout.contains("on MPI ranks (3 nodes)"), "{stdout}");
+    for suffix in ["", ".images.csv", ".encoding.json"] {
+        let read = |p: &Path| std::fs::read(format!("{}{suffix}", p.display())).expect("read");
+        assert!(read(&one) == read(&three), "{suffix} differs under MPI");
+    }
+}
