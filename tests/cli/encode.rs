@@ -398,15 +398,7 @@ fn vlad_vectors_are_unit_length_sharded_alike_recorded_and_classified_alike() {
     let dir = tempfile::tempdir().expect("tempdir");
     let photos = photo_set_of(dir.path(), 3, 4);
     let path = |name: &str| dir.path().join(name);
-    ok(&[
-        "features",
-        "--input",
-        s(&photos),
-        "--per-image",
-        "30",
-        "--out",
-        s(&path("f.bin")),
-    ]);
+    sample_of(dir.path(), &photos);
     let vocabulary = path("v.bin");
     ok(&[
         "kmeans",

@@ -172,15 +172,7 @@ fn every_vector_input_takes_every_format() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = |name: &str| dir.path().join(name);
     let photos = photo_set_of(dir.path(), 3, 5);
-    ok(&[
-        "features",
-        "--input",
-        s(&photos),
-        "--per-image",
-        "30",
-        "--out",
-        s(&path("f.bin")),
-    ]);
+    sample_of(dir.path(), &photos);
     let bytes = |name: &str| std::fs::read(path(name)).expect("read");
     let kmeans = |features: &str, out: &str, extra: &[&str]| {
         let mut args = vec![

@@ -56,6 +56,21 @@ pub fn photo_set_of(dir: &Path, per_kind: usize, seed: u64) -> PathBuf {
     photos
 }
 
+/// `dir/f.bin`: 30 random patches of each photo of `photos`, described.
+pub fn sample_of(dir: &Path, photos: &Path) -> PathBuf {
+    let out = dir.join("f.bin");
+    ok(&[
+        "features",
+        "--input",
+        s(photos),
+        "--per-image",
+        "30",
+        "--out",
+        s(&out),
+    ]);
+    out
+}
+
 pub fn csv_rows(path: &Path) -> Vec<Vec<String>> {
     let mut reader =
         csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

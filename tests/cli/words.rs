@@ -7,15 +7,7 @@ fn words_are_drawn_as_their_nearest_patches_beside_a_csv_of_them() {
     let dir = tempfile::tempdir().expect("tempdir");
     let photos = photo_set_of(dir.path(), 4, 3);
     let path = |name: &str| dir.path().join(name);
-    ok(&[
-        "features",
-        "--input",
-        s(&photos),
-        "--per-image",
-        "30",
-        "--out",
-        s(&path("f.bin")),
-    ]);
+    sample_of(dir.path(), &photos);
     ok(&[
         "kmeans",
         "--features",

@@ -173,8 +173,8 @@ mod tests {
         expected_hard: Vec<f64>,
     }
 
-    #[test]
-    fn vlad_equals_the_numpy_formulas() {
+    /// The fixture, its shape, and the soft VLAD vocab computes of it at once.
+    fn fixture() -> (Fixture, VladShape, Vec<f32>) {
         let text = include_str!("../../../eval/vlad/fixture.json");
         let f: Fixture = serde_json::from_str(text).expect("fixture");
         let shape = VladShape {
@@ -184,15 +184,22 @@ mod tests {
             height: f.height,
             levels: f.levels,
         };
+        let weights = Some(f.weights.as_slice());
         let soft = vlad(
             &f.descriptors,
             &f.words,
-            Some(&f.weights),
+            weights,
             f.per,
             &f.positions,
             &f.centroids,
             shape,
         );
+        (f, shape, soft)
+    }
+
+    #[test]
+    fn vlad_equals_the_numpy_formulas() {
+        let (f, shape, soft) = fixture();
         // Hard: each patch's first word, weight 1.
         let first: Vec<u32> = f.words.chunks_exact(f.per).map(|w| w[0]).collect();
         let hard = vlad(
@@ -216,24 +223,7 @@ mod tests {
 
     #[test]
     fn strips_of_patches_sum_to_the_whole_photo_bit_for_bit() {
-        let text = include_str!("../../../eval/vlad/fixture.json");
-        let f: Fixture = serde_json::from_str(text).expect("fixture");
-        let shape = VladShape {
-            k: f.k,
-            dims: f.dims,
-            width: f.width,
-            height: f.height,
-            levels: f.levels,
-        };
-        let whole = vlad(
-            &f.descriptors,
-            &f.words,
-            Some(&f.weights),
-            f.per,
-            &f.positions,
-            &f.centroids,
-            shape,
-        );
+        let (f, shape, whole) = fixture();
         let mut sums = VladSums::new(shape);
         for (start, end) in [(0, 5), (5, 6), (6, 14)] {
             sums.add(
