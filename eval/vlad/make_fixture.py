@@ -49,9 +49,12 @@ def main():
     dist = ((x[:, None, :].astype(np.float64) - centroids[None].astype(np.float64))**2).sum(-1)
     words = np.argsort(dist, axis=1, kind="stable")[:, :per].astype(np.int64)
     near = np.take_along_axis(dist, words, axis=1)
+    # The last patch's second word is past the vocabulary (as the search reports a slot it
+    # could not fill): infinitely far, weight 0, the other weights still summing to 1.
+    words[-1, 1] = MISSING
+    near[-1, 1] = np.inf
     weights = np.exp(-10.0 * (near / near[:, :1] - 1.0))
     weights = (weights / weights.sum(axis=1, keepdims=True)).astype(np.float32)
-    words[-1, 1] = MISSING
     hard_words = words[:, :1]
     fixture = {
         "k": k, "dims": dims, "per": per, "width": width, "height": height, "levels": levels,

@@ -404,7 +404,13 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
             .map_err(|e| invalid("kmeans", e))?;
     }
     let e = &config.encode;
-    e.params().map_err(|err| invalid("encode", err))?;
+    let encoding = e.params().map_err(|err| invalid("encode", err))?;
+    // The rules that need the vocabulary's size (VLAD's length), for every size, before k-means.
+    for &k in &km.k {
+        encoding
+            .check(Some(k))
+            .map_err(|err| invalid("encode", settings::Invalid::from(err)))?;
+    }
     settings::svm_rules(None, config.classify.cv, config.classify.map_order)
         .map_err(|e| invalid("classify", e))?;
     let c = &config.classify;

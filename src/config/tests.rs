@@ -140,4 +140,16 @@ fn vlad_is_an_encode_method_and_refuses_a_kernel_map() {
         err.contains("[classify] kernel_map") && err.contains("drop the kernel map"),
         "{err}"
     );
+    // A VLAD too long for its largest vocabulary is refused when the config is read, before
+    // any k-means.
+    let err = load_text(
+        "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4, 2048]\n[encode]\nmethod = \"vlad\"\n\
+         pyramid = 2\n",
+    )
+    .expect_err("too long")
+    .to_string();
+    assert!(
+        err.contains("[encode] method") && err.contains("2048 words"),
+        "{err}"
+    );
 }

@@ -46,6 +46,8 @@ pub enum EncodeParamsError {
     Probes,
     /// A normalisation other than `l1` or `hellinger` (a file read back).
     Norm(String),
+    /// A normalisation other than VLAD's own (`l1`, the default, stands for it).
+    VladNorm(super::bow::Norm),
     /// A VLAD vector past [`MAX_VLAD_VALUES`] values.
     VladTooLong {
         /// Words.
@@ -71,6 +73,7 @@ impl Broken for EncodeParamsError {
             Self::Probes => "probes",
             Self::Norm(_) => "norm",
             Self::VladTooLong { .. } => "method",
+            Self::VladNorm(_) => "norm",
         }
     }
 
@@ -89,6 +92,7 @@ impl Broken for EncodeParamsError {
             Self::Probes => "0".into(),
             Self::Norm(n) => n.clone(),
             Self::VladTooLong { .. } => "vlad".into(),
+            Self::VladNorm(norm) => norm.name().into(),
         }
     }
 
@@ -113,6 +117,9 @@ impl Broken for EncodeParamsError {
             }
             Self::Probes => "must be at least 1 list".into(),
             Self::Norm(_) => "must be l1 or hellinger".into(),
+            Self::VladNorm(_) => "does not apply to VLAD, which normalises its own vectors \
+                 (intra-normalisation, signed square root, L2): leave norm at l1"
+                .into(),
             Self::VladTooLong { k, levels, values } => format!(
                 "over {k} words and {levels} pyramid levels gives {values} values a photo, past \
                  the {MAX_VLAD_VALUES} allowed: use fewer words or levels"

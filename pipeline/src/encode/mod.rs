@@ -1,4 +1,6 @@
-//! Bag-of-words encoding: each photo becomes a histogram over the vocabulary.
+//! Encoding: each photo becomes a vector over the vocabulary, a histogram of its words (bag of
+//! words, below) or, with `Method::Vlad`, the sums of its patches' residuals to their words
+//! ([`vlad`]: normalised its own way; what follows of normalisation is bag of words').
 //!
 //! Every photo is described densely (same HOG, sampling and skip rules as the features stage),
 //! each patch goes to its nearest visual word with the k-means engine's blocked-GEMM assignment,
@@ -230,17 +232,20 @@ impl Encoder {
             let end = n.min(start + STRIP);
             layout.describe(lum, describers, start..end, &mut values);
             let (w, d) = self.strip_words(describers, &values);
-            if let Some(acc) = acc.as_deref_mut() {
-                self.params.method.accumulate(
+            match acc.as_deref_mut() {
+                // The accumulator has what the method needs: the words are not kept.
+                Some(acc) => self.params.method.accumulate(
                     acc,
                     &values,
                     (&w, &d),
                     &placed[start..end],
                     self.vocabulary.as_slice(),
-                );
+                ),
+                None => {
+                    words.extend(w);
+                    dists.extend(d);
+                }
             }
-            words.extend(w);
-            dists.extend(d);
         }
     }
 

@@ -154,7 +154,7 @@ pub struct EncodeParams {
     pub norm: Norm,
     /// Pyramid levels (1 = plain bag of words).
     pub levels: usize,
-    /// How patches and their words become the vector (hard or soft bag of words).
+    /// How patches and their words become the vector (hard or soft bag of words, or VLAD).
     pub method: Method,
     /// How patches find their words: the f32 GEMM ([`crate::kmeans::assign()`], [`crate::kmeans::nearest_few`]) or integer
     /// products with exact re-ranking ([`crate::kmeans::quant::assign_quantized`],
@@ -193,8 +193,13 @@ impl EncodeParams {
             return Err(EncodeParamsError::Pyramid(self.levels));
         }
         self.method.check(k)?;
+        if self.method.pooling() == Pooling::Vlad && self.norm != Norm::L1 {
+            return Err(EncodeParamsError::VladNorm(self.norm));
+        }
         if let Some(k) = k.filter(|_| self.method.pooling() == Pooling::Vlad) {
-            let values = self.len(k);
+            // Checked: `k` may come from a file.
+            let values =
+                (self.method.cell_len(k)).saturating_mul(encoded_len(1, self.levels.max(1)));
             if values > MAX_VLAD_VALUES {
                 return Err(EncodeParamsError::VladTooLong {
                     k,
@@ -236,7 +241,8 @@ impl EncodeParams {
     /// The most memory encoding holds for one photo of at most the pixel limit: its working
     /// memory ([`crate::image_io::BYTES_PER_PIXEL`]), each coarser scale's downscaled photo and
     /// grid (7 bytes a pixel of it), a strip of descriptors, and the patches' places and words
-    /// found (16 bytes a patch, 8 a patch and word). The histogram itself is small.
+    /// found (16 bytes a patch, 8 a patch and word). A histogram itself is small; VLAD's vector
+    /// is not ([`EncodeParams::photo_memory_at`]).
     pub fn photo_memory(&self) -> u64 {
         let pixels = self.features.max_pixels;
         let stride = match self.features.sampling {
@@ -260,12 +266,14 @@ impl EncodeParams {
             .saturating_add(found)
     }
 
-    /// [`EncodeParams::photo_memory`] with a vocabulary of `k` words: VLAD's sums (8 bytes a
-    /// value) come on top.
+    /// [`EncodeParams::photo_memory`] with a vocabulary of `k` words: VLAD's sums and vector
+    /// (8 + 4 bytes a value, both held while it is finished) come on top.
     pub fn photo_memory_at(&self, k: usize) -> u64 {
         let sums = match self.method.pooling() {
             Pooling::Bow => 0,
-            Pooling::Vlad => self.len(k) as u64 * 8,
+            Pooling::Vlad => (self.method.cell_len(k) as u64)
+                .saturating_mul(encoded_len(1, self.levels.max(1)) as u64)
+                .saturating_mul(12),
         };
         self.photo_memory().saturating_add(sums)
     }
@@ -437,7 +445,24 @@ mod tests {
             let err = read(&text).expect_err(field);
             assert!(err.contains(want), "{field}: {err}");
         }
+        let huge = plain_text.replace("\"k\": 16", "\"k\": 18014398509481984");
+        let err = read(&huge.replacen('{', "{\"method\": \"vlad\", ", 1)).expect_err("huge k");
+        assert!(err.contains("past the 4194304 allowed"), "{err}");
+        // VLAD: its own normalisation; a length past the limit.
+        let vlad = |text: String| text.replacen('{', "{\"method\": \"vlad\", ", 1);
         for (text, want) in [
+            (
+                vlad(plain_text.replace("\"l1\"", "\"hellinger\"")),
+                "norm = hellinger: does not apply to VLAD",
+            ),
+            (
+                vlad(
+                    plain_text
+                        .replace("\"k\": 16", "\"k\": 2048")
+                        .replace("\"pyramid\": 1", "\"pyramid\": 2"),
+                ),
+                "method = vlad: over 2048 words and 2 pyramid levels gives 5242880 values",
+            ),
             (
                 plain_text.replace("\"l1\"", "\"l2\""),
                 "norm = l2: must be l1 or hellinger",
