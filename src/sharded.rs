@@ -16,6 +16,9 @@ use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::kmeans::Centroids;
 
 use crate::ranks::Mpi;
+
+/// The most bytes of results one round of a sharded encode brings to the driver: 256 MiB.
+const ROUND_RESULT_BYTES: usize = 256 << 20;
 use crate::settings::Backend;
 
 /// Where a photo stage runs: here, or on the nodes of a distributed engine.
@@ -131,7 +134,11 @@ fn sharded<T: Value>(
         PhotoTeam::start(nodes, collection, &stage, vocabulary)
     })?;
     let workers = team.crew.workers();
-    let per_round = shard_photos(n, workers) * workers;
+    // A round's results reach the driver together (and the next round's may start early):
+    // photos of large results (VLAD's run to megabytes) go in smaller rounds.
+    let result = vocabulary.map_or(0, |v| stage.histogram_len(v.k()).saturating_mul(4));
+    let fit = (ROUND_RESULT_BYTES / result.max(1).saturating_mul(workers.max(1))).max(1);
+    let per_round = shard_photos(n, workers).min(fit) * workers;
     let crew = &mut team.crew;
     let rounds = Rounds::new(|range, next| crew.round::<T>(range, next), per_round, n);
     let mut source = Journaled::new(rounds, journal, n);

@@ -347,7 +347,10 @@ pub fn encode(
 ) -> Result<FeatureSummary, FeaturesError> {
     let encoder = Encoder::new(vocabulary.clone(), params.clone(), out)?;
     let compute = |ds: &mut Describers, p: &Photo, l: &Luminance, d| encoder.compute(ds, p, l, d);
-    let mut source = here(collection, &params.features, &compute, false);
+    // A VLAD vector can be megabytes (up to MAX_VLAD_VALUES values): a photo a thread per
+    // batch, as for a stage holding a dense grid's descriptors; histograms are small.
+    let large = params.method.pooling() == Pooling::Vlad;
+    let mut source = here(collection, &params.features, &compute, large);
     encode_from(collection, encoder.len(), out, &mut source, progress)
 }
 
