@@ -188,6 +188,18 @@ pub fn encode(
             vocabulary.k()
         );
     }
+    // A text line holds at most MAX_LINE_BYTES, some 16 bytes a value at worst: a longer
+    // vector would be written and then never read back.
+    let values = settings.params.len(vocabulary.k());
+    let widest = values.saturating_mul(16).saturating_add(32);
+    if Format::for_path(&settings.out) == Format::Text && widest > store::MAX_LINE_BYTES {
+        anyhow::bail!(
+            "--out {}: {values} values a photo can make a text line longer than the {} bytes \
+             the text format holds; write .bin, .npy or .fvecs",
+            settings.out.display(),
+            store::MAX_LINE_BYTES
+        );
+    }
     let collection = open_collection(&settings.input, settings.labels.as_deref(), on)?;
     let bar = ui.bar(collection.photos().len() as u64, "encode");
     let progress = |p: features::Progress| {

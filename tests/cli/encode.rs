@@ -538,4 +538,23 @@ fn vlad_vectors_are_unit_length_sharded_alike_recorded_and_classified_alike() {
         "{err}"
     );
     assert!(!path("long.bin").exists());
+    // Text lines past what the text reader takes are refused up front (688,128 values).
+    let err = fails(&[
+        "encode",
+        "--vocabulary",
+        s(&large),
+        "--input",
+        s(&photos),
+        "--method",
+        "vlad",
+        "--pyramid",
+        "3",
+        "--out",
+        s(&path("long.txt")),
+    ]);
+    assert!(
+        err.contains("688128 values a photo") && err.contains(".npy"),
+        "{err}"
+    );
+    assert!(!path("long.txt").exists());
 }
