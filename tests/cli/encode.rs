@@ -507,7 +507,6 @@ fn vlad_vectors_are_unit_length_sharded_alike_recorded_and_classified_alike() {
         s(&out),
     ]);
     assert!(said.contains("4 photos labelled"), "{said}");
-    // Too many values a photo (64 words x 512 x 341 cells) is refused before any photo is read.
     let large = path("v64.bin");
     ok(&[
         "kmeans",
@@ -520,41 +519,34 @@ fn vlad_vectors_are_unit_length_sharded_alike_recorded_and_classified_alike() {
         "--out",
         s(&large),
     ]);
-    let err = fails(&[
-        "encode",
-        "--vocabulary",
-        s(&large),
-        "--input",
-        s(&photos),
-        "--method",
-        "vlad",
-        "--pyramid",
-        "5",
-        "--out",
-        s(&path("long.bin")),
-    ]);
-    assert!(
-        err.contains("--method vlad") && err.contains("11173888 values a photo"),
-        "{err}"
-    );
-    assert!(!path("long.bin").exists());
-    // Text lines past what the text reader takes are refused up front (688,128 values).
-    let err = fails(&[
-        "encode",
-        "--vocabulary",
-        s(&large),
-        "--input",
-        s(&photos),
-        "--method",
-        "vlad",
-        "--pyramid",
-        "3",
-        "--out",
-        s(&path("long.txt")),
-    ]);
-    assert!(
-        err.contains("688128 values a photo") && err.contains(".npy"),
-        "{err}"
-    );
-    assert!(!path("long.txt").exists());
+    // Too many values a photo (64 words x 512 x 341 cells), and text lines past what the text
+    // reader takes (688,128 values), are refused before any photo is read.
+    for (pyramid, out, want) in [
+        (
+            "5",
+            "long.bin",
+            "--method vlad: over 64 words and 5 pyramid levels gives 11173888",
+        ),
+        (
+            "3",
+            "long.txt",
+            "688128 values a photo can make a text line longer",
+        ),
+    ] {
+        let err = fails(&[
+            "encode",
+            "--vocabulary",
+            s(&large),
+            "--input",
+            s(&photos),
+            "--method",
+            "vlad",
+            "--pyramid",
+            pyramid,
+            "--out",
+            s(&path(out)),
+        ]);
+        assert!(err.contains(want), "{err}");
+        assert!(!path(out).exists());
+    }
 }
