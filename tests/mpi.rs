@@ -449,6 +449,25 @@ fn an_mpi_run_that_loses_a_rank_in_a_photo_stage_resumes_from_its_saved_rounds()
     );
 }
 
+/// Runs `args` (a command writing `--out OUT`) once in one process to `one` and once on 3 MPI
+/// ranks to `three`, and checks that the file and its `suffixes` beside it are the same bytes.
+fn one_process_equals_three_ranks(
+    args: &dyn Fn(&Path) -> Vec<String>,
+    (one, three): (&Path, &Path),
+    suffixes: &[&str],
+) {
+    let local: Vec<String> = args(one);
+    vocab(&local.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut ranked = args(three);
+    ranked.extend(["--engine".to_string(), "mpi".to_string()]);
+    let stdout = mpi_ok(3, &ranked.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(stdout.contains("on MPI ranks (3 nodes)"), "{stdout}");
+    for suffix in suffixes {
+        let read = |p: &Path| std::fs::read(format!("{}{suffix}", p.display())).expect("read");
+        assert!(read(one) == read(three), "{suffix} differs under MPI");
+    }
+}
+
 #[test]
 fn vocab_features_under_mpi_writes_the_single_process_file() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -470,16 +489,8 @@ fn vocab_features_under_mpi_writes_the_single_process_file() {
         .map(|a| a.to_string())
         .collect()
     };
-    let local: Vec<String> = args(&one);
-    vocab(&local.iter().map(String::as_str).collect::<Vec<_>>());
-    let mut ranked = args(&three);
-    ranked.extend(["--engine".to_string(), "mpi".to_string()]);
-    let stdout = mpi_ok(3, &ranked.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(stdout.contains("on MPI ranks (3 nodes)"), "{stdout}");
-    for suffix in ["", ".images.csv", ".skipped.csv"] {
-        let read = |p: &Path| std::fs::read(format!("{}{suffix}", p.display())).expect("read");
-        assert!(read(&one) == read(&three), "{suffix} differs under MPI");
-    }
+    let files = (one.as_path(), three.as_path());
+    one_process_equals_three_ranks(&args, files, &["", ".images.csv", ".skipped.csv"]);
 }
 
 #[test]
@@ -529,14 +540,6 @@ fn vlad_encode_under_mpi_writes_the_single_process_vectors() {
         .map(|a| a.to_string())
         .collect()
     };
-    let local: Vec<String> = args(&one);
-    vocab(&local.iter().map(String::as_str).collect::<Vec<_>>());
-    let mut ranked = args(&three);
-    ranked.extend(["--engine".to_string(), "mpi".to_string()]);
-    let stdout = mpi_ok(3, &ranked.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(stdout.contains("on MPI ranks (3 nodes)"), "{stdout}");
-    for suffix in ["", ".images.csv", ".encoding.json"] {
-        let read = |p: &Path| std::fs::read(format!("{}{suffix}", p.display())).expect("read");
-        assert!(read(&one) == read(&three), "{suffix} differs under MPI");
-    }
+    let files = (one.as_path(), three.as_path());
+    one_process_equals_three_ranks(&args, files, &["", ".images.csv", ".encoding.json"]);
 }

@@ -85,17 +85,11 @@ pub fn read_histograms(path: &Path) -> Result<Table, ClassifyError> {
             .map_err(csv_err)?;
         let mut first = csv::StringRecord::new();
         reader.read_record(&mut first).map_err(csv_err)?;
-        first.iter().take(3).map(|f| f.trim().to_string()).collect()
+        first.iter().take(2).map(|f| f.trim().to_string()).collect()
     } else {
         Vec::new()
     };
     let encoded_csv = header.get(1).is_some_and(|h| h == "path");
-    // Rows that name their picture (vocab's formats, CSV with picture_id,row,col), or that hold
-    // the manifest's photos in order.
-    let named = match format {
-        Format::Csv => header == ["picture_id", "row", "col"],
-        other => other.keeps_positions(),
-    };
     if !encoded_csv {
         let manifest = crate::features::manifest_path(path, "images.csv");
         let mut reader =
@@ -121,6 +115,9 @@ pub fn read_histograms(path: &Path) -> Result<Table, ClassifyError> {
             order.push(id);
         }
         let mut features = FeatureReader::open(path)?;
+        // Rows that name their picture (the reader says which), or that hold the manifest's
+        // photos in order.
+        let named = features.names_pictures();
         let mut record = Record::default();
         while features.next_into(&mut record)? {
             if !named {

@@ -441,6 +441,11 @@ impl CsvRows {
         })
     }
 
+    /// Whether the first three columns are picture id, row and column.
+    pub(super) fn names_pictures(&self) -> bool {
+        self.meta
+    }
+
     /// Values per record, once one is read (or pending).
     pub(super) fn dims(&self) -> Option<usize> {
         self.dims.or_else(|| {

@@ -782,6 +782,16 @@ impl FeatureReader {
         }
     }
 
+    /// Whether records carry their own picture id, row and column (vocab's formats, CSV under a
+    /// `picture_id,row,col` header) rather than their place in the file.
+    pub fn names_pictures(&self) -> bool {
+        match &self.inner {
+            Inner::Bin { .. } | Inner::Text { .. } => true,
+            Inner::Csv(rows) => rows.names_pictures(),
+            Inner::Npy(_) | Inner::Vecs(_) => false,
+        }
+    }
+
     /// Values per record: from the header (binary, `.npy`, `.fvecs`/`.bvecs`) or the first
     /// record read (text, CSV).
     pub fn dims(&self) -> Option<usize> {
