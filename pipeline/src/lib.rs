@@ -19,6 +19,7 @@ pub mod input;
 pub mod isa;
 pub mod kernel_map;
 pub mod kmeans;
+pub mod mixture;
 pub mod montage;
 pub mod params;
 pub mod partition;
