@@ -11,7 +11,7 @@ use rand::SeedableRng;
 use rand::seq::index;
 use rand_chacha::ChaCha8Rng;
 
-use super::MixtureError;
+use super::error::MixtureError;
 use super::gmm::Gmm;
 use super::moments::{Engine, Statistic};
 use super::params::Params;

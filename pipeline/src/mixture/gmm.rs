@@ -5,9 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::MixtureError;
+use super::error::MixtureError;
 use super::linalg::{View, mul};
-use super::moments::Moments;
+use super::sums::Moments;
 
 /// A mixture of Gaussians with diagonal covariances.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

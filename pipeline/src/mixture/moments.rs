@@ -14,11 +14,11 @@
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::MixtureError;
+use super::error::MixtureError;
 use super::gmm::Gmm;
 use super::linalg::{View, mul};
 use super::pca::Pca;
-use crate::kmeans::engine::StepReport;
+use super::sums::Moments;
 use crate::kmeans::partial::unit_key;
 use crate::kmeans::{Partial, Shard, UNIT_ROWS};
 use crate::partition::Rows;
@@ -99,7 +99,11 @@ impl Statistic {
     /// The statistic of shape `head` whose parameters are `values` (checked: lengths, finite
     /// values, positive variances and weights).
     pub fn from_values(head: Head, values: &[f64]) -> Result<Self, MixtureError> {
-        let want = values_len(&head).ok_or(MixtureError::Shape(head))?;
+        let want = values_len(&head).ok_or(MixtureError::Shape {
+            dims: head.dims,
+            projected: head.projected,
+            components: head.components,
+        })?;
         if values.len() != want {
             return Err(MixtureError::Values {
                 got: values.len(),
@@ -172,42 +176,6 @@ pub fn moment_scale(bound: f64, n: u64) -> i32 {
     };
     let count_bits = (64 - n.max(1).leading_zeros()) as i32;
     (62 - count_bits - exponent(bound)).min(50 - exponent(bound * UNIT_ROWS as f64))
-}
-
-/// The assembled sums of one map step over every vector.
-#[derive(Debug, Clone)]
-pub struct Moments {
-    /// Per row of the table: vectors counted (see [`Statistic`]).
-    pub counts: Vec<u64>,
-    /// `rows x width` fixed-point sums.
-    pub sums: Vec<i64>,
-    /// Values per row.
-    pub width: usize,
-    /// The fixed-point scale.
-    pub scale: i32,
-    /// Total log-likelihood (the mixture's; 0 for the covariance), added per unit in key order.
-    pub log_likelihood: f64,
-    /// Time and traffic (default on one process).
-    pub report: StepReport,
-}
-
-impl Moments {
-    /// The sums of a merged partial.
-    pub fn of(partial: &Partial) -> Self {
-        Self {
-            counts: partial.counts().into_owned(),
-            sums: partial.sums().into_owned(),
-            width: partial.dims(),
-            scale: partial.scale(),
-            log_likelihood: partial.inertia(),
-            report: StepReport::default(),
-        }
-    }
-
-    /// Value `col` of row `row`, unscaled.
-    pub fn value(&self, row: usize, col: usize) -> f64 {
-        self.sums[row * self.width + col] as f64 * 2f64.powi(-self.scale)
-    }
 }
 
 /// What the engines the mixture runs on supply: one process, MPI ranks, TCP workers.

@@ -6,8 +6,8 @@ use linfa_linalg::eigh::{EigSort, Eigh};
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
-use super::MixtureError;
-use super::moments::Moments;
+use super::error::MixtureError;
+use super::sums::Moments;
 
 /// A projection onto principal components: `y = components (x - mean)`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
