@@ -306,6 +306,20 @@ impl RangeSum {
         }
     }
 
+    /// Stage-3 bytes of the exact sums, for the statistics whose root needs them rather than
+    /// means (the mixture's and the PCA's map steps): the range's `r` counts (`u64`), then its
+    /// `r x dims` sums (`i64`).
+    pub fn encode_sums(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity((self.counts.len() + self.sums.len()) * 8);
+        for &c in &self.counts {
+            out.extend_from_slice(&c.to_le_bytes());
+        }
+        for &s in &self.sums {
+            out.extend_from_slice(&s.to_le_bytes());
+        }
+        out
+    }
+
     /// Stage-3 bytes: the range's counts and means, dense or sparse, whichever is smaller:
     /// dense, the word [`DENSE`], then `r` counts (`u64`) and `r x dims` means (`f32`); sparse,
     /// the number `m` of centroids with vectors, then for each in increasing order its index
@@ -341,6 +355,46 @@ impl RangeSum {
         }
         out
     }
+}
+
+/// Largest length of [`RangeSum::encode_sums`]'s output for `centroids` of `dims`: `r`
+/// counts and `r x dims` sums, 8 bytes each; saturates.
+pub fn sums_len(centroids: usize, dims: usize) -> u64 {
+    (centroids as u64)
+        .saturating_mul((dims as u64).saturating_add(1))
+        .saturating_mul(8)
+}
+
+/// Places the stage-3 bytes of [`RangeSum::encode_sums`] for range `[start, start + r)` into
+/// the root's `counts` (all rows) and `sums` (`rows x dims`).
+pub fn place_sums(
+    counts: &mut [u64],
+    sums: &mut [i64],
+    start: usize,
+    r: usize,
+    dims: usize,
+    data: &[u8],
+) -> Result<(), AggregateError> {
+    let expected = sums_len(r, dims);
+    let fits = start
+        .checked_add(r)
+        .is_some_and(|end| end <= counts.len() && end.saturating_mul(dims) <= sums.len());
+    if data.len() as u64 != expected || !fits {
+        return Err(AggregateError::Length {
+            len: data.len() as u64,
+            expected,
+        });
+    }
+    let mut words = data
+        .chunks_exact(8)
+        .map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]));
+    for (c, w) in counts[start..start + r].iter_mut().zip(words.by_ref()) {
+        *c = w;
+    }
+    for (s, w) in sums[start * dims..(start + r) * dims].iter_mut().zip(words) {
+        *s = w as i64;
+    }
+    Ok(())
 }
 
 /// Largest length of [`RangeSum::encode_result`]'s output for `centroids` of `dims` (dense;
@@ -451,6 +505,27 @@ mod tests {
         assert_eq!(range_len(5, 0, 4), 0);
         assert_eq!(range_len(usize::MAX, 2, 3), u64::MAX);
         assert_eq!(range_len(1, 1, usize::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn exact_sums_are_placed_where_they_were_reduced_and_bad_lengths_refused() {
+        let (k, dims) = (5, 3);
+        let p = partial(3, k, dims);
+        let (mut counts, mut sums) = (vec![0u64; k], vec![0i64; k * dims]);
+        for r in [0..2, 2..2, 2..5] {
+            let mut range = RangeSum::new(r.clone(), dims);
+            range.add_partial(&p);
+            let bytes = range.encode_sums();
+            assert_eq!(bytes.len() as u64, sums_len(r.len(), dims));
+            place_sums(&mut counts, &mut sums, r.start, r.len(), dims, &bytes).expect("placed");
+        }
+        assert_eq!(counts, p.counts().into_owned());
+        assert_eq!(sums, p.sums().into_owned());
+        let mut range = RangeSum::new(0..2, dims);
+        range.add_partial(&p);
+        let bytes = range.encode_sums();
+        assert!(place_sums(&mut counts, &mut sums, 0, 2, dims, &bytes[8..]).is_err());
+        assert!(place_sums(&mut counts, &mut sums, 4, 2, dims, &bytes).is_err());
     }
 
     #[test]

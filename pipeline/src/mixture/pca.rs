@@ -64,7 +64,11 @@ impl Pca {
     pub fn from_moments(moments: &Moments, output: usize) -> Result<Self, MixtureError> {
         let dims = moments.counts.len();
         let n = moments.counts.first().copied().unwrap_or(0);
-        if dims == 0 || moments.width != dims + 1 || n == 0 {
+        if dims == 0
+            || moments.width != dims + 1
+            || n == 0
+            || moments.counts.iter().any(|&c| c != n)
+        {
             return Err(MixtureError::Empty);
         }
         if output == 0 || output > dims {

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use vocab_pipeline::kmeans::engine::{Engine, StepResult};
 use vocab_pipeline::kmeans::{Assignment, Centroids};
+use vocab_pipeline::mixture::{Engine as MixtureEngine, Moments, Statistic};
 use vocab_pipeline::partition::Manifest;
 
 use super::layout::{self, Deal};
@@ -197,7 +198,7 @@ impl Driver {
             "reading the initial rows",
             &mut self.root,
             |t| start_job(t, options, manifest, job),
-            |root| root.rows(indices),
+            |root| Root::rows(root, indices),
         )?;
         self.note_remade();
         Ok(done.value)
@@ -226,6 +227,34 @@ impl Driver {
         result.report.failures = done.failures;
         Ok(result)
     }
+
+    /// Sums a mixture or PCA `statistic` over every vector, recovering from failed members.
+    pub fn moments(&mut self, step: u64, statistic: &Statistic) -> Result<Moments, DriverError> {
+        let (options, manifest, job) = (&self.options, &self.manifest, self.crew.job);
+        let what = match statistic {
+            Statistic::Covariance { .. } => "the covariance".to_string(),
+            Statistic::Mixture { .. } => format!("EM step {}", step.saturating_sub(1)),
+        };
+        let done = self.crew.recover(
+            &what,
+            &mut self.root,
+            |t| start_job(t, options, manifest, job),
+            |root| root.moments(step, statistic),
+        )?;
+        self.remember_links();
+        self.note_remade();
+        let mut moments = done.value;
+        moments.report.workers = self.crew.members.len();
+        moments.report.attempts = done.attempts;
+        moments.report.dropped = done.dropped;
+        moments.report.failures = done.failures;
+        Ok(moments)
+    }
+
+    /// The vectors of the job and their dims (the manifest's).
+    pub fn shape(&self) -> (u64, usize) {
+        (self.manifest.count, self.manifest.dims)
+    }
 }
 
 impl Engine for Driver {
@@ -237,6 +266,22 @@ impl Engine for Driver {
 
     fn rows(&mut self, indices: &[usize]) -> Result<Vec<f32>, DriverError> {
         Driver::rows(self, indices)
+    }
+}
+
+impl MixtureEngine for Driver {
+    type Error = DriverError;
+
+    fn moments(&mut self, step: u64, statistic: &Statistic) -> Result<Moments, DriverError> {
+        Driver::moments(self, step, statistic)
+    }
+
+    fn rows(&mut self, indices: &[usize]) -> Result<Vec<f32>, DriverError> {
+        Driver::rows(self, indices)
+    }
+
+    fn shape(&self) -> (u64, usize) {
+        Driver::shape(self)
     }
 }
 
@@ -488,6 +533,39 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
+    }
+
+    /// The mixture on TCP workers (the driver only drives): the single process's, bit for bit.
+    #[test]
+    fn mixtures_on_workers_are_the_local_mixture_bit_for_bit() {
+        use vocab_pipeline::mixture::{Params as MixtureParams, fit_with};
+        let rt = runtime();
+        let tmp = tempfile::tempdir().expect("tmp");
+        let parts = dataset(tmp.path());
+        let params = MixtureParams {
+            components: 5,
+            pca_dims: 6,
+            max_iter: 4,
+            tol: 0.0,
+            seed: 9,
+            reg: 1e-6,
+        };
+        let local = crate::jobs::kmeans::tests::local_mixture(&parts, &params);
+        let (cluster, _workers) = workers(&rt, 3);
+        let mut driver = connect(
+            cluster,
+            &parts.display().to_string(),
+            read_manifest(&parts).expect("manifest"),
+        )
+        .expect("connect");
+        let mut reports = Vec::new();
+        let fitted = fit_with::<_, Box<dyn std::error::Error>>(&mut driver, &params, &mut |s| {
+            reports.push(s.report.clone());
+            Ok(())
+        })
+        .expect("fit");
+        crate::jobs::kmeans::tests::assert_same_mixture(&fitted, &local, "3 workers");
+        assert!(reports.iter().all(|r| (r.workers, r.attempts) == (3, 1)));
     }
 
     #[test]

@@ -5,10 +5,13 @@ use std::borrow::Cow;
 use std::time::Instant;
 
 use vocab_pipeline::kmeans::{Assignment, Centroids, Kernel};
+use vocab_pipeline::mixture::Statistic;
+use vocab_pipeline::mixture::moments::values_len;
 
 use super::layout::{Placement, holdings, mapper, open_share};
 use super::share::{Mapped, Share};
 use super::wire::{Command, LoadReply, MAX_STEP_BYTES, StepStats, TAG};
+use crate::collective::aggregate::RangeSum;
 use crate::collective::{BroadcastPlan, MAX_CONTROL, Team, broadcast, gather, reduce_ranges};
 use crate::engine::{EngineError, Job, Member, decode, encode};
 use crate::jobs::place::{plan_of, team_of};
@@ -107,6 +110,21 @@ impl Job for Kmeans {
                 )?;
                 gather(&team, &piece, MAX_STEP_BYTES)?;
             }
+            Command::Moments { .. } => {
+                let (Some(s), Some(job)) = (self.share.as_ref(), self.loaded.as_ref()) else {
+                    return Err(EngineError::NotLoaded(transport.rank()));
+                };
+                let team = team_of(transport, &job.order, &job.broadcast_tree, &job.gather_tree)?;
+                let piece = member_moments(
+                    &team,
+                    Some(s),
+                    job.root_maps,
+                    &command,
+                    None,
+                    member.received(),
+                )?;
+                gather(&team, &piece, MAX_STEP_BYTES)?;
+            }
             Command::Holdings { ref dir, manifest } => {
                 let held = holdings(dir, transport, manifest);
                 gather(&control, &encode(&held), MAX_CONTROL)?;
@@ -172,13 +190,7 @@ pub(super) fn member_step(
             ..StepStats::default()
         }));
     };
-    let Mapped {
-        partials,
-        kept,
-        tasks,
-        map_seconds,
-        stage1_seconds,
-    } = share.map(
+    let mapped = share.map(
         &centroids,
         scale,
         assignment_of(prune, int8, approx_lists, approx_probes),
@@ -186,13 +198,110 @@ pub(super) fn member_step(
         iteration,
     );
     on_mapped(iteration);
+    reduce_and_report(
+        team,
+        root_maps,
+        mapped,
+        (k, dims),
+        plan.chunk,
+        (broadcast_seconds, received),
+        |sum| sum.encode_result(scale),
+    )
+}
+
+/// A member's part of a mixture or PCA map step: the statistic's broadcast, map, stage 1 and
+/// stage 2; returns the stage-3 piece (statistics, then the reduced range's exact sums).
+pub(super) fn member_moments(
+    team: &Team<'_>,
+    share: Option<&Share>,
+    root_maps: bool,
+    command: &Command,
+    statistic: Option<&Statistic>,
+    received: Instant,
+) -> Result<Vec<u8>, EngineError> {
+    let Command::Moments {
+        head,
+        scale,
+        stage1,
+        ref algorithm,
+        chunk,
+        chains,
+        ..
+    } = *command
+    else {
+        return Err(EngineError::Malformed {
+            rank: 0,
+            reason: "not a moments step".into(),
+        });
+    };
+    let malformed = |reason: String| EngineError::Malformed { rank: 0, reason };
+    let values = values_len(&head)
+        .filter(|&v| v as u64 <= MAX_STEP_BYTES / 8)
+        .ok_or_else(|| malformed(format!("a statistic of shape {head:?}")))?;
+    let plan = plan_of(algorithm, chunk, chains)?;
+    let mut bytes = match statistic {
+        Some(s) => s.values().iter().flat_map(|v| v.to_le_bytes()).collect(),
+        None => vec![0u8; values * 8],
+    };
+    broadcast(team, plan, &mut bytes)?;
+    let broadcast_seconds = received.elapsed().as_secs_f64();
+    let decoded;
+    let statistic = match statistic {
+        Some(s) => s,
+        None => {
+            let values: Vec<f64> = bytes
+                .chunks_exact(8)
+                .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+                .collect();
+            decoded = Statistic::from_values(head, &values)
+                .map_err(|e| malformed(vocab_pipeline::chain(&e)))?;
+            &decoded
+        }
+    };
+    let (w, me) = (team.size(), team.me());
+    let Some(share) = share.filter(|_| mapper(me, w, root_maps).is_some()) else {
+        return Ok(stats_piece(&StepStats {
+            broadcast_seconds,
+            ..StepStats::default()
+        }));
+    };
+    let mapped = share.moments(statistic, scale, stage1);
+    reduce_and_report(
+        team,
+        root_maps,
+        mapped,
+        statistic.shape(),
+        plan.chunk,
+        (broadcast_seconds, received),
+        RangeSum::encode_sums,
+    )
+}
+
+/// Stage 2 of a member's mapped partials over the mapping members, and its stage-3 piece:
+/// the statistics, then `result` of the reduced range.
+fn reduce_and_report(
+    team: &Team<'_>,
+    root_maps: bool,
+    mapped: Mapped,
+    (k, dims): (usize, usize),
+    chunk: usize,
+    (broadcast_seconds, received): (f64, Instant),
+    result: impl Fn(&RangeSum) -> Vec<u8>,
+) -> Result<Vec<u8>, EngineError> {
+    let Mapped {
+        partials,
+        kept,
+        tasks,
+        map_seconds,
+        stage1_seconds,
+    } = mapped;
     let mapped_at = received.elapsed().as_secs_f64();
     let mappers = if root_maps {
         Team::subset(team.transport(), team.order().to_vec())?
     } else {
         Team::subset(team.transport(), team.order()[1..].to_vec())?
     };
-    let (sum, stage2_bytes) = reduce_ranges(&mappers, &partials, k, dims, plan.chunk)?;
+    let (sum, stage2_bytes) = reduce_ranges(&mappers, &partials, k, dims, chunk)?;
     let reduced_at = received.elapsed().as_secs_f64();
     let mut piece = stats_piece(&StepStats {
         broadcast_seconds,
@@ -208,7 +317,7 @@ pub(super) fn member_step(
             .flat_map(|p| p.units.iter().map(|&(key, v)| (key, v.to_bits())))
             .collect(),
     });
-    piece.extend_from_slice(&sum.encode_result(scale));
+    piece.extend_from_slice(&result(&sum));
     Ok(piece)
 }
 

@@ -7,13 +7,15 @@ use std::time::Instant;
 use vocab_pipeline::kmeans::engine::{Engine, StepReport, StepResult};
 use vocab_pipeline::kmeans::partial::inertia_of;
 use vocab_pipeline::kmeans::{Assignment, Centroids, Kernel, fixed_scale};
+use vocab_pipeline::mixture::moments::moment_scale;
+use vocab_pipeline::mixture::{Engine as MixtureEngine, Moments, Statistic};
 use vocab_pipeline::partition::Manifest;
 
 use super::layout::{Deal, Layout, Options, Placement, check_deal, holdings, open_share, range_at};
-use super::member::member_step;
+use super::member::{member_moments, member_step};
 use super::share::Share;
 use super::wire::{Command, LoadReply, MAX_STEP_BYTES, StepStats, TAG};
-use crate::collective::aggregate::place_result;
+use crate::collective::aggregate::{AggregateError, place_result, place_sums};
 use crate::collective::calibration::{Auto, Calibration, chain_order, labels};
 use crate::collective::{MAX_CONTROL, Team, gather};
 use crate::engine::{EngineError, Members, calibrate_links, decode, encode, send_json};
@@ -149,6 +151,8 @@ struct Found {
 struct Opened {
     share: Option<Share>,
     scale: i32,
+    /// Largest magnitude of any value held (for the mixture's fixed-point scale).
+    max_abs: f32,
     remade: Vec<(u32, String)>,
 }
 
@@ -248,8 +252,19 @@ fn load(
     Ok(Opened {
         share,
         scale,
+        max_abs: peak,
         remade,
     })
+}
+
+/// What the members' stage-3 pieces of a step said besides their ranges.
+struct Collected {
+    /// Per-unit values (inertia or log-likelihood) by unit key.
+    units: Vec<(u64, f64)>,
+    /// Vectors whose label pruning kept.
+    kept: usize,
+    /// Times and traffic.
+    report: StepReport,
 }
 
 /// The driving member (rank 0) of an SPMD job.
@@ -262,6 +277,7 @@ pub struct Root<'t> {
     /// `None` when the root does not map.
     share: Option<Share>,
     scale: i32,
+    max_abs: f32,
     calibration: Option<Calibration>,
     job: u64,
     /// Broadcast seconds expected since the last calibration (the first one after it).
@@ -321,6 +337,7 @@ impl<'t> Root<'t> {
         let Opened {
             share,
             scale,
+            max_abs,
             remade,
         } = load(
             &*transport,
@@ -340,6 +357,7 @@ impl<'t> Root<'t> {
             manifest,
             share,
             scale,
+            max_abs,
             calibration,
             job,
             expected: None,
@@ -368,7 +386,8 @@ impl<'t> Root<'t> {
                 self.share.as_ref(),
             )?;
             self.remade.extend(opened.remade);
-            (self.share, self.scale, self.layout) = (opened.share, opened.scale, layout);
+            (self.share, self.scale, self.max_abs, self.layout) =
+                (opened.share, opened.scale, opened.max_abs, layout);
         }
         self.calibration = Some(c);
         (self.expected, self.stale) = (None, false);
@@ -524,13 +543,98 @@ impl<'t> Root<'t> {
         )?;
 
         let pieces = gather(&team, &piece, MAX_STEP_BYTES)?.unwrap_or_default();
+        let (mut counts, mut means) = (vec![0u64; k], vec![0f32; k * dims]);
+        let Collected {
+            units,
+            kept,
+            mut report,
+        } = self.collect(&pieces, k, received, |r, blob| {
+            place_result(&mut counts, &mut means, r.start, r.len(), dims, blob)
+        })?;
+        report.broadcast_bytes = (k * dims * 4 * (team.size() - 1)) as u64;
+        let total: u64 = counts.iter().sum();
+        if total != self.manifest.count {
+            return Err(EngineError::Count {
+                got: total,
+                want: self.manifest.count,
+            });
+        }
+        report.recalibrated = recalibrated;
+        self.watch(report.broadcast_seconds);
+        Ok(StepResult {
+            means,
+            counts,
+            inertia: inertia_of(&units),
+            kept,
+            report,
+        })
+    }
+
+    /// Sums a mixture or PCA `statistic` over every vector (step `step` of its run).
+    pub fn moments(&mut self, step: u64, statistic: &Statistic) -> Result<Moments, EngineError> {
+        let recalibrated = if self.stale {
+            Some(self.recalibrate()?)
+        } else {
+            None
+        };
+        let received = Instant::now();
+        let scale = moment_scale(statistic.bound(self.max_abs), self.manifest.count);
+        let command = Command::Moments {
+            step,
+            head: statistic.head(),
+            scale,
+            stage1: self.options.stage1,
+            algorithm: self.options.plan.algorithm.name().into(),
+            chunk: self.options.plan.chunk as u64,
+            chains: self.options.plan.chains as u64,
+        };
+        send_json(&*self.transport, TAG, &command)?;
+        let team = self.layout.team(&*self.transport)?;
+        let piece = member_moments(
+            &team,
+            self.share.as_ref(),
+            self.options.root_maps,
+            &command,
+            Some(statistic),
+            received,
+        )?;
+        let pieces = gather(&team, &piece, MAX_STEP_BYTES)?.unwrap_or_default();
+        let (k, width) = statistic.shape();
+        let (mut counts, mut sums) = (vec![0u64; k], vec![0i64; k * width]);
+        let Collected {
+            units, mut report, ..
+        } = self.collect(&pieces, k, received, |r, blob| {
+            place_sums(&mut counts, &mut sums, r.start, r.len(), width, blob)
+        })?;
+        report.broadcast_bytes = (statistic.values().len() * 8 * (team.size() - 1)) as u64;
+        report.recalibrated = recalibrated;
+        self.watch(report.broadcast_seconds);
+        Ok(Moments {
+            counts,
+            sums,
+            width,
+            scale,
+            log_likelihood: inertia_of(&units),
+            report,
+        })
+    }
+
+    /// Reads the gathered stage-3 `pieces` of a step over `k` rows (one per member in chain
+    /// order): each member's statistics, and its range's bytes handed to `place`. Returns the
+    /// per-unit values, the vectors pruning kept and the step's report (times from
+    /// `received`, the root's sending of the step).
+    fn collect(
+        &self,
+        pieces: &[Vec<u8>],
+        k: usize,
+        received: Instant,
+        mut place: impl FnMut(std::ops::Range<usize>, &[u8]) -> Result<(), AggregateError>,
+    ) -> Result<Collected, EngineError> {
         // Every member times from its receipt of the step (the root: from sending it).
         let gathered_at = received.elapsed().as_secs_f64();
-        let w = team.size();
-        let (mut counts, mut means) = (vec![0u64; k], vec![0f32; k * dims]);
+        let w = pieces.len();
         let mut units = Vec::new();
         let mut report = StepReport {
-            broadcast_bytes: (k * dims * 4 * (w - 1)) as u64,
             workers: w,
             attempts: 1,
             ..StepReport::default()
@@ -549,8 +653,7 @@ impl<'t> Root<'t> {
                 .ok_or_else(|| malformed("stage-3 header longer than the piece".into()))?;
             let stats: StepStats = decode(rank, &piece[8..8 + stats_len])?;
             let blob = &piece[8 + stats_len..];
-            let r = range_at(k, j, w, self.options.root_maps);
-            place_result(&mut counts, &mut means, r.start, r.len(), dims, blob)
+            place(range_at(k, j, w, self.options.root_maps), blob)
                 .map_err(|e| malformed(e.to_string()))?;
             units.extend(
                 stats
@@ -568,23 +671,12 @@ impl<'t> Root<'t> {
             report.tasks += stats.tasks;
             kept += stats.kept as usize;
         }
-        let total: u64 = counts.iter().sum();
-        if total != self.manifest.count {
-            return Err(EngineError::Count {
-                got: total,
-                want: self.manifest.count,
-            });
-        }
         report.stage2_seconds = (reduced - mapped).max(0.0);
         // Stage 3 starts when the last member has its range: a root that does not map starts
         // gathering at once and would otherwise count the others' map and stage 2 as well.
         report.stage3_seconds = (gathered_at - reduced).max(0.0);
-        report.recalibrated = recalibrated;
-        self.watch(report.broadcast_seconds);
-        Ok(StepResult {
-            means,
-            counts,
-            inertia: inertia_of(&units),
+        Ok(Collected {
+            units,
             kept,
             report,
         })
@@ -600,5 +692,21 @@ impl Engine for Root<'_> {
 
     fn rows(&mut self, indices: &[usize]) -> Result<Vec<f32>, EngineError> {
         Root::rows(self, indices)
+    }
+}
+
+impl MixtureEngine for Root<'_> {
+    type Error = EngineError;
+
+    fn moments(&mut self, step: u64, statistic: &Statistic) -> Result<Moments, EngineError> {
+        Root::moments(self, step, statistic)
+    }
+
+    fn rows(&mut self, indices: &[usize]) -> Result<Vec<f32>, EngineError> {
+        Root::rows(self, indices)
+    }
+
+    fn shape(&self) -> (u64, usize) {
+        Root::shape(self)
     }
 }

@@ -14,6 +14,7 @@ use vocab_pipeline::kmeans::quant::QuantRows;
 use vocab_pipeline::kmeans::{
     Assignment, Centroids, Kernel, Mode, Partial, Pruner, Shard, map_tasks, max_abs, merge_tasks,
 };
+use vocab_pipeline::mixture::{Statistic, moments};
 use vocab_pipeline::partition::{Manifest, Partition, Verify};
 use vocab_pipeline::store::StoreError;
 
@@ -256,6 +257,38 @@ impl Share {
         Mapped {
             partials,
             kept,
+            tasks: count,
+            map_seconds,
+            stage1_seconds: started.elapsed().as_secs_f64(),
+        }
+    }
+
+    /// The map step of a mixture or PCA `statistic` at fixed-point `scale` over the share,
+    /// then stage 1 if asked: one partial per thread's run of map units (merged into one with
+    /// `stage1`).
+    pub fn moments(&self, statistic: &Statistic, scale: i32, stage1: bool) -> Mapped {
+        let shards: Vec<Shard<'_>> = self
+            .parts
+            .iter()
+            .map(|(&index, p)| Shard {
+                index,
+                rows: p.vectors(),
+            })
+            .collect();
+        let started = Instant::now();
+        let tasks = moments::map(&shards, statistic, scale);
+        let map_seconds = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let count = tasks.len();
+        let (k, width) = statistic.shape();
+        let partials = if stage1 && tasks.len() > 1 {
+            vec![Partial::sum(tasks, k, width, scale)]
+        } else {
+            tasks
+        };
+        Mapped {
+            partials,
+            kept: 0,
             tasks: count,
             map_seconds,
             stage1_seconds: started.elapsed().as_secs_f64(),

@@ -1,12 +1,14 @@
 //! A k-means job's root, whatever its team: rank 0 of a team of ranks ([`Root`], which maps its
 //! share too), or the driver of TCP workers ([`Driver`], with their recovery). Both are the
 //! k-means [`Engine`]; [`Team`] is either, started from [`Nodes`], so a caller picks the nodes
-//! once and runs the one k-means loop on what it started.
+//! once and runs the one k-means loop on what it started, or the one mixture loop (both are
+//! also the mixture's [`MixtureEngine`]: its PCA and EM steps run as the same job's map steps).
 
 use std::collections::BTreeMap;
 
 use vocab_pipeline::kmeans::Centroids;
 use vocab_pipeline::kmeans::engine::{Engine, StepResult};
+use vocab_pipeline::mixture::{Engine as MixtureEngine, Moments, Statistic};
 use vocab_pipeline::partition::Manifest;
 
 use super::driver::{Driver, Options as DriverOptions};
@@ -163,6 +165,28 @@ impl Engine for Team<'_> {
         match self {
             Self::Ranks { root, .. } => root.rows(indices).map_err(DriverError::Engine),
             Self::Workers(driver) => driver.rows(indices),
+        }
+    }
+}
+
+impl MixtureEngine for Team<'_> {
+    type Error = DriverError;
+
+    fn moments(&mut self, step: u64, statistic: &Statistic) -> Result<Moments, DriverError> {
+        match self {
+            Self::Ranks { root, .. } => root.moments(step, statistic).map_err(DriverError::Engine),
+            Self::Workers(driver) => driver.moments(step, statistic),
+        }
+    }
+
+    fn rows(&mut self, indices: &[usize]) -> Result<Vec<f32>, DriverError> {
+        Engine::rows(self, indices)
+    }
+
+    fn shape(&self) -> (u64, usize) {
+        match self {
+            Self::Ranks { root, .. } => root.shape(),
+            Self::Workers(driver) => driver.shape(),
         }
     }
 }

@@ -545,3 +545,95 @@ fn the_chain_keeps_racks_together_in_order_of_first_appearance() {
     let same: Vec<String> = ["x", "y", "x", "y"].iter().map(|h| h.to_string()).collect();
     assert_eq!(chain_order(&same, &BTreeMap::new()), vec![0, 2, 1, 3]);
 }
+
+/// The mixture of `params` over the partitions at `parts`, learned on one process.
+pub(crate) fn local_mixture(
+    parts: &std::path::Path,
+    params: &vocab_pipeline::mixture::Params,
+) -> vocab_pipeline::mixture::Fitted {
+    use vocab_pipeline::mixture::{Local, MixtureError, fit_with};
+    let set = PartitionSet::open(parts).expect("open");
+    let vectors = set.vectors();
+    let mut engine = Local::new(kmeans::Shard::numbered(&vectors)).expect("engine");
+    fit_with::<_, MixtureError>(&mut engine, params, &mut |_| Ok(())).expect("local mixture")
+}
+
+/// Two learned mixtures are the same bits: projection, mixture, every step's log-likelihood.
+pub(crate) fn assert_same_mixture(
+    got: &vocab_pipeline::mixture::Fitted,
+    want: &vocab_pipeline::mixture::Fitted,
+    what: &str,
+) {
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        bits(&got.pca.components),
+        bits(&want.pca.components),
+        "{what}"
+    );
+    assert_eq!(bits(&got.pca.mean), bits(&want.pca.mean), "{what}");
+    assert_eq!(bits(&got.gmm.means), bits(&want.gmm.means), "{what}");
+    assert_eq!(
+        bits(&got.gmm.variances),
+        bits(&want.gmm.variances),
+        "{what}"
+    );
+    assert_eq!(bits(&got.gmm.weights), bits(&want.gmm.weights), "{what}");
+    let lls = |f: &vocab_pipeline::mixture::Fitted| {
+        f.steps
+            .iter()
+            .map(|s| s.log_likelihood.to_bits())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(lls(got), lls(want), "{what}");
+}
+
+/// The mixture's PCA and EM steps run as the k-means job's map steps: on any team, with or
+/// without stage 1, with a root that maps or only drives, the single process's mixture.
+#[test]
+fn mixtures_on_teams_are_the_single_process_mixture_bit_for_bit() {
+    use vocab_pipeline::mixture::{Params as MixtureParams, fit_with};
+    type Failure = Box<dyn std::error::Error>;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let parts = dataset(tmp.path());
+    let params = MixtureParams {
+        components: 5,
+        pca_dims: 6,
+        max_iter: 4,
+        tol: 0.0,
+        seed: 9,
+        reg: 1e-6,
+    };
+    let local = local_mixture(&parts, &params);
+    assert_eq!(local.steps.len(), 5);
+    for (w, algorithm, stage1, root_maps) in [
+        (1, Algorithm::Chain, true, true),
+        (3, Algorithm::Chain, true, true),
+        (3, Algorithm::Mst, false, true),
+        (3, Algorithm::MultiChain, true, false),
+    ] {
+        let hosts: Vec<String> = (0..w).map(|i| format!("h{i}")).collect();
+        let team = MemoryTransport::team_on(&hosts);
+        let options = Options {
+            root_maps,
+            ..options(&parts, algorithm, stage1, Assignment::default())
+        };
+        let manifest = read_manifest(&parts).expect("manifest");
+        let fitted = std::thread::scope(|s| {
+            let (root, members) = team.split_first().expect("a root");
+            for m in members {
+                s.spawn(move || serve(m, &NoHooks));
+            }
+            let driven = (|| -> Result<_, Failure> {
+                let members = hello(root)?;
+                let mut engine = Root::start(Box::new(root), &members, options, manifest, 7)?;
+                assert_eq!(engine.shape(), (3000, 24));
+                fit_with::<_, Failure>(&mut engine, &params, &mut |_| Ok(()))
+            })();
+            let _ = exit(root);
+            driven
+        })
+        .expect("team mixture");
+        let what = format!("{w} members, {algorithm:?}, stage 1 {stage1}, root maps {root_maps}");
+        assert_same_mixture(&fitted, &local, &what);
+    }
+}

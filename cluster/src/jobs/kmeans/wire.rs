@@ -52,6 +52,17 @@ pub(super) enum Command {
         chunk: u64,
         chains: u64,
     },
+    /// Sum a statistic of the mixture or the PCA over every vector (one map step whose sums
+    /// aggregate like k-means' partials); its values follow as a broadcast of `f64`s.
+    Moments {
+        step: u64,
+        head: vocab_pipeline::mixture::moments::Head,
+        scale: i32,
+        stage1: bool,
+        algorithm: String,
+        chunk: u64,
+        chains: u64,
+    },
     /// Say which partitions of the manifest with this digest the member's folder holds.
     Holdings { dir: String, manifest: u32 },
     /// Send the rows of these global indices that the member's share holds (after `Load`).
