@@ -21,7 +21,7 @@ use crate::cli::SynthArgs;
 use crate::kmeans_log::{Iterations, PerIteration};
 use crate::progress::Ui;
 use crate::ranks::Mpi;
-use crate::settings::{KmeansSettings, OrFlag, PartitionSettings, format_for};
+use crate::settings::{KmeansSettings, OrFlag, PartitionSettings, TeamSettings, format_for};
 use crate::teams::{self, At, RECALL_SAMPLE};
 use vocab_pipeline::kmeans::InitMethod;
 
@@ -78,8 +78,9 @@ pub fn partition(settings: &PartitionSettings, out: &mut dyn Write) -> anyhow::R
 /// Rows per map-task slice of a feature file read into memory.
 const LOADED_SLICE: usize = 16 * kmeans::UNIT_ROWS;
 
-/// The vectors of a k-means run: a partition folder (mapped) or a feature file (read into memory).
-enum Input {
+/// The vectors of a k-means or mixture run: a partition folder (mapped) or a feature file
+/// (read into memory).
+pub(crate) enum Input {
     Partitions(PartitionSet),
     /// Partitions that lie only at the nodes: the manifest here, the rows there.
     Placed(Manifest),
@@ -94,7 +95,7 @@ impl Input {
     /// The vectors of `args`: partitions at the nodes (a manifest here), a partition folder
     /// (header-verified on a distributed engine: the members verify what they load, and this
     /// process reads only sampled rows), or a feature file read into memory.
-    fn of(args: &KmeansSettings) -> anyhow::Result<Self> {
+    pub(crate) fn of(args: &TeamSettings) -> anyhow::Result<Self> {
         let distributed = args.engine.distributed();
         if let Some(here) = &args.placed {
             ensure!(
@@ -141,7 +142,7 @@ impl Input {
     }
 
     /// How the vectors are held: a partition set's element, f32 for a file read here.
-    fn element(&self) -> Element {
+    pub(crate) fn element(&self) -> Element {
         let of = |m: &Manifest| Element::from_name(&m.element).unwrap_or_default();
         match self {
             Self::Partitions(set) => of(&set.manifest),
@@ -152,7 +153,7 @@ impl Input {
 
     /// Map-task units: partitions, or slices of [`LOADED_SLICE`] rows of a loaded file (a
     /// layout that does not depend on the machine, so neither do the results).
-    fn vectors(&self) -> Vec<Rows<'_>> {
+    pub(crate) fn vectors(&self) -> Vec<Rows<'_>> {
         match self {
             Self::Partitions(set) => set.vectors(),
             Self::Placed(_) => Vec::new(),
@@ -169,7 +170,27 @@ impl Input {
         }
     }
 
-    fn checksum(&self) -> u32 {
+    /// Vectors and values per vector (`parts`: its [`Input::vectors`]).
+    pub(crate) fn shape(&self, parts: &[Rows<'_>]) -> (usize, usize) {
+        match self {
+            Self::Placed(m) => (m.count as usize, m.dims),
+            _ => (
+                parts.iter().map(Rows::rows).sum(),
+                parts.first().map_or(0, Rows::dims),
+            ),
+        }
+    }
+
+    /// Where a distributed run's partitions are (none for a feature file read here).
+    pub(crate) fn at(&self) -> Option<At<'_>> {
+        match self {
+            Self::Partitions(set) => Some(At::Here(set)),
+            Self::Placed(m) => Some(At::Nodes(m)),
+            Self::Loaded { .. } => None,
+        }
+    }
+
+    pub(crate) fn checksum(&self) -> u32 {
         match self {
             Self::Partitions(set) => set.manifest.source_checksum,
             Self::Placed(m) => m.source_checksum,
@@ -211,15 +232,9 @@ pub fn run(
     crate::nodes::check(&args.engine, mpi)?;
     // Shared by the iteration callback and the engines' own lines.
     let out = RefCell::new(out);
-    let input = Input::of(args)?;
+    let input = Input::of(&args.team())?;
     let parts = input.vectors();
-    let (n, dims) = match &input {
-        Input::Placed(m) => (m.count as usize, m.dims),
-        _ => (
-            parts.iter().map(Rows::rows).sum(),
-            parts.first().map_or(0, Rows::dims),
-        ),
-    };
+    let (n, dims) = input.shape(&parts);
     let (params, init_name) = params_of(args)?;
     check_memory(args, n as u64, dims as u64, input.element())?;
     let shape = (n, dims, parts.len());
@@ -228,15 +243,15 @@ pub fn run(
     let started = Instant::now();
     let mut log = Iterations::new(args, n, input.checksum(), start.as_ref(), &bar, &out);
     let mut on_state = |state: &State, report: Option<&StepReport>| log.record(state, report);
-    let at = match &input {
-        Input::Partitions(set) => Some(At::Here(set)),
-        Input::Placed(m) => Some(At::Nodes(m)),
-        Input::Loaded { .. } => None,
-    };
-    let fitted = match at.filter(|_| distributed) {
-        Some(at) => teams::start(args, at, mpi, &out).and_then(|mut team| {
-            teams::fit(&mut team, args, at, &params, start, &out, &mut on_state)
-        }),
+    let fitted = match input.at().filter(|_| distributed) {
+        Some(at) => teams::start(
+            &args.team(),
+            at,
+            mpi,
+            ("kmeans", (args.k * dims * 4) as f64),
+            &out,
+        )
+        .and_then(|mut team| teams::fit(&mut team, args, at, &params, start, &out, &mut on_state)),
         None => kmeans::engine::fit::<anyhow::Error>(&parts, &params, start, &mut |state| {
             on_state(state, None)
         })

@@ -3,13 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::settings::TeamSettings;
 use vocab_cluster::collective::Probe;
+use vocab_cluster::collective::calibration::Order;
 use vocab_cluster::collective::calibration::{Auto, Calibration};
 use vocab_cluster::collective::topology::Saved;
-use vocab_pipeline::partition::Manifest;
-
-use crate::settings::KmeansSettings;
-use vocab_cluster::collective::calibration::Order;
 
 /// Where the measured links of a cluster file go.
 pub fn links_path(cluster: &Path) -> PathBuf {
@@ -18,22 +16,22 @@ pub fn links_path(cluster: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// `--order auto`: measure the links with the default probes and choose the chain for the
-/// centroids' bytes.
-pub fn auto_order(args: &KmeansSettings, manifest: &Manifest) -> Option<Auto> {
-    (args.order == Order::Auto).then(|| Auto {
+/// `--order auto`: measure the links with the default probes and choose the chain for a
+/// broadcast of `bytes` (the centroids', the mixture's).
+pub fn auto_order(team: &TeamSettings, bytes: f64) -> Option<Auto> {
+    (team.order == Order::Auto).then(|| Auto {
         probe: Probe::default(),
-        bytes: (args.k * manifest.dims * 4) as f64,
+        bytes,
     })
 }
 
 /// Where `--order auto` keeps its measured links: beside the cluster file (`--cluster`), or
 /// beside the vocabulary under MPI; none for loopback workers.
-pub fn links_file(args: &KmeansSettings) -> Option<PathBuf> {
-    if args.order != Order::Auto {
+pub fn links_file(team: &TeamSettings) -> Option<PathBuf> {
+    if team.order != Order::Auto {
         return None;
     }
-    args.engine.links_beside(&args.out).map(links_path)
+    team.engine.links_beside(&team.out).map(links_path)
 }
 
 /// Links measured before, if `path` holds them (a file that does not parse is reported and

@@ -12,6 +12,7 @@ mod kmeans_cmd;
 mod kmeans_log;
 mod links;
 mod memory;
+mod mixture_cmd;
 mod nodes;
 mod options;
 mod photo_cmd;
@@ -33,8 +34,8 @@ use clap::Parser;
 
 use crate::cli::{BenchCommand, Cli, ClusterCommand, Command, ConfigCommand, DatasetsCommand};
 use crate::settings::{
-    ClassifySettings, EncodeSettings, EvaluateSettings, FeatureSettings, KmeansSettings, OrFlag,
-    PartitionSettings, PhotoSetSettings, TrainSettings,
+    ClassifySettings, EncodeSettings, EvaluateSettings, FeatureSettings, KmeansSettings,
+    MixtureSettings, OrFlag, PartitionSettings, PhotoSetSettings, TrainSettings,
 };
 
 fn main() -> ExitCode {
@@ -137,6 +138,10 @@ fn dispatch(
         Command::Kmeans(args) => {
             let settings = KmeansSettings::from_args(&args).or_flag()?;
             kmeans_cmd::run(&settings, &ui, mpi, &mut stdout()).map(|_| ())
+        }
+        Command::Mixture(args) => {
+            let settings = MixtureSettings::from_args(&args).or_flag()?;
+            mixture_cmd::run(&settings, &ui, mpi, &mut stdout()).map(|_| ())
         }
         Command::Run(args) => run::run(&args, &ui, mpi),
         Command::Config(ConfigCommand::Check(args)) => run::check::check(&args),

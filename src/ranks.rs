@@ -41,7 +41,8 @@ pub fn read_racks(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {
 pub fn wants_mpi(command: &Command) -> bool {
     use TransportKind::Mpi;
     match command {
-        Command::Kmeans(args) => args.engine == Some(Mpi),
+        Command::Kmeans(args) => args.team.engine == Some(Mpi),
+        Command::Mixture(args) => args.team.engine == Some(Mpi),
         Command::Features(args) => args.nodes.engine == Some(Mpi),
         Command::Encode(args) => args.nodes.engine == Some(Mpi),
         Command::Run(args) => args.engine == Some(Mpi),
@@ -66,13 +67,16 @@ pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
     }
     if rank != 0 {
         let faults = match &command {
-            Command::Kmeans(args) => match parse_fault(args.exit_rank_at.as_deref())? {
-                Some((r, step)) if r == rank => ExitAt {
-                    step: Some(step),
-                    ..ExitAt::default()
-                },
-                _ => ExitAt::default(),
-            },
+            Command::Kmeans(crate::cli::KmeansArgs { team, .. })
+            | Command::Mixture(crate::cli::MixtureArgs { team, .. }) => {
+                match parse_fault(team.exit_rank_at.as_deref())? {
+                    Some((r, step)) if r == rank => ExitAt {
+                        step: Some(step),
+                        ..ExitAt::default()
+                    },
+                    _ => ExitAt::default(),
+                }
+            }
             Command::Run(args) => match parse_fault(args.exit_rank_in_round.as_deref())? {
                 Some((r, round)) if r == rank => ExitAt {
                     round: Some(round),
@@ -90,7 +94,8 @@ pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
         return Ok(());
     }
     let racks = match &command {
-        Command::Kmeans(args) => args.racks.as_deref(),
+        Command::Kmeans(args) => args.team.racks.as_deref(),
+        Command::Mixture(args) => args.team.racks.as_deref(),
         Command::Run(args) => args.racks.as_deref(),
         _ => None,
     }
@@ -117,7 +122,8 @@ pub fn main(command: Command, ui: &Ui) -> anyhow::Result<()> {
         racks,
     };
     let result = match &command {
-        Command::Kmeans(args) => parse_fault(args.exit_rank_at.as_deref()),
+        Command::Kmeans(args) => parse_fault(args.team.exit_rank_at.as_deref()),
+        Command::Mixture(args) => parse_fault(args.team.exit_rank_at.as_deref()),
         Command::Run(args) => parse_fault(args.exit_rank_in_round.as_deref()),
         _ => Ok(None),
     }

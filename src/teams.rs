@@ -21,7 +21,7 @@ use vocab_pipeline::partition::{Manifest, PartitionSet, Rows};
 use crate::links::{auto_order, links_file, read_links, save_links};
 use crate::nodes::Place;
 use crate::ranks::Mpi;
-use crate::settings::KmeansSettings;
+use crate::settings::{KmeansSettings, TeamSettings};
 
 /// Vectors on which an approximate run's assignment is compared with the exact one.
 pub const RECALL_SAMPLE: usize = 1000;
@@ -30,7 +30,8 @@ pub const RECALL_SAMPLE: usize = 1000;
 /// k-means [`Engine`]) and what is said of its nodes (loopback workers started for the run stop
 /// when it ends: after the team lets them go, fields drop in order).
 pub struct Team<'a> {
-    job: kmeans_job::Team<'a>,
+    /// The library's team.
+    pub job: kmeans_job::Team<'a>,
     _place: Place,
 }
 
@@ -38,14 +39,15 @@ pub struct Team<'a> {
 /// 0, which maps too), or the TCP workers of `args.engine` (loopback workers started now, their
 /// logs beside the vocabulary), each member caching its share of the partitions `at`.
 pub fn start<'a>(
-    args: &KmeansSettings,
+    args: &TeamSettings,
     at: At<'_>,
     mpi: Option<&'a Mpi<'a>>,
+    (name, broadcast_bytes): (&str, f64),
     out: &RefCell<&mut dyn Write>,
 ) -> anyhow::Result<Team<'a>> {
     let dir = members_dir(args)?.display().to_string();
     let (auto, known) = (
-        auto_order(args, at.manifest()),
+        auto_order(args, broadcast_bytes),
         links_file(args).and_then(|p| read_links(&p)),
     );
     let logs = vocab_pipeline::features::manifest_path(&args.out, "workers");
@@ -55,7 +57,7 @@ pub fn start<'a>(
     if let Some((n, logs)) = &started.place.loopback {
         writeln!(
             out.borrow_mut(),
-            "kmeans: {n} loopback workers, logs in {}",
+            "{name}: {n} loopback workers, logs in {}",
             logs.display()
         )?;
     }
@@ -78,10 +80,10 @@ pub fn start<'a>(
     };
     let place = started.place;
     let job = kmeans_job::Team::start(started.nodes, options, at.manifest().clone())
-        .with_context(|| format!("starting k-means on {}", place.whence))?;
+        .with_context(|| format!("starting {name} on {}", place.whence))?;
     writeln!(
         out.borrow_mut(),
-        "kmeans: team formed in {:.2} s (nodes up in {up:.2} s, then joined and partitions opened)",
+        "{name}: team formed in {:.2} s (nodes up in {up:.2} s, then joined and partitions opened)",
         clock.elapsed().as_secs_f64()
     )?;
     Ok(Team { job, _place: place })
@@ -124,10 +126,15 @@ pub fn fit(
         })?;
         Ok((state, recall))
     });
+    keep_links(team, &args.team());
+    done
+}
+
+/// Saves the links a team measured where the next run finds them (`--order auto`).
+pub fn keep_links(team: &kmeans_job::Team<'_>, args: &TeamSettings) {
     if let (Some((c, _, labels)), Some(path)) = (team.calibration(), links_file(args)) {
         save_links(&path, c, &labels);
     }
-    done
 }
 
 /// The initial state of a distributed run: the checkpoint's, or the initial centroids sampled
@@ -170,7 +177,7 @@ fn first_state(
 
 /// The partition folder as the members see it: `--features` resolved here, or, for partitions
 /// at the nodes, as given (each member expands its `{node}` / `{rank}`; nothing to resolve here).
-fn members_dir(args: &KmeansSettings) -> anyhow::Result<PathBuf> {
+fn members_dir(args: &TeamSettings) -> anyhow::Result<PathBuf> {
     if args.placed.is_some() {
         return Ok(args.features.clone());
     }
@@ -180,7 +187,7 @@ fn members_dir(args: &KmeansSettings) -> anyhow::Result<PathBuf> {
 
 /// The recipes beside the manifest of partitions born on the nodes (`vocab run` writes them),
 /// so that partitions no node holds any more are made again from their photos.
-fn remake_of(args: &KmeansSettings) -> anyhow::Result<Option<std::sync::Arc<Recipes>>> {
+fn remake_of(args: &TeamSettings) -> anyhow::Result<Option<std::sync::Arc<Recipes>>> {
     let Some(here) = &args.placed else {
         return Ok(None);
     };

@@ -543,3 +543,37 @@ fn vlad_encode_under_mpi_writes_the_single_process_vectors() {
     let files = (one.as_path(), three.as_path());
     one_process_equals_three_ranks(&args, files, &["", ".images.csv", ".encoding.json"]);
 }
+
+#[test]
+fn a_mixture_under_mpi_is_the_single_process_mixture() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (parts, _) = setup(tmp.path(), &KMEANS);
+    let args = |out: &Path| -> Vec<String> {
+        [
+            "mixture",
+            "--features",
+            s(&parts),
+            "--components",
+            "5",
+            "--pca-dims",
+            "6",
+            "--iterations",
+            "5",
+            "--tol",
+            "0",
+            "--out",
+            s(out),
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let (one, three) = (tmp.path().join("one.json"), tmp.path().join("three.json"));
+    vocab(&args(&one).iter().map(String::as_str).collect::<Vec<_>>());
+    let mut ranked = args(&three);
+    ranked.extend(["--engine".to_string(), "mpi".to_string()]);
+    let stdout = mpi_ok(3, &ranked.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(stdout.contains("on 3 MPI ranks"), "{stdout}");
+    let read = |p: &Path| std::fs::read(p).expect("read");
+    assert!(read(&one) == read(&three), "the ranks' mixture differs");
+}

@@ -29,7 +29,7 @@ def pca(x, d):
         at = int(np.argmax(np.abs(c)))
         if c[at] < 0:
             c *= -1
-    return mean, components, values[order]
+    return mean, components, values[order], float(np.trace(cov))
 
 
 def main():
@@ -40,7 +40,7 @@ def main():
     labels = rng.choice(K, size=N, p=weights)
     x = (centres[labels] + rng.normal(size=(N, DIMS)) * spreads[labels]).astype(np.float32)
     x64 = x.astype(np.float64)
-    mean, components, variances = pca(x64, PROJECTED)
+    mean, components, variances, total = pca(x64, PROJECTED)
     y = (x64 - mean) @ components.T
     first = [5, 700, 1900]
     init_means = y[first]
@@ -56,7 +56,7 @@ def main():
         "dims": DIMS, "projected": PROJECTED, "components": K, "steps": STEPS, "reg": REG,
         "x": x.reshape(-1).tolist(),
         "pca": {"mean": mean.tolist(), "components": components.reshape(-1).tolist(),
-                "variances": variances.tolist()},
+                "variances": variances.tolist(), "total_variance": total},
         "first": {"weights": [1.0 / K] * K, "means": init_means.reshape(-1).tolist(),
                   "variances": init_variances.reshape(-1).tolist()},
         "sklearn": {"weights": gmm.weights_.tolist(), "means": gmm.means_.reshape(-1).tolist(),

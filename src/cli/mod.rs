@@ -53,6 +53,9 @@ pub enum Command {
     Partition(PartitionArgs),
     /// Cluster feature vectors into a vocabulary (k-means).
     Kmeans(KmeansArgs),
+    /// Learn a Gaussian mixture over PCA-reduced vectors by EM (the vocabulary of Fisher
+    /// vectors), on one process, TCP workers or MPI ranks.
+    Mixture(MixtureArgs),
     /// Draw a vocabulary's most used words as the photo patches nearest them (PNG + CSV).
     Words(WordsArgs),
     /// Run the stages of a TOML config in a work directory (cached, resumable).

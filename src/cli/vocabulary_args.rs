@@ -1,4 +1,5 @@
-//! Arguments of `vocab convert`, `vocab datasets synth`, `vocab partition` and `vocab kmeans`.
+//! Arguments of `vocab convert`, `vocab datasets synth`, `vocab partition`, `vocab kmeans` and
+//! `vocab mixture`.
 
 use std::path::PathBuf;
 
@@ -78,6 +79,47 @@ pub struct PartitionArgs {
     pub element: Element,
 }
 
+/// Where a job over partitions runs (`vocab kmeans`, `vocab mixture`): one process, TCP
+/// workers or MPI ranks, and how its collectives go.
+#[derive(Debug, Args)]
+pub struct TeamArgs {
+    /// Run on the workers of this cluster file (Map-Collective: chain broadcast, map on cached
+    /// partitions, three-stage aggregation). --features must be a partition folder that every
+    /// worker can read at the same absolute path.
+    #[arg(long, value_name = "FILE", conflicts_with = "local_nodes")]
+    pub cluster: Option<PathBuf>,
+    /// Start N workers on loopback for this run and run on them (same code path as a cluster);
+    /// their logs go to <out>.workers/.
+    #[arg(long, value_name = "N")]
+    pub local_nodes: Option<usize>,
+    /// Broadcast algorithm for the centroids (or the mixture) on a cluster.
+    #[arg(long, value_enum, default_value_t = Algorithm::Chain)]
+    pub broadcast: Algorithm,
+    /// Switch stage-1 (local) aggregation off: every map task ships its own partial sums (to
+    /// measure what local aggregation saves).
+    #[arg(long)]
+    pub no_local_aggregation: bool,
+    /// The distributed engine: `tcp` (vocab's worker daemons: --cluster or --local-nodes) or
+    /// `mpi` (under mpirun or srun: rank 0 drives and maps, every rank maps its share; needs a
+    /// build with `--features mpi`).
+    #[arg(long, value_enum)]
+    pub engine: Option<TransportKind>,
+    /// Rack map for `--engine mpi`: a TOML file of `"host" = "rack"` lines (default: each host
+    /// is a rack). The chain keeps a rack's ranks together.
+    #[arg(long, value_name = "FILE")]
+    pub racks: Option<PathBuf>,
+    /// Chain order on a distributed engine: `racks` (rack labels, or the cluster file's order)
+    /// or `auto` (measure every link at the start, build the chain from the measurements).
+    #[arg(long, value_enum, default_value_t = Order::Racks)]
+    pub order: Order,
+    /// Chunk size of the pipelined broadcasts and of stage 2 under `--engine mpi`.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "1M")]
+    pub chunk_size: u64,
+    /// Fault injection for tests: rank R exits in iteration N after its map tasks ("R:N").
+    #[arg(long, value_name = "R:N", hide = true)]
+    pub exit_rank_at: Option<String>,
+}
+
 /// Arguments of `vocab kmeans`.
 #[derive(Debug, Args)]
 pub struct KmeansArgs {
@@ -126,50 +168,50 @@ pub struct KmeansArgs {
     /// Continue from the checkpoint of a previous run with the same --out, k, seed and input.
     #[arg(long)]
     pub resume: bool,
-    /// Run on the workers of this cluster file (Map-Collective: chain broadcast, map on cached
-    /// partitions, three-stage aggregation). --features must be a partition folder that every
-    /// worker can read at the same absolute path.
-    #[arg(long, value_name = "FILE", conflicts_with = "local_nodes")]
-    pub cluster: Option<PathBuf>,
-    /// Start N workers on loopback for this run and run on them (same code path as a cluster);
-    /// their logs go to <out>.workers/.
-    #[arg(long, value_name = "N")]
-    pub local_nodes: Option<usize>,
-    /// Broadcast algorithm for the centroids on a cluster.
-    #[arg(long, value_enum, default_value_t = Algorithm::Chain)]
-    pub broadcast: Algorithm,
-    /// Switch stage-1 (local) aggregation off: every map task ships its own partial sums (to
-    /// measure what local aggregation saves).
-    #[arg(long)]
-    pub no_local_aggregation: bool,
     /// Fault injection for tests: exit right after checkpointing iteration N (a crash).
     #[arg(long, value_name = "N", hide = true)]
     pub exit_after_iteration: Option<u64>,
-    /// The distributed engine: `tcp` (vocab's worker daemons: --cluster or --local-nodes) or
-    /// `mpi` (under mpirun or srun: rank 0 drives and maps, every rank maps its share; needs a
-    /// build with `--features mpi`).
-    #[arg(long, value_enum)]
-    pub engine: Option<TransportKind>,
-    /// Rack map for `--engine mpi`: a TOML file of `"host" = "rack"` lines (default: each host
-    /// is a rack). The chain keeps a rack's ranks together.
-    #[arg(long, value_name = "FILE")]
-    pub racks: Option<PathBuf>,
-    /// Chain order on a distributed engine: `racks` (rack labels, or the cluster file's order)
-    /// or `auto` (measure every link at the start, build the chain from the measurements).
-    #[arg(long, value_enum, default_value_t = Order::Racks)]
-    pub order: Order,
-    /// Chunk size of the pipelined broadcasts and of stage 2 under `--engine mpi`.
-    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "1M")]
-    pub chunk_size: u64,
-    /// Fault injection for tests: rank R exits in iteration N after its map tasks ("R:N").
-    #[arg(long, value_name = "R:N", hide = true)]
-    pub exit_rank_at: Option<String>,
+    /// Where it runs.
+    #[command(flatten)]
+    pub team: TeamArgs,
     /// Vocabulary format: text (one centroid per line, its values separated by spaces; no
     /// picture id, row or column) or bin (the binary feature format, record j = centroid j)
     /// [default: text for .txt/.text files, bin otherwise].
     #[arg(long, value_enum)]
     pub format: Option<Format>,
     /// Vocabulary file; beside it <out>.meta.toml, <out>.iterations.csv, <out>.ckpt/.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+/// Arguments of `vocab mixture`.
+#[derive(Debug, Args)]
+pub struct MixtureArgs {
+    /// A feature file (loaded into memory) or a partition folder (memory-mapped).
+    #[arg(long, value_name = "FILE|DIR")]
+    pub features: PathBuf,
+    /// Gaussians in the mixture (the Fisher vector's vocabulary).
+    #[arg(long, value_name = "K", default_value_t = 64)]
+    pub components: usize,
+    /// Principal components the vectors are projected onto first.
+    #[arg(long, value_name = "D", default_value_t = 64)]
+    pub pca_dims: usize,
+    /// EM steps at most.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub iterations: usize,
+    /// Stop when the mean log-likelihood per vector moves less than this.
+    #[arg(long, value_name = "TOL", default_value_t = 1e-3)]
+    pub tol: f64,
+    /// Seed of the first means (random vectors).
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Added to every variance (scikit-learn's reg_covar).
+    #[arg(long, value_name = "R", default_value_t = 1e-6)]
+    pub reg: f64,
+    /// Where it runs.
+    #[command(flatten)]
+    pub team: TeamArgs,
+    /// Mixture file (JSON: the PCA and the mixture); beside it <out>.steps.csv.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
 }

@@ -324,7 +324,141 @@ pub fn engine_of(
     })
 }
 
+/// The engine and the chunk size of a job's team flags (`--engine`, `--cluster`,
+/// `--local-nodes`, `--racks`, `--chunk-size`).
+pub fn team_of(args: &crate::cli::TeamArgs) -> Result<(Backend, usize), Invalid> {
+    let engine = engine_of(args.engine, args.cluster.as_deref(), args.local_nodes)?;
+    if args.racks.is_some() && engine != Backend::Mpi {
+        return Err(Invalid::new(
+            "racks",
+            args.racks.as_deref().unwrap_or(Path::new("")).display(),
+            "a rack map for --engine mpi (a cluster file names its racks)",
+        ));
+    }
+    let chunk_size = usize::try_from(args.chunk_size)
+        .ok()
+        .filter(|&c| c >= 8)
+        .ok_or_else(|| Invalid::new("chunk_size", args.chunk_size, "at least 8 bytes"))?;
+    Ok((engine, chunk_size))
+}
+
+/// The rules of where a job over `features` runs: a measured chain order only on a
+/// distributed engine, which needs a partition folder (`placed`: the folder here of
+/// partitions at the nodes).
+pub fn team_rules(
+    engine: &Backend,
+    order: Order,
+    features: &Path,
+    placed: Option<&Path>,
+) -> Result<(), Invalid> {
+    let distributed = engine.distributed();
+    if !distributed && order == Order::Auto {
+        return Err(Invalid::new(
+            "order",
+            "auto",
+            "orders the chain of a distributed run; add --local-nodes, --cluster or \
+             --engine mpi",
+        ));
+    }
+    // Partitions at the nodes: the folder there need not exist here (its manifest does).
+    let here = placed.unwrap_or(features);
+    if distributed && !here.is_dir() {
+        return Err(Invalid::new(
+            "features",
+            features.display(),
+            "a distributed run needs a partition folder (make one with vocab partition)",
+        ));
+    }
+    Ok(())
+}
+
+/// Where a job over partitions runs and how its collectives go: what starting a team needs
+/// (k-means' and the mixture's).
+#[derive(Debug, Clone)]
+pub struct TeamSettings {
+    /// A feature file or a partition folder.
+    pub features: PathBuf,
+    /// The folder here of partitions that lie at the nodes (see [`KmeansSettings::placed`]).
+    pub placed: Option<PathBuf>,
+    /// The job's output: worker logs and measured links go beside it.
+    pub out: PathBuf,
+    /// Where it runs.
+    pub engine: Backend,
+    /// Broadcast algorithm.
+    pub broadcast: Algorithm,
+    /// Stage-1 (local) aggregation.
+    pub local_aggregation: bool,
+    /// Chain order.
+    pub order: Order,
+    /// Chunk size of the pipelined collectives under MPI.
+    pub chunk_size: usize,
+    /// How k-means' members assign their vectors (the default for the mixture's).
+    pub assignment: Assignment,
+}
+
+/// Settings of a mixture run (`vocab mixture`).
+#[derive(Debug, Clone)]
+pub struct MixtureSettings {
+    /// What is learned.
+    pub params: vocab_pipeline::mixture::Params,
+    /// Where it runs; `team.out` is the mixture file.
+    pub team: TeamSettings,
+}
+
+impl MixtureSettings {
+    /// From `vocab mixture`.
+    pub fn from_args(args: &crate::cli::MixtureArgs) -> Result<Self, Invalid> {
+        output("out", &args.out)?;
+        apart(
+            "out",
+            &args.out,
+            Kind::File,
+            &[("features", args.features.as_path())],
+        )?;
+        let (engine, chunk_size) = team_of(&args.team)?;
+        let params = vocab_pipeline::mixture::Params {
+            components: args.components,
+            pca_dims: args.pca_dims,
+            max_iter: args.iterations,
+            tol: args.tol,
+            seed: args.seed,
+            reg: args.reg,
+        };
+        params.check()?;
+        team_rules(&engine, args.team.order, &args.features, None)?;
+        Ok(Self {
+            params,
+            team: TeamSettings {
+                features: args.features.clone(),
+                placed: None,
+                out: args.out.clone(),
+                engine,
+                broadcast: args.team.broadcast,
+                local_aggregation: !args.team.no_local_aggregation,
+                order: args.team.order,
+                chunk_size,
+                assignment: Assignment::default(),
+            },
+        })
+    }
+}
+
 impl KmeansSettings {
+    /// Where the run goes, as starting its team needs it.
+    pub fn team(&self) -> TeamSettings {
+        TeamSettings {
+            features: self.features.clone(),
+            placed: self.placed.clone(),
+            out: self.out.clone(),
+            engine: self.engine.clone(),
+            broadcast: self.broadcast,
+            local_aggregation: self.local_aggregation,
+            order: self.order,
+            chunk_size: self.chunk_size,
+            assignment: self.assignment,
+        }
+    }
+
     /// From `vocab kmeans`.
     pub fn from_args(args: &crate::cli::KmeansArgs) -> Result<Self, Invalid> {
         output("out", &args.out)?;
@@ -335,18 +469,7 @@ impl KmeansSettings {
                 .map(|c| ("init_centroids", c)),
         );
         apart("out", &args.out, Kind::File, &inputs)?;
-        let engine = engine_of(args.engine, args.cluster.as_deref(), args.local_nodes)?;
-        if args.racks.is_some() && engine != Backend::Mpi {
-            return Err(Invalid::new(
-                "racks",
-                args.racks.as_deref().unwrap_or(Path::new("")).display(),
-                "a rack map for --engine mpi (a cluster file names its racks)",
-            ));
-        }
-        let chunk_size = usize::try_from(args.chunk_size)
-            .ok()
-            .filter(|&c| c >= 8)
-            .ok_or_else(|| Invalid::new("chunk_size", args.chunk_size, "at least 8 bytes"))?;
+        let (engine, chunk_size) = team_of(&args.team)?;
         Self {
             features: args.features.clone(),
             out: args.out.clone(),
@@ -366,9 +489,9 @@ impl KmeansSettings {
             )?,
             resume: args.resume,
             engine,
-            broadcast: args.broadcast,
-            local_aggregation: !args.no_local_aggregation,
-            order: args.order,
+            broadcast: args.team.broadcast,
+            local_aggregation: !args.team.no_local_aggregation,
+            order: args.team.order,
             chunk_size,
             exit_after_iteration: args.exit_after_iteration,
             placed: None,
@@ -378,26 +501,14 @@ impl KmeansSettings {
 
     /// Checks the rules across settings.
     pub fn checked(self) -> Result<Self, Invalid> {
-        let distributed = self.engine.distributed();
         let init = self.init_centroids.is_none().then_some(self.init);
         kmeans_rules(self.k, (self.iterations, self.tol), init, self.assignment)?;
-        if !distributed && self.order == Order::Auto {
-            return Err(Invalid::new(
-                "order",
-                "auto",
-                "orders the chain of a distributed run; add --local-nodes, --cluster or \
-                 --engine mpi",
-            ));
-        }
-        // Partitions at the nodes: the folder there need not exist here (its manifest does).
-        let here = self.placed.as_deref().unwrap_or(&self.features);
-        if distributed && !here.is_dir() {
-            return Err(Invalid::new(
-                "features",
-                self.features.display(),
-                "a distributed run needs a partition folder (make one with vocab partition)",
-            ));
-        }
+        team_rules(
+            &self.engine,
+            self.order,
+            &self.features,
+            self.placed.as_deref(),
+        )?;
         Ok(self)
     }
 }

@@ -9,6 +9,7 @@ mod features;
 mod formats;
 mod hardening;
 mod kmeans;
+mod mixture;
 mod placement;
 mod protocol;
 mod run;

@@ -91,4 +91,42 @@ pub enum MixtureError {
         /// Vectors there are.
         want: u64,
     },
+    /// A mixture file cannot be read or written.
+    #[error("{path}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A mixture file that is not one, or whose parts do not fit.
+    #[error("{path} is not a usable mixture: {reason}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// Another format or version.
+    #[error("format {format:?} version {version}, not vocab-mixture version 1")]
+    Format {
+        /// Its format field.
+        format: String,
+        /// Its version.
+        version: u32,
+    },
+    /// Parts of other shapes.
+    #[error(
+        "vectors of {dims} values, a projection of {} onto {}, a mixture of {} components of {}",
+        pca.0, pca.1, gmm.0, gmm.1
+    )]
+    Parts {
+        /// Values per vector.
+        dims: usize,
+        /// The projection's input and output dims.
+        pca: (usize, usize),
+        /// The mixture's components and dims.
+        gmm: (usize, usize),
+    },
 }

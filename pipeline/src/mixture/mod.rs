@@ -11,6 +11,7 @@
 //! rules; [`linalg`] the products.
 
 pub mod error;
+pub mod file;
 pub mod fit;
 pub mod gmm;
 pub mod linalg;
@@ -20,6 +21,7 @@ pub mod pca;
 pub mod sums;
 
 pub use self::error::MixtureError;
+pub use self::file::MixtureFile;
 pub use self::fit::{Fitted, StepLog, fit_with};
 pub use self::gmm::Gmm;
 pub use self::moments::{Engine, Local, Statistic};

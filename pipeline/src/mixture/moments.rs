@@ -78,7 +78,7 @@ impl Statistic {
     }
 
     /// Its parameters in the order [`Statistic::from_values`] reads them: the PCA's mean,
-    /// components and variances, then the mixture's weights, means and variances (nothing for
+    /// components, variances and total variance, then the mixture's weights, means and variances (nothing for
     /// the covariance).
     pub fn values(&self) -> Vec<f64> {
         match self {
@@ -88,6 +88,7 @@ impl Statistic {
                 v.extend_from_slice(&pca.mean);
                 v.extend_from_slice(&pca.components);
                 v.extend_from_slice(&pca.variances);
+                v.push(pca.total_variance);
                 v.extend_from_slice(&gmm.weights);
                 v.extend_from_slice(&gmm.means);
                 v.extend_from_slice(&gmm.variances);
@@ -124,7 +125,7 @@ impl Statistic {
             rest = b;
             a.to_vec()
         };
-        let pca = Pca::new(take(dims), take(d * dims), take(d))?;
+        let pca = Pca::new(take(dims), take(d * dims), take(d), take(1)[0])?;
         let gmm = Gmm::new(take(k), take(k * d), take(k * d))?;
         Ok(Self::Mixture { pca, gmm })
     }
@@ -158,7 +159,10 @@ pub fn values_len(head: &Head) -> Option<usize> {
         (0, _) | (_, 0) => None,
         _ if d > dims => None,
         _ => {
-            let pca = dims.checked_add(d.checked_mul(dims)?)?.checked_add(d)?;
+            let pca = dims
+                .checked_add(d.checked_mul(dims)?)?
+                .checked_add(d)?
+                .checked_add(1)?;
             pca.checked_add(k.checked_mul(d.checked_mul(2)?.checked_add(1)?)?)
         }
     }

@@ -19,6 +19,8 @@ pub struct Pca {
     pub components: Vec<f64>,
     /// Variance of the vectors along each component (the eigenvalues, largest first).
     pub variances: Vec<f64>,
+    /// The vectors' total variance (the covariance's trace), of which `variances` are kept.
+    pub total_variance: f64,
 }
 
 impl Pca {
@@ -28,11 +30,13 @@ impl Pca {
         mean: Vec<f64>,
         components: Vec<f64>,
         variances: Vec<f64>,
+        total_variance: f64,
     ) -> Result<Self, MixtureError> {
         let pca = Self {
             mean,
             components,
             variances,
+            total_variance,
         };
         pca.check()?;
         Ok(pca)
@@ -53,7 +57,10 @@ impl Pca {
             .iter()
             .chain(&self.components)
             .chain(&self.variances);
-        if !values.clone().all(|v| v.is_finite()) || self.variances.iter().any(|&v| v < 0.0) {
+        if !values.clone().all(|v| v.is_finite())
+            || self.variances.iter().any(|&v| v < 0.0)
+            || !(self.total_variance.is_finite() && self.total_variance >= 0.0)
+        {
             return Err(MixtureError::NonFinite);
         }
         Ok(())
@@ -102,7 +109,8 @@ impl Pca {
             components.extend(column.iter().map(|v| v * sign));
         }
         let variances = values.iter().take(output).map(|&v| v.max(0.0)).collect();
-        Self::new(mean, components, variances)
+        let total = (0..dims).map(|i| cov[(i, i)].max(0.0)).sum();
+        Self::new(mean, components, variances, total)
     }
 
     /// Values per input vector.

@@ -69,6 +69,12 @@ fn the_pca_is_numpys() {
     close(&pca.mean, &f.pca.mean, 1e-12, "mean");
     close(&pca.variances, &f.pca.variances, 1e-9, "variances");
     close(&pca.components, &f.pca.components, 1e-8, "components");
+    close(
+        &[pca.total_variance],
+        &[f.pca.total_variance],
+        1e-12,
+        "total variance",
+    );
 }
 
 #[test]

@@ -577,8 +577,9 @@ mod tests {
         let local =
             kmeans::engine::fit::<KMeansError>(&set.vectors(), &params(12), None, &mut |_| Ok(()))
                 .expect("local");
-        // A fourth node that is in the cluster file but never listens.
-        let ghost = std::net::TcpListener::bind("127.0.0.1:0")
+        // A fourth node that is in the cluster file but never listens: a port on 127.0.0.2,
+        // where no test's worker listens (they bind 127.0.0.1), so none can take it over.
+        let ghost = std::net::TcpListener::bind("127.0.0.2:0")
             .expect("bind")
             .local_addr()
             .expect("a");
