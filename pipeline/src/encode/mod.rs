@@ -25,6 +25,7 @@
 
 mod bow;
 mod error;
+pub mod fisher;
 mod method;
 mod params;
 mod vlad;

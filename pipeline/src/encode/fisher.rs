@@ -1,0 +1,369 @@
+//! Improved Fisher vectors (Perronnin, Sánchez and Mensink 2010; Sánchez et al. 2013): a photo's
+//! patches, projected by the mixture's PCA, as the gradients of their log-likelihood under a
+//! diagonal Gaussian mixture with respect to its means and variances, per cell of the spatial
+//! pyramid.
+//!
+//! For a cell of `T` patches `y_t` with posteriors `γ_t(k)`, component `k` (weight `w`, mean
+//! `m`, standard deviations `s`) gives
+//!
+//! ```text
+//! u_k = 1 / (T sqrt(w))   Σ_t γ_t(k) (y_t - m) / s
+//! v_k = 1 / (T sqrt(2 w)) Σ_t γ_t(k) ((y_t - m)² / s² - 1)
+//! ```
+//!
+//! laid out as every `u_k`, then every `v_k` (`2 k d` values a cell, VLFeat's `vl_fisher`
+//! order); a cell without patches is zeros. Each level's cells are multiplied by the level's
+//! weight ([`super::bow`]'s, Lazebnik et al.'s), then every value takes its signed square root
+//! and the whole vector is divided by its L2 norm (the "improved" normalisations). Levels go
+//! first to last, cells row-major.
+//!
+//! The sums `Σγ`, `Σγy`, `Σγy²` are kept per cell of the finest level in `f64`, each patch added
+//! in order, and a coarser cell's are the sums of its finest cells in cell order: strips of
+//! patches give the same bits as the whole photo. The posteriors are the mixture's own
+//! ([`crate::mixture::gmm::Prepared::posteriors`], the EM step's); components a patch's
+//! posterior is exactly 0 for add nothing.
+
+use super::bow::{cell_of, encoded_len, level_weight};
+use crate::mixture::gmm::Prepared;
+use crate::mixture::{Gmm, MixtureError, MixtureFile, Pca};
+
+/// A mixture ready to encode with: its projection, its components, their log-density terms
+/// and standard deviations.
+#[derive(Debug, Clone)]
+pub struct FisherModel {
+    pca: Pca,
+    gmm: Gmm,
+    prepared: Prepared,
+    sigma: Vec<f64>,
+}
+
+impl FisherModel {
+    /// The model of a projection and a mixture over its outputs (checked).
+    pub fn new(pca: Pca, gmm: Gmm) -> Result<Self, MixtureError> {
+        pca.check()?;
+        gmm.check()?;
+        if gmm.dims() != pca.output_dims() {
+            return Err(MixtureError::Parts {
+                dims: pca.input_dims(),
+                pca: (pca.input_dims(), pca.output_dims()),
+                gmm: (gmm.components(), gmm.dims()),
+            });
+        }
+        let sigma = gmm.variances.iter().map(|v| v.sqrt()).collect();
+        Ok(Self {
+            prepared: gmm.prepared(),
+            pca,
+            gmm,
+            sigma,
+        })
+    }
+
+    /// The model of a mixture file.
+    pub fn of(file: &MixtureFile) -> Result<Self, MixtureError> {
+        Self::new(file.pca.clone(), file.gmm.clone())
+    }
+
+    /// Components.
+    pub fn components(&self) -> usize {
+        self.gmm.components()
+    }
+
+    /// Values per projected patch.
+    pub fn dims(&self) -> usize {
+        self.pca.output_dims()
+    }
+
+    /// Values per patch descriptor.
+    pub fn input_dims(&self) -> usize {
+        self.pca.input_dims()
+    }
+
+    /// The mixture's values in one list (what the photo job ships to its members):
+    /// [`crate::mixture::Statistic::values`]' order.
+    pub fn values(&self) -> Vec<f64> {
+        crate::mixture::Statistic::Mixture {
+            pca: self.pca.clone(),
+            gmm: self.gmm.clone(),
+        }
+        .values()
+    }
+
+    /// The model of [`FisherModel::values`] for descriptors of `dims` values projected onto
+    /// `projected`, with `components` components.
+    pub fn from_values(
+        (dims, projected, components): (usize, usize, usize),
+        values: &[f64],
+    ) -> Result<Self, MixtureError> {
+        let head = crate::mixture::moments::Head {
+            dims: dims as u64,
+            projected: projected as u64,
+            components: components as u64,
+        };
+        match crate::mixture::Statistic::from_values(head, values)? {
+            crate::mixture::Statistic::Mixture { pca, gmm } => Self::new(pca, gmm),
+            crate::mixture::Statistic::Covariance { .. } => Err(MixtureError::Empty),
+        }
+    }
+}
+
+/// What a Fisher vector is laid out over.
+#[derive(Debug, Clone, Copy)]
+pub struct FisherShape {
+    /// Components.
+    pub k: usize,
+    /// Projected values per patch.
+    pub d: usize,
+    /// Photo width (pixels).
+    pub width: usize,
+    /// Photo height (pixels).
+    pub height: usize,
+    /// Pyramid levels.
+    pub levels: usize,
+}
+
+impl FisherShape {
+    /// Values of the vector: `2 k d` per cell, `Σ 4^l` cells.
+    pub fn len(&self) -> usize {
+        encoded_len(2 * self.k * self.d, self.levels)
+    }
+
+    /// Whether the vector is empty (never for a mixture).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Cells of the finest level.
+    fn fine(&self) -> usize {
+        1usize << (2 * (self.levels.max(1) - 1))
+    }
+}
+
+/// A photo's sums per finest pyramid cell, patches added a strip at a time.
+#[derive(Debug, Clone)]
+pub struct FisherSums {
+    shape: FisherShape,
+    counts: Vec<u64>,
+    s0: Vec<f64>,
+    s1: Vec<f64>,
+    s2: Vec<f64>,
+}
+
+impl FisherSums {
+    /// No patches yet.
+    pub fn new(shape: FisherShape) -> Self {
+        let (fine, k, d) = (shape.fine(), shape.k, shape.d);
+        Self {
+            shape,
+            counts: vec![0; fine],
+            s0: vec![0.0; fine * k],
+            s1: vec![0.0; fine * k * d],
+            s2: vec![0.0; fine * k * d],
+        }
+    }
+
+    /// Bytes the sums hold (for the memory plan).
+    pub fn bytes(shape: FisherShape) -> u64 {
+        let (fine, k, d) = (shape.fine() as u64, shape.k as u64, shape.d as u64);
+        fine.saturating_mul(8 + k * 8 + 2 * k * d * 8)
+    }
+
+    /// Adds patches: patch `i` has the descriptor `descriptors[i * input..][..input]` and lies
+    /// at `positions[i]`.
+    ///
+    /// # Panics
+    /// If the descriptors are not the model's input dims per position.
+    pub fn add(&mut self, model: &FisherModel, descriptors: &[f32], positions: &[(usize, usize)]) {
+        let n = positions.len();
+        let (k, d) = (self.shape.k, self.shape.d);
+        assert_eq!(descriptors.len(), n * model.input_dims(), "descriptors");
+        assert_eq!((k, d), (model.components(), model.dims()), "shape");
+        if n == 0 {
+            return;
+        }
+        let mut x: Vec<f64> = descriptors.iter().map(|&v| f64::from(v)).collect();
+        let mut y = Vec::new();
+        model.pca.project_into(&mut x, n, &mut y);
+        let y2: Vec<f64> = y.iter().map(|v| v * v).collect();
+        let mut gamma = Vec::new();
+        model.prepared.posteriors(&y, &y2, n, &mut gamma);
+        let cells = 1usize << (self.shape.levels.max(1) - 1);
+        let (width, height) = (self.shape.width, self.shape.height);
+        for (i, &place) in positions.iter().enumerate() {
+            let cell = cell_of(place, cells, width, height);
+            self.counts[cell] += 1;
+            let (yi, y2i) = (&y[i * d..(i + 1) * d], &y2[i * d..(i + 1) * d]);
+            for (j, &g) in gamma[i * k..(i + 1) * k].iter().enumerate() {
+                if g == 0.0 {
+                    continue;
+                }
+                let at = cell * k + j;
+                self.s0[at] += g;
+                for ((a, b), (&v, &v2)) in (self.s1[at * d..(at + 1) * d].iter_mut())
+                    .zip(&mut self.s2[at * d..(at + 1) * d])
+                    .zip(yi.iter().zip(y2i))
+                {
+                    *a += g * v;
+                    *b += g * v2;
+                }
+            }
+        }
+    }
+
+    /// The normalised vector (see the module docs).
+    pub fn finish(self, model: &FisherModel) -> Vec<f32> {
+        let FisherShape { k, d, levels, .. } = self.shape;
+        let levels = levels.max(1);
+        let fine_side = 1usize << (levels - 1);
+        let mut v = Vec::with_capacity(self.shape.len());
+        for level in 0..levels {
+            let cells = 1usize << level;
+            let shift = levels - 1 - level;
+            let weight = level_weight(level, levels);
+            for cell in 0..cells * cells {
+                let (row, col) = (cell / cells, cell % cells);
+                // The finest cells inside this one, in cell order.
+                let inside: Vec<usize> = (0..fine_side * fine_side)
+                    .filter(|f| (f / fine_side) >> shift == row && (f % fine_side) >> shift == col)
+                    .collect();
+                let t: u64 = inside.iter().map(|&f| self.counts[f]).sum();
+                let (mut u, mut s) = (vec![0f64; k * d], vec![0f64; k * d]);
+                if t > 0 {
+                    for j in 0..k {
+                        let (mut n0, mut n1, mut n2) = (0.0, vec![0f64; d], vec![0f64; d]);
+                        for &f in &inside {
+                            let at = f * k + j;
+                            n0 += self.s0[at];
+                            for e in 0..d {
+                                n1[e] += self.s1[at * d + e];
+                                n2[e] += self.s2[at * d + e];
+                            }
+                        }
+                        let w = model.gmm.weights[j];
+                        let (cu, cv) = (
+                            weight / (t as f64 * w.sqrt()),
+                            weight / (t as f64 * (2.0 * w).sqrt()),
+                        );
+                        for e in 0..d {
+                            let m = model.gmm.means[j * d + e];
+                            let sd = model.sigma[j * d + e];
+                            // Σγ(y - m) and Σγ(y - m)² from the raw sums.
+                            let first = n1[e] - m * n0;
+                            let second = n2[e] - 2.0 * m * n1[e] + m * m * n0;
+                            u[j * d + e] = cu * first / sd;
+                            s[j * d + e] = cv * (second / (sd * sd) - n0);
+                        }
+                    }
+                }
+                v.extend(u);
+                v.extend(s);
+            }
+        }
+        v.iter_mut().for_each(|x| *x = x.signum() * x.abs().sqrt());
+        let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let scale = if norm > 0.0 { 1.0 / norm } else { 0.0 };
+        v.iter().map(|&x| (x * scale) as f32).collect()
+    }
+}
+
+/// The Fisher vector of one photo's patches at once ([`FisherSums::add`],
+/// [`FisherSums::finish`]).
+pub fn fisher(
+    model: &FisherModel,
+    descriptors: &[f32],
+    positions: &[(usize, usize)],
+    shape: FisherShape,
+) -> Vec<f32> {
+    let mut sums = FisherSums::new(shape);
+    sums.add(model, descriptors, positions);
+    sums.finish(model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `eval/fisher/fixture.json`, written by `eval/fisher/make_fixture.py` (scikit-learn's
+    /// mixture and posteriors, numpy formulas).
+    #[derive(serde::Deserialize)]
+    struct Fixture {
+        width: usize,
+        height: usize,
+        levels: usize,
+        pca: Pca,
+        gmm: Gmm,
+        descriptors: Vec<f32>,
+        positions: Vec<(usize, usize)>,
+        posteriors: Vec<f64>,
+        expected: Vec<f64>,
+    }
+
+    fn fixture() -> (Fixture, FisherModel, FisherShape) {
+        let text = include_str!("../../../eval/fisher/fixture.json");
+        let f: Fixture = serde_json::from_str(text).expect("fixture");
+        let model = FisherModel::new(f.pca.clone(), f.gmm.clone()).expect("model");
+        let shape = FisherShape {
+            k: model.components(),
+            d: model.dims(),
+            width: f.width,
+            height: f.height,
+            levels: f.levels,
+        };
+        (f, model, shape)
+    }
+
+    #[test]
+    fn fisher_vectors_equal_the_numpy_formulas_on_scikit_learns_posteriors() {
+        let (f, model, shape) = fixture();
+        // The posteriors first: the mixture's own equal scikit-learn's predict_proba.
+        let n = f.positions.len();
+        let mut x: Vec<f64> = f.descriptors.iter().map(|&v| f64::from(v)).collect();
+        let mut y = Vec::new();
+        model.pca.project_into(&mut x, n, &mut y);
+        let y2: Vec<f64> = y.iter().map(|v| v * v).collect();
+        let mut gamma = Vec::new();
+        model.prepared.posteriors(&y, &y2, n, &mut gamma);
+        for (g, w) in gamma.iter().zip(&f.posteriors) {
+            assert!((g - w).abs() < 1e-9, "posterior {g} vs {w}");
+        }
+        let got = fisher(&model, &f.descriptors, &f.positions, shape);
+        assert_eq!(got.len(), f.expected.len());
+        assert_eq!(got.len(), shape.len());
+        for (i, (&g, &w)) in got.iter().zip(&f.expected).enumerate() {
+            assert!((f64::from(g) - w).abs() < 1e-6, "value {i}: {g} vs {w}");
+        }
+    }
+
+    #[test]
+    fn strips_of_patches_give_the_whole_photo_bit_for_bit() {
+        let (f, model, shape) = fixture();
+        let whole = fisher(&model, &f.descriptors, &f.positions, shape);
+        let dims = model.input_dims();
+        let mut sums = FisherSums::new(shape);
+        for (start, end) in [(0, 7), (7, 8), (8, 24)] {
+            sums.add(
+                &model,
+                &f.descriptors[start * dims..end * dims],
+                &f.positions[start..end],
+            );
+        }
+        let strips = sums.finish(&model);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&whole), bits(&strips));
+    }
+
+    #[test]
+    fn a_photo_without_patches_is_all_zeros_and_values_travel() {
+        let (f, model, shape) = fixture();
+        assert!(fisher(&model, &[], &[], shape).iter().all(|&v| v == 0.0));
+        let back = FisherModel::from_values(
+            (model.input_dims(), model.dims(), model.components()),
+            &model.values(),
+        )
+        .expect("back");
+        let (a, b) = (
+            fisher(&model, &f.descriptors, &f.positions, shape),
+            fisher(&back, &f.descriptors, &f.positions, shape),
+        );
+        assert_eq!(a, b);
+    }
+}
