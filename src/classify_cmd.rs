@@ -395,7 +395,7 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
         args.out.display(),
         words.display()
     );
-    let vocabulary = crate::photo_cmd::read_word_vocabulary(words)
+    let vocabulary = crate::photo_cmd::read_words(words, enc.params())
         .with_context(|| format!("the model's vocabulary {}", enc.vocabulary()))?;
     ensure!(
         vocabulary.k() == enc.k(),

@@ -30,9 +30,11 @@ pub struct EncodeOptions {
     /// Spatial pyramid levels (1 = plain bag of words; 3 = 1x1 + 2x2 + 4x4).
     #[arg(long, value_name = "LEVELS", default_value_t = 1)]
     pub pyramid: usize,
-    /// How a photo's patches become its vector: bag of words (word counts per pyramid cell), or
+    /// How a photo's patches become its vector: bag of words (word counts per pyramid cell),
     /// VLAD (each word's residual sum, 512 values a word and cell; intra-normalised, signed
-    /// square root, L2; --norm does not apply).
+    /// square root, L2), or Fisher vectors (over a mixture from vocab mixture given as
+    /// --vocabulary: gradients for each Gaussian's means and variances, 2 d values a Gaussian
+    /// and cell; signed square root, L2). --norm applies to bag of words only.
     #[arg(long, value_enum, default_value_t = Pooling::Bow)]
     #[serde(skip_serializing_if = "Pooling::is_bow")]
     pub method: Pooling,

@@ -6,7 +6,8 @@ use std::time::Instant;
 use std::io::Write;
 
 use anyhow::{Context, bail, ensure};
-use vocab_pipeline::encode::{self, Encoding};
+use vocab_pipeline::encode::fisher::FisherModel;
+use vocab_pipeline::encode::{self, EncodeParams, Encoding, Words};
 use vocab_pipeline::features::{self, FeatureSummary, manifest_path};
 use vocab_pipeline::hog::DESCRIPTOR_NAME;
 use vocab_pipeline::image_io::Collection;
@@ -175,7 +176,7 @@ pub fn encode(
     out: &mut dyn Write,
 ) -> anyhow::Result<FeatureSummary> {
     let started = Instant::now();
-    let vocabulary = read_word_vocabulary(&settings.vocabulary)?;
+    let vocabulary = read_words(&settings.vocabulary, &settings.params)?;
     // The rules that need the vocabulary's size, before any photo is read.
     if let Err(e) = settings.params.check(Some(vocabulary.k())) {
         use vocab_pipeline::params::Broken as _;
@@ -244,11 +245,16 @@ pub fn encode(
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     writeln!(
         out,
-        "encode: {} photos, {} skipped, {} patches over {} words in {secs:.1} s ({:.0} photos/s); {} values each",
+        "encode: {} photos, {} skipped, {} patches over {} {} in {secs:.1} s ({:.0} photos/s); {} values each",
         summary.images,
         summary.skipped,
         summary.patches,
         vocabulary.k(),
+        if vocabulary.centroids().is_some() {
+            "words"
+        } else {
+            "Gaussians"
+        },
         summary.images as f64 / secs,
         settings.params.len(vocabulary.k()),
     )?;
@@ -343,16 +349,40 @@ pub fn photos(args: &PhotoSetSettings, out: &mut dyn Write) -> anyhow::Result<()
     Ok(())
 }
 
-/// Reads a vocabulary for encoding HOG patches: its words must have the descriptor's dims (the
-/// error names the vocabulary, not the histograms being written).
-pub fn read_word_vocabulary(path: &Path) -> anyhow::Result<vocab_pipeline::kmeans::Centroids> {
-    let vocabulary = vocab_pipeline::kmeans::files::read_vocabulary(path)?;
+/// Reads what HOG patches are encoded against for `params`: a vocabulary whose words have the
+/// descriptor's dims, or for Fisher vectors a mixture over the HOG descriptor projected onto
+/// the method's dims (the error names the file, not the histograms being written).
+pub fn read_words(path: &Path, params: &EncodeParams) -> anyhow::Result<Words> {
+    let dims = vocab_pipeline::hog::DIMS;
+    let Some(projected) = params.method.projected() else {
+        let vocabulary = vocab_pipeline::kmeans::files::read_vocabulary(path).map_err(|e| {
+            // A mixture given for words: say what it is for.
+            match vocab_pipeline::mixture::MixtureFile::read(path) {
+                Ok(_) => anyhow::anyhow!(
+                    "{} is a mixture (vocab mixture): it encodes Fisher vectors, --method fisher",
+                    path.display()
+                ),
+                Err(_) => e.into(),
+            }
+        })?;
+        ensure!(
+            vocabulary.dims() == dims,
+            "{}: words of {} dims, the HOG descriptor has {dims}",
+            path.display(),
+            vocabulary.dims(),
+        );
+        return Ok(Words::Vocabulary(vocabulary));
+    };
+    let file = vocab_pipeline::mixture::MixtureFile::read(path)?;
+    let model =
+        FisherModel::of(&file).with_context(|| format!("the mixture {}", path.display()))?;
     ensure!(
-        vocabulary.dims() == vocab_pipeline::hog::DIMS,
-        "{}: words of {} dims, the HOG descriptor has {}",
+        model.input_dims() == dims && model.dims() == projected,
+        "{}: a mixture projecting {} dims onto {}, where the HOG descriptor's {dims} onto \
+         {projected} are wanted",
         path.display(),
-        vocabulary.dims(),
-        vocab_pipeline::hog::DIMS
+        model.input_dims(),
+        model.dims(),
     );
-    Ok(vocabulary)
+    Ok(Words::Mixture(Box::new(model)))
 }

@@ -450,6 +450,11 @@ fn print_encode(config: &Config, engine: &Backend, nodes: u64, photos: u64) -> a
              cell; intra-normalised, signed square root, L2)",
             e.pyramid
         ),
+        vocab_pipeline::encode::Pooling::Fisher => println!(
+            "    a {}-level pyramid, Fisher vectors (gradients for each Gaussian's means and \
+             variances, 2 d values a Gaussian and cell; signed square root, L2)",
+            e.pyramid
+        ),
     }
     let tasks = config.plan.map_tasks_per_node as u64;
     // (VLAD's sums grow with the words: the largest vocabulary's.)

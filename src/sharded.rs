@@ -11,9 +11,9 @@ use vocab_cluster::engine::crew::DriverError;
 use vocab_cluster::jobs::photos::{
     Journal, Journaled, MemberTime, PhotoStage, PhotoTeam, Rounds, Value, shard_photos,
 };
+use vocab_pipeline::encode::Words;
 use vocab_pipeline::features::{FeatureSummary, FeaturesError, Source, manifest_path};
 use vocab_pipeline::image_io::Collection;
-use vocab_pipeline::kmeans::Centroids;
 
 use crate::ranks::Mpi;
 
@@ -101,7 +101,7 @@ pub fn run<T: Value>(
     on: On<'_>,
     collection: &Collection,
     stage: PhotoStage,
-    vocabulary: Option<&Centroids>,
+    vocabulary: Option<&Words>,
     out: &Path,
     write: &mut dyn FnMut(&mut dyn Source<T>) -> Result<FeatureSummary, FeaturesError>,
 ) -> anyhow::Result<(FeatureSummary, Spread)> {
@@ -124,7 +124,7 @@ fn sharded<T: Value>(
     on: On<'_>,
     collection: &Collection,
     stage: PhotoStage,
-    vocabulary: Option<&Centroids>,
+    vocabulary: Option<&Words>,
     out: &Path,
     journal: &Journal,
     write: &mut dyn FnMut(&mut dyn Source<T>) -> Result<FeatureSummary, FeaturesError>,
@@ -249,7 +249,7 @@ pub struct Placed {
 fn job_key(
     collection: &Collection,
     stage: &PhotoStage,
-    vocabulary: Option<&Centroids>,
+    vocabulary: Option<&Words>,
 ) -> anyhow::Result<String> {
     let mut bytes = serde_json::to_vec(&(
         stage,
@@ -257,9 +257,7 @@ fn job_key(
         collection.listing(),
         vocab_pipeline::image_io::DECODING,
     ))?;
-    for v in vocabulary.map(Centroids::as_slice).unwrap_or_default() {
-        bytes.extend_from_slice(&v.to_le_bytes());
-    }
+    bytes.extend(vocabulary.map(Words::to_bytes).unwrap_or_default());
     Ok(crate::run::step::short_hash(&bytes))
 }
 

@@ -577,3 +577,52 @@ fn a_mixture_under_mpi_is_the_single_process_mixture() {
     let read = |p: &Path| std::fs::read(p).expect("read");
     assert!(read(&one) == read(&three), "the ranks' mixture differs");
 }
+
+#[test]
+fn fisher_encode_under_mpi_writes_the_single_process_vectors() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let photos = tmp.path().join("photos");
+    vocab(&["datasets", "photos", "--out", s(&photos), "--per-kind", "3"]);
+    let (features, mixture) = (tmp.path().join("f.bin"), tmp.path().join("g.json"));
+    vocab(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--out",
+        s(&features),
+        "--per-image",
+        "20",
+    ]);
+    vocab(&[
+        "mixture",
+        "--features",
+        s(&features),
+        "--components",
+        "3",
+        "--pca-dims",
+        "6",
+        "--out",
+        s(&mixture),
+    ]);
+    let (one, three) = (tmp.path().join("one.bin"), tmp.path().join("three.bin"));
+    let args = |out: &Path| -> Vec<String> {
+        [
+            "encode",
+            "--vocabulary",
+            s(&mixture),
+            "--input",
+            s(&photos),
+            "--method",
+            "fisher",
+            "--pyramid",
+            "2",
+            "--out",
+            s(out),
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let files = (one.as_path(), three.as_path());
+    one_process_equals_three_ranks(&args, files, &["", ".images.csv", ".encoding.json"]);
+}

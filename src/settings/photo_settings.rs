@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use vocab_pipeline::encode::{EncodeParams, Method, Norm, Soft};
+use vocab_pipeline::encode::{EncodeParams, Method, Norm, Pooling, Soft};
 use vocab_pipeline::features::FeatureParams;
 use vocab_pipeline::kmeans::{Assignment, approx};
 use vocab_pipeline::patch::Sampling;
@@ -140,8 +140,14 @@ impl Default for FeaturesConfig {
 
 impl EncodeOptions {
     /// The checked parameters of the encoding ([`EncodeParams::check`]; the approximate
-    /// search's own settings by [`assignment_of`]).
+    /// search's own settings by [`assignment_of`]); Fisher vectors need their mixture's
+    /// projected dims ([`EncodeOptions::params_for`]).
     pub fn params(&self) -> Result<EncodeParams, Invalid> {
+        self.params_for(None)
+    }
+
+    /// [`EncodeOptions::params`] over a mixture of `projected` dims (Fisher vectors).
+    pub fn params_for(&self, projected: Option<usize>) -> Result<EncodeParams, Invalid> {
         let soft = (self.soft > 0).then_some(Soft {
             words: self.soft,
             sharpness: self.sharpness,
@@ -171,7 +177,7 @@ impl EncodeOptions {
                 Norm::Hellinger => Norm::Hellinger,
             },
             levels: self.pyramid,
-            method: Method::of(self.method, soft),
+            method: Method::new(self.method, soft, projected)?,
             kernel: self.kernel,
             scales: self.scales.clone(),
             approx,
@@ -210,12 +216,17 @@ impl EncodeSettings {
         let mut inputs = vec![("vocabulary", vocabulary), ("input", input)];
         inputs.extend(labels.map(|l| ("labels", l)));
         apart("out", out, Kind::File, &inputs)?;
+        // Fisher vectors: the mixture says its projected dims.
+        let projected = match options.method {
+            Pooling::Fisher => Some(mixture_dims(vocabulary)?),
+            _ => None,
+        };
         Ok(Self {
             vocabulary: vocabulary.to_path_buf(),
             input: input.to_path_buf(),
             labels: labels.map(Path::to_path_buf),
             out: out.to_path_buf(),
-            params: options.params()?,
+            params: options.params_for(projected)?,
         })
     }
 }
@@ -248,4 +259,20 @@ impl PhotoSetSettings {
             seed,
         })
     }
+}
+
+/// The projected dims of the mixture at `path` (read and checked whole).
+fn mixture_dims(path: &Path) -> Result<usize, Invalid> {
+    vocab_pipeline::mixture::MixtureFile::read(path)
+        .map(|m| m.pca.output_dims())
+        .map_err(|e| {
+            Invalid::new(
+                "vocabulary",
+                path.display(),
+                format!(
+                    "Fisher vectors encode over a mixture (vocab mixture): {}",
+                    vocab_pipeline::chain(&e)
+                ),
+            )
+        })
 }

@@ -46,9 +46,23 @@ pub enum EncodeParamsError {
     Probes,
     /// A normalisation other than `l1` or `hellinger` (a file read back).
     Norm(String),
-    /// A normalisation other than VLAD's own (`l1`, the default, stands for it).
+    /// A normalisation other than VLAD's or the Fisher vector's own (`l1`, the default, stands
+    /// for it).
     VladNorm(super::bow::Norm),
-    /// A VLAD vector past [`MAX_VLAD_VALUES`] values.
+    /// Fisher vectors with soft assignment (they weigh components by posteriors).
+    FisherSoft,
+    /// Fisher vectors with a word search's setting (another kernel, the approximate search).
+    FisherSearch,
+    /// Fisher vectors without a mixture's projected dims (none, or 0).
+    FisherDims(Option<usize>),
+    /// Another method with projected dims it has no use for.
+    Projected {
+        /// The method's name.
+        pooling: &'static str,
+        /// The dims given.
+        projected: usize,
+    },
+    /// A VLAD or Fisher vector past [`MAX_VLAD_VALUES`] values.
     VladTooLong {
         /// Words.
         k: usize,
@@ -72,7 +86,11 @@ impl Broken for EncodeParamsError {
             Self::ApproxKernel => "kernel",
             Self::Probes => "probes",
             Self::Norm(_) => "norm",
-            Self::VladTooLong { .. } => "method",
+            Self::VladTooLong { .. }
+            | Self::FisherSoft
+            | Self::FisherSearch
+            | Self::FisherDims(_)
+            | Self::Projected { .. } => "method",
             Self::VladNorm(_) => "norm",
         }
     }
@@ -92,6 +110,8 @@ impl Broken for EncodeParamsError {
             Self::Probes => "0".into(),
             Self::Norm(n) => n.clone(),
             Self::VladTooLong { .. } => "vlad".into(),
+            Self::FisherSoft | Self::FisherSearch | Self::FisherDims(_) => "fisher".into(),
+            Self::Projected { pooling, .. } => (*pooling).into(),
             Self::VladNorm(norm) => norm.name().into(),
         }
     }
@@ -117,9 +137,18 @@ impl Broken for EncodeParamsError {
             }
             Self::Probes => "must be at least 1 list".into(),
             Self::Norm(_) => "must be l1 or hellinger".into(),
-            Self::VladNorm(_) => "does not apply to VLAD, which normalises its own vectors \
-                 (intra-normalisation, signed square root, L2): leave norm at l1"
+            Self::VladNorm(_) => "does not apply to VLAD or Fisher vectors, which normalise their \
+                 own vectors (signed square root, L2): leave norm at l1"
                 .into(),
+            Self::FisherSoft => "weighs every component by its posterior: drop soft".into(),
+            Self::FisherSearch => "searches no word: drop the kernel and assign settings".into(),
+            Self::FisherDims(None) => {
+                "encodes over a mixture: its projected dims come from the mixture file".into()
+            }
+            Self::FisherDims(Some(_)) => "needs a mixture over at least 1 projected dim".into(),
+            Self::Projected { projected, .. } => {
+                format!("has no use for a mixture's {projected} projected dims")
+            }
             Self::VladTooLong { k, levels, values } => format!(
                 "over {k} words and {levels} pyramid levels gives {values} values a photo, past \
                  the {MAX_VLAD_VALUES} allowed: use fewer words or levels"

@@ -6,7 +6,9 @@
 
 use super::bow::{Shape, Soft, weighted_histogram};
 use super::error::{EncodeParamsError, MAX_SOFT};
+use super::fisher::{FisherShape, FisherSums};
 use super::vlad::{VladShape, VladSums};
+use super::words::Words;
 use crate::hog::DIMS;
 
 /// How patches and their words are pooled into a photo's vector.
@@ -19,6 +21,13 @@ pub enum Method {
     /// VLAD ([`super::vlad`]): each patch's residuals to its nearest word, or to its few nearest
     /// weighted as soft assignment weighs them.
     Vlad(Option<Soft>),
+    /// Improved Fisher vectors ([`super::fisher`]) over a mixture of Gaussians in `dims`
+    /// principal components: no word is searched, each patch weighs every component by its
+    /// posterior.
+    Fisher {
+        /// The mixture's projected dims.
+        dims: usize,
+    },
 }
 
 /// The pooling of a [`Method`], as the command line, configs and encoding records name it.
@@ -31,6 +40,8 @@ pub enum Pooling {
     Bow,
     /// VLAD: residual sums per word and pyramid cell, `k x 512` values a cell.
     Vlad,
+    /// Improved Fisher vectors over a mixture (`vocab mixture`): `2 k d` values a cell.
+    Fisher,
 }
 
 impl Pooling {
@@ -39,7 +50,14 @@ impl Pooling {
         match self {
             Self::Bow => "bow",
             Self::Vlad => "vlad",
+            Self::Fisher => "fisher",
         }
+    }
+
+    /// Whether the vectors are dense residuals or gradients (VLAD, Fisher vectors): large, and
+    /// normalised their own way.
+    pub fn is_dense(&self) -> bool {
+        !self.is_bow()
     }
 
     /// Whether this is bag of words (records leave it out).
@@ -49,11 +67,13 @@ impl Pooling {
 }
 
 /// Where the patches of a photo go as they are described, for methods that need their
-/// descriptors (VLAD): the sums so far.
+/// descriptors (VLAD, Fisher vectors): the sums so far.
 #[derive(Debug)]
 pub enum Accumulator {
     /// VLAD's residual sums.
     Vlad(VladSums),
+    /// The Fisher vector's sums per finest cell.
+    Fisher(FisherSums),
 }
 
 /// One photo's patches after the word search: `words` nearest words per patch (nearest first,
@@ -76,18 +96,40 @@ impl Method {
         soft.map_or(Self::Hard, Self::Soft)
     }
 
-    /// The method of `pooling` with an optional soft assignment.
-    pub fn of(pooling: Pooling, soft: Option<Soft>) -> Self {
-        match pooling {
-            Pooling::Bow => Self::of_soft(soft),
-            Pooling::Vlad => Self::Vlad(soft),
+    /// The method of `pooling` with an optional soft assignment and, for Fisher vectors, the
+    /// mixture's projected dims (`projected`; none for the other methods).
+    pub fn new(
+        pooling: Pooling,
+        soft: Option<Soft>,
+        projected: Option<usize>,
+    ) -> Result<Self, EncodeParamsError> {
+        match (pooling, projected) {
+            (Pooling::Bow, None) => Ok(Self::of_soft(soft)),
+            (Pooling::Vlad, None) => Ok(Self::Vlad(soft)),
+            (Pooling::Fisher, Some(dims)) if soft.is_none() && dims > 0 => {
+                Ok(Self::Fisher { dims })
+            }
+            (Pooling::Fisher, Some(_)) if soft.is_some() => Err(EncodeParamsError::FisherSoft),
+            (Pooling::Fisher, projected) => Err(EncodeParamsError::FisherDims(projected)),
+            (pooling, Some(projected)) => Err(EncodeParamsError::Projected {
+                pooling: pooling.name(),
+                projected,
+            }),
+        }
+    }
+
+    /// The mixture's projected dims (Fisher vectors).
+    pub fn projected(&self) -> Option<usize> {
+        match self {
+            Self::Fisher { dims } => Some(*dims),
+            _ => None,
         }
     }
 
     /// The soft assignment, if the method uses one.
     pub fn soft(&self) -> Option<Soft> {
         match self {
-            Self::Hard => None,
+            Self::Hard | Self::Fisher { .. } => None,
             Self::Soft(soft) => Some(*soft),
             Self::Vlad(soft) => *soft,
         }
@@ -98,19 +140,24 @@ impl Method {
         match self {
             Self::Hard | Self::Soft(_) => Pooling::Bow,
             Self::Vlad(_) => Pooling::Vlad,
+            Self::Fisher { .. } => Pooling::Fisher,
         }
     }
 
-    /// Nearest words each patch needs found.
+    /// Nearest words each patch needs found (none for Fisher vectors).
     pub fn words(&self) -> usize {
-        self.soft().map_or(1, |soft| soft.words)
+        match self {
+            Self::Fisher { .. } => 0,
+            _ => self.soft().map_or(1, |soft| soft.words),
+        }
     }
 
-    /// Values per pyramid cell over a vocabulary of `k` words.
+    /// Values per pyramid cell over a vocabulary of `k` words (a mixture of `k` components).
     pub fn cell_len(&self, k: usize) -> usize {
         match self {
             Self::Hard | Self::Soft(_) => k,
             Self::Vlad(_) => k.saturating_mul(DIMS),
+            Self::Fisher { dims } => k.saturating_mul(*dims).saturating_mul(2),
         }
     }
 
@@ -119,6 +166,13 @@ impl Method {
     pub fn accumulator(&self, shape: Shape) -> Option<Accumulator> {
         match self {
             Self::Hard | Self::Soft(_) => None,
+            Self::Fisher { dims } => Some(Accumulator::Fisher(FisherSums::new(FisherShape {
+                k: shape.k,
+                d: *dims,
+                width: shape.width,
+                height: shape.height,
+                levels: shape.levels,
+            }))),
             Self::Vlad(_) => Some(Accumulator::Vlad(VladSums::new(VladShape {
                 k: shape.k,
                 dims: DIMS,
@@ -130,16 +184,24 @@ impl Method {
     }
 
     /// Adds a strip of patches to `acc`: their descriptors, `words()` words each with their
-    /// squared distances, their places in the photo; `centroids` the vocabulary's values.
+    /// squared distances, their places in the photo; `words` what they are encoded against.
     pub fn accumulate(
         &self,
         acc: &mut Accumulator,
         descriptors: &[f32],
         (ids, dists): (&[u32], &[f32]),
         positions: &[(usize, usize)],
-        centroids: &[f32],
+        words: &Words,
     ) {
-        let Accumulator::Vlad(sums) = acc;
+        let (sums, centroids) = match (acc, words) {
+            (Accumulator::Fisher(sums), Words::Mixture(model)) => {
+                sums.add(model, descriptors, positions);
+                return;
+            }
+            (Accumulator::Vlad(sums), Words::Vocabulary(centroids)) => (sums, centroids.as_slice()),
+            // (The encoder pairs a method with its words: nothing else reaches here.)
+            _ => return,
+        };
         let r = self.words();
         match self.soft() {
             Some(soft) => {
@@ -154,8 +216,12 @@ impl Method {
     }
 
     /// The method's own rules, the vocabulary's size `k` where it is known: soft assignment
-    /// over 2 to [`MAX_SOFT`] words, no more than the vocabulary's, with a positive sharpness.
+    /// over 2 to [`MAX_SOFT`] words, no more than the vocabulary's, with a positive sharpness;
+    /// Fisher vectors over at least one projected dim.
     pub fn check(&self, k: Option<usize>) -> Result<(), EncodeParamsError> {
+        if let Self::Fisher { dims: 0 } = self {
+            return Err(EncodeParamsError::FisherDims(Some(0)));
+        }
         let Some(soft) = self.soft() else {
             return Ok(());
         };
@@ -176,14 +242,29 @@ impl Method {
     }
 
     /// The photo's vector from its patches' words, laid out over `shape` (or from what
-    /// `acc` gathered of them, for a method with an accumulator).
-    pub fn pool(&self, found: Found<'_>, shape: Shape, acc: Option<Accumulator>) -> Vec<f32> {
+    /// `acc` gathered of them, for a method with an accumulator; `words` what they were encoded
+    /// against).
+    pub fn pool(
+        &self,
+        found: Found<'_>,
+        shape: Shape,
+        acc: Option<Accumulator>,
+        words: &Words,
+    ) -> Vec<f32> {
         match (self, acc) {
             (_, Some(Accumulator::Vlad(sums))) => sums.finish(),
+            (_, Some(Accumulator::Fisher(sums))) => match words {
+                Words::Mixture(model) => sums.finish(model),
+                Words::Vocabulary(_) => Vec::new(),
+            },
             // No strip reached an accumulator: a photo without patches, all zeros.
+            (Self::Fisher { .. }, None) => match (self.accumulator(shape), words) {
+                (Some(Accumulator::Fisher(sums)), Words::Mixture(model)) => sums.finish(model),
+                _ => Vec::new(),
+            },
             (Self::Vlad(_), None) => match self.accumulator(shape) {
                 Some(Accumulator::Vlad(sums)) => sums.finish(),
-                None => Vec::new(),
+                _ => Vec::new(),
             },
             (Self::Hard, None) => weighted_histogram(found.ids, None, 1, found.positions, shape),
             (Self::Soft(soft), None) => {

@@ -29,6 +29,7 @@ pub mod fisher;
 mod method;
 mod params;
 mod vlad;
+mod words;
 
 pub use self::bow::{Norm, Shape, Soft, encoded_len, histogram, weighted_histogram};
 pub use self::error::{
@@ -37,6 +38,7 @@ pub use self::error::{
 pub use self::method::{Accumulator, Found, Method, Pooling};
 pub use self::params::{EncodeParams, Encoding, base_scale, is_base_scale};
 pub use self::vlad::{VladShape, VladSums, vlad};
+pub use self::words::Words;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -159,7 +161,7 @@ fn csv_field(s: &str) -> String {
 /// A vocabulary ready to encode photos with: checked, and quantised once for the integer kernel.
 #[derive(Debug)]
 pub struct Encoder {
-    vocabulary: Centroids,
+    words: Words,
     params: EncodeParams,
     quantized: Option<quant::QuantCentroids>,
     /// The approximate search's index over the vocabulary, and its probes.
@@ -167,33 +169,59 @@ pub struct Encoder {
 }
 
 impl Encoder {
-    /// Encodes with `vocabulary` as `params` say; its words must have the descriptor's dims
-    /// (`out` names the histograms in the error).
-    pub fn new(
-        vocabulary: Centroids,
-        params: EncodeParams,
-        out: &Path,
-    ) -> Result<Self, FeaturesError> {
-        if vocabulary.dims() != DIMS {
-            return Err(StoreError::Format {
+    /// Encodes against `words` as `params` say: a vocabulary's words must have the descriptor's
+    /// dims, a mixture must project them and match the method's projected dims (`out` names
+    /// the histograms in the error).
+    pub fn new(words: Words, params: EncodeParams, out: &Path) -> Result<Self, FeaturesError> {
+        let mismatch = |message: String| -> FeaturesError {
+            StoreError::Format {
                 path: out.to_path_buf(),
-                message: format!(
-                    "vocabulary has {} dims, the HOG descriptor {DIMS}",
-                    vocabulary.dims()
-                ),
+                message,
             }
-            .into());
-        }
-        // Centroids are quantised once; each scale's patches when they are described.
-        let quantized =
-            (params.kernel == Kernel::Int8).then(|| quant::QuantCentroids::new(&vocabulary));
-        // The vocabulary is indexed once for the whole run.
-        let index = match params.approx {
-            Some(search) if params.method.words() == 1 => Some(search.index(&vocabulary)),
-            _ => None,
+            .into()
         };
+        let (mut quantized, mut index) = (None, None);
+        match (&words, params.method.projected()) {
+            (Words::Vocabulary(vocabulary), None) => {
+                if vocabulary.dims() != DIMS {
+                    return Err(mismatch(format!(
+                        "vocabulary has {} dims, the HOG descriptor {DIMS}",
+                        vocabulary.dims()
+                    )));
+                }
+                // Centroids are quantised once; each scale's patches when they are described.
+                quantized =
+                    (params.kernel == Kernel::Int8).then(|| quant::QuantCentroids::new(vocabulary));
+                // The vocabulary is indexed once for the whole run.
+                index = match params.approx {
+                    Some(search) if params.method.words() == 1 => Some(search.index(vocabulary)),
+                    _ => None,
+                };
+            }
+            (Words::Mixture(model), Some(d)) => {
+                if model.input_dims() != DIMS || model.dims() != d {
+                    return Err(mismatch(format!(
+                        "the mixture projects {} dims onto {}, the encoding wants the HOG \
+                         descriptor's {DIMS} onto {d}",
+                        model.input_dims(),
+                        model.dims()
+                    )));
+                }
+            }
+            (Words::Vocabulary(_), Some(_)) => {
+                return Err(mismatch(
+                    "Fisher vectors encode over a mixture (vocab mixture), not a vocabulary".into(),
+                ));
+            }
+            (Words::Mixture(_), None) => {
+                return Err(mismatch(format!(
+                    "a mixture encodes Fisher vectors, not {}",
+                    params.method.pooling().name()
+                )));
+            }
+        }
         Ok(Self {
-            vocabulary,
+            words,
             params,
             quantized,
             index,
@@ -202,7 +230,7 @@ impl Encoder {
 
     /// Values per histogram.
     pub fn len(&self) -> usize {
-        self.params.len(self.vocabulary.k())
+        self.params.len(self.words.k())
     }
 
     /// Whether histograms are empty (never: a vocabulary has words).
@@ -232,7 +260,13 @@ impl Encoder {
         for start in (0..n).step_by(STRIP) {
             let end = n.min(start + STRIP);
             layout.describe(lum, describers, start..end, &mut values);
-            let (w, d) = self.strip_words(describers, &values);
+            let (w, d) = match &self.words {
+                Words::Vocabulary(vocabulary) if self.params.method.words() > 0 => {
+                    self.strip_words(vocabulary, describers, &values)
+                }
+                // A mixture: no word to find.
+                _ => (Vec::new(), Vec::new()),
+            };
             match acc.as_deref_mut() {
                 // The accumulator has what the method needs: the words are not kept.
                 Some(acc) => self.params.method.accumulate(
@@ -240,7 +274,7 @@ impl Encoder {
                     &values,
                     (&w, &d),
                     &placed[start..end],
-                    self.vocabulary.as_slice(),
+                    &self.words,
                 ),
                 None => {
                     words.extend(w);
@@ -251,8 +285,12 @@ impl Encoder {
     }
 
     /// [`Encoder::find_words`] for one strip of descriptors.
-    fn strip_words(&self, describers: &mut Describers, values: &[f32]) -> (Vec<u32>, Vec<f32>) {
-        let vocabulary = &self.vocabulary;
+    fn strip_words(
+        &self,
+        vocabulary: &Centroids,
+        describers: &mut Describers,
+        values: &[f32],
+    ) -> (Vec<u32>, Vec<f32>) {
         let r = self.params.method.words();
         let x = Matrix::dense(values, DIMS);
         let n = x.rows();
@@ -294,7 +332,7 @@ impl Encoder {
     ) -> (Vec<f32>, usize) {
         let params = &self.params;
         let shape = Shape {
-            k: self.vocabulary.k(),
+            k: self.words.k(),
             width: layout.width,
             height: layout.height,
             levels: params.levels.max(1),
@@ -322,7 +360,10 @@ impl Encoder {
             dists: &dists,
             positions: &positions,
         };
-        (params.method.pool(found, shape, acc), positions.len())
+        (
+            params.method.pool(found, shape, acc, &self.words),
+            positions.len(),
+        )
     }
 
     /// Encodes the photos `range` of `collection` (what one node does of a sharded encode;
@@ -337,20 +378,20 @@ impl Encoder {
     }
 }
 
-/// Encodes every photo of `collection` with `vocabulary` into `out` (CSV or binary, see the module
+/// Encodes every photo of `collection` against `words` into `out` (CSV or binary, see the module
 /// docs). Nothing appears at `out` or its manifests unless the whole run succeeds.
 pub fn encode(
     collection: &Collection,
-    vocabulary: &Centroids,
+    words: &Words,
     params: &EncodeParams,
     out: &Path,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<FeatureSummary, FeaturesError> {
-    let encoder = Encoder::new(vocabulary.clone(), params.clone(), out)?;
+    let encoder = Encoder::new(words.clone(), params.clone(), out)?;
     let compute = |ds: &mut Describers, p: &Photo, l: &Luminance, d| encoder.compute(ds, p, l, d);
-    // A VLAD vector can be megabytes (up to MAX_VLAD_VALUES values): a photo a thread per
-    // batch, as for a stage holding a dense grid's descriptors; histograms are small.
-    let large = params.method.pooling() == Pooling::Vlad;
+    // A VLAD or Fisher vector can be megabytes (up to MAX_VLAD_VALUES values): a photo a
+    // thread per batch, as for a stage holding a dense grid's descriptors; histograms are small.
+    let large = params.method.pooling().is_dense();
     let mut source = here(collection, &params.features, &compute, large);
     encode_from(collection, encoder.len(), out, &mut source, progress)
 }
@@ -501,12 +542,12 @@ mod tests {
                 approx,
                 ..params_with(vec![40])
             };
-            let encoder =
-                Encoder::new(vocabulary.clone(), params, Path::new("h.bin")).expect("encoder");
+            let words = Words::Vocabulary(vocabulary.clone());
+            let encoder = Encoder::new(words, params, Path::new("h.bin")).expect("encoder");
             let (mut words, mut dists) = (Vec::new(), Vec::new());
             let scale = (&lum, &layout, layout.positions.as_slice());
             encoder.find_words(&mut describers, scale, (&mut words, &mut dists), None);
-            let whole = encoder.strip_words(&mut describers, &all);
+            let whole = encoder.strip_words(&vocabulary, &mut describers, &all);
             assert_eq!((words, dists), whole, "{kernel:?} {approx:?}");
         }
     }

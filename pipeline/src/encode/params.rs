@@ -87,6 +87,9 @@ struct Record {
     /// Absent: exact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     approx: Option<approx::Search>,
+    /// The mixture's projected dims (Fisher vectors; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    projected: Option<usize>,
 }
 
 impl TryFrom<Record> for Encoding {
@@ -102,7 +105,7 @@ impl TryFrom<Record> for Encoding {
             },
             norm,
             levels: r.pyramid,
-            method: Method::of(r.method, r.soft),
+            method: Method::new(r.method, r.soft, r.projected)?,
             kernel: r.kernel,
             scales: r.scales,
             approx: r.approx,
@@ -129,6 +132,7 @@ impl From<Encoding> for Record {
             soft: p.method.soft(),
             method: p.method.pooling(),
             kernel: p.kernel,
+            projected: p.method.projected(),
             scales: p.scales,
             approx: p.approx,
         }
@@ -193,10 +197,14 @@ impl EncodeParams {
             return Err(EncodeParamsError::Pyramid(self.levels));
         }
         self.method.check(k)?;
-        if self.method.pooling() == Pooling::Vlad && self.norm != Norm::L1 {
+        let pooling = self.method.pooling();
+        if pooling.is_dense() && self.norm != Norm::L1 {
             return Err(EncodeParamsError::VladNorm(self.norm));
         }
-        if let Some(k) = k.filter(|_| self.method.pooling() == Pooling::Vlad) {
+        if pooling == Pooling::Fisher && (self.kernel != Kernel::F32 || self.approx.is_some()) {
+            return Err(EncodeParamsError::FisherSearch);
+        }
+        if let Some(k) = k.filter(|_| pooling.is_dense()) {
             // Checked: `k` may come from a file.
             let values =
                 (self.method.cell_len(k)).saturating_mul(encoded_len(1, self.levels.max(1)));
@@ -266,14 +274,25 @@ impl EncodeParams {
             .saturating_add(found)
     }
 
-    /// [`EncodeParams::photo_memory`] with a vocabulary of `k` words: VLAD's sums and vector
-    /// (8 + 4 bytes a value, both held while it is finished) come on top.
+    /// [`EncodeParams::photo_memory`] with a vocabulary of `k` words (a mixture of `k`
+    /// components): VLAD's and the Fisher vector's sums and vector (8 + 4 bytes a value, both
+    /// held while it is finished; the Fisher vector's sums per finest cell besides) come on top.
     pub fn photo_memory_at(&self, k: usize) -> u64 {
-        let sums = match self.method.pooling() {
-            Pooling::Bow => 0,
-            Pooling::Vlad => (self.method.cell_len(k) as u64)
-                .saturating_mul(encoded_len(1, self.levels.max(1)) as u64)
-                .saturating_mul(12),
+        let vector = (self.method.cell_len(k) as u64)
+            .saturating_mul(encoded_len(1, self.levels.max(1)) as u64)
+            .saturating_mul(12);
+        let sums = match self.method {
+            Method::Hard | Method::Soft(_) => 0,
+            Method::Vlad(_) => vector,
+            Method::Fisher { dims } => vector.saturating_add(super::fisher::FisherSums::bytes(
+                super::fisher::FisherShape {
+                    k,
+                    d: dims,
+                    width: 0,
+                    height: 0,
+                    levels: self.levels,
+                },
+            )),
         };
         self.photo_memory().saturating_add(sums)
     }

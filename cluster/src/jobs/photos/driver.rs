@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use vocab_pipeline::encode::Words;
 use vocab_pipeline::features::{FeatureParams, Outcome};
 use vocab_pipeline::image_io::Collection;
-use vocab_pipeline::kmeans::Centroids;
 use vocab_pipeline::store::Element;
 
 use super::job::PhotoStage;
@@ -26,7 +26,7 @@ pub struct PhotoDriver {
     crew: Crew,
     collection: Collection,
     stage: PhotoStage,
-    vocabulary: Option<Centroids>,
+    vocabulary: Option<Words>,
     /// Features whose patches the workers keep ([`PhotoDriver::born`]), with the partition
     /// folder under which they also save their kept rounds.
     keep: Option<Option<String>>,
@@ -52,7 +52,7 @@ fn start_photos(
     transport: TcpTransport,
     collection: &Collection,
     stage: &PhotoStage,
-    vocabulary: Option<&Centroids>,
+    vocabulary: Option<&Words>,
     keep: Option<Option<&str>>,
 ) -> Result<PhotoRoot<'static>, Attempt> {
     crew::begin(transport, |transport, _| {
@@ -92,7 +92,7 @@ impl PhotoDriver {
         secret: Secret,
         collection: Collection,
         stage: PhotoStage,
-        vocabulary: Option<Centroids>,
+        vocabulary: Option<Words>,
     ) -> Result<Self, DriverError> {
         Self::begin(cluster, secret, collection, stage, vocabulary, None)
     }
@@ -116,7 +116,7 @@ impl PhotoDriver {
         secret: Secret,
         collection: Collection,
         stage: PhotoStage,
-        vocabulary: Option<Centroids>,
+        vocabulary: Option<Words>,
         keep: Option<Option<String>>,
     ) -> Result<Self, DriverError> {
         let mut driver = Self {

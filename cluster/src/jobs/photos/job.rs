@@ -7,11 +7,9 @@ use std::path::{Component, Path};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use vocab_pipeline::encode::{EncodeParams, Encoder};
+use vocab_pipeline::encode::{EncodeParams, Encoder, Words};
 use vocab_pipeline::features::{self, Described, FeatureParams, Outcome};
-use vocab_pipeline::hog::DIMS;
 use vocab_pipeline::image_io::Collection;
-use vocab_pipeline::kmeans::Centroids;
 
 use super::source::Journal;
 use super::wire::put_outcomes;
@@ -139,9 +137,10 @@ pub(super) enum Stage {
     Encode(Box<Encoder>),
 }
 
-/// Bytes of `k` words of the descriptor's dims, if they can be counted.
-fn vocabulary_bytes(k: u64) -> Option<u64> {
-    k.checked_mul(DIMS as u64)?.checked_mul(4)
+/// Bytes of `k` words (or a mixture of `k` components) for an encoding of `params`, if they
+/// can be counted.
+fn vocabulary_bytes(params: &EncodeParams, k: u64) -> Option<u64> {
+    Words::wire_len(params.method.projected(), usize::try_from(k).ok()?)
 }
 
 /// Checks settings that came over the network before any photo is touched: by the rules of
@@ -153,7 +152,7 @@ pub(crate) fn check_stage(stage: &PhotoStage, k: u64) -> Result<(), String> {
         PhotoStage::Encode(p) => {
             let words = usize::try_from(k).ok();
             p.check(words).map_err(|e| e.to_string())?;
-            if k == 0 || vocabulary_bytes(k).is_none_or(|b| b > MAX_CONTROL) {
+            if k == 0 || vocabulary_bytes(p, k).is_none_or(|b| b > MAX_CONTROL) {
                 return Err(format!("a vocabulary of {k} words"));
             }
             Ok(())
@@ -200,15 +199,9 @@ pub(super) fn open_work(
     let stage = match job.stage {
         PhotoStage::Features(p) => Stage::Features(p),
         PhotoStage::Encode(p) => {
-            let values = vocabulary
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect::<Vec<_>>();
-            if values.iter().any(|v| !v.is_finite()) {
-                return Err("the vocabulary holds values that are not finite".into());
-            }
-            let encoder = Encoder::new(Centroids::new(values, DIMS), p, root)
-                .map_err(|e| vocab_pipeline::chain(&e))?;
+            let k = usize::try_from(job.k).map_err(|_| format!("{} words", job.k))?;
+            let words = Words::from_bytes(p.method.projected(), k, &vocabulary)?;
+            let encoder = Encoder::new(words, p, root).map_err(|e| vocab_pipeline::chain(&e))?;
             Stage::Encode(Box::new(encoder))
         }
     };
@@ -270,7 +263,7 @@ impl Work {
 pub(super) fn vocabulary_bytes_of(job: &Spec) -> Option<u64> {
     match job.stage {
         PhotoStage::Features(_) => Some(0),
-        PhotoStage::Encode(_) => vocabulary_bytes(job.k),
+        PhotoStage::Encode(ref p) => vocabulary_bytes(p, job.k),
     }
 }
 

@@ -3,9 +3,9 @@
 
 use std::ops::Range;
 
+use vocab_pipeline::encode::Words;
 use vocab_pipeline::features::{FeatureParams, Outcome};
 use vocab_pipeline::image_io::Collection;
-use vocab_pipeline::kmeans::Centroids;
 use vocab_pipeline::store::Element;
 
 use super::job::{
@@ -65,7 +65,7 @@ impl<'t> PhotoRoot<'t> {
         members: &Members,
         collection: &Collection,
         stage: &PhotoStage,
-        vocabulary: Option<&Centroids>,
+        vocabulary: Option<&Words>,
         root_works: bool,
     ) -> Result<Self, EngineError> {
         Self::begin(
@@ -106,7 +106,7 @@ impl<'t> PhotoRoot<'t> {
         members: &Members,
         collection: &Collection,
         stage: &PhotoStage,
-        vocabulary: Option<&Centroids>,
+        vocabulary: Option<&Words>,
         root_works: bool,
         keep: Option<Keep>,
     ) -> Result<Self, EngineError> {
@@ -122,9 +122,7 @@ impl<'t> PhotoRoot<'t> {
             keep_dir: keep.and_then(|k| k.dir),
         };
         let job = encode(&job);
-        let mut vocabulary: Vec<u8> = vocabulary
-            .map(|v| v.as_slice().iter().flat_map(|x| x.to_le_bytes()).collect())
-            .unwrap_or_default();
+        let mut vocabulary: Vec<u8> = vocabulary.map(Words::to_bytes).unwrap_or_default();
         let control = Team::ranks(transport.as_ref());
         let command = Command::Start {
             job_bytes: job.len() as u64,

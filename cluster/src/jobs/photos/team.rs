@@ -5,9 +5,9 @@
 
 use std::ops::Range;
 
+use vocab_pipeline::encode::Words;
 use vocab_pipeline::features::{FeatureParams, Outcome};
 use vocab_pipeline::image_io::Collection;
-use vocab_pipeline::kmeans::Centroids;
 use vocab_pipeline::store::Element;
 
 use super::driver::PhotoDriver;
@@ -42,7 +42,7 @@ impl<'a> PhotoTeam<'a> {
         nodes: Nodes<'a>,
         collection: &Collection,
         stage: &PhotoStage,
-        vocabulary: Option<&Centroids>,
+        vocabulary: Option<&Words>,
     ) -> Result<Self, DriverError> {
         Ok(match nodes {
             Nodes::Ranks { transport, members } => Self::Ranks(Box::new(

@@ -7,7 +7,7 @@ mod born;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use vocab_pipeline::encode::{EncodeParams, Encoder, Method, Norm, Soft};
+use vocab_pipeline::encode::{EncodeParams, Encoder, Method, Norm, Soft, Words};
 use vocab_pipeline::features::FeatureSummary;
 use vocab_pipeline::features::{self, Described, FeatureParams, FeaturesError, Outcome, Source};
 use vocab_pipeline::hog::DIMS;
@@ -73,7 +73,7 @@ pub(super) fn sharded<T: Value>(
     root_works: bool,
     collection: &Collection,
     stage: &PhotoStage,
-    vocabulary: Option<&Centroids>,
+    vocabulary: Option<&Words>,
     write: &mut dyn FnMut(&mut dyn Source<T>) -> Result<FeatureSummary, FeaturesError>,
 ) -> Result<(FeatureSummary, Vec<MemberTime>), EngineError> {
     let hosts: Vec<String> = (0..size).map(|r| format!("node{r}")).collect();
@@ -183,7 +183,7 @@ fn sharded_features_and_encode_write_the_single_machine_bytes() {
                     .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             })
             .collect();
-        Centroids::new(values, DIMS)
+        Words::Vocabulary(Centroids::new(values, DIMS))
     };
     let encoded = tmp.path().join("local.csv");
     let ep = encode_params();
