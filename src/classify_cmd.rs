@@ -12,7 +12,7 @@ use vocab_pipeline::encode::{self, Encoding, Norm};
 use vocab_pipeline::features::manifest_path;
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::kernel_map::KernelMap;
-use vocab_pipeline::svm::{Classifier, Metrics, SvmParams, choose_c, metrics};
+use vocab_pipeline::svm::{Classifier, Metrics, Rows, SvmParams, choose_c, metrics};
 
 use crate::progress::Ui;
 use crate::settings::{ClassifySettings, EvaluateSettings, Split, TrainSettings};
@@ -113,20 +113,14 @@ pub fn train(
             Some(KernelMap::new(kernel, args.map_order).context("--map-order")?)
         }
     };
-    let mapped: Vec<Vec<f32>> = match &kernel_map {
-        Some(map) => train
-            .iter()
-            .map(|&(i, _)| map.apply(&table.rows[i]))
-            .collect(),
-        None => Vec::new(),
-    };
-    let x: Vec<&[f32]> = if kernel_map.is_some() {
-        mapped.iter().map(Vec::as_slice).collect()
-    } else {
-        train
-            .iter()
-            .map(|&(i, _)| table.rows[i].as_slice())
-            .collect()
+    // The solver's rows: mapped straight from the histograms' non-zero bins (the dense mapped
+    // vectors never exist), or as they are.
+    let histograms: Vec<&[f32]> = (train.iter())
+        .map(|&(i, _)| table.rows[i].as_slice())
+        .collect();
+    let x = match &kernel_map {
+        Some(map) => Rows::mapped(&histograms, map),
+        None => Rows::from_dense(&histograms),
     };
     let y: Vec<usize> = train.iter().map(|&(_, c)| c).collect();
     let fits = match args.c {
@@ -134,14 +128,14 @@ pub fn train(
         None => args.cv.max(2) * C_GRID.len() + 1,
     };
     let bar = ui.bar(fits as u64, &args.attribute);
-    let (c, cv_accuracy) = match args.c {
-        Some(c) => (c, None),
+    let (c, cv_accuracy, start) = match args.c {
+        Some(c) => (c, None, None),
         None => {
             let fitted = |fold: usize, c: f64| {
                 bar.set_message(format!("fold {} of {}, C = {c}", fold + 1, args.cv.max(2)));
                 bar.inc(1);
             };
-            let (c, acc) = choose_c(
+            let chosen = choose_c(
                 &x,
                 &y,
                 &labels.classes,
@@ -151,11 +145,12 @@ pub fn train(
                 args.solver,
                 &fitted,
             )?;
-            (c, Some(acc))
+            // The folds' duals at the chosen C start the fit on every training photo.
+            (chosen.c, Some(chosen.accuracy), Some(chosen.start))
         }
     };
     bar.set_message(format!("the model, C = {c}"));
-    let classifier = Classifier::fit(
+    let (classifier, _) = Classifier::fit_rows(
         &x,
         &y,
         &labels.classes,
@@ -165,6 +160,7 @@ pub fn train(
             solver: args.solver,
             ..SvmParams::default()
         },
+        start.as_deref().filter(|s| !s.is_empty()),
     )?;
     bar.inc(1);
     let model = ModelFile {

@@ -173,30 +173,56 @@ impl KernelMap {
 
     /// Maps `x` (each value to [`KernelMap::width`] values, in order).
     pub fn apply(&self, x: &[f32]) -> Vec<f32> {
+        let scale = self.scales();
+        let mut out = vec![0f32; self.mapped_len(x.len())];
+        for (&v, slot) in x.iter().zip(out.chunks_exact_mut(self.width())) {
+            self.map_value(v, &scale, slot);
+        }
+        out
+    }
+
+    /// Calls `each(bin, values)` for every bin of `x` whose mapped values are not all zero (a
+    /// value of 0, or not finite, maps to zeros), in bin order: the non-zero blocks of
+    /// [`KernelMap::apply`]'s output, the same values, without the zeros between them.
+    pub fn apply_sparse(&self, x: &[f32], mut each: impl FnMut(usize, &[f32])) {
+        let scale = self.scales();
+        let mut slot = vec![0f32; self.width()];
+        for (bin, &v) in x.iter().enumerate() {
+            if v != 0.0 && v.is_finite() {
+                self.map_value(v, &scale, &mut slot);
+                each(bin, &slot);
+            }
+        }
+    }
+
+    /// `sqrt(c_j L kappa(j L))` for `j = 0..=order` (`c_0 = 1`, else 2).
+    fn scales(&self) -> Vec<f64> {
         let l = 2.0 * std::f64::consts::PI / self.period;
-        let scale: Vec<f64> = (0..=self.order)
+        (0..=self.order)
             .map(|j| {
                 let twice = if j == 0 { 1.0 } else { 2.0 };
                 (twice * l * self.kernel.spectrum(j as f64 * l)).sqrt()
             })
-            .collect();
-        let mut out = vec![0f32; self.mapped_len(x.len())];
-        for (&v, slot) in x.iter().zip(out.chunks_exact_mut(self.width())) {
-            let v = f64::from(v);
-            if v == 0.0 || !v.is_finite() {
-                continue;
-            }
-            let (sign, a) = (v.signum(), v.abs());
-            let root = a.sqrt();
-            let log = a.ln();
-            slot[0] = (sign * root * scale[0]) as f32;
-            for j in 1..=self.order {
-                let (s, c) = (j as f64 * l * log).sin_cos();
-                slot[2 * j - 1] = (sign * root * scale[j] * c) as f32;
-                slot[2 * j] = (sign * root * scale[j] * s) as f32;
-            }
+            .collect()
+    }
+
+    /// The [`KernelMap::width`] values of `v` into `slot` (zeros for 0 or a value not finite).
+    fn map_value(&self, v: f32, scale: &[f64], slot: &mut [f32]) {
+        let v = f64::from(v);
+        if v == 0.0 || !v.is_finite() {
+            slot.fill(0.0);
+            return;
         }
-        out
+        let l = 2.0 * std::f64::consts::PI / self.period;
+        let (sign, a) = (v.signum(), v.abs());
+        let root = a.sqrt();
+        let log = a.ln();
+        slot[0] = (sign * root * scale[0]) as f32;
+        for j in 1..=self.order {
+            let (s, c) = (j as f64 * l * log).sin_cos();
+            slot[2 * j - 1] = (sign * root * scale[j] * c) as f32;
+            slot[2 * j] = (sign * root * scale[j] * s) as f32;
+        }
     }
 }
 

@@ -17,6 +17,10 @@
 //! liblinear, coordinates stuck at zero are shrunk out of the active set and checked again once
 //! the active problem has converged.
 
+mod rows;
+
+pub use self::rows::Rows;
+
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
@@ -95,7 +99,7 @@ impl LinearModel {
 /// If `x` and `y` differ in length or rows differ in length.
 pub fn train_binary(x: &[&[f32]], y: &[bool], params: &SvmParams) -> Result<LinearModel, SvmError> {
     match params.solver {
-        Solver::Dcd => Ok(solve(&SparseRows::new(x), y, params, None).0),
+        Solver::Dcd => Ok(solve(&Rows::from_dense(x), y, params, None).0),
         Solver::Linfa => solve_linfa(x, y, params),
     }
 }
@@ -127,89 +131,9 @@ fn solve_linfa(x: &[&[f32]], y: &[bool], params: &SvmParams) -> Result<LinearMod
     })
 }
 
-/// Rows as their non-zero entries, compressed (CSR): zeros add nothing to a dot product or an
-/// update, so the solver gives exactly the dense result while touching only the non-zeros
-/// (bag-of-words histograms are mostly zeros). One contiguous index and value array keeps an epoch
-/// a single forward sweep through memory.
-struct SparseRows {
-    dims: usize,
-    /// Row `i` is `index[start[i]..start[i + 1]]`.
-    start: Vec<usize>,
-    index: Vec<u32>,
-    value: Vec<f32>,
-}
-
-impl SparseRows {
-    fn new(x: &[&[f32]]) -> Self {
-        let dims = x.first().map_or(0, |r| r.len());
-        assert!(
-            x.iter().all(|r| r.len() == dims),
-            "rows of different lengths"
-        );
-        let mut rows = Self {
-            dims,
-            start: Vec::with_capacity(x.len() + 1),
-            index: Vec::new(),
-            value: Vec::new(),
-        };
-        rows.start.push(0);
-        for r in x {
-            for (j, &v) in r.iter().enumerate().filter(|(_, v)| **v != 0.0) {
-                rows.index.push(j as u32);
-                rows.value.push(v);
-            }
-            rows.start.push(rows.index.len());
-        }
-        rows
-    }
-
-    fn len(&self) -> usize {
-        self.start.len() - 1
-    }
-
-    fn row(&self, i: usize) -> (&[u32], &[f32]) {
-        let span = self.start[i]..self.start[i + 1];
-        (&self.index[span.clone()], &self.value[span])
-    }
-
-    fn sum_squares(&self, i: usize) -> f64 {
-        self.row(i).1.iter().map(|&v| f64::from(v).powi(2)).sum()
-    }
-
-    /// `w[..d] . row i`, with four independent accumulators so the additions do not wait on each
-    /// other (the order is fixed, so the result is deterministic).
-    #[inline]
-    fn dot(&self, i: usize, w: &[f64]) -> f64 {
-        let (idx, val) = self.row(i);
-        let mut acc = [0f64; 4];
-        let (ci, cv) = (idx.chunks_exact(4), val.chunks_exact(4));
-        let (ri, rv) = (ci.remainder(), cv.remainder());
-        for (j, v) in ci.zip(cv) {
-            for l in 0..4 {
-                acc[l] += f64::from(v[l]) * w[j[l] as usize];
-            }
-        }
-        let tail: f64 = ri
-            .iter()
-            .zip(rv)
-            .map(|(&j, &v)| f64::from(v) * w[j as usize])
-            .sum();
-        (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
-    }
-
-    /// `w[..d] += step * row i`.
-    #[inline]
-    fn add_to(&self, i: usize, step: f64, w: &mut [f64]) {
-        let (idx, val) = self.row(i);
-        for (&j, &v) in idx.iter().zip(val) {
-            w[j as usize] += step * f64::from(v);
-        }
-    }
-}
-
 /// One binary problem of coordinate descent: the rows, their signs, `Q_ii` and the diagonal.
 struct Problem<'a> {
-    rows: &'a SparseRows,
+    rows: &'a Rows,
     sign: &'a [f64],
     qii: &'a [f64],
     diag: f64,
@@ -218,10 +142,42 @@ struct Problem<'a> {
 impl Problem<'_> {
     /// One epoch over the first `active` coordinates of `order` (shrinking those at 0 whose
     /// gradient exceeds `pg_max_old`); returns the active count and the largest and least
-    /// projected gradients. Kept out of line: the hot loops compile the same wherever `solve`
-    /// is placed (an 8% swing in the SVM stage was traced to the code around them).
-    #[inline(never)]
+    /// projected gradients. The body is compiled twice, portable and for AVX2 (chosen by
+    /// [`crate::isa::level`]); both give the same bits (the rows' sums run in a fixed order,
+    /// without fused multiply-adds).
     fn sweep(
+        &self,
+        w: &mut [f64],
+        alpha: &mut [f64],
+        order: &mut [usize],
+        active: usize,
+        pg_max_old: f64,
+    ) -> (usize, f64, f64) {
+        #[cfg(target_arch = "x86_64")]
+        if crate::isa::level() >= crate::isa::Level::Avx2 {
+            // SAFETY: the CPU has AVX2 (`isa::level` never exceeds what it detected).
+            return unsafe { self.sweep_avx2(w, alpha, order, active, pg_max_old) };
+        }
+        self.sweep_body(w, alpha, order, active, pg_max_old)
+    }
+
+    /// [`Problem::sweep`] compiled for AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn sweep_avx2(
+        &self,
+        w: &mut [f64],
+        alpha: &mut [f64],
+        order: &mut [usize],
+        active: usize,
+        pg_max_old: f64,
+    ) -> (usize, f64, f64) {
+        self.sweep_body(w, alpha, order, active, pg_max_old)
+    }
+
+    /// The epoch itself (inlined into both builds of [`Problem::sweep`]).
+    #[inline(always)]
+    fn sweep_body(
         &self,
         w: &mut [f64],
         alpha: &mut [f64],
@@ -230,7 +186,7 @@ impl Problem<'_> {
         pg_max_old: f64,
     ) -> (usize, f64, f64) {
         let (rows, sign, qii, diag) = (self.rows, self.sign, self.qii, self.diag);
-        let d = rows.dims;
+        let d = rows.dims();
         let (mut pg_max, mut pg_min) = (f64::NEG_INFINITY, f64::INFINITY);
         let mut s = 0;
         while s < active {
@@ -266,13 +222,13 @@ impl Problem<'_> {
 /// solve on the same rows with another C) is a feasible starting point: any `alpha >= 0` is, and
 /// `w` is rebuilt from it, so the result meets the same stopping rule as a cold start.
 fn solve(
-    rows: &SparseRows,
+    rows: &Rows,
     y: &[bool],
     params: &SvmParams,
     start: Option<&[f64]>,
 ) -> (LinearModel, Vec<f64>) {
     assert_eq!(rows.len(), y.len(), "one label per row");
-    let d = rows.dims;
+    let d = rows.dims();
     let sign: Vec<f64> = y.iter().map(|&p| if p { 1.0 } else { -1.0 }).collect();
     // Work in f64 with the constant feature appended (index d).
     let mut w = vec![0f64; d + 1];
@@ -347,32 +303,36 @@ impl Classifier {
         classes: &[String],
         params: &SvmParams,
     ) -> Result<Self, SvmError> {
-        let rows = (params.solver == Solver::Dcd).then(|| SparseRows::new(x));
-        Ok(Self::fit_from(x, rows.as_ref(), y, classes, params, None)?.0)
+        Ok(Self::fit_rows(&Rows::from_dense(x), y, classes, params, None)?.0)
     }
 
-    /// [`Classifier::fit`] with the rows already compressed (`rows`, coordinate descent only) and
-    /// optionally warm-started from the duals of a fit on the same rows with another C; returns
-    /// the duals too (empty for linfa-svm).
-    fn fit_from(
-        x: &[&[f32]],
-        rows: Option<&SparseRows>,
+    /// [`Classifier::fit`] on [`Rows`], optionally warm-started from duals (one list per model,
+    /// a value per row: any values of 0 or more are a feasible start, e.g. a fit's with another
+    /// C, or [`Chosen::start`]); returns the duals too (empty for linfa-svm, which starts cold
+    /// from the rows made dense).
+    pub fn fit_rows(
+        rows: &Rows,
         y: &[usize],
         classes: &[String],
         params: &SvmParams,
         start: Option<&[Vec<f64>]>,
     ) -> Result<(Self, Vec<Vec<f64>>), SvmError> {
         use rayon::prelude::*;
+        let dense: Vec<Vec<f32>> = match params.solver {
+            Solver::Linfa => (0..rows.len()).map(|i| rows.dense(i)).collect(),
+            Solver::Dcd => Vec::new(),
+        };
+        let x: Vec<&[f32]> = dense.iter().map(Vec::as_slice).collect();
         let binary = |model: usize, positive: usize| {
             let labels: Vec<bool> = y.iter().map(|&c| c == positive).collect();
-            match rows {
-                Some(rows) => Ok(solve(
+            match params.solver {
+                Solver::Dcd => Ok(solve(
                     rows,
                     &labels,
                     params,
-                    start.map(|s| s[model].as_slice()),
+                    start.and_then(|s| s.get(model)).map(Vec::as_slice),
                 )),
-                None => solve_linfa(x, &labels, params).map(|m| (m, Vec::new())),
+                Solver::Linfa => solve_linfa(&x, &labels, params).map(|m| (m, Vec::new())),
             }
         };
         let fitted: Vec<(LinearModel, Vec<f64>)> = if classes.len() == 2 {
@@ -391,6 +351,23 @@ impl Classifier {
             c: params.c,
         };
         Ok((classifier, duals))
+    }
+
+    /// The predicted class index of row `i` of `rows`.
+    pub fn predict_row(&self, rows: &Rows, i: usize) -> usize {
+        if self.models.len() == 1 {
+            let m = &self.models[0];
+            return usize::from(rows.decision(i, &m.w, m.bias) > 0.0);
+        }
+        (self
+            .models
+            .iter()
+            .map(|m| rows.decision(i, &m.w, m.bias))
+            .enumerate())
+        .fold((0, f64::NEG_INFINITY), |best, (k, v)| {
+            if v > best.1 { (k, v) } else { best }
+        })
+        .0
     }
 
     /// The predicted class index of `x`.
@@ -473,19 +450,40 @@ pub fn cross_validate(
     folds: usize,
     seed: u64,
 ) -> Result<f64, SvmError> {
-    let scores = cross_validate_path(x, y, classes, &[params.c], params, folds, seed, &|_, _| {})?;
-    Ok(scores[0])
+    let rows = Rows::from_dense(x);
+    let path = cross_validate_path(
+        &rows,
+        y,
+        classes,
+        &[params.c],
+        params,
+        folds,
+        seed,
+        &|_, _| {},
+    )?;
+    Ok(path.scores[0])
+}
+
+/// What a cross-validation over a grid of C found.
+#[derive(Debug, Clone)]
+pub struct CvPath {
+    /// Mean held-out accuracy for each C of the grid, in grid order.
+    pub scores: Vec<f64>,
+    /// For each C of the grid, a warm start for a fit on all the rows: per model, each row's
+    /// dual averaged over the folds that trained on it (empty for linfa-svm).
+    pub starts: Vec<Vec<Vec<f64>>>,
 }
 
 /// Mean cross-validated accuracy for every C of `grid` (in grid order), with `params`' other
-/// settings. Folds run in parallel; within a fold the Cs are fitted from the smallest up, each
-/// coordinate-descent fit starting from the duals of the previous one (a regularisation path:
-/// the solution moves little between neighbouring Cs, so the large-C fits, which take the most
-/// epochs from zero, converge in far fewer). Every fit still meets the same stopping rule.
-/// `fitted(fold, c)` is called after each fit (from the fold's thread), for progress.
+/// settings, and the folds' duals as warm starts. Folds run in parallel; within a fold the Cs
+/// are fitted from the smallest up, each coordinate-descent fit starting from the duals of the
+/// previous one (a regularisation path: the solution moves little between neighbouring Cs, so
+/// the large-C fits, which take the most epochs from zero, converge in far fewer). Every fit
+/// still meets the same stopping rule. `fitted(fold, c)` is called after each fit (from the
+/// fold's thread), for progress.
 #[allow(clippy::too_many_arguments)]
 pub fn cross_validate_path(
-    x: &[&[f32]],
+    rows: &Rows,
     y: &[usize],
     classes: &[String],
     grid: &[f64],
@@ -493,13 +491,13 @@ pub fn cross_validate_path(
     folds: usize,
     seed: u64,
     fitted: &(dyn Fn(usize, f64) + Sync),
-) -> Result<Vec<f64>, SvmError> {
+) -> Result<CvPath, SvmError> {
     use rayon::prelude::*;
     let folds = folds.max(2);
     let fold = stratified_folds(y, folds, seed);
     let mut ascending: Vec<usize> = (0..grid.len()).collect();
     ascending.sort_by(|&a, &b| grid[a].total_cmp(&grid[b]));
-    let per_fold: Vec<Option<Vec<f64>>> = (0..folds)
+    let per_fold: Vec<Option<FoldFit>> = (0..folds)
         .into_par_iter()
         .map(|f| {
             let train: Vec<usize> = (0..y.len()).filter(|&i| fold[i] != f).collect();
@@ -507,19 +505,18 @@ pub fn cross_validate_path(
             if test.is_empty() {
                 return Ok(None);
             }
-            let train_x: Vec<&[f32]> = train.iter().map(|&i| x[i]).collect();
+            let train_rows = rows.select(&train);
             let train_y: Vec<usize> = train.iter().map(|&i| y[i]).collect();
-            let rows = (params.solver == Solver::Dcd).then(|| SparseRows::new(&train_x));
             let mut accuracy = vec![0.0; grid.len()];
+            let mut duals_at = vec![Vec::new(); grid.len()];
             let mut start: Option<Vec<Vec<f64>>> = None;
             for &g in &ascending {
                 let params = SvmParams {
                     c: grid[g],
                     ..*params
                 };
-                let (model, duals) = Classifier::fit_from(
-                    &train_x,
-                    rows.as_ref(),
+                let (model, duals) = Classifier::fit_rows(
+                    &train_rows,
                     &train_y,
                     classes,
                     &params,
@@ -527,26 +524,74 @@ pub fn cross_validate_path(
                 )?;
                 let correct = test
                     .iter()
-                    .filter(|&&i| model.predict(x[i]) == y[i])
+                    .filter(|&&i| model.predict_row(rows, i) == y[i])
                     .count();
                 accuracy[g] = correct as f64 / test.len() as f64;
-                start = rows.is_some().then_some(duals);
+                duals_at[g] = duals.clone();
+                start = (params.solver == Solver::Dcd).then_some(duals);
                 fitted(f, grid[g]);
             }
-            Ok(Some(accuracy))
+            Ok(Some(FoldFit {
+                train,
+                accuracy,
+                duals: duals_at,
+            }))
         })
         .collect::<Result<_, SvmError>>()?;
-    let scored: Vec<&Vec<f64>> = per_fold.iter().flatten().collect();
-    Ok((0..grid.len())
-        .map(|g| scored.iter().map(|a| a[g]).sum::<f64>() / scored.len().max(1) as f64)
-        .collect())
+    let scored: Vec<&FoldFit> = per_fold.iter().flatten().collect();
+    let scores = (0..grid.len())
+        .map(|g| scored.iter().map(|s| s.accuracy[g]).sum::<f64>() / scored.len().max(1) as f64)
+        .collect();
+    // Each row's duals averaged over the folds that trained on it.
+    let models = scored
+        .first()
+        .map_or(0, |s| s.duals.first().map_or(0, Vec::len));
+    let starts = (0..grid.len())
+        .map(|g| {
+            (0..models)
+                .map(|m| {
+                    let (mut sum, mut count) = (vec![0f64; y.len()], vec![0u32; y.len()]);
+                    for fit in &scored {
+                        for (&i, &a) in fit.train.iter().zip(&fit.duals[g][m]) {
+                            sum[i] += a;
+                            count[i] += 1;
+                        }
+                    }
+                    (sum.iter().zip(&count))
+                        .map(|(&s, &n)| if n > 0 { s / f64::from(n) } else { 0.0 })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    Ok(CvPath { scores, starts })
+}
+
+/// One fold's part of a cross-validation: its training rows, the held-out accuracy and the
+/// duals (per model) at each C of the grid.
+struct FoldFit {
+    train: Vec<usize>,
+    accuracy: Vec<f64>,
+    duals: Vec<Vec<Vec<f64>>>,
+}
+
+/// The C [`choose_c`] chose, its cross-validated accuracy, and a warm start for the fit at it.
+#[derive(Debug, Clone)]
+pub struct Chosen {
+    /// The C.
+    pub c: f64,
+    /// Its mean held-out accuracy over the folds.
+    pub accuracy: f64,
+    /// Per model, each row's dual at that C averaged over the folds that trained on it: a
+    /// feasible start for [`Classifier::fit_rows`] on all the rows, near the optimum.
+    pub start: Vec<Vec<f64>>,
 }
 
 /// The C of `grid` with the best cross-validated accuracy (the first in grid order on ties), and
 /// that accuracy; `fitted(fold, c)` after each of the `folds x grid` fits.
 #[allow(clippy::too_many_arguments)]
 pub fn choose_c(
-    x: &[&[f32]],
+    rows: &Rows,
     y: &[usize],
     classes: &[String],
     grid: &[f64],
@@ -554,19 +599,22 @@ pub fn choose_c(
     seed: u64,
     solver: Solver,
     fitted: &(dyn Fn(usize, f64) + Sync),
-) -> Result<(f64, f64), SvmError> {
+) -> Result<Chosen, SvmError> {
     let params = SvmParams {
         seed,
         solver,
         ..SvmParams::default()
     };
-    let scores = cross_validate_path(x, y, classes, grid, &params, folds, seed, fitted)?;
-    Ok(grid
-        .iter()
-        .zip(scores)
-        .fold((f64::NAN, f64::NEG_INFINITY), |best, (&c, acc)| {
-            if acc > best.1 { (c, acc) } else { best }
-        }))
+    let path = cross_validate_path(rows, y, classes, grid, &params, folds, seed, fitted)?;
+    let (best, accuracy) =
+        (path.scores.iter().enumerate()).fold((0, f64::NEG_INFINITY), |best, (g, &acc)| {
+            if acc > best.1 { (g, acc) } else { best }
+        });
+    Ok(Chosen {
+        c: grid.get(best).copied().unwrap_or(f64::NAN),
+        accuracy,
+        start: path.starts.into_iter().nth(best).unwrap_or_default(),
+    })
 }
 
 #[cfg(test)]
@@ -632,8 +680,8 @@ mod tests {
         }
         let rows: Vec<&[f32]> = x.iter().map(Vec::as_slice).collect();
         let classes: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
-        let (c, acc) = choose_c(
-            &rows,
+        let chosen = choose_c(
+            &Rows::from_dense(&rows),
             &y,
             &classes,
             &[0.01, 1.0, 100.0],
@@ -643,6 +691,7 @@ mod tests {
             &|_, _| {},
         )
         .expect("cv");
+        let (c, acc) = (chosen.c, chosen.accuracy);
         assert!(acc > 0.95, "cv accuracy {acc} at C = {c}");
         let model = Classifier::fit(
             &rows,
@@ -752,7 +801,7 @@ mod tests {
                 "C = {c}: objective {a} vs optimum {b}"
             );
             // Warm-started from the duals of C / 10 (as along the C grid): the same optimum.
-            let sparse = SparseRows::new(&rows);
+            let sparse = Rows::from_dense(&rows);
             let smaller = SvmParams {
                 c: c / 10.0,
                 ..SvmParams::default()
@@ -778,9 +827,10 @@ mod tests {
         let classes = ["a".to_string(), "b".to_string()];
         let grid = [10.0, 0.01, 1.0];
         let params = SvmParams::default();
-        let path =
-            cross_validate_path(&rows, &y, &classes, &grid, &params, 4, 3, &|_, _| {}).expect("cv");
-        for (&c, &warm) in grid.iter().zip(&path) {
+        let dense = Rows::from_dense(&rows);
+        let path = cross_validate_path(&dense, &y, &classes, &grid, &params, 4, 3, &|_, _| {})
+            .expect("cv");
+        for (&c, &warm) in grid.iter().zip(&path.scores) {
             let cold =
                 cross_validate(&rows, &y, &classes, &SvmParams { c, ..params }, 4, 3).expect("cv");
             // Same folds, fits within the stopping tolerance of each other: at most one of the
@@ -789,6 +839,85 @@ mod tests {
                 (warm - cold).abs() <= 1.0 / 75.0 + 1e-12,
                 "C = {c}: path {warm} vs cold {cold}"
             );
+        }
+    }
+
+    /// The sweep compiled for AVX2 gives the portable build's bits (fixed sums, no fused
+    /// multiply-add), on every layout of the rows.
+    #[test]
+    fn both_builds_of_the_sweep_give_the_same_bits() {
+        let (x, y) = clouds(120, 12, 0.3, 8);
+        let rows: Vec<&[f32]> = x.iter().map(Vec::as_slice).collect();
+        let histograms: Vec<Vec<f32>> = x
+            .iter()
+            .map(|r| r.iter().map(|v| if *v > 0.1 { *v } else { 0.0 }).collect())
+            .collect();
+        let h: Vec<&[f32]> = histograms.iter().map(Vec::as_slice).collect();
+        let map =
+            crate::kernel_map::KernelMap::new(crate::kernel_map::Kernel::Chi2, 3).expect("map");
+        for layout in [
+            Rows::from_dense(&rows),
+            Rows::from_dense(&h),
+            Rows::mapped(&h, &map),
+        ] {
+            let sign: Vec<f64> = y.iter().map(|&c| if c == 1 { 1.0 } else { -1.0 }).collect();
+            let qii: Vec<f64> = (0..y.len()).map(|i| layout.sum_squares(i) + 1.5).collect();
+            let problem = Problem {
+                rows: &layout,
+                sign: &sign,
+                qii: &qii,
+                diag: 0.5,
+            };
+            let run = |avx2: bool| {
+                let mut w = vec![0f64; layout.dims() + 1];
+                let mut alpha = vec![0f64; y.len()];
+                let mut order: Vec<usize> = (0..y.len()).collect();
+                let mut out = Vec::new();
+                for _ in 0..5 {
+                    let r = if avx2 {
+                        problem.sweep(&mut w, &mut alpha, &mut order, y.len(), f64::INFINITY)
+                    } else {
+                        problem.sweep_body(&mut w, &mut alpha, &mut order, y.len(), f64::INFINITY)
+                    };
+                    out.push((r.0, r.1.to_bits(), r.2.to_bits()));
+                }
+                (w.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), out)
+            };
+            assert_eq!(run(true), run(false), "width {}", layout.width());
+        }
+    }
+
+    /// The fit on all the rows from the folds' averaged duals reaches the cold fit's optimum.
+    #[test]
+    fn the_chosen_start_reaches_the_cold_optimum() {
+        let (x, y) = clouds(300, 6, 0.4, 12);
+        let rows: Vec<&[f32]> = x.iter().map(Vec::as_slice).collect();
+        let dense = Rows::from_dense(&rows);
+        let classes = ["a".to_string(), "b".to_string()];
+        let chosen = choose_c(
+            &dense,
+            &y,
+            &classes,
+            &[0.1, 10.0],
+            5,
+            2,
+            Solver::Dcd,
+            &|_, _| {},
+        )
+        .expect("cv");
+        assert_eq!(chosen.start.len(), 1);
+        assert_eq!(chosen.start[0].len(), y.len());
+        assert!(chosen.start[0].iter().all(|&a| a >= 0.0));
+        let params = SvmParams {
+            c: chosen.c,
+            tol: 1e-8,
+            ..SvmParams::default()
+        };
+        let (warm, _) =
+            Classifier::fit_rows(&dense, &y, &classes, &params, Some(&chosen.start)).expect("warm");
+        let (cold, _) = Classifier::fit_rows(&dense, &y, &classes, &params, None).expect("cold");
+        for (a, b) in warm.models[0].w.iter().zip(&cold.models[0].w) {
+            assert!((a - b).abs() < 1e-4, "{a} vs {b}");
         }
     }
 
