@@ -61,13 +61,22 @@ pub fn kmeans_memory(config: &Config, n: u64, k: u64, nodes: u64, tasks: u64) ->
 pub fn check_sizes(config: &Config, engine: &Backend, training: u64) -> anyhow::Result<()> {
     let per_image = config.features.per_image as u64;
     let n = training * per_image;
-    let largest = config.kmeans.k.iter().copied().max().unwrap_or(0) as u64;
+    let largest = config.sizes().iter().copied().max().unwrap_or(0) as u64;
     if largest > n {
+        let (key, what) = if config.fisher() {
+            ("[mixture] components", "mixture")
+        } else {
+            ("[kmeans] k", "vocabulary")
+        };
         bail!(
-            "[kmeans] k = {largest} is larger than the vocabulary's sample: {training} training \
-             photos x {per_image} patches ([features] per_image) = {n} vectors; lower k or raise \
+            "{key} = {largest} is larger than the {what}'s sample: {training} training photos x \
+             {per_image} patches ([features] per_image) = {n} vectors; lower it or raise \
              per_image"
         );
+    }
+    if config.fisher() {
+        // A mixture's memory is its sums, small beside the sample the partitions hold.
+        return Ok(());
     }
     let at = engine.nodes()?;
     if at.here
@@ -190,7 +199,11 @@ pub fn print(
         human((n / parts.max(1) * (RECORD_HEAD + DIMS * value)) as f64),
         element.name()
     );
-    let iterations = print_kmeans(config, n, (nodes, racks), tasks, link);
+    let iterations = if config.fisher() {
+        print_mixture(config, n, (nodes, racks), link)
+    } else {
+        print_kmeans(config, n, (nodes, racks), tasks, link)
+    };
     print_encode(config, engine, nodes, photos)?;
     // The photo stages' rates are a whole machine's: loopback workers share its cores. (The
     // k-means rates are a node's, and a 2-core machine running two measured alike.)
@@ -235,6 +248,12 @@ mod rates {
     pub const SVM_EXPONENT: f64 = 0.47;
     /// Photo size assumed when the photos are not here: 15-Scene's, about 300 x 250.
     pub const SIZE: (f64, f64) = (300.0, 250.0);
+    /// Seconds of an EM step per vector and (component x projected dim): 65 steps of 64
+    /// Gaussians over 64 dims on 150,000 patches took 14.7 s after the PCA
+    /// (`eval/svm_bench/today.sh`'s mixture, one process, 2 cores).
+    pub const EM_VECTOR_SECONDS: f64 = 14.7 / 65.0 / 150_000.0 / 4096.0;
+    /// Seconds per dense patch of a Fisher encoding per (component x projected dim).
+    pub const FISHER_PATCH: f64 = 0.92e-6 / 4096.0;
 }
 
 /// What the time estimate takes.
@@ -264,13 +283,23 @@ fn print_time(config: &Config, e: &Estimate<'_>, trials: usize) -> anyhow::Resul
     let stride = config.encode.stride.max(1) as f64;
     let patches =
         ((width - side) / stride + 1.0).max(0.0) * ((height - side) / stride + 1.0).max(0.0);
-    let encoding = config.encode.params()?;
+    let encoding = config.encode_params()?;
     let fits = (config.classify.cv.max(2) * crate::classify_cmd::C_GRID.len() + 1) as f64;
     let (mut kmeans, mut encode, mut svm) = (0.0, 0.0, 0.0);
+    let fisher = config.fisher();
     for &(k, iteration) in e.per_iteration {
-        kmeans += iteration * config.kmeans.iterations as f64;
-        encode += e.photos as f64 * patches * (rates::ENCODE_PATCH + rates::ENCODE_WORD * k as f64)
-            / machines;
+        let steps = if fisher {
+            config.mixture.iterations
+        } else {
+            config.kmeans.iterations as usize
+        };
+        kmeans += iteration * steps as f64;
+        let per_patch = if fisher {
+            rates::ENCODE_PATCH + rates::FISHER_PATCH * (k * config.mixture.pca_dims as u64) as f64
+        } else {
+            rates::ENCODE_PATCH + rates::ENCODE_WORD * k as f64
+        };
+        encode += e.photos as f64 * patches * per_patch / machines;
         let values = encoding.len(k as usize) as f64;
         let growth = (values / rates::SVM_VALUES).powf(rates::SVM_EXPONENT);
         for &classes in e.classes {
@@ -288,9 +317,10 @@ fn print_time(config: &Config, e: &Estimate<'_>, trials: usize) -> anyhow::Resul
         String::new()
     };
     println!(
-        "  time        about {} a trial{total}: features {}, k-means {}, encode {}, svm {}",
+        "  time        about {} a trial{total}: features {}, {} {}, encode {}, svm {}",
         duration(trial),
         duration(features),
+        if fisher { "mixture" } else { "k-means" },
         duration(kmeans),
         duration(encode),
         duration(svm)
@@ -332,6 +362,52 @@ pub fn photo_sizes(folder: &std::path::Path, paths: &[String]) -> Option<(f64, f
         });
         (w / n, h / n)
     })
+}
+
+/// The mixture lines of the plan (Fisher vectors): per mixture, what a step moves and computes;
+/// returns, per mixture, the seconds of an EM step (map and communication).
+fn print_mixture(
+    config: &Config,
+    n: u64,
+    (nodes, racks): (u64, usize),
+    link: f64,
+) -> Vec<(u64, f64, f64)> {
+    let m = &config.mixture;
+    let d = m.pca_dims as u64;
+    println!(
+        "  mixture     {nodes} node{} on {racks} rack{}: the covariance ({DIMS} x {DIMS} sums), \
+         the PCA to {d} dims, then at most {} EM steps (tol {}), each a map over the partitions",
+        if nodes == 1 { "" } else { "s" },
+        if racks == 1 { "" } else { "s" },
+        m.iterations,
+        m.tol
+    );
+    println!(
+        "    {:<8} {:>9} {:>9} {:>9} {:>7} {:>7}",
+        "G", "broadcast", "sums", "map flop", "map s", "comm s"
+    );
+    let mut steps = Vec::new();
+    for &g in &m.components {
+        let g = g as u64;
+        // The projection and the mixture go down; a component's weight and moments come back.
+        let bcast = (DIMS * d + DIMS + d + 1 + g * (2 * d + 1)) * 8;
+        let sums = g * (2 * d + 1) * 8;
+        // Per vector: the projection, the log densities, the moments.
+        let flops = 2.0 * n as f64 * (DIMS * d + 4 * g * d) as f64;
+        let map_seconds =
+            n as f64 * rates::EM_VECTOR_SECONDS * (g * d) as f64 / nodes.max(1) as f64;
+        let seconds = (bcast as f64 + sums as f64 * nodes as f64) / link;
+        steps.push((g, map_seconds, seconds));
+        println!(
+            "    {g:<8} {:>9} {:>9} {:>9.2e} {:>7.2} {:>7.2}",
+            human(bcast as f64),
+            human(sums as f64),
+            flops,
+            map_seconds,
+            seconds
+        );
+    }
+    steps
 }
 
 /// The k-means lines of the plan: per vocabulary size, what an iteration moves, computes and
@@ -419,7 +495,6 @@ fn print_kmeans(
 
 /// The encode and svm lines of the plan.
 fn print_encode(config: &Config, engine: &Backend, nodes: u64, photos: u64) -> anyhow::Result<()> {
-    let km = &config.kmeans;
     let e = &config.encode;
     let words = if e.soft > 0 {
         format!(
@@ -433,10 +508,18 @@ fn print_encode(config: &Config, engine: &Backend, nodes: u64, photos: u64) -> a
         vocab_pipeline::kmeans::Search::Approx => "an inverted file over the words".to_string(),
         vocab_pipeline::kmeans::Search::Exact => format!("the {} kernel", e.kernel.name()),
     };
-    println!(
-        "  encode      every photo, dense patches every {} px, each {words} by {search};",
-        e.stride
-    );
+    if config.fisher() {
+        println!(
+            "  encode      every photo, dense patches every {} px, each projected onto {} \
+             principal components and weighed by every Gaussian's posterior;",
+            e.stride, config.mixture.pca_dims
+        );
+    } else {
+        println!(
+            "  encode      every photo, dense patches every {} px, each {words} by {search};",
+            e.stride
+        );
+    }
     match e.method {
         vocab_pipeline::encode::Pooling::Bow => {
             println!(
@@ -458,8 +541,8 @@ fn print_encode(config: &Config, engine: &Backend, nodes: u64, photos: u64) -> a
     }
     let tasks = config.plan.map_tasks_per_node as u64;
     // (VLAD's sums grow with the words: the largest vocabulary's.)
-    let largest = km.k.iter().copied().max().unwrap_or(0);
-    let per_photo = config.encode.params()?.photo_memory_at(largest);
+    let largest = config.sizes().iter().copied().max().unwrap_or(0);
+    let per_photo = config.encode_params()?.photo_memory_at(largest);
     println!(
         "    {tasks} photos at once a node, at most {} each, {} in all (described {} patches \
          at a time)",
@@ -469,12 +552,16 @@ fn print_encode(config: &Config, engine: &Backend, nodes: u64, photos: u64) -> a
     );
     if engine.distributed() {
         // Binary histograms: a record head and a value per bin, per photo and vocabulary.
-        let encoding = config.encode.params()?;
-        let sizes: Vec<String> = (km.k.iter())
+        let encoding = config.encode_params()?;
+        let sizes: Vec<String> = (config.sizes().iter())
             .map(|&k| {
                 let values = encoding.len(k);
                 let bytes = photos * (RECORD_HEAD + 4 * values as u64);
-                format!("{} at k = {k}", human(bytes as f64))
+                format!(
+                    "{} at {} = {k}",
+                    human(bytes as f64),
+                    if config.fisher() { "G" } else { "k" }
+                )
             })
             .collect();
         println!(

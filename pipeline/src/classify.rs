@@ -537,7 +537,11 @@ impl ModelFile {
     /// The predicted class index of a histogram and its score ([`Classifier::scored`]).
     pub fn scored(&self, histogram: &[f32]) -> (usize, f64) {
         match &self.kernel_map {
-            Some(map) => self.classifier.scored(&map.apply(histogram)),
+            // The map of the non-zero bins only: no dense mapped vector per photo.
+            Some(map) => {
+                let rows = crate::svm::Rows::mapped(&[histogram], map);
+                self.classifier.scored_row(&rows, 0)
+            }
             None => self.classifier.scored(histogram),
         }
     }

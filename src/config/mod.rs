@@ -37,6 +37,10 @@ pub struct Config {
     pub partition: PartitionConfig,
     /// Vocabularies built from the partitions.
     pub kmeans: KmeansConfig,
+    /// Mixtures for Fisher vectors (`[encode] method = "fisher"`), learned from the partitions
+    /// instead of vocabularies.
+    #[serde(default, skip_serializing_if = "MixtureConfig::is_unused")]
+    pub mixture: MixtureConfig,
     /// Dense encoding of every photo over each vocabulary.
     #[serde(default)]
     pub encode: EncodeOptions,
@@ -198,6 +202,111 @@ pub struct KmeansConfig {
     /// (measured links).
     #[serde(default, skip_serializing_if = "is_default")]
     pub order: Order,
+}
+
+/// `[mixture]`: the Gaussian mixtures of Fisher vectors (`[encode] method = "fisher"`), each
+/// learned from the partitions by `vocab mixture`'s PCA and EM on the run's engine (`[kmeans]`
+/// says where: `nodes`, `cluster`, `broadcast`, `order`), one encoding per size.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MixtureConfig {
+    /// Gaussians of each mixture.
+    #[serde(default = "default_components")]
+    pub components: Vec<usize>,
+    /// Principal components the patches are projected onto.
+    #[serde(default = "default_pca_dims")]
+    pub pca_dims: usize,
+    /// EM steps at most.
+    #[serde(default = "default_em_iterations")]
+    pub iterations: usize,
+    /// Smallest move of the mean log-likelihood that goes on.
+    #[serde(default = "default_em_tol")]
+    pub tol: f64,
+    /// Seed of the first means.
+    #[serde(default = "default_em_seed")]
+    pub seed: u64,
+    /// Added to every variance.
+    #[serde(default = "default_reg")]
+    pub reg: f64,
+}
+
+impl Default for MixtureConfig {
+    fn default() -> Self {
+        Self {
+            components: default_components(),
+            pca_dims: default_pca_dims(),
+            iterations: default_em_iterations(),
+            tol: default_em_tol(),
+            seed: default_em_seed(),
+            reg: default_reg(),
+        }
+    }
+}
+
+impl MixtureConfig {
+    /// Whether it is the default (left out of `config show` unless a run uses it).
+    fn is_unused(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// How the mixture of `components` Gaussians is learned.
+    pub fn params(&self, components: usize) -> vocab_pipeline::mixture::Params {
+        vocab_pipeline::mixture::Params {
+            components,
+            pca_dims: self.pca_dims,
+            max_iter: self.iterations,
+            tol: self.tol,
+            seed: self.seed,
+            reg: self.reg,
+        }
+    }
+}
+
+fn default_components() -> Vec<usize> {
+    vec![64]
+}
+
+fn default_pca_dims() -> usize {
+    64
+}
+
+fn default_em_iterations() -> usize {
+    100
+}
+
+fn default_em_tol() -> f64 {
+    1e-3
+}
+
+fn default_em_seed() -> u64 {
+    1
+}
+
+fn default_reg() -> f64 {
+    1e-6
+}
+
+impl Config {
+    /// Whether the run encodes Fisher vectors (over mixtures) rather than over vocabularies.
+    pub fn fisher(&self) -> bool {
+        self.encode.method == vocab_pipeline::encode::Pooling::Fisher
+    }
+
+    /// The sizes the run learns a dictionary of: the mixtures' Gaussians for Fisher vectors,
+    /// else the vocabularies' words.
+    pub fn sizes(&self) -> &[usize] {
+        if self.fisher() {
+            &self.mixture.components
+        } else {
+            &self.kmeans.k
+        }
+    }
+
+    /// The encoding's checked parameters (Fisher vectors: over the mixtures' projected dims).
+    pub fn encode_params(&self) -> Result<vocab_pipeline::encode::EncodeParams, Invalid> {
+        let projected = self.fisher().then_some(self.mixture.pca_dims);
+        self.encode.params_for(projected)
+    }
 }
 
 impl KmeansConfig {
@@ -395,18 +504,37 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
             invalid("kmeans", settings::Invalid { key: "nodes", ..e })
         })?;
     }
-    if km.k.is_empty() {
-        return Err(fail("kmeans", "k", "list vocabulary sizes of at least 1"));
-    }
-    let assignment = km.assignment().map_err(|e| invalid("kmeans", e))?;
-    for &k in &km.k {
-        settings::kmeans_rules(k, (km.iterations, km.tol), Some(km.init), assignment)
-            .map_err(|e| invalid("kmeans", e))?;
+    if config.fisher() {
+        let m = &config.mixture;
+        if m.components.is_empty() {
+            return Err(fail(
+                "mixture",
+                "components",
+                "list mixture sizes of at least 1",
+            ));
+        }
+        for &g in &m.components {
+            m.params(g)
+                .check()
+                .map_err(|e| invalid("mixture", settings::Invalid::from(e)))?;
+        }
+    } else {
+        if km.k.is_empty() {
+            return Err(fail("kmeans", "k", "list vocabulary sizes of at least 1"));
+        }
+        let assignment = km.assignment().map_err(|e| invalid("kmeans", e))?;
+        for &k in &km.k {
+            settings::kmeans_rules(k, (km.iterations, km.tol), Some(km.init), assignment)
+                .map_err(|e| invalid("kmeans", e))?;
+        }
     }
     let e = &config.encode;
-    let encoding = e.params().map_err(|err| invalid("encode", err))?;
-    // The rules that need the vocabulary's size (VLAD's length), for every size, before k-means.
-    for &k in &km.k {
+    let encoding = config
+        .encode_params()
+        .map_err(|err| invalid("encode", err))?;
+    // The rules that need the dictionary's size (VLAD's and Fisher vectors' lengths), for every
+    // size, before any is learned.
+    for &k in config.sizes() {
         encoding
             .check(Some(k))
             .map_err(|err| invalid("encode", settings::Invalid::from(err)))?;
@@ -436,8 +564,11 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
         return Err(fail(
             "classify",
             "kernel_map",
-            "takes histograms, and [encode] method = \"vlad\" makes signed vectors normalised for \
-             a linear SVM: drop the kernel map",
+            &format!(
+                "takes histograms, and [encode] method = \"{}\" makes signed vectors normalised \
+                 for a linear SVM: drop the kernel map",
+                e.method.name()
+            ),
         ));
     }
     if config.classify.attributes.iter().any(|a| a == "path") {

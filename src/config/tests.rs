@@ -153,3 +153,39 @@ fn vlad_is_an_encode_method_and_refuses_a_kernel_map() {
         "{err}"
     );
 }
+
+#[test]
+fn fisher_runs_learn_mixtures_named_in_their_own_section() {
+    let text = "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n[encode]\nmethod = \"fisher\"\n\
+                [mixture]\ncomponents = [8, 16]\npca_dims = 12\n";
+    let c = load_text(text).expect("fisher");
+    assert!(c.fisher());
+    assert_eq!(c.sizes(), [8, 16]);
+    let params = c.encode_params().expect("params");
+    assert_eq!(params.method.projected(), Some(12));
+    assert_eq!(c.mixture.params(8).pca_dims, 12);
+    // Shown with the run's mixture section; left out of runs that do not use it.
+    let shown = toml::to_string(&c).expect("show");
+    assert!(shown.contains("[mixture]"), "{shown}");
+    let plain = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n").expect("plain");
+    assert!(!toml::to_string(&plain).expect("show").contains("[mixture]"));
+    for (bad, want) in [
+        ("components = []\n", "[mixture] components"),
+        ("components = [0]\n", "[mixture] components, line 8: must be 1 to 4096"),
+        ("reg = 0.0\n", "[mixture] reg, line 8: must be above 0"),
+    ] {
+        let text = format!(
+            "[dataset]\nsynthetic = {{}}\n[kmeans]\nk = [4]\n[encode]\nmethod = \"fisher\"\n\
+             [mixture]\n{bad}"
+        );
+        let err = load_text(&text).expect_err(bad).to_string();
+        assert!(err.contains(want), "{bad}: {err}");
+    }
+    let err = load_text(
+        "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n[encode]\nmethod = \"fisher\"\n\
+         [classify]\nkernel_map = \"chi2\"\n",
+    )
+    .expect_err("kernel map")
+    .to_string();
+    assert!(err.contains("method = \"fisher\""), "{err}");
+}

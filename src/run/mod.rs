@@ -388,32 +388,49 @@ impl Chain<'_> {
         let mut outcomes = Vec::new();
         let mut vocabularies = Vec::new();
         let suffix = trial.suffix();
-        for &k in &self.config.kmeans.k {
-            let kmeans = stages::Kmeans {
-                config: self.config,
-                suffix: &suffix,
-                partition_key: &sampled.partition_key,
-                parts: &sampled.parts,
-                k,
-                engine: self.engine,
-                exit_after_iteration: self.exit_after_iteration,
-                // One process reads partitions made on the nodes in place (their folder is whole
-                // here, or the features step would have been made again).
-                placed: (sampled.placed.as_ref())
-                    .filter(|_| self.engine.distributed())
-                    .map(|(_, here)| here.as_path()),
-                ui: self.ui,
-                mpi: self.mpi,
+        // One process reads partitions made on the nodes in place (their folder is whole here,
+        // or the features step would have been made again).
+        let placed = (sampled.placed.as_ref())
+            .filter(|_| self.engine.distributed())
+            .map(|(_, here)| here.as_path());
+        for &k in self.config.sizes() {
+            let (kmeans_key, vocabulary) = if self.config.fisher() {
+                let mixture = stages::Mixture {
+                    config: self.config,
+                    suffix: &suffix,
+                    partition_key: &sampled.partition_key,
+                    parts: &sampled.parts,
+                    components: k,
+                    engine: self.engine,
+                    placed,
+                    ui: self.ui,
+                    mpi: self.mpi,
+                };
+                let (dir, _) = runner.run(&mixture)?;
+                (mixture.key(), dir.join("mixture.json"))
+            } else {
+                let kmeans = stages::Kmeans {
+                    config: self.config,
+                    suffix: &suffix,
+                    partition_key: &sampled.partition_key,
+                    parts: &sampled.parts,
+                    k,
+                    engine: self.engine,
+                    exit_after_iteration: self.exit_after_iteration,
+                    placed,
+                    ui: self.ui,
+                    mpi: self.mpi,
+                };
+                let (kmeans_dir, fitted) = runner.run(&kmeans)?;
+                let vocabulary = kmeans_dir.join("vocabulary.bin");
+                vocabularies.push(Vocabulary {
+                    k,
+                    path: vocabulary.clone(),
+                    meta: fitted.meta,
+                    per_iteration: fitted.per_iteration,
+                });
+                (kmeans.key(), vocabulary)
             };
-            let kmeans_key = kmeans.key();
-            let (kmeans_dir, fitted) = runner.run(&kmeans)?;
-            let vocabulary = kmeans_dir.join("vocabulary.bin");
-            vocabularies.push(Vocabulary {
-                k,
-                path: vocabulary.clone(),
-                meta: fitted.meta,
-                per_iteration: fitted.per_iteration,
-            });
             let encode = stages::Encode {
                 config: self.config,
                 suffix: &suffix,

@@ -31,7 +31,7 @@ mod tests {
             pyramid: 9,
             ..EncodeOptions::default()
         }
-        .params()
+        .params_for(None)
         .expect_err("pyramid 9");
         assert_eq!(e.flag(), "--pyramid 9: must be 1 to 5 levels");
         assert_eq!(e.to_string(), "pyramid = 9: must be 1 to 5 levels");
@@ -46,7 +46,7 @@ mod tests {
                 soft: 1,
                 ..EncodeOptions::default()
             }
-            .params()
+            .params_for(None)
             .is_err()
         );
         assert!(svm_rules(None, 1, 3).is_err());

@@ -140,13 +140,8 @@ impl Default for FeaturesConfig {
 
 impl EncodeOptions {
     /// The checked parameters of the encoding ([`EncodeParams::check`]; the approximate
-    /// search's own settings by [`assignment_of`]); Fisher vectors need their mixture's
-    /// projected dims ([`EncodeOptions::params_for`]).
-    pub fn params(&self) -> Result<EncodeParams, Invalid> {
-        self.params_for(None)
-    }
-
-    /// [`EncodeOptions::params`] over a mixture of `projected` dims (Fisher vectors).
+    /// search's own settings by [`assignment_of`]); Fisher vectors over a mixture of
+    /// `projected` dims (none for the other methods).
     pub fn params_for(&self, projected: Option<usize>) -> Result<EncodeParams, Invalid> {
         let soft = (self.soft > 0).then_some(Soft {
             words: self.soft,

@@ -610,3 +610,53 @@ fn ctrl_c_says_how_to_go_on_leaves_no_temporary_folder_and_the_run_resumes_alike
         "taken up"
     );
 }
+
+#[test]
+fn a_fisher_run_learns_its_mixture_on_the_workers_and_scores_fisher_vectors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("fisher.toml");
+    std::fs::write(
+        &config,
+        "[dataset]\nsynthetic = { per_kind = 4 }\n[features]\nper_image = 40\n\
+         [kmeans]\nk = [4]\nnodes = 2\n[encode]\nmethod = \"fisher\"\nstride = 16\npyramid = 2\n\
+         [mixture]\ncomponents = [3]\npca_dims = 6\niterations = 20\n\
+         [classify]\nattributes = [\"urbanicity\"]\n",
+    )
+    .expect("config");
+    let work = dir.path().join("work");
+    let plan = ok(&["run", s(&config), "--plan"]);
+    assert!(
+        plan.contains("mixture") && plan.contains("Fisher vectors"),
+        "{plan}"
+    );
+    let out = ok(&["run", s(&config), "--work", s(&work)]);
+    assert!(out.contains("report in"), "{out}");
+    let done = steps(&work);
+    assert!(
+        done.iter().any(|s| s.starts_with("mixture/g3-")),
+        "{done:?}"
+    );
+    assert!(!done.iter().any(|s| s.starts_with("kmeans/")), "{done:?}");
+    let accuracy = csv_rows(&work.join("report").join("accuracy.csv"));
+    assert_eq!(accuracy.len(), 1);
+    // The same run on one process: the same mixture, byte for byte.
+    let single = dir.path().join("single.toml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&single, text.replace("nodes = 2", "nodes = 0")).expect("single");
+    let single_work = dir.path().join("single-work");
+    ok(&["run", s(&single), "--work", s(&single_work)]);
+    let mixture = |work: &Path| {
+        let step = steps(work)
+            .into_iter()
+            .find(|s| s.starts_with("mixture/"))
+            .expect("mixture step");
+        std::fs::read(work.join(step).join("mixture.json")).expect("mixture")
+    };
+    assert!(
+        mixture(&work) == mixture(&single_work),
+        "the workers' mixture differs"
+    );
+    // Cached on a second run.
+    let again = ok(&["run", s(&config), "--work", s(&work)]);
+    assert!(!again.contains("EM steps"), "{again}");
+}

@@ -355,9 +355,15 @@ impl Classifier {
 
     /// The predicted class index of row `i` of `rows`.
     pub fn predict_row(&self, rows: &Rows, i: usize) -> usize {
+        self.scored_row(rows, i).0
+    }
+
+    /// [`Classifier::scored`] of row `i` of `rows`, over its non-zero blocks only.
+    pub fn scored_row(&self, rows: &Rows, i: usize) -> (usize, f64) {
         if self.models.len() == 1 {
             let m = &self.models[0];
-            return usize::from(rows.decision(i, &m.w, m.bias) > 0.0);
+            let v = rows.decision(i, &m.w, m.bias);
+            return (usize::from(v > 0.0), v);
         }
         (self
             .models
@@ -367,7 +373,6 @@ impl Classifier {
         .fold((0, f64::NEG_INFINITY), |best, (k, v)| {
             if v > best.1 { (k, v) } else { best }
         })
-        .0
     }
 
     /// The predicted class index of `x`.

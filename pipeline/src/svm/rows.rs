@@ -67,12 +67,24 @@ impl Rows {
             x.iter().all(|r| r.len() == bins),
             "rows of different lengths"
         );
+        // Each row mapped on its own (sines and cosines of every non-zero bin: in parallel),
+        // then laid end to end in row order.
+        use rayon::prelude::*;
+        let mapped: Vec<(Vec<u32>, Vec<f32>)> = x
+            .par_iter()
+            .map(|r| {
+                let (mut index, mut value) = (Vec::new(), Vec::new());
+                map.apply_sparse(r, |bin, values| {
+                    index.push(bin as u32);
+                    value.extend_from_slice(values);
+                });
+                (index, value)
+            })
+            .collect();
         let mut rows = Self::empty(map.mapped_len(bins), map.width(), x.len());
-        for r in x {
-            map.apply_sparse(r, |bin, values| {
-                rows.index.push(bin as u32);
-                rows.value.extend_from_slice(values);
-            });
+        for (index, value) in mapped {
+            rows.index.extend(index);
+            rows.value.extend(value);
             rows.start.push(rows.index.len());
         }
         rows

@@ -1,4 +1,5 @@
-//! A vocabulary's steps: k-means over the partitions, then every photo encoded over it.
+//! A dictionary's steps: k-means (or, for Fisher vectors, the mixture) over the partitions,
+//! then every photo encoded over it.
 
 use std::io::Write;
 use std::path::Path;
@@ -12,9 +13,10 @@ use crate::progress::Ui;
 use crate::ranks::Mpi;
 use crate::run::dataset::Dataset;
 use crate::run::step::{Stage, digest};
-use crate::settings::{Backend, EncodeSettings, KmeansSettings};
+use crate::settings::{Backend, EncodeSettings, KmeansSettings, MixtureSettings, TeamSettings};
 use crate::sharded::On;
 use vocab_pipeline::kmeans::Kernel;
+use vocab_pipeline::mixture::MixtureFile;
 
 /// One vocabulary.
 pub struct Kmeans<'a> {
@@ -116,7 +118,73 @@ impl Stage for Kmeans<'_> {
     }
 }
 
-/// Every photo encoded over one vocabulary.
+/// One mixture of Fisher vectors: the PCA and EM over the partitions, on the run's engine.
+pub struct Mixture<'a> {
+    /// The run's config.
+    pub config: &'a Config,
+    /// What the step's label ends with (the trial's).
+    pub suffix: &'a str,
+    /// Key of the partition step.
+    pub partition_key: &'a str,
+    /// The partition folder.
+    pub parts: &'a Path,
+    /// Gaussians.
+    pub components: usize,
+    /// Where it runs.
+    pub engine: &'a Backend,
+    /// The partitions lie at the nodes (`parts` as they see it): the folder here with their
+    /// manifest.
+    pub placed: Option<&'a Path>,
+    /// Progress.
+    pub ui: &'a Ui,
+    /// The MPI job, under `--engine mpi`.
+    pub mpi: Option<&'a Mpi<'a>>,
+}
+
+impl Stage for Mixture<'_> {
+    type Output = MixtureFile;
+
+    fn stage(&self) -> &'static str {
+        "mixture"
+    }
+
+    fn label(&self) -> String {
+        format!("g{}{}", self.components, self.suffix)
+    }
+
+    fn key(&self) -> String {
+        // Where it runs does not change its result (bit-identical), so it is not in the key.
+        digest(&json!([
+            self.partition_key,
+            self.config.mixture.params(self.components)
+        ]))
+    }
+
+    fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<MixtureFile> {
+        let km = &self.config.kmeans;
+        let settings = MixtureSettings {
+            params: self.config.mixture.params(self.components),
+            team: TeamSettings {
+                features: self.parts.to_path_buf(),
+                placed: self.placed.map(Path::to_path_buf),
+                out: tmp.join("mixture.json"),
+                engine: self.engine.clone(),
+                broadcast: km.broadcast,
+                local_aggregation: km.local_aggregation,
+                order: km.order,
+                chunk_size: 1 << 20,
+                assignment: Assignment::default(),
+            },
+        };
+        crate::mixture_cmd::run(&settings, self.ui, self.mpi, out)
+    }
+
+    fn cached(&self, dir: &Path) -> anyhow::Result<MixtureFile> {
+        Ok(MixtureFile::read(&dir.join("mixture.json"))?)
+    }
+}
+
+/// Every photo encoded over one vocabulary (or mixture).
 pub struct Encode<'a> {
     /// The run's config.
     pub config: &'a Config,
@@ -124,11 +192,11 @@ pub struct Encode<'a> {
     pub suffix: &'a str,
     /// Photos and labels.
     pub dataset: &'a Dataset,
-    /// Key of the vocabulary's step.
+    /// Key of the vocabulary's (or mixture's) step.
     pub kmeans_key: &'a str,
-    /// Vocabulary size (the label).
+    /// Vocabulary size, or Gaussians (the label).
     pub k: usize,
-    /// The vocabulary file.
+    /// The vocabulary (or mixture) file.
     pub vocabulary: &'a Path,
     /// Where the photos are encoded.
     pub on: On<'a>,

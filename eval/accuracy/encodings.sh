@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Encodings past bag of words (issue 39), by the 5-fold cross-validation of cv.sh / levers.sh:
+# per fold one sample (125 random patches of each training photo), the dictionaries the variants
+# name (k-means vocabularies of K words, 10 iterations; mixtures of G Gaussians over D principal
+# components, EM to scikit-learn's tolerance), each variant encoding every photo its way, then a
+# linear SVM per attribute (C by an inner 5-fold CV on the training folds) scored on the held-out
+# fold.
+# usage: eval/accuracy/encodings.sh [photos dir]   (VARIANTS, FOLDS, ATTRIBUTES to narrow)
+# Results already in encodings.csv (same fold, variant, attribute) are not run again.
+# writes encodings.csv and encodings-timings.csv; encodings_report.py makes the table.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+photos=$(realpath "${1:-$root/../shared/datasets/scene15-train}")
+(cd "$root" && cargo build --release --quiet)
+vocab="$root/target/release/vocab"
+attributes=${ATTRIBUTES:-class}
+work="$here/work/encodings"; mkdir -p "$work"
+seed=1 per_image=125 iterations=10 folds=5
+# name | dictionary (vK: k-means, gGxD: mixture) | encode flags | train flags
+all_variants="
+bow-k1024-p3-chi2|v1024|--stride 8 --norm l1 --pyramid 3 --soft 5 --kernel int8|--kernel-map chi2
+vlad-k64-p2|v64|--stride 8 --method vlad --pyramid 2 --soft 5 --kernel int8|
+fisher-g64-d64-p1|g64x64|--stride 8 --method fisher --pyramid 1|
+fisher-g64-d64-p2|g64x64|--stride 8 --method fisher --pyramid 2|
+fisher-g128-d64-p2|g128x64|--stride 8 --method fisher --pyramid 2|
+fisher-g256-d64-p1|g256x64|--stride 8 --method fisher --pyramid 1|
+fisher-g64-d80-p3|g64x80|--stride 8 --method fisher --pyramid 3|
+fisher-g128-d64-p2-s4|g128x64|--stride 4 --method fisher --pyramid 2|
+"
+want=${VARIANTS:-$(echo "$all_variants" | cut -d'|' -f1 | xargs)}
+python3 "$here/folds.py" "$photos/labels.csv" "$work" "$seed" "$folds"
+t0() { date +%s.%N; }
+dt() { echo "$(t0) - $1" | bc; }
+results="$here/encodings.csv" timings="$here/encodings-timings.csv"
+[ -f "$results" ] || echo "fold,variant,attribute,accuracy,balanced_accuracy,held_out,c,values" > "$results"
+[ -f "$timings" ] || echo "fold,variant,stage,seconds" > "$timings"
+for f in ${FOLDS:-$(seq 0 $((folds - 1)))}; do
+  sample="$work/sample-$f.bin"
+  [ -f "$sample" ] || "$vocab" --quiet features --input "$photos" --labels "$work/train-$f.csv" \
+    --out "$sample" --per-image $per_image --seed $seed > /dev/null
+  for name in $want; do
+    line=$(echo "$all_variants" | grep "^$name|") || { echo "encodings.sh: no variant $name" >&2; exit 2; }
+    dict=$(echo "$line" | cut -d'|' -f2); enc=$(echo "$line" | cut -d'|' -f3); train=$(echo "$line" | cut -d'|' -f4)
+    case $dict in
+      v*) words="$work/$dict-$f.bin"
+          if [ ! -f "$words" ]; then
+            s=$(t0)
+            "$vocab" --quiet kmeans --features "$sample" --k "${dict#v}" --iterations $iterations --tol 0 \
+              --seed $seed --kernel int8 --out "$words" > /dev/null
+            echo "$f,$dict,dictionary,$(dt "$s")" >> "$timings"
+          fi ;;
+      g*) words="$work/$dict-$f.json"
+          if [ ! -f "$words" ]; then
+            g=${dict#g}; s=$(t0)
+            "$vocab" --quiet mixture --features "$sample" --components "${g%x*}" --pca-dims "${g#*x}" \
+              --seed $seed --out "$words" > /dev/null
+            echo "$f,$dict,dictionary,$(dt "$s")" >> "$timings"
+          fi ;;
+    esac
+    hist="$work/hist-$f-$name.bin"
+    if [ ! -f "$hist" ]; then
+      s=$(t0)
+      # shellcheck disable=SC2086
+      "$vocab" --quiet encode --vocabulary "$words" --input "$photos" $enc --out "$hist" > /dev/null
+      echo "$f,$name,encode,$(dt "$s")" >> "$timings"
+    fi
+    values=$(python3 -c "import struct,sys; b=open(sys.argv[1],'rb').read(16); print(struct.unpack('<I', b[12:16])[0])" "$hist")
+    for attr in $attributes; do
+      grep -q "^$f,$name,$attr," "$results" && continue
+      s=$(t0)
+      model="$work/model-$f-$name-$attr.json"
+      # shellcheck disable=SC2086
+      "$vocab" --quiet train --histograms "$hist" --labels "$photos/labels.csv" --attribute "$attr" \
+        --split "$work/split-$f.csv" --cv 5 $train --out "$model" > /dev/null
+      out=$("$vocab" evaluate --model "$model" --histograms "$hist" --labels "$photos/labels.csv" --held-out)
+      acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
+      n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
+      echo "$f,$name,$attr,$acc,$bal,$n,$c,$values" >> "$results"
+      echo "$f,$name,svm-$attr,$(dt "$s")" >> "$timings"
+      echo "fold $f $name $attr: $acc" >&2
+    done
+  done
+done
