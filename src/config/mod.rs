@@ -147,7 +147,8 @@ impl Default for PartitionConfig {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct KmeansConfig {
-    /// Vocabulary sizes.
+    /// Vocabulary sizes (none for a run of Fisher vectors, which learns mixtures).
+    #[serde(default)]
     pub k: Vec<usize>,
     /// Iterations at most.
     #[serde(default = "default_iterations")]

@@ -171,7 +171,10 @@ fn fisher_runs_learn_mixtures_named_in_their_own_section() {
     assert!(!toml::to_string(&plain).expect("show").contains("[mixture]"));
     for (bad, want) in [
         ("components = []\n", "[mixture] components"),
-        ("components = [0]\n", "[mixture] components, line 8: must be 1 to 4096"),
+        (
+            "components = [0]\n",
+            "[mixture] components, line 8: must be 1 to 4096",
+        ),
         ("reg = 0.0\n", "[mixture] reg, line 8: must be above 0"),
     ] {
         let text = format!(

@@ -250,7 +250,7 @@ fn protocols_that_cannot_work_are_refused_before_any_stage() {
         plan.contains("4485 photos; 10 random splits of 100 training photos per class")
             && plan.contains("1500 photos train each trial's vocabularies and models")
             && plan.contains("for the 10 trials")
-            && plan.contains("toward its 5 nearest words"),
+            && plan.contains("weighed by every Gaussian's posterior"),
         "{plan}"
     );
     let plain = config(dir.path(), "plain", &photos, "");

@@ -61,7 +61,13 @@ impl Stage for Svm<'_> {
     }
 
     fn label(&self) -> String {
-        format!("k{}{}-{}", self.k, self.suffix, self.attribute)
+        format!(
+            "{}{}{}-{}",
+            super::words::size_prefix(self.config),
+            self.k,
+            self.suffix,
+            self.attribute
+        )
     }
 
     fn key(&self) -> String {

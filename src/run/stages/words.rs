@@ -212,7 +212,7 @@ impl Stage for Encode<'_> {
     }
 
     fn label(&self) -> String {
-        format!("k{}{}", self.k, self.suffix)
+        format!("{}{}{}", size_prefix(self.config), self.k, self.suffix)
     }
 
     fn key(&self) -> String {
@@ -243,4 +243,10 @@ impl Stage for Encode<'_> {
     fn cached(&self, _dir: &Path) -> anyhow::Result<()> {
         Ok(())
     }
+}
+
+/// What a dictionary's size is called in step labels: `k` words, or `g` Gaussians (Fisher
+/// vectors).
+pub fn size_prefix(config: &Config) -> &'static str {
+    if config.fisher() { "g" } else { "k" }
 }
