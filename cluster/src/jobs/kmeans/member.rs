@@ -94,35 +94,25 @@ impl Job for Kmeans {
                 };
                 gather(&control, &encode(&reply), MAX_CONTROL)?;
             }
-            Command::Step { .. } => {
+            Command::Step { .. } | Command::Moments { .. } => {
                 let (Some(s), Some(job)) = (self.share.as_ref(), self.loaded.as_ref()) else {
                     return Err(EngineError::NotLoaded(transport.rank()));
                 };
                 let team = team_of(transport, &job.order, &job.broadcast_tree, &job.gather_tree)?;
-                let piece = member_step(
-                    &team,
-                    Some(s),
-                    job.root_maps,
-                    &command,
-                    None,
-                    member.received(),
-                    &|iteration| member.reached(TAG, "mapped", iteration),
-                )?;
-                gather(&team, &piece, MAX_STEP_BYTES)?;
-            }
-            Command::Moments { .. } => {
-                let (Some(s), Some(job)) = (self.share.as_ref(), self.loaded.as_ref()) else {
-                    return Err(EngineError::NotLoaded(transport.rank()));
+                let (share, received) = (Some(s), member.received());
+                let piece = if let Command::Step { .. } = command {
+                    member_step(
+                        &team,
+                        share,
+                        job.root_maps,
+                        &command,
+                        None,
+                        received,
+                        &|iteration| member.reached(TAG, "mapped", iteration),
+                    )?
+                } else {
+                    member_moments(&team, share, job.root_maps, &command, None, received)?
                 };
-                let team = team_of(transport, &job.order, &job.broadcast_tree, &job.gather_tree)?;
-                let piece = member_moments(
-                    &team,
-                    Some(s),
-                    job.root_maps,
-                    &command,
-                    None,
-                    member.received(),
-                )?;
                 gather(&team, &piece, MAX_STEP_BYTES)?;
             }
             Command::Holdings { ref dir, manifest } => {
