@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use vocab_pipeline::kmeans::engine::{Engine, StepResult};
+use vocab_pipeline::kmeans::engine::{Engine, StepReport, StepResult};
 use vocab_pipeline::kmeans::{Assignment, Centroids};
 use vocab_pipeline::mixture::{Engine as MixtureEngine, Moments, Statistic};
 use vocab_pipeline::partition::Manifest;
@@ -210,45 +210,51 @@ impl Driver {
         iteration: u64,
         centroids: &Centroids,
     ) -> Result<StepResult, DriverError> {
-        let (options, manifest, job) = (&self.options, &self.manifest, self.crew.job);
-        let done = self.crew.recover(
+        self.reported(
             &format!("iteration {iteration}"),
-            &mut self.root,
-            |t| start_job(t, options, manifest, job),
             |root| root.step(iteration, centroids),
-        )?;
-        self.remember_links();
-        self.note_remade();
-        let mut result = done.value;
-        // Members that mapped: the workers (the team counts the driver too).
-        result.report.workers = self.crew.members.len();
-        result.report.attempts = done.attempts;
-        result.report.dropped = done.dropped;
-        result.report.failures = done.failures;
-        Ok(result)
+            |result| &mut result.report,
+        )
     }
 
     /// Sums a mixture or PCA `statistic` over every vector, recovering from failed members.
     pub fn moments(&mut self, step: u64, statistic: &Statistic) -> Result<Moments, DriverError> {
-        let (options, manifest, job) = (&self.options, &self.manifest, self.crew.job);
         let what = match statistic {
             Statistic::Covariance { .. } => "the covariance".to_string(),
             Statistic::Mixture { .. } => format!("EM step {}", step.saturating_sub(1)),
         };
-        let done = self.crew.recover(
+        self.reported(
             &what,
+            |root| root.moments(step, statistic),
+            |moments| &mut moments.report,
+        )
+    }
+
+    /// Runs `work` on the current team (`what` for messages), recovering from failed members,
+    /// and fills in its report's membership and attempts (`report` finds it in the result).
+    fn reported<T>(
+        &mut self,
+        what: &str,
+        work: impl FnMut(&mut Root<'static>) -> Result<T, crate::engine::EngineError>,
+        report: impl Fn(&mut T) -> &mut StepReport,
+    ) -> Result<T, DriverError> {
+        let (options, manifest, job) = (&self.options, &self.manifest, self.crew.job);
+        let done = self.crew.recover(
+            what,
             &mut self.root,
             |t| start_job(t, options, manifest, job),
-            |root| root.moments(step, statistic),
+            work,
         )?;
         self.remember_links();
         self.note_remade();
-        let mut moments = done.value;
-        moments.report.workers = self.crew.members.len();
-        moments.report.attempts = done.attempts;
-        moments.report.dropped = done.dropped;
-        moments.report.failures = done.failures;
-        Ok(moments)
+        let mut value = done.value;
+        let r = report(&mut value);
+        // Members that mapped: the workers (the team counts the driver too).
+        r.workers = self.crew.members.len();
+        r.attempts = done.attempts;
+        r.dropped = done.dropped;
+        r.failures = done.failures;
+        Ok(value)
     }
 
     /// The vectors of the job and their dims (the manifest's).

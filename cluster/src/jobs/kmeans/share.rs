@@ -167,6 +167,16 @@ impl Share {
         out
     }
 
+    /// The partitions held, as map shards (in partition order).
+    fn shards(&self) -> Vec<Shard<'_>> {
+        (self.parts.iter())
+            .map(|(&index, p)| Shard {
+                index,
+                rows: p.vectors(),
+            })
+            .collect()
+    }
+
     /// Vectors held.
     pub fn rows(&self) -> u64 {
         self.parts.values().map(|p| p.vectors().rows() as u64).sum()
@@ -203,14 +213,7 @@ impl Share {
         iteration: u64,
     ) -> Mapped {
         let int8 = assignment.kernel() == Kernel::Int8;
-        let shards: Vec<Shard<'_>> = self
-            .parts
-            .iter()
-            .map(|(&index, p)| Shard {
-                index,
-                rows: p.vectors(),
-            })
-            .collect();
+        let shards = self.shards();
         let started = Instant::now();
         // The int8 kernel's quantised rows: made once per partition (inside the first step's
         // map time), in shard order.
@@ -267,14 +270,7 @@ impl Share {
     /// then stage 1 if asked: one partial per thread's run of map units (merged into one with
     /// `stage1`).
     pub fn moments(&self, statistic: &Statistic, scale: i32, stage1: bool) -> Mapped {
-        let shards: Vec<Shard<'_>> = self
-            .parts
-            .iter()
-            .map(|(&index, p)| Shard {
-                index,
-                rows: p.vectors(),
-            })
-            .collect();
+        let shards = self.shards();
         let started = Instant::now();
         let tasks = moments::map(&shards, statistic, scale);
         let map_seconds = started.elapsed().as_secs_f64();
