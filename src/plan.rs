@@ -249,11 +249,15 @@ mod rates {
     /// Photo size assumed when the photos are not here: 15-Scene's, about 300 x 250.
     pub const SIZE: (f64, f64) = (300.0, 250.0);
     /// Seconds of an EM step per vector and (component x projected dim): 65 steps of 64
-    /// Gaussians over 64 dims on 150,000 patches took 14.7 s after the PCA
-    /// (`eval/svm_bench/today.sh`'s mixture, one process, 2 cores).
+    /// Gaussians over 64 dims on 150,000 patches took 14.7 s after the PCA (2.6 s), one
+    /// process, 2 cores (`eval/svm_bench/today.sh`'s mixture; `eval/accuracy/
+    /// encodings-timings.csv`: 17.0-17.1 s for the same learning, PCA included).
     pub const EM_VECTOR_SECONDS: f64 = 14.7 / 65.0 / 150_000.0 / 4096.0;
-    /// Seconds per dense patch of a Fisher encoding per (component x projected dim).
-    pub const FISHER_PATCH: f64 = 0.92e-6 / 4096.0;
+    /// Seconds per dense patch of a Fisher encoding per (component x projected dim), on top of
+    /// [`ENCODE_PATCH`]: 64 Gaussians x 64 dims encoded the 1,500 development photos (about 1.37M
+    /// patches at stride 8) in 3.5-3.6 s, 128 x 64 in 5.6 s (`eval/accuracy/
+    /// encodings-timings.csv`): 2.6e-6 and 4.1e-6 s a patch.
+    pub const FISHER_PATCH: f64 = 1.7e-6 / 4096.0;
 }
 
 /// What the time estimate takes.
