@@ -246,6 +246,14 @@ mod rates {
     /// four times the values, took 1.9 times as long: sparse rows).
     pub const SVM_VALUES: f64 = 5376.0;
     pub const SVM_EXPONENT: f64 = 0.47;
+    /// The solver's kernel form (taken when it costs less, as it does for dense encodings and
+    /// few photos): the rows' inner products at this many multiply-adds a second (750 photos'
+    /// Fisher vectors, 40,960 values, in 0.24 s; K = 4,096's chi2-mapped histograms, 602,112
+    /// values, in 3.5 s: both 48 G a second, `eval/svm_bench/today.sh`'s features) ...
+    pub const GRAM_MULADDS: f64 = 48e9;
+    /// ... then seconds per (training photo squared x model x fit) of descent: about 0.5 s for
+    /// 15 models x 26 fits on 750 photos (Fisher vectors and VLAD, the same runs).
+    pub const KERNEL_STEP: f64 = 0.5 / (750.0 * 750.0 * 15.0 * 26.0);
     /// Photo size assumed when the photos are not here: 15-Scene's, about 300 x 250.
     pub const SIZE: (f64, f64) = (300.0, 250.0);
     /// Seconds of an EM step per vector and (component x projected dim): 65 steps of 64
@@ -306,9 +314,25 @@ fn print_time(config: &Config, e: &Estimate<'_>, trials: usize) -> anyhow::Resul
         encode += e.photos as f64 * patches * per_patch / machines;
         let values = encoding.len(k as usize) as f64;
         let growth = (values / rates::SVM_VALUES).powf(rates::SVM_EXPONENT);
+        let mapped = match config.classify.kernel_map.kernel() {
+            Some(_) => values * (2 * config.classify.map_order + 1) as f64,
+            None => values,
+        };
+        let n = e.training as f64;
         for &classes in e.classes {
             let models = if classes > 2 { classes } else { 1 } as f64;
-            svm += rates::SVM_FIT * e.training as f64 * models * fits * growth;
+            // The solver takes the cheaper form: the primal (measured on sparse histograms;
+            // dense encodings cost more) or the kernel form.
+            let primal = rates::SVM_FIT * n * models * fits * growth;
+            let kernel = n * n * mapped / 2.0 / rates::GRAM_MULADDS
+                + rates::KERNEL_STEP * n * n * models * fits;
+            svm += if e.training > vocab_pipeline::svm::KERNEL_ROWS as u64 {
+                primal
+            } else if encoding.method.pooling().is_dense() {
+                kernel
+            } else {
+                primal.min(kernel)
+            };
         }
     }
     let trial = features + kmeans + encode + svm;

@@ -3,6 +3,7 @@
 
 usage: eval/.venv/bin/python eval/svm_bench/today.py NAME HISTOGRAMS LABELS SPLIT [--map chi2]
        [--attributes class,urbanicity,elevation] [--repeats N] [--vocab PATH]
+       [--side NAME=PATH ...] [--out CSV]
 
 Both sides get the same photos, the same training half (SPLIT, `path,split`), the same C grid
 {0.01, 0.1, 1, 10, 100} chosen by 5-fold stratified cross-validation on the training half, a
@@ -13,8 +14,9 @@ scikit-learn: GridSearchCV(LinearSVC(), n_jobs=2) on arrays in memory, as liblin
 best: mapped histograms (mostly zeros) as a float64 CSR matrix, dense vectors (VLAD, Fisher) as a
 float64 array (its time: fit and predict only; the map, the conversion and the reading are not
 counted). vocab: the `vocab train` and
-`vocab evaluate` processes, whole (reading the file, mapping, CV, final fit, scoring).
-Each side runs REPEATS times, interleaved; medians and ranges go to today.csv (appended).
+`vocab evaluate` processes, whole (reading the file, mapping, CV, final fit, scoring); each
+--side adds another vocab binary (e.g. an older commit's) under its own name, run the same way.
+Each side runs REPEATS times, interleaved; one row a run goes to CSV (today.csv; appended).
 """
 import argparse
 import csv
@@ -75,14 +77,17 @@ def main():
     ap.add_argument("--attributes", default="class")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--vocab", default=str(ROOT / "target" / "release" / "vocab"))
+    ap.add_argument("--side", action="append", default=[], metavar="NAME=PATH")
+    ap.add_argument("--out", default=str(HERE / "today.csv"))
     a = ap.parse_args()
+    sides = [("vocab", a.vocab)] + [tuple(s.split("=", 1)) for s in a.side]
     split = {r["path"]: r["split"] == "train" for r in csv.DictReader(open(a.split))}
     labels = list(csv.DictReader(open(a.labels)))
     paths, x = histograms(a.histograms)
     if a.map == "chi2":
         x = chi2_map(x)
     index = {p: i for i, p in enumerate(paths)}
-    out = HERE / "today.csv"
+    out = pathlib.Path(a.out)
     new = not out.exists()
     with open(out, "a", newline="") as f:
         w = csv.writer(f)
@@ -109,25 +114,26 @@ def main():
                 f.flush()
                 print(f"{a.name} {attr} LinearSVC {secs:.2f} s C={search.best_params_['C']} acc={acc:.4f}",
                       file=sys.stderr)
-                model = HERE / "work" / f"{a.name}-{attr}.json"
-                model.parent.mkdir(exist_ok=True)
-                t = time.perf_counter()
-                cmd = [a.vocab, "--quiet", "train", "--histograms", a.histograms, "--labels", a.labels,
-                       "--attribute", attr, "--split", a.split, "--cv", "5", "--out", str(model)]
-                if a.map != "none":
-                    cmd += ["--kernel-map", a.map]
-                trained = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-                ev = subprocess.run([a.vocab, "evaluate", "--model", str(model), "--histograms",
-                                     a.histograms, "--labels", a.labels, "--held-out"],
-                                    check=True, capture_output=True, text=True).stdout
-                secs = time.perf_counter() - t
-                acc = next(l.split()[1] for l in ev.splitlines() if l.startswith("accuracy "))
-                c = trained.split("C = ")[1].split()[0]
-                w.writerow([a.name, attr, a.map, x.shape[1], len(tr), len(te), "vocab", rep,
-                            f"{secs:.3f}", c, acc])
-                f.flush()
-                print(f"{a.name} {attr} vocab {secs:.2f} s C={c} acc={acc}", file=sys.stderr)
-
+                for side, vocab in sides:
+                    model = HERE / "work" / f"{a.name}-{attr}-{side}.json"
+                    model.parent.mkdir(exist_ok=True)
+                    t = time.perf_counter()
+                    cmd = [vocab, "--quiet", "train", "--histograms", a.histograms, "--labels",
+                           a.labels, "--attribute", attr, "--split", a.split, "--cv", "5", "--out",
+                           str(model)]
+                    if a.map != "none":
+                        cmd += ["--kernel-map", a.map]
+                    trained = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+                    ev = subprocess.run([vocab, "evaluate", "--model", str(model), "--histograms",
+                                         a.histograms, "--labels", a.labels, "--held-out"],
+                                        check=True, capture_output=True, text=True).stdout
+                    secs = time.perf_counter() - t
+                    acc = next(l.split()[1] for l in ev.splitlines() if l.startswith("accuracy "))
+                    c = trained.split("C = ")[1].split()[0]
+                    w.writerow([a.name, attr, a.map, x.shape[1], len(tr), len(te), side, rep,
+                                f"{secs:.3f}", c, acc])
+                    f.flush()
+                    print(f"{a.name} {attr} {side} {secs:.2f} s C={c} acc={acc}", file=sys.stderr)
 
 if __name__ == "__main__":
     main()

@@ -5,7 +5,9 @@
 #   k1024, k4096: bag of words (stride 8, soft over 5 words, 3-level pyramid, L1), chi2 map;
 #   vlad64: VLAD over 64 words (stride 8, soft over 5, 2-level pyramid);
 #   fisher64: Fisher vectors over 64 Gaussians in 64 principal components (2-level pyramid).
-# Then today.py trains both sides on each for every attribute (appends to today.csv).
+# Then today.py trains both sides on each for every attribute (appends to today.csv). With
+# BASELINE=<commit>, that commit's vocab (built in a worktree under /tmp) runs as a third side,
+# "vocab-<commit>", in the same run.
 # usage: eval/svm_bench/today.sh [photos dir]    (the venv: eval/setup-venv.sh; SETS to pick)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,6 +15,13 @@ root=$(cd "$here/../.." && pwd)
 photos=$(realpath "${1:-$root/../shared/datasets/scene15-train}")
 (cd "$root" && cargo build --release --quiet)
 vocab="$root/target/release/vocab"
+sides=()
+if [ -n "${BASELINE:-}" ]; then
+  base=/tmp/vocab-baseline-$BASELINE
+  [ -d "$base" ] || git -C "$root" worktree add --detach "$base" "$BASELINE"
+  (cd "$base" && cargo build --release --quiet)
+  sides=(--side "vocab-$BASELINE=$base/target/release/vocab")
+fi
 py="$root/eval/.venv/bin/python"
 work="$here/work/today"; mkdir -p "$work"
 labels="$photos/labels.csv"
@@ -48,5 +57,5 @@ enc fisher64 --vocabulary "$work/g64.json" --method fisher --pyramid 2
 for set in ${SETS:-k1024 k4096 vlad64 fisher64}; do
   map=none; case $set in k*) map=chi2;; esac
   "$py" "$here/today.py" "$set" "$work/$set.bin" "$labels" "$work/split.csv" --map $map \
-    --attributes class,urbanicity,elevation
+    --attributes class,urbanicity,elevation "${sides[@]}"
 done

@@ -17,13 +17,18 @@
 //! liblinear, coordinates stuck at zero are shrunk out of the active set and checked again once
 //! the active problem has converged.
 
+mod gram;
 mod rows;
 
 pub use self::rows::Rows;
 
+use std::sync::Arc;
+
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
+
+use self::gram::Gram;
 
 /// Which solver trains the binary models.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -35,6 +40,20 @@ pub enum Solver {
     Dcd,
     /// linfa-svm's SMO with a linear kernel (hinge loss).
     Linfa,
+}
+
+/// How coordinate descent holds the model while it descends; the optimum is the same (to
+/// rounding), only the cost of a step differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Form {
+    /// The kernel form when it costs less, else the primal (the rule: `kernel_for`).
+    #[default]
+    Auto,
+    /// The weights: a step is a dot product and an update over a row's stored values.
+    Primal,
+    /// The rows' inner products, computed once for every model, C and fold: a step reads the
+    /// row's decision value and a move adds a row of them (n values).
+    Kernel,
 }
 
 /// Errors of training.
@@ -58,6 +77,8 @@ pub struct SvmParams {
     pub max_epochs: usize,
     /// Seed of the coordinate order.
     pub seed: u64,
+    /// How coordinate descent holds the model.
+    pub form: Form,
 }
 
 impl Default for SvmParams {
@@ -68,6 +89,7 @@ impl Default for SvmParams {
             tol: 1e-4,
             max_epochs: 1000,
             seed: 0,
+            form: Form::Auto,
         }
     }
 }
@@ -82,6 +104,15 @@ pub struct LinearModel {
 }
 
 impl LinearModel {
+    /// The model of solver weights `w` (the constant feature's last: the bias).
+    fn of_weights(w: &[f64]) -> Self {
+        let (bias, w) = w.split_last().map_or((0.0, w), |(b, w)| (*b, w));
+        Self {
+            w: w.iter().map(|&v| v as f32).collect(),
+            bias: bias as f32,
+        }
+    }
+
     /// The decision value of `x`.
     pub fn decision(&self, x: &[f32]) -> f64 {
         self.w
@@ -99,7 +130,11 @@ impl LinearModel {
 /// If `x` and `y` differ in length or rows differ in length.
 pub fn train_binary(x: &[&[f32]], y: &[bool], params: &SvmParams) -> Result<LinearModel, SvmError> {
     match params.solver {
-        Solver::Dcd => Ok(solve(&Rows::from_dense(x), y, params, None).0),
+        Solver::Dcd => {
+            let rows = Rows::from_dense(x);
+            let gram = kernel_for(&rows, params.form, 1);
+            Ok(solve_in(&rows, gram.as_deref(), y, params, None).0)
+        }
         Solver::Linfa => solve_linfa(x, y, params),
     }
 }
@@ -131,9 +166,55 @@ fn solve_linfa(x: &[&[f32]], y: &[bool], params: &SvmParams) -> Result<LinearMod
     })
 }
 
-/// One binary problem of coordinate descent: the rows, their signs, `Q_ii` and the diagonal.
-struct Problem<'a> {
+/// What a coordinate step needs of the model: a row's decision value `w.x_i + bias`, and the
+/// model moved by `step` times row `i` (with its constant feature).
+trait State {
+    fn decision(&self, i: usize) -> f64;
+    fn add(&mut self, i: usize, step: f64);
+}
+
+/// The primal form: the weights, the constant feature's last.
+struct Weights<'a> {
     rows: &'a Rows,
+    w: Vec<f64>,
+}
+
+impl State for Weights<'_> {
+    #[inline(always)]
+    fn decision(&self, i: usize) -> f64 {
+        self.rows.dot(i, &self.w) + self.w[self.rows.dims()]
+    }
+
+    #[inline(always)]
+    fn add(&mut self, i: usize, step: f64) {
+        self.rows.add_to(i, step, &mut self.w);
+        self.w[self.rows.dims()] += step;
+    }
+}
+
+/// The kernel form: every row's decision value, moved by a row of `Q` (`n x n`).
+struct Decisions<'a> {
+    q: &'a [f64],
+    f: Vec<f64>,
+}
+
+impl State for Decisions<'_> {
+    #[inline(always)]
+    fn decision(&self, i: usize) -> f64 {
+        self.f[i]
+    }
+
+    #[inline(always)]
+    fn add(&mut self, i: usize, step: f64) {
+        let n = self.f.len();
+        for (f, &q) in self.f.iter_mut().zip(&self.q[i * n..(i + 1) * n]) {
+            *f += step * q;
+        }
+    }
+}
+
+/// One binary problem of coordinate descent: the rows' signs, `Q_ii` and the diagonal.
+struct Problem<'a> {
     sign: &'a [f64],
     qii: &'a [f64],
     diag: f64,
@@ -145,9 +226,9 @@ impl Problem<'_> {
     /// projected gradients. The body is compiled twice, portable and for AVX2 (chosen by
     /// [`crate::isa::level`]); both give the same bits (the rows' sums run in a fixed order,
     /// without fused multiply-adds).
-    fn sweep(
+    fn sweep<S: State>(
         &self,
-        w: &mut [f64],
+        state: &mut S,
         alpha: &mut [f64],
         order: &mut [usize],
         active: usize,
@@ -156,43 +237,41 @@ impl Problem<'_> {
         #[cfg(target_arch = "x86_64")]
         if crate::isa::level() >= crate::isa::Level::Avx2 {
             // SAFETY: the CPU has AVX2 (`isa::level` never exceeds what it detected).
-            return unsafe { self.sweep_avx2(w, alpha, order, active, pg_max_old) };
+            return unsafe { self.sweep_avx2(state, alpha, order, active, pg_max_old) };
         }
-        self.sweep_body(w, alpha, order, active, pg_max_old)
+        self.sweep_body(state, alpha, order, active, pg_max_old)
     }
 
     /// [`Problem::sweep`] compiled for AVX2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn sweep_avx2(
+    unsafe fn sweep_avx2<S: State>(
         &self,
-        w: &mut [f64],
+        state: &mut S,
         alpha: &mut [f64],
         order: &mut [usize],
         active: usize,
         pg_max_old: f64,
     ) -> (usize, f64, f64) {
-        self.sweep_body(w, alpha, order, active, pg_max_old)
+        self.sweep_body(state, alpha, order, active, pg_max_old)
     }
 
     /// The epoch itself (inlined into both builds of [`Problem::sweep`]).
     #[inline(always)]
-    fn sweep_body(
+    fn sweep_body<S: State>(
         &self,
-        w: &mut [f64],
+        state: &mut S,
         alpha: &mut [f64],
         order: &mut [usize],
         mut active: usize,
         pg_max_old: f64,
     ) -> (usize, f64, f64) {
-        let (rows, sign, qii, diag) = (self.rows, self.sign, self.qii, self.diag);
-        let d = rows.dims();
+        let (sign, qii, diag) = (self.sign, self.qii, self.diag);
         let (mut pg_max, mut pg_min) = (f64::NEG_INFINITY, f64::INFINITY);
         let mut s = 0;
         while s < active {
             let i = order[s];
-            let wx = rows.dot(i, w) + w[d];
-            let g = sign[i] * wx - 1.0 + diag * alpha[i];
+            let g = sign[i] * state.decision(i) - 1.0 + diag * alpha[i];
             let pg = if alpha[i] == 0.0 {
                 if g > pg_max_old {
                     active -= 1;
@@ -208,9 +287,7 @@ impl Problem<'_> {
             if pg.abs() > 1e-12 {
                 let old = alpha[i];
                 alpha[i] = (old - g / qii[i]).max(0.0);
-                let step = (alpha[i] - old) * sign[i];
-                rows.add_to(i, step, w);
-                w[d] += step;
+                state.add(i, (alpha[i] - old) * sign[i]);
             }
             s += 1;
         }
@@ -218,36 +295,35 @@ impl Problem<'_> {
     }
 }
 
-/// Solves one binary problem; returns the model and its dual variables. `start` (the duals of a
-/// solve on the same rows with another C) is a feasible starting point: any `alpha >= 0` is, and
-/// `w` is rebuilt from it, so the result meets the same stopping rule as a cold start.
-fn solve(
-    rows: &Rows,
-    y: &[bool],
+/// Dual coordinate descent from `start` (the duals of a solve on the same rows with another C:
+/// any `alpha >= 0` is a feasible start; `state` is the zero model and moves to it first, so the
+/// result meets the same stopping rule as a cold start). `norms[i]` is `x_i . x_i + 1`. Returns
+/// the duals, `state` the model they make.
+fn descend<S: State>(
+    state: &mut S,
+    sign: &[f64],
+    norms: impl Fn(usize) -> f64,
     params: &SvmParams,
     start: Option<&[f64]>,
-) -> (LinearModel, Vec<f64>) {
-    assert_eq!(rows.len(), y.len(), "one label per row");
-    let d = rows.dims();
-    let sign: Vec<f64> = y.iter().map(|&p| if p { 1.0 } else { -1.0 }).collect();
-    // Work in f64 with the constant feature appended (index d).
-    let mut w = vec![0f64; d + 1];
+) -> Vec<f64> {
+    let n = sign.len();
     let mut alpha = match start {
         Some(start) => {
-            assert_eq!(start.len(), y.len(), "one start value per row");
+            assert_eq!(start.len(), n, "one start value per row");
             start.to_vec()
         }
-        None => vec![0f64; y.len()],
+        None => vec![0f64; n],
     };
     for (i, &a) in alpha.iter().enumerate().filter(|(_, a)| **a != 0.0) {
-        rows.add_to(i, a * sign[i], &mut w);
-        w[d] += a * sign[i];
+        state.add(i, a * sign[i]);
     }
     let diag = 1.0 / (2.0 * params.c);
-    let qii: Vec<f64> = (0..y.len())
-        .map(|i| rows.sum_squares(i) + 1.0 + diag)
-        .collect();
-    let n = y.len();
+    let qii: Vec<f64> = (0..n).map(|i| norms(i) + diag).collect();
+    let problem = Problem {
+        sign,
+        qii: &qii,
+        diag,
+    };
     let mut order: Vec<usize> = (0..n).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
     // Shrinking (liblinear): a coordinate at alpha = 0 whose gradient exceeds the largest
@@ -257,15 +333,8 @@ fn solve(
     let mut pg_max_old = f64::INFINITY;
     for _ in 0..params.max_epochs {
         order[..active].shuffle(&mut rng);
-        let problem = Problem {
-            rows,
-            sign: &sign,
-            qii: &qii,
-            diag,
-        };
         let (pg_max, pg_min);
-        (active, pg_max, pg_min) =
-            problem.sweep(&mut w, &mut alpha, &mut order, active, pg_max_old);
+        (active, pg_max, pg_min) = problem.sweep(state, &mut alpha, &mut order, active, pg_max_old);
         if pg_max - pg_min < params.tol || active == 0 {
             if active == n {
                 break;
@@ -277,11 +346,135 @@ fn solve(
         }
         pg_max_old = if pg_max <= 0.0 { f64::INFINITY } else { pg_max };
     }
-    let model = LinearModel {
-        w: w[..d].iter().map(|&v| v as f32).collect(),
-        bias: w[d] as f32,
+    alpha
+}
+
+/// The signs of labels `y` (`true` = positive class).
+fn signs(y: &[bool]) -> Vec<f64> {
+    y.iter().map(|&p| if p { 1.0 } else { -1.0 }).collect()
+}
+
+/// Solves one binary problem in the primal form; returns the model and its duals.
+fn solve(
+    rows: &Rows,
+    y: &[bool],
+    params: &SvmParams,
+    start: Option<&[f64]>,
+) -> (LinearModel, Vec<f64>) {
+    assert_eq!(rows.len(), y.len(), "one label per row");
+    let mut state = Weights {
+        rows,
+        w: vec![0f64; rows.dims() + 1],
     };
-    (model, alpha)
+    let alpha = descend(
+        &mut state,
+        &signs(y),
+        |i| rows.sum_squares(i) + 1.0,
+        params,
+        start,
+    );
+    (LinearModel::of_weights(&state.w), alpha)
+}
+
+/// Solves one binary problem in the kernel form over `q` (`n x n`, the rows' inner products
+/// plus one); returns the duals.
+fn solve_kernel(q: &[f64], y: &[bool], params: &SvmParams, start: Option<&[f64]>) -> Vec<f64> {
+    let n = y.len();
+    assert_eq!(q.len(), n * n, "an inner product per pair of rows");
+    let mut state = Decisions {
+        q,
+        f: vec![0f64; n],
+    };
+    descend(&mut state, &signs(y), |i| q[i * n + i], params, start)
+}
+
+/// The model of duals `alpha` on `rows` with labels `y`: `w = sum alpha_i y_i x_i`, the bias
+/// likewise over the constant feature.
+fn model_of_duals(rows: &Rows, y: &[bool], alpha: &[f64]) -> LinearModel {
+    let sign = signs(y);
+    let mut state = Weights {
+        rows,
+        w: vec![0f64; rows.dims() + 1],
+    };
+    for (i, &a) in alpha.iter().enumerate().filter(|(_, a)| **a != 0.0) {
+        state.add(i, a * sign[i]);
+    }
+    LinearModel::of_weights(&state.w)
+}
+
+/// Solves one binary problem on `rows` in the form `gram` says (the rows' inner products: the
+/// kernel form; none: the primal); returns the model and its duals.
+fn solve_in(
+    rows: &Rows,
+    gram: Option<&Gram>,
+    y: &[bool],
+    params: &SvmParams,
+    start: Option<&[f64]>,
+) -> (LinearModel, Vec<f64>) {
+    match gram {
+        Some(gram) => {
+            assert_eq!(gram.len(), rows.len(), "the rows' own inner products");
+            let alpha = solve_kernel(gram.all(), y, params, start);
+            (model_of_duals(rows, y, &alpha), alpha)
+        }
+        None => solve(rows, y, params, start),
+    }
+}
+
+/// Rows at most for the kernel form on its own choice ([`Form::Auto`]): its `Q` takes `8 n^2`
+/// bytes, 512 MiB here.
+pub const KERNEL_ROWS: usize = 8192;
+
+/// Epochs a fit is reckoned to take, weighing the kernel form's one-off cost against the primal.
+const EPOCHS_A_FIT: f64 = 20.0;
+
+/// The rows' inner products if `form` (for `fits` fits on `rows`) solves in the kernel form.
+/// [`Form::Auto`] takes it when it is already computed, or when computing it (`n^2 d / 2`
+/// multiply-adds) costs no more than the primal form's epochs would (`fits` x
+/// [`EPOCHS_A_FIT`] x a dot product and an update over the stored values), for at most
+/// [`KERNEL_ROWS`] rows.
+fn kernel_for(rows: &Rows, form: Form, fits: usize) -> Option<Arc<Gram>> {
+    let pays = match form {
+        Form::Primal => false,
+        Form::Kernel => true,
+        Form::Auto => {
+            let n = rows.len() as f64;
+            let gram = n * n * rows.dims() as f64 / 2.0;
+            let primal = fits as f64 * EPOCHS_A_FIT * 2.0 * rows.stored() as f64;
+            rows.has_gram() || (rows.len() <= KERNEL_ROWS && gram <= primal)
+        }
+    };
+    pays.then(|| rows.gram())
+}
+
+/// Models for `classes` classes: one for two, else one per class.
+fn models(classes: usize) -> usize {
+    if classes == 2 { 1 } else { classes }
+}
+
+/// One fit per model, in class order: one model for two classes (`fit(0, 1)`: class 1 against
+/// class 0), else one per class against the rest (`fit(k, k)`, in parallel).
+fn per_model<T: Send>(classes: usize, fit: impl Fn(usize, usize) -> T + Sync) -> Vec<T> {
+    use rayon::prelude::*;
+    if classes == 2 {
+        vec![fit(0, 1)]
+    } else {
+        (0..classes).into_par_iter().map(|k| fit(k, k)).collect()
+    }
+}
+
+/// The class the models' decision values choose, and the value: for one model, class 1 when
+/// positive; for more, the largest (the first on ties).
+fn winner(values: impl Iterator<Item = f64>, models: usize) -> (usize, f64) {
+    if models == 1 {
+        let v = values.into_iter().next().unwrap_or(f64::NAN);
+        return (usize::from(v > 0.0), v);
+    }
+    values
+        .enumerate()
+        .fold((0, f64::NEG_INFINITY), |best, (k, v)| {
+            if v > best.1 { (k, v) } else { best }
+        })
 }
 
 /// A trained classifier over two or more classes (one model per class for more than two).
@@ -317,34 +510,33 @@ impl Classifier {
         params: &SvmParams,
         start: Option<&[Vec<f64>]>,
     ) -> Result<(Self, Vec<Vec<f64>>), SvmError> {
-        use rayon::prelude::*;
         let dense: Vec<Vec<f32>> = match params.solver {
             Solver::Linfa => (0..rows.len()).map(|i| rows.dense(i)).collect(),
             Solver::Dcd => Vec::new(),
         };
         let x: Vec<&[f32]> = dense.iter().map(Vec::as_slice).collect();
-        let binary = |model: usize, positive: usize| {
+        let gram = match params.solver {
+            Solver::Dcd => kernel_for(rows, params.form, models(classes.len())),
+            Solver::Linfa => None,
+        };
+        let fitted = per_model(classes.len(), |model, positive| {
             let labels: Vec<bool> = y.iter().map(|&c| c == positive).collect();
             match params.solver {
-                Solver::Dcd => Ok(solve(
+                Solver::Dcd => Ok(solve_in(
                     rows,
+                    gram.as_deref(),
                     &labels,
                     params,
                     start.and_then(|s| s.get(model)).map(Vec::as_slice),
                 )),
                 Solver::Linfa => solve_linfa(&x, &labels, params).map(|m| (m, Vec::new())),
             }
-        };
-        let fitted: Vec<(LinearModel, Vec<f64>)> = if classes.len() == 2 {
-            vec![binary(0, 1)?]
-        } else {
-            // One-vs-rest models are independent: train them in parallel, keep class order.
-            (0..classes.len())
-                .into_par_iter()
-                .map(|k| binary(k, k))
-                .collect::<Result<_, _>>()?
-        };
-        let (models, duals) = fitted.into_iter().unzip();
+        });
+        let (models, duals) = fitted
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .unzip();
         let classifier = Self {
             classes: classes.to_vec(),
             models,
@@ -360,19 +552,8 @@ impl Classifier {
 
     /// [`Classifier::scored`] of row `i` of `rows`, over its non-zero blocks only.
     pub fn scored_row(&self, rows: &Rows, i: usize) -> (usize, f64) {
-        if self.models.len() == 1 {
-            let m = &self.models[0];
-            let v = rows.decision(i, &m.w, m.bias);
-            return (usize::from(v > 0.0), v);
-        }
-        (self
-            .models
-            .iter()
-            .map(|m| rows.decision(i, &m.w, m.bias))
-            .enumerate())
-        .fold((0, f64::NEG_INFINITY), |best, (k, v)| {
-            if v > best.1 { (k, v) } else { best }
-        })
+        let values = (self.models.iter()).map(|m| rows.decision(i, &m.w, m.bias));
+        winner(values, self.models.len())
     }
 
     /// The predicted class index of `x`.
@@ -384,16 +565,7 @@ impl Classifier {
     /// classes: the model's value, positive for `classes[1]`; more: the winning one-vs-rest
     /// model's value).
     pub fn scored(&self, x: &[f32]) -> (usize, f64) {
-        if self.models.len() == 1 {
-            let v = self.models[0].decision(x);
-            return (usize::from(v > 0.0), v);
-        }
-        self.models.iter().map(|m| m.decision(x)).enumerate().fold(
-            (0, f64::NEG_INFINITY),
-            |best, (k, v)| {
-                if v > best.1 { (k, v) } else { best }
-            },
-        )
+        winner(self.models.iter().map(|m| m.decision(x)), self.models.len())
     }
 }
 
@@ -502,6 +674,14 @@ pub fn cross_validate_path(
     let fold = stratified_folds(y, folds, seed);
     let mut ascending: Vec<usize> = (0..grid.len()).collect();
     ascending.sort_by(|&a, &b| grid[a].total_cmp(&grid[b]));
+    // Every fold at every C, and the final fit, for each model: one kernel form serves them all.
+    let gram = match params.solver {
+        Solver::Dcd => {
+            let fits = models(classes.len()) * (folds * grid.len() + 1);
+            kernel_for(rows, params.form, fits)
+        }
+        Solver::Linfa => None,
+    };
     let per_fold: Vec<Option<FoldFit>> = (0..folds)
         .into_par_iter()
         .map(|f| {
@@ -510,7 +690,13 @@ pub fn cross_validate_path(
             if test.is_empty() {
                 return Ok(None);
             }
-            let train_rows = rows.select(&train);
+            let data = match &gram {
+                Some(gram) => Fold::Kernel {
+                    q: gram.block(&train, &train),
+                    cross: gram.block(&test, &train),
+                },
+                None => Fold::Primal(rows.select(&train)),
+            };
             let train_y: Vec<usize> = train.iter().map(|&i| y[i]).collect();
             let mut accuracy = vec![0.0; grid.len()];
             let mut duals_at = vec![Vec::new(); grid.len()];
@@ -520,16 +706,10 @@ pub fn cross_validate_path(
                     c: grid[g],
                     ..*params
                 };
-                let (model, duals) = Classifier::fit_rows(
-                    &train_rows,
-                    &train_y,
-                    classes,
-                    &params,
-                    start.as_deref(),
-                )?;
-                let correct = test
-                    .iter()
-                    .filter(|&&i| model.predict_row(rows, i) == y[i])
+                let (predicted, duals) =
+                    data.fit(rows, &test, &train_y, classes, &params, start.as_deref())?;
+                let correct = (test.iter().zip(&predicted))
+                    .filter(|&(&i, &p)| p == y[i])
                     .count();
                 accuracy[g] = correct as f64 / test.len() as f64;
                 duals_at[g] = duals.clone();
@@ -570,6 +750,72 @@ pub fn cross_validate_path(
         })
         .collect();
     Ok(CvPath { scores, starts })
+}
+
+/// A fold's training rows as the solver sees them.
+enum Fold {
+    /// The rows themselves.
+    Primal(Rows),
+    /// Their inner products (`q`, training x training) and the held-out rows' with them
+    /// (`cross`, held-out x training), each plus one.
+    Kernel { q: Vec<f64>, cross: Vec<f64> },
+}
+
+impl Fold {
+    /// Fits the models from `start` with labels `train_y`; returns the predicted class of each
+    /// row `test` of `rows` (held out) and the duals.
+    fn fit(
+        &self,
+        rows: &Rows,
+        test: &[usize],
+        train_y: &[usize],
+        classes: &[String],
+        params: &SvmParams,
+        start: Option<&[Vec<f64>]>,
+    ) -> Result<(Vec<usize>, Vec<Vec<f64>>), SvmError> {
+        match self {
+            Fold::Primal(train) => {
+                let params = SvmParams {
+                    form: Form::Primal,
+                    ..*params
+                };
+                let (model, duals) = Classifier::fit_rows(train, train_y, classes, &params, start)?;
+                let predicted = test.iter().map(|&i| model.predict_row(rows, i)).collect();
+                Ok((predicted, duals))
+            }
+            Fold::Kernel { q, cross } => {
+                let duals = per_model(classes.len(), |model, positive| {
+                    let labels: Vec<bool> = train_y.iter().map(|&c| c == positive).collect();
+                    let start = start.and_then(|s| s.get(model)).map(Vec::as_slice);
+                    solve_kernel(q, &labels, params, start)
+                        .iter()
+                        .zip(&labels)
+                        .map(|(&a, &p)| if p { a } else { -a })
+                        .collect::<Vec<f64>>()
+                });
+                // Decision values of the held-out rows: sum_j alpha_j y_j Q_tj.
+                let n = train_y.len();
+                let predicted = (0..test.len())
+                    .map(|t| {
+                        let row = &cross[t * n..(t + 1) * n];
+                        let values = duals.iter().map(|beta| {
+                            (beta.iter().zip(row))
+                                .filter(|(b, _)| **b != 0.0)
+                                .map(|(b, q)| b * q)
+                                .sum()
+                        });
+                        winner(values, duals.len()).0
+                    })
+                    .collect();
+                // Back from alpha_j y_j to alpha_j.
+                let duals = duals
+                    .into_iter()
+                    .map(|beta| beta.into_iter().map(f64::abs).collect())
+                    .collect();
+                Ok((predicted, duals))
+            }
+        }
+    }
 }
 
 /// One fold's part of a cross-validation: its training rows, the held-out accuracy and the
@@ -847,11 +1093,9 @@ mod tests {
         }
     }
 
-    /// The sweep compiled for AVX2 gives the portable build's bits (fixed sums, no fused
-    /// multiply-add), on every layout of the rows.
-    #[test]
-    fn both_builds_of_the_sweep_give_the_same_bits() {
-        let (x, y) = clouds(120, 12, 0.3, 8);
+    /// Rows `x` in each layout: dense; their values above 0.1 as sparse histograms; those
+    /// through the chi2 kernel map.
+    fn layouts(x: &[Vec<f32>]) -> [Rows; 3] {
         let rows: Vec<&[f32]> = x.iter().map(Vec::as_slice).collect();
         let histograms: Vec<Vec<f32>> = x
             .iter()
@@ -860,36 +1104,154 @@ mod tests {
         let h: Vec<&[f32]> = histograms.iter().map(Vec::as_slice).collect();
         let map =
             crate::kernel_map::KernelMap::new(crate::kernel_map::Kernel::Chi2, 3).expect("map");
-        for layout in [
+        [
             Rows::from_dense(&rows),
             Rows::from_dense(&h),
             Rows::mapped(&h, &map),
-        ] {
+        ]
+    }
+
+    /// The sweep compiled for AVX2 gives the portable build's bits (fixed sums, no fused
+    /// multiply-add), on every layout of the rows.
+    #[test]
+    fn both_builds_of_the_sweep_give_the_same_bits() {
+        let (x, y) = clouds(120, 12, 0.3, 8);
+        for layout in layouts(&x) {
             let sign: Vec<f64> = y.iter().map(|&c| if c == 1 { 1.0 } else { -1.0 }).collect();
             let qii: Vec<f64> = (0..y.len()).map(|i| layout.sum_squares(i) + 1.5).collect();
             let problem = Problem {
-                rows: &layout,
                 sign: &sign,
                 qii: &qii,
                 diag: 0.5,
             };
-            let run = |avx2: bool| {
-                let mut w = vec![0f64; layout.dims() + 1];
-                let mut alpha = vec![0f64; y.len()];
-                let mut order: Vec<usize> = (0..y.len()).collect();
+            fn run<S: State>(
+                problem: &Problem,
+                state: &mut S,
+                n: usize,
+                avx2: bool,
+            ) -> Vec<(usize, u64, u64)> {
+                let mut alpha = vec![0f64; n];
+                let mut order: Vec<usize> = (0..n).collect();
                 let mut out = Vec::new();
                 for _ in 0..5 {
                     let r = if avx2 {
-                        problem.sweep(&mut w, &mut alpha, &mut order, y.len(), f64::INFINITY)
+                        problem.sweep(state, &mut alpha, &mut order, n, f64::INFINITY)
                     } else {
-                        problem.sweep_body(&mut w, &mut alpha, &mut order, y.len(), f64::INFINITY)
+                        problem.sweep_body(state, &mut alpha, &mut order, n, f64::INFINITY)
                     };
                     out.push((r.0, r.1.to_bits(), r.2.to_bits()));
                 }
-                (w.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), out)
+                out.extend(alpha.iter().map(|a| (0, a.to_bits(), 0)));
+                out
+            }
+            let primal = |avx2: bool| {
+                let mut state = Weights {
+                    rows: &layout,
+                    w: vec![0f64; layout.dims() + 1],
+                };
+                let out = run(&problem, &mut state, y.len(), avx2);
+                (out, state.w.iter().map(|v| v.to_bits()).collect::<Vec<_>>())
             };
-            assert_eq!(run(true), run(false), "width {}", layout.width());
+            assert_eq!(primal(true), primal(false), "width {}", layout.width());
+            let gram = layout.gram();
+            let kernel = |avx2: bool| {
+                let mut state = Decisions {
+                    q: gram.all(),
+                    f: vec![0f64; y.len()],
+                };
+                let out = run(&problem, &mut state, y.len(), avx2);
+                (out, state.f.iter().map(|v| v.to_bits()).collect::<Vec<_>>())
+            };
+            assert_eq!(kernel(true), kernel(false), "width {}", layout.width());
         }
+    }
+
+    /// The kernel form reaches the primal form's optimum on every layout (one-vs-rest, from cold
+    /// and warm starts), and its cross-validation scores every C alike.
+    #[test]
+    fn the_kernel_form_reaches_the_primal_optimum() {
+        let (x, y3) = {
+            let (a, ya) = clouds(90, 20, 0.3, 21);
+            let (b, yb) = clouds(60, 20, 0.2, 22);
+            let mut x = a;
+            let mut y: Vec<usize> = ya;
+            x.extend(b.into_iter().map(|mut r| {
+                r[1] += 0.8;
+                r
+            }));
+            y.extend(yb.iter().map(|&c| c * 2));
+            (x, y)
+        };
+        let classes: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        for layout in layouts(&x) {
+            let fit = |form: Form, c: f64, start: Option<&[Vec<f64>]>| {
+                let params = SvmParams {
+                    c,
+                    tol: 1e-9,
+                    form,
+                    ..SvmParams::default()
+                };
+                Classifier::fit_rows(&layout, &y3, &classes, &params, start).expect("fit")
+            };
+            let (primal, duals) = fit(Form::Primal, 2.0, None);
+            let (kernel, kernel_duals) = fit(Form::Kernel, 2.0, None);
+            let (warm, _) = fit(Form::Kernel, 2.0, Some(&fit(Form::Kernel, 0.5, None).1));
+            for (p, k) in duals.iter().flatten().zip(kernel_duals.iter().flatten()) {
+                assert!((p - k).abs() < 1e-5 * p.abs().max(1.0), "{p} vs {k}");
+            }
+            for other in [&kernel, &warm] {
+                for (p, k) in primal.models.iter().zip(&other.models) {
+                    for (a, b) in p.w.iter().chain([&p.bias]).zip(k.w.iter().chain([&k.bias])) {
+                        assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+                    }
+                }
+            }
+            let cv = |form: Form| {
+                let params = SvmParams {
+                    form,
+                    ..SvmParams::default()
+                };
+                let grid = [0.1, 1.0, 10.0];
+                cross_validate_path(&layout, &y3, &classes, &grid, &params, 3, 4, &|_, _| {})
+                    .expect("cv")
+            };
+            let (p, k) = (cv(Form::Primal), cv(Form::Kernel));
+            for (a, b) in p.scores.iter().zip(&k.scores) {
+                // 50 held-out rows a fold: at most one may fall on the other side.
+                assert!((a - b).abs() <= 1.0 / 50.0 + 1e-12, "{a} vs {b}");
+            }
+            for (a, b) in p
+                .starts
+                .iter()
+                .flatten()
+                .flatten()
+                .zip(k.starts.iter().flatten().flatten())
+            {
+                assert!((a - b).abs() < 1e-2 * a.abs().max(1.0), "{a} vs {b}");
+            }
+        }
+    }
+
+    /// The automatic choice takes the kernel form for few dense rows fitted many times, the
+    /// primal for one fit or for sparse rows with many values, and the kernel form once computed.
+    #[test]
+    fn the_form_follows_the_cost() {
+        let dense: Vec<Vec<f32>> = (0..200)
+            .map(|r| (0..400).map(|c| ((r + c) % 7) as f32 + 1.0).collect())
+            .collect();
+        let sparse: Vec<Vec<f32>> = (0..200)
+            .map(|r| (0..4000).map(|c| f32::from(u8::from(c == r))).collect())
+            .collect();
+        let as_rows =
+            |x: &[Vec<f32>]| Rows::from_dense(&x.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        let (dense, sparse) = (as_rows(&dense), as_rows(&sparse));
+        assert!(kernel_for(&dense, Form::Auto, 1).is_none());
+        assert!(kernel_for(&dense, Form::Auto, 100).is_some());
+        assert!(kernel_for(&sparse, Form::Auto, 100).is_none());
+        assert!(kernel_for(&sparse, Form::Primal, 100).is_none());
+        assert!(kernel_for(&sparse, Form::Kernel, 1).is_some());
+        // Computed now: taken from here on.
+        assert!(kernel_for(&sparse, Form::Auto, 1).is_some());
     }
 
     /// The fit on all the rows from the folds' averaged duals reaches the cold fit's optimum.

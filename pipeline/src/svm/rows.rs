@@ -10,6 +10,9 @@
 //! array keeps an epoch a single forward sweep through memory. Sums run in a fixed order, so a
 //! fit is deterministic.
 
+use std::sync::{Arc, OnceLock};
+
+use super::gram::Gram;
 use crate::kernel_map::KernelMap;
 
 /// Rows of a training set, a row's non-zero blocks side by side.
@@ -23,6 +26,9 @@ pub struct Rows {
     index: Vec<u32>,
     /// `width` values a block.
     value: Vec<f32>,
+    /// The rows' inner products, once a solve has needed them (shared by the fits that follow:
+    /// a cross-validation's and the final fit's).
+    gram: OnceLock<Arc<Gram>>,
 }
 
 impl Rows {
@@ -99,7 +105,22 @@ impl Rows {
             start,
             index: Vec::new(),
             value: Vec::new(),
+            gram: OnceLock::new(),
         }
+    }
+
+    /// The rows' inner products (computed on the first call).
+    pub(super) fn gram(&self) -> Arc<Gram> {
+        Arc::clone(self.gram.get_or_init(|| {
+            Arc::new(Gram::of(self.len(), self.dims(), |i, cursor, from, out| {
+                self.fill(i, cursor, from, out)
+            }))
+        }))
+    }
+
+    /// Whether [`Rows::gram`] has been computed.
+    pub(super) fn has_gram(&self) -> bool {
+        self.gram.get().is_some()
     }
 
     /// The rows `which`, in that order.
@@ -151,6 +172,37 @@ impl Rows {
             out[j as usize * b..(j as usize + 1) * b].copy_from_slice(vs);
         }
         out
+    }
+
+    /// Row `i`'s values at positions `from..from + out.len()` into `out` (zeros elsewhere), for
+    /// chunks visited in increasing order: `cursor` (0 before the first chunk) keeps the first
+    /// block not yet wholly copied.
+    pub(super) fn fill(&self, i: usize, cursor: &mut usize, from: usize, out: &mut [f64]) {
+        out.fill(0.0);
+        let to = from + out.len();
+        let (idx, val) = self.row(i);
+        let b = self.width;
+        while let Some(&j) = idx.get(*cursor) {
+            let start = j as usize * b;
+            if start >= to {
+                break;
+            }
+            let end = start + b;
+            let values = &val[*cursor * b..(*cursor + 1) * b];
+            for p in start.max(from)..end.min(to) {
+                out[p - from] = f64::from(values[p - start]);
+            }
+            if end > to {
+                // The block goes on into the next chunk.
+                break;
+            }
+            *cursor += 1;
+        }
+    }
+
+    /// Values stored (the non-zero blocks' values, all rows).
+    pub(super) fn stored(&self) -> usize {
+        self.value.len()
     }
 
     /// `x_i . x_i`.
@@ -309,7 +361,7 @@ mod tests {
             })
             .collect();
         let dense: Vec<Vec<f32>> = (0..5)
-            .map(|r| (0..40).map(|c| (r * 3 + c) as f32 * 0.1 - 1.0).collect())
+            .map(|r| (0..300).map(|c| (r * 3 + c) as f32 * 0.1 - 1.0).collect())
             .collect();
         let map = KernelMap::new(Kernel::Chi2, 3).expect("map");
         fn as_rows(x: &[Vec<f32>]) -> Vec<&[f32]> {
@@ -318,7 +370,7 @@ mod tests {
         let mapped_dense: Vec<Vec<f32>> = sparse.iter().map(|r| map.apply(r)).collect();
         for (rows, x, width) in [
             (Rows::from_dense(&as_rows(&sparse)), &sparse, 1),
-            (Rows::from_dense(&as_rows(&dense)), &dense, 40),
+            (Rows::from_dense(&as_rows(&dense)), &dense, 300),
             (Rows::mapped(&as_rows(&sparse), &map), &mapped_dense, 7),
         ] {
             assert_eq!(rows.width(), width);
@@ -336,6 +388,22 @@ mod tests {
                 rows.add_to(i, 0.5, &mut a);
                 for (j, (&got, &v)) in a.iter().zip(r).enumerate() {
                     assert!((got - (w[j] + 0.5 * f64::from(v))).abs() < 1e-12);
+                }
+            }
+            // The inner products, through chunks of any layout's blocks.
+            let gram = rows.gram();
+            let n = x.len();
+            for i in 0..n {
+                for j in 0..n {
+                    let want: f64 = (x[i].iter().zip(&x[j]))
+                        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                        .sum::<f64>()
+                        + 1.0;
+                    let got = gram.all()[i * n + j];
+                    assert!(
+                        (got - want).abs() < 1e-12 * want.abs().max(1.0),
+                        "{got} {want}"
+                    );
                 }
             }
             // A selection holds the same rows.
