@@ -321,17 +321,23 @@ fn print_time(config: &Config, e: &Estimate<'_>, trials: usize) -> anyhow::Resul
         let n = e.training as f64;
         for &classes in e.classes {
             let models = if classes > 2 { classes } else { 1 } as f64;
-            // The solver takes the cheaper form: the primal (measured on sparse histograms;
-            // dense encodings cost more) or the kernel form.
             let primal = rates::SVM_FIT * n * models * fits * growth;
             let kernel = n * n * mapped / 2.0 / rates::GRAM_MULADDS
                 + rates::KERNEL_STEP * n * n * models * fits;
-            svm += if e.training > vocab_pipeline::svm::KERNEL_ROWS as u64 {
-                primal
-            } else if encoding.method.pooling().is_dense() {
-                kernel
-            } else {
-                primal.min(kernel)
+            // The form the solver takes by its rule (dense rows: every value stored; sparse
+            // histograms: the primal's time as measured on them, whichever is less).
+            let dense = encoding.method.pooling().is_dense();
+            let kernel_pays = vocab_pipeline::svm::kernel_pays(
+                e.training as usize,
+                mapped as usize,
+                (e.training as f64 * mapped) as usize,
+                (models * fits) as usize,
+            );
+            svm += match (dense, kernel_pays) {
+                (true, true) => kernel,
+                (true, false) => primal,
+                (false, _) if e.training as usize > vocab_pipeline::svm::KERNEL_ROWS => primal,
+                (false, _) => primal.min(kernel),
             };
         }
     }

@@ -37,6 +37,9 @@ def parts(name):
         notes.append("chi2 map")
     if "-s4" in name:
         notes.append("stride 4")
+    scales = re.search(r"-sc(\d+)", name)
+    if scales:
+        notes.append(f"scales 40, {scales.group(1)}")
     return method, k, d.group(1) if d else "-", p, ", ".join(notes)
 
 

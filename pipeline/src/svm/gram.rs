@@ -30,35 +30,52 @@ pub(super) struct Gram {
 impl Gram {
     /// The inner products of `n` rows of `dims` values, which `fill(i, cursor, from, out)` writes
     /// into `out` (row `i`'s values at `from..from + out.len()`, zeros elsewhere; the chunks come
-    /// in increasing order, and `cursor`, 0 at first, is the row's own to keep its place).
+    /// in increasing order, and `cursor`, 0 at first, is the row's own to keep its place),
+    /// saying whether the row has any value there (a chunk no row has is skipped). Memory: `Q`
+    /// and one chunk of every row.
     pub(super) fn of(
         n: usize,
         dims: usize,
-        fill: impl Fn(usize, &mut usize, usize, &mut [f64]) + Sync,
+        fill: impl Fn(usize, &mut usize, usize, &mut [f64]) -> bool + Sync,
     ) -> Self {
         use rayon::prelude::*;
-        // Rows padded to whole tiles (the padding rows are zeros and dropped at the end).
+        let mut q = vec![0f64; n * n];
+        if n == 0 {
+            return Self { n, q };
+        }
+        // The chunk's rows padded to whole tiles (the padding rows stay zeros).
         let padded = n.div_ceil(TILE_I) * TILE_I;
-        let mut sums = vec![0f64; padded * padded];
         let mut chunk = vec![0f64; padded * CHUNK];
         let mut cursor = vec![0usize; n];
         let mut from = 0;
         while from < dims {
-            (chunk.par_chunks_mut(CHUNK).zip(cursor.par_iter_mut()))
+            // Every row filled (a reduction, not `any`, which would stop early).
+            let held = (chunk.par_chunks_mut(CHUNK).zip(cursor.par_iter_mut()))
                 .enumerate()
-                .for_each(|(i, (out, at))| fill(i, at, from, out));
-            let chunk = &chunk;
-            (sums.par_chunks_mut(TILE_I * padded))
-                .enumerate()
-                .for_each(|(block, out)| tile_row(chunk, padded, block * TILE_I, out));
+                .map(|(i, (out, at))| fill(i, at, from, out))
+                .reduce(|| false, |a, b| a || b);
+            if held {
+                let chunk = &chunk;
+                (q.par_chunks_mut(TILE_I * n))
+                    .enumerate()
+                    .for_each(|(block, out)| tile_row(chunk, n, block * TILE_I, out));
+            }
             from += CHUNK;
         }
-        let mut q = vec![0f64; n * n];
+        // The constant feature's 1, then the lower triangle mirrored, a block at a time.
+        const BLOCK: usize = 64;
         for i in 0..n {
-            for j in 0..=i {
-                let v = sums[i * padded + j] + 1.0;
-                q[i * n + j] = v;
-                q[j * n + i] = v;
+            for v in &mut q[i * n..=i * n + i] {
+                *v += 1.0;
+            }
+        }
+        for bi in (0..n).step_by(BLOCK) {
+            for bj in (0..=bi).step_by(BLOCK) {
+                for i in bi..(bi + BLOCK).min(n) {
+                    for j in bj..(bj + BLOCK).min(i) {
+                        q[j * n + i] = q[i * n + j];
+                    }
+                }
             }
         }
         Self { n, q }
@@ -85,27 +102,29 @@ impl Gram {
     }
 }
 
-/// Adds one chunk's products into the rows `i0..i0 + TILE_I` of the sums (`out`, `padded` values
-/// a row), columns up to the tile's last row (the lower triangle and the diagonal tile).
-fn tile_row(chunk: &[f64], padded: usize, i0: usize, out: &mut [f64]) {
+/// Adds one chunk's products into rows `i0..` of `Q` (`out`: up to `TILE_I` rows of `n` values),
+/// columns up to the tile's last row (the lower triangle and the diagonal tile). `chunk` holds
+/// `CHUNK` values of each row, its rows padded with zeros to whole tiles.
+fn tile_row(chunk: &[f64], n: usize, i0: usize, out: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if crate::isa::level() >= crate::isa::Level::Avx2 {
         // SAFETY: the CPU has AVX2 (`isa::level` never exceeds what it detected).
-        return unsafe { tile_row_avx2(chunk, padded, i0, out) };
+        return unsafe { tile_row_avx2(chunk, n, i0, out) };
     }
-    tile_row_body(chunk, padded, i0, out);
+    tile_row_body(chunk, n, i0, out);
 }
 
 /// [`tile_row`] compiled for AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn tile_row_avx2(chunk: &[f64], padded: usize, i0: usize, out: &mut [f64]) {
-    tile_row_body(chunk, padded, i0, out);
+unsafe fn tile_row_avx2(chunk: &[f64], n: usize, i0: usize, out: &mut [f64]) {
+    tile_row_body(chunk, n, i0, out);
 }
 
 /// The tiles themselves (inlined into both builds of [`tile_row`]).
 #[inline(always)]
-fn tile_row_body(chunk: &[f64], padded: usize, i0: usize, out: &mut [f64]) {
+fn tile_row_body(chunk: &[f64], n: usize, i0: usize, out: &mut [f64]) {
+    let rows = out.len() / n.max(1);
     let row = |i: usize| &chunk[i * CHUNK..(i + 1) * CHUNK];
     let xi: [&[f64]; TILE_I] = std::array::from_fn(|a| row(i0 + a));
     let mut j0 = 0;
@@ -121,9 +140,10 @@ fn tile_row_body(chunk: &[f64], padded: usize, i0: usize, out: &mut [f64]) {
                 }
             }
         }
-        for (a, acc) in acc.iter().enumerate() {
-            for (b, s) in acc.iter().enumerate() {
-                out[a * padded + j0 + b] += (s[0] + s[1]) + (s[2] + s[3]);
+        // The padding rows' and columns' sums (zeros) are dropped.
+        for (a, acc) in acc.iter().enumerate().take(rows) {
+            for (b, s) in acc.iter().enumerate().filter(|(b, _)| j0 + b < n) {
+                out[a * n + j0 + b] += (s[0] + s[1]) + (s[2] + s[3]);
             }
         }
         j0 += TILE_J;
@@ -138,7 +158,7 @@ mod tests {
     /// that fill no whole tile and values that fill no whole chunk.
     #[test]
     fn q_is_the_inner_products_plus_one() {
-        for (n, d) in [(1, 3), (5, 130), (9, 300)] {
+        for (n, d) in [(1, 3), (5, 130), (8, 256), (9, 300)] {
             let x: Vec<Vec<f64>> = (0..n)
                 .map(|r| {
                     (0..d)
@@ -150,6 +170,7 @@ mod tests {
                 for (p, o) in out.iter_mut().enumerate() {
                     *o = x[i].get(from + p).copied().unwrap_or(0.0);
                 }
+                true
             });
             assert_eq!(gram.len(), n);
             for i in 0..n {
@@ -168,18 +189,24 @@ mod tests {
         }
     }
 
+    /// No rows: no products (and no panic).
+    #[test]
+    fn no_rows_no_products() {
+        assert_eq!(Gram::of(0, 10, |_, _, _, _| true).all(), &[] as &[f64]);
+    }
+
     /// The AVX2 build of the tiles gives the portable build's bits.
     #[test]
     fn both_builds_of_the_tiles_give_the_same_bits() {
-        let padded = 8;
+        let (n, padded) = (7, 8);
         let chunk: Vec<f64> = (0..padded * CHUNK)
             .map(|v| ((v * 37 % 101) as f64 * 0.013).sin())
             .collect();
-        for i0 in [0, 4] {
-            let mut fast = vec![0.25f64; TILE_I * padded];
+        for (i0, rows) in [(0, 4), (4, 3)] {
+            let mut fast = vec![0.25f64; rows * n];
             let mut plain = fast.clone();
-            tile_row(&chunk, padded, i0, &mut fast);
-            tile_row_body(&chunk, padded, i0, &mut plain);
+            tile_row(&chunk, n, i0, &mut fast);
+            tile_row_body(&chunk, n, i0, &mut plain);
             let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&fast), bits(&plain));
         }

@@ -176,9 +176,10 @@ impl Rows {
 
     /// Row `i`'s values at positions `from..from + out.len()` into `out` (zeros elsewhere), for
     /// chunks visited in increasing order: `cursor` (0 before the first chunk) keeps the first
-    /// block not yet wholly copied.
-    pub(super) fn fill(&self, i: usize, cursor: &mut usize, from: usize, out: &mut [f64]) {
+    /// block not yet wholly copied. Whether a block of the row lies there.
+    pub(super) fn fill(&self, i: usize, cursor: &mut usize, from: usize, out: &mut [f64]) -> bool {
         out.fill(0.0);
+        let mut held = false;
         let to = from + out.len();
         let (idx, val) = self.row(i);
         let b = self.width;
@@ -191,6 +192,7 @@ impl Rows {
             let values = &val[*cursor * b..(*cursor + 1) * b];
             for p in start.max(from)..end.min(to) {
                 out[p - from] = f64::from(values[p - start]);
+                held = true;
             }
             if end > to {
                 // The block goes on into the next chunk.
@@ -198,6 +200,7 @@ impl Rows {
             }
             *cursor += 1;
         }
+        held
     }
 
     /// Values stored (the non-zero blocks' values, all rows).
@@ -347,11 +350,12 @@ mod tests {
     /// the map's values.
     #[test]
     fn every_layout_is_the_dense_rows() {
+        // Sparse rows over several chunks of the inner products, one chunk empty in every row.
         let sparse: Vec<Vec<f32>> = (0..5)
             .map(|r| {
-                (0..40)
+                (0..300)
                     .map(|c| {
-                        if (r * 7 + c) % 5 == 0 {
+                        if (r * 7 + c) % 5 == 0 && !(100..260).contains(&c) {
                             (r + c) as f32 * 0.01
                         } else {
                             0.0
