@@ -31,6 +31,8 @@ fisher-g64-d64-p3|g64x64|--stride 8 --method fisher --pyramid 3|
 fisher-g64-d64-p2-s4|g64x64|--stride 4 --method fisher --pyramid 2|
 fisher-g64-d64-p2-sc64|g64x64|--stride 8 --scales 40,64 --method fisher --pyramid 2|
 fisher-g256-d64-p2|g256x64|--stride 8 --method fisher --pyramid 2|
+fisher-g256-d64-p2-s4|g256x64|--stride 4 --method fisher --pyramid 2|
+fisher-g64-d64-p2-s4-sc64|g64x64|--stride 4 --scales 40,64 --method fisher --pyramid 2|
 "
 want=${VARIANTS:-$(echo "$all_variants" | cut -d'|' -f1 | xargs)}
 python3 "$here/folds.py" "$photos/labels.csv" "$work" "$seed" "$folds"

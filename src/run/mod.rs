@@ -237,6 +237,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
     // report (always rebuilt)
     let report_dir = work.join("report");
     let report_started = Instant::now();
+    let size = if config.fisher() { "G" } else { "K" };
     let report_run = report::Run {
         config: &args.config,
         dataset: &dataset,
@@ -245,6 +246,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         attributes: &attributes,
         trials: &trials,
         steps: &runner.steps,
+        size,
         words: &vocab_pipeline::montage::MontageParams {
             words: 16,
             patches: 8,
@@ -265,7 +267,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         seconds: report_started.elapsed().as_secs_f64(),
         cached: false,
     });
-    report::summary(&runner.steps, &report::summarise(&trials), &headline);
+    report::summary(&runner.steps, &report::summarise(&trials), &headline, size);
     println!(
         "run: {} finished in {:.1} s; report in {}",
         args.config.display(),

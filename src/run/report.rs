@@ -128,6 +128,9 @@ pub struct Run<'a> {
     pub trials: &'a [TrialResult],
     /// Every step.
     pub steps: &'a [Step],
+    /// What a dictionary's size is called: `K` (words of a vocabulary) or `G` (Gaussians of a
+    /// mixture, for Fisher vectors).
+    pub size: &'a str,
     /// How the largest vocabulary's montage samples its photos.
     pub words: &'a vocab_pipeline::montage::MontageParams,
 }
@@ -155,7 +158,7 @@ fn write_file(dir: &Path, name: &str, text: &str) -> anyhow::Result<()> {
 pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let summaries = summarise(run.trials);
-    accuracy(dir, &summaries)?;
+    accuracy(dir, &summaries, run.size)?;
     trials_csv(dir, run.trials)?;
     // The vocabularies of the first trial (every trial's steps are in steps.csv).
     let first: &[Vocabulary] = run.trials.first().map_or(&[], |t| &t.vocabularies);
@@ -266,8 +269,9 @@ pub fn headline(run: &Run<'_>, summaries: &[Summary]) -> anyhow::Result<Vec<Stri
             String::new()
         };
         lines.push(format!(
-            "{attribute}, {classes} classes: {:.1}{spread}% at K = {} ({})",
+            "{attribute}, {classes} classes: {:.1}{spread}% at {} = {} ({})",
             100.0 * best.accuracy,
+            run.size,
             thousands(best.k),
             run.protocol
         ));
@@ -319,7 +323,7 @@ fn trials_csv(dir: &Path, trials: &[TrialResult]) -> anyhow::Result<()> {
 
 /// `accuracy.csv` and its figure: accuracy per attribute and vocabulary size (the mean over the
 /// trials, with their standard deviation).
-fn accuracy(dir: &Path, summaries: &[Summary]) -> anyhow::Result<()> {
+fn accuracy(dir: &Path, summaries: &[Summary], size: &str) -> anyhow::Result<()> {
     let csv = crate::tables::csv_text(
         &[
             "k",
@@ -359,14 +363,18 @@ fn accuracy(dir: &Path, summaries: &[Summary]) -> anyhow::Result<()> {
         .collect();
     let trials = summaries.first().map_or(1, |s| s.trials);
     if !series.is_empty() {
+        let (what, axis) = match size {
+            "G" => ("mixture size", "Gaussians G"),
+            _ => ("vocabulary size", "vocabulary size K"),
+        };
         figures::line_chart_log2(
             &dir.join("accuracy.png"),
             &if trials > 1 {
-                format!("Accuracy against vocabulary size (mean of {trials} trials)")
+                format!("Accuracy against {what} (mean of {trials} trials)")
             } else {
-                "Held-out accuracy against vocabulary size".to_string()
+                format!("Held-out accuracy against {what}")
             },
-            "vocabulary size k",
+            axis,
             "accuracy",
             accuracy_range(summaries),
             &series,
@@ -485,10 +493,16 @@ fn markdown(
     };
     let _ = write!(md, "\n## Accuracy ({scope})\n\n");
     if trials > 1 {
-        md.push_str("| k | attribute | accuracy | std | balanced accuracy | held out |\n|---|---|---|---|---|---|\n");
+        let _ = write!(
+            md,
+            "| {} | attribute | accuracy | std | balanced accuracy | held out |\n|---|---|---|---|---|---|\n",
+            run.size
+        );
     } else {
-        md.push_str(
-            "| k | attribute | accuracy | balanced accuracy | held out |\n|---|---|---|---|---|\n",
+        let _ = write!(
+            md,
+            "| {} | attribute | accuracy | balanced accuracy | held out |\n|---|---|---|---|---|\n",
+            run.size
         );
     }
     for o in summaries {
@@ -507,30 +521,38 @@ fn markdown(
             o.held_out
         );
     }
-    if trials > 1 {
-        md.push_str("\n![accuracy](accuracy.png)\n\n## Vocabularies (trial 1)\n\n");
-    } else {
-        md.push_str("\n![accuracy](accuracy.png)\n\n## Vocabularies\n\n");
-    }
-    md.push_str(vocab_md);
-    md.push_str("\n## k-means per iteration (mean seconds by stage; every iteration in kmeans-iterations.csv)\n\n| k | broadcast | map | stage 1 | stage 2 | stage 3 |\n|---|---|---|---|---|---|\n");
-    for line in stages.csv.lines().skip(1) {
-        let cols: Vec<String> = line
-            .split(',')
-            .enumerate()
-            .map(|(i, c)| {
-                if i == 0 {
-                    c.to_string()
-                } else {
-                    c.parse::<f64>()
-                        .map_or(c.to_string(), |v| format!("{v:.3}"))
-                }
-            })
-            .collect();
-        let _ = writeln!(md, "| {} |", cols.join(" | "));
-    }
-    if !stages.cats.is_empty() {
-        md.push_str("\n![k-means stages](kmeans.png)\n");
+    md.push_str("\n![accuracy](accuracy.png)\n");
+    // Vocabularies and their k-means (a Fisher-vector run learns mixtures: its steps say when).
+    if run
+        .trials
+        .first()
+        .is_some_and(|t| !t.vocabularies.is_empty())
+    {
+        if trials > 1 {
+            md.push_str("\n## Vocabularies (trial 1)\n\n");
+        } else {
+            md.push_str("\n## Vocabularies\n\n");
+        }
+        md.push_str(vocab_md);
+        md.push_str("\n## k-means per iteration (mean seconds by stage; every iteration in kmeans-iterations.csv)\n\n| k | broadcast | map | stage 1 | stage 2 | stage 3 |\n|---|---|---|---|---|---|\n");
+        for line in stages.csv.lines().skip(1) {
+            let cols: Vec<String> = line
+                .split(',')
+                .enumerate()
+                .map(|(i, c)| {
+                    if i == 0 {
+                        c.to_string()
+                    } else {
+                        c.parse::<f64>()
+                            .map_or(c.to_string(), |v| format!("{v:.3}"))
+                    }
+                })
+                .collect();
+            let _ = writeln!(md, "| {} |", cols.join(" | "));
+        }
+        if !stages.cats.is_empty() {
+            md.push_str("\n![k-means stages](kmeans.png)\n");
+        }
     }
     md.push_str("\n## Steps (seconds of cached steps: when they ran)\n\n| stage | step | seconds | status |\n|---|---|---|---|\n");
     for s in run.steps {
@@ -548,7 +570,7 @@ fn markdown(
 
 /// The one-screen end of a run: steps with their times, then accuracies and the best result of
 /// each attribute with the protocol that produced it.
-pub fn summary(steps: &[Step], summaries: &[Summary], headline: &[String]) {
+pub fn summary(steps: &[Step], summaries: &[Summary], headline: &[String], size: &str) {
     println!("\nstage       step                  seconds  status");
     for s in steps {
         println!(
@@ -564,12 +586,12 @@ pub fn summary(steps: &[Step], summaries: &[Summary], headline: &[String]) {
         if trials > 1 {
             println!(
                 "\n{:>7}  {:<14} {:>9} {:>7} {:>9}",
-                "k", "attribute", "accuracy", "std", "balanced"
+                size, "attribute", "accuracy", "std", "balanced"
             );
         } else {
             println!(
                 "\n{:>7}  {:<14} {:>9} {:>9}",
-                "k", "attribute", "accuracy", "balanced"
+                size, "attribute", "accuracy", "balanced"
             );
         }
         for o in summaries {

@@ -34,6 +34,12 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
         md.contains("## Visual words (K = 128)") && md.contains("![visual words](words-k128.png)"),
         "{md}"
     );
+    assert!(
+        md.contains("% at K = ")
+            && md.contains("| K | attribute")
+            && md.contains("## Vocabularies"),
+        "{md}"
+    );
     let split = csv_rows(
         &steps(&work)
             .iter()
@@ -639,6 +645,16 @@ fn a_fisher_run_learns_its_mixture_on_the_workers_and_scores_fisher_vectors() {
     assert!(!done.iter().any(|s| s.starts_with("kmeans/")), "{done:?}");
     let accuracy = csv_rows(&work.join("report").join("accuracy.csv"));
     assert_eq!(accuracy.len(), 1);
+    // The report names the mixture's size, and has no vocabularies to show.
+    let md = std::fs::read_to_string(work.join("report").join("report.md")).expect("report");
+    assert!(
+        md.contains("% at G = 3 ") && md.contains("| G | attribute"),
+        "{md}"
+    );
+    assert!(
+        !md.contains("## Vocabularies") && !md.contains("k-means per iteration"),
+        "{md}"
+    );
     // The same run on one process: the same mixture, byte for byte.
     let single = dir.path().join("single.toml");
     let text = std::fs::read_to_string(&config).expect("config");
