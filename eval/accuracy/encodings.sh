@@ -32,6 +32,8 @@ fisher-g64-d64-p2-s4|g64x64|--stride 4 --method fisher --pyramid 2|
 fisher-g64-d64-p2-sc64|g64x64|--stride 8 --scales 40,64 --method fisher --pyramid 2|
 fisher-g256-d64-p2|g256x64|--stride 8 --method fisher --pyramid 2|
 fisher-g256-d64-p2-s4|g256x64|--stride 4 --method fisher --pyramid 2|
+fisher-g128-d96-p2-s4|g128x96|--stride 4 --method fisher --pyramid 2|
+fisher-g128-d48-p2-s4|g128x48|--stride 4 --method fisher --pyramid 2|
 fisher-g64-d64-p2-s4-sc64|g64x64|--stride 4 --scales 40,64 --method fisher --pyramid 2|
 "
 want=${VARIANTS:-$(echo "$all_variants" | cut -d'|' -f1 | xargs)}

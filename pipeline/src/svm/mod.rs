@@ -16,6 +16,13 @@
 //! spread of projected gradients over an epoch falls below `tol` (or `max_epochs`). As in
 //! liblinear, coordinates stuck at zero are shrunk out of the active set and checked again once
 //! the active problem has converged.
+//!
+//! The model is held in one of two forms ([`Form`]), the same descent either way: the primal
+//! keeps `w` (a step is a dot product and an update over the row's stored values); the kernel
+//! form keeps every row's decision value `w.x_j + bias` and the rows' inner products
+//! `Q = X X^T + 1` (`gram`), so a step reads one number and a move adds one row of `Q`. With far
+//! fewer rows than values a row, and one `Q` for every one-vs-rest model, C and fold of a
+//! cross-validation, the kernel form is the cheaper; [`kernel_pays`] decides.
 
 mod gram;
 mod rows;
