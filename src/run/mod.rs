@@ -237,7 +237,11 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
     // report (always rebuilt)
     let report_dir = work.join("report");
     let report_started = Instant::now();
-    let size = if config.fisher() { "G" } else { "K" };
+    let dictionaries = if config.fisher() {
+        report::Dictionaries::Mixtures
+    } else {
+        report::Dictionaries::Vocabularies
+    };
     let report_run = report::Run {
         config: &args.config,
         dataset: &dataset,
@@ -246,7 +250,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         attributes: &attributes,
         trials: &trials,
         steps: &runner.steps,
-        size,
+        dictionaries,
         words: &vocab_pipeline::montage::MontageParams {
             words: 16,
             patches: 8,
@@ -267,7 +271,12 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         seconds: report_started.elapsed().as_secs_f64(),
         cached: false,
     });
-    report::summary(&runner.steps, &report::summarise(&trials), &headline, size);
+    report::summary(
+        &runner.steps,
+        &report::summarise(&trials),
+        &headline,
+        dictionaries,
+    );
     println!(
         "run: {} finished in {:.1} s; report in {}",
         args.config.display(),

@@ -128,11 +128,37 @@ pub struct Run<'a> {
     pub trials: &'a [TrialResult],
     /// Every step.
     pub steps: &'a [Step],
-    /// What a dictionary's size is called: `K` (words of a vocabulary) or `G` (Gaussians of a
-    /// mixture, for Fisher vectors).
-    pub size: &'a str,
+    /// What the run learns its encodings from.
+    pub dictionaries: Dictionaries,
     /// How the largest vocabulary's montage samples its photos.
     pub words: &'a vocab_pipeline::montage::MontageParams,
+}
+
+/// What a run learns its encodings from, as the report names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dictionaries {
+    /// Vocabularies of K words (bag of words, VLAD).
+    Vocabularies,
+    /// Mixtures of G Gaussians (Fisher vectors).
+    Mixtures,
+}
+
+impl Dictionaries {
+    /// The letter of a dictionary's size.
+    pub fn letter(self) -> &'static str {
+        match self {
+            Self::Vocabularies => "K",
+            Self::Mixtures => "G",
+        }
+    }
+
+    /// What the size is, in a figure's title, and its axis.
+    fn size_names(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Vocabularies => ("vocabulary size", "vocabulary size K"),
+            Self::Mixtures => ("mixture size", "Gaussians G"),
+        }
+    }
 }
 
 /// The accuracy axis: the values with a margin, within [0, 1].
@@ -158,7 +184,7 @@ fn write_file(dir: &Path, name: &str, text: &str) -> anyhow::Result<()> {
 pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let summaries = summarise(run.trials);
-    accuracy(dir, &summaries, run.size)?;
+    accuracy(dir, &summaries, run.dictionaries)?;
     trials_csv(dir, run.trials)?;
     // The vocabularies of the first trial (every trial's steps are in steps.csv).
     let first: &[Vocabulary] = run.trials.first().map_or(&[], |t| &t.vocabularies);
@@ -271,7 +297,7 @@ pub fn headline(run: &Run<'_>, summaries: &[Summary]) -> anyhow::Result<Vec<Stri
         lines.push(format!(
             "{attribute}, {classes} classes: {:.1}{spread}% at {} = {} ({})",
             100.0 * best.accuracy,
-            run.size,
+            run.dictionaries.letter(),
             thousands(best.k),
             run.protocol
         ));
@@ -323,7 +349,7 @@ fn trials_csv(dir: &Path, trials: &[TrialResult]) -> anyhow::Result<()> {
 
 /// `accuracy.csv` and its figure: accuracy per attribute and vocabulary size (the mean over the
 /// trials, with their standard deviation).
-fn accuracy(dir: &Path, summaries: &[Summary], size: &str) -> anyhow::Result<()> {
+fn accuracy(dir: &Path, summaries: &[Summary], dictionaries: Dictionaries) -> anyhow::Result<()> {
     let csv = crate::tables::csv_text(
         &[
             "k",
@@ -363,10 +389,7 @@ fn accuracy(dir: &Path, summaries: &[Summary], size: &str) -> anyhow::Result<()>
         .collect();
     let trials = summaries.first().map_or(1, |s| s.trials);
     if !series.is_empty() {
-        let (what, axis) = match size {
-            "G" => ("mixture size", "Gaussians G"),
-            _ => ("vocabulary size", "vocabulary size K"),
-        };
+        let (what, axis) = dictionaries.size_names();
         figures::line_chart_log2(
             &dir.join("accuracy.png"),
             &if trials > 1 {
@@ -496,13 +519,13 @@ fn markdown(
         let _ = write!(
             md,
             "| {} | attribute | accuracy | std | balanced accuracy | held out |\n|---|---|---|---|---|---|\n",
-            run.size
+            run.dictionaries.letter()
         );
     } else {
         let _ = write!(
             md,
             "| {} | attribute | accuracy | balanced accuracy | held out |\n|---|---|---|---|---|\n",
-            run.size
+            run.dictionaries.letter()
         );
     }
     for o in summaries {
@@ -570,7 +593,13 @@ fn markdown(
 
 /// The one-screen end of a run: steps with their times, then accuracies and the best result of
 /// each attribute with the protocol that produced it.
-pub fn summary(steps: &[Step], summaries: &[Summary], headline: &[String], size: &str) {
+pub fn summary(
+    steps: &[Step],
+    summaries: &[Summary],
+    headline: &[String],
+    dictionaries: Dictionaries,
+) {
+    let size = dictionaries.letter();
     println!("\nstage       step                  seconds  status");
     for s in steps {
         println!(
