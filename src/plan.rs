@@ -247,9 +247,10 @@ mod rates {
     pub const SVM_VALUES: f64 = 5376.0;
     pub const SVM_EXPONENT: f64 = 0.47;
     /// The solver's kernel form (taken when it costs less, as it does for dense encodings and
-    /// few photos): the rows' inner products at this many multiply-adds a second (750 photos'
-    /// Fisher vectors, 40,960 values, in 0.24 s; K = 4,096's chi2-mapped histograms, 602,112
-    /// values, in 3.5 s: both 48 G a second, `eval/svm_bench/today.sh`'s features) ...
+    /// few photos): the rows' inner products at this many multiply-adds a second (timed once
+    /// around the computation on `eval/svm_bench/today.sh`'s features, not a committed
+    /// benchmark: 750 photos' Fisher vectors in 0.24 s, K = 4,096's chi2-mapped histograms in
+    /// 3.5 s; the committed `today.csv` has the whole processes, 1.3 s and 6.9 s) ...
     pub const GRAM_MULADDS: f64 = 48e9;
     /// ... then seconds per (training photo squared x model x fit) of descent: about 0.5 s for
     /// 15 models x 26 fits on 750 photos (Fisher vectors and VLAD, the same runs).
