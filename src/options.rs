@@ -79,6 +79,11 @@ pub struct EncodeOptions {
     #[arg(long, value_name = "N", default_value_t = crate::options::DEFAULT_PROBES)]
     #[serde(skip_serializing_if = "is_default_probes")]
     pub probes: u32,
+    /// Describe every photo mirrored left to right: training copies for `vocab train
+    /// --mirrored` (a config asks for them with `[classify] mirror`).
+    #[arg(long)]
+    #[serde(skip)]
+    pub mirror: bool,
 }
 
 fn is_exact(assign: &Search) -> bool {
@@ -110,6 +115,7 @@ impl Default for EncodeOptions {
             assign: Search::Exact,
             lists: None,
             probes: crate::options::DEFAULT_PROBES,
+            mirror: false,
         }
     }
 }

@@ -245,8 +245,13 @@ pub fn encode(
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     writeln!(
         out,
-        "encode: {} photos, {} skipped, {} patches over {} {} in {secs:.1} s ({:.0} photos/s); {} values each",
+        "encode: {} photos{}, {} skipped, {} patches over {} {} in {secs:.1} s ({:.0} photos/s); {} values each",
         summary.images,
+        if settings.params.features.mirror {
+            " mirrored"
+        } else {
+            ""
+        },
         summary.skipped,
         summary.patches,
         vocabulary.k(),

@@ -66,6 +66,11 @@ pub struct FeatureParams {
     /// Skip photos whose header declares more pixels than this, before decoding them
     /// (default [`crate::image_io::MAX_PIXELS`]).
     pub max_pixels: u64,
+    /// Describe each photo mirrored left to right (after decoding and any downscale): the
+    /// training copies of `vocab train --mirrored`. Absent from records when false, so keys and
+    /// files of unmirrored stages stay what they were.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mirror: bool,
 }
 
 impl FeatureParams {
@@ -453,11 +458,14 @@ pub(crate) fn compute_range<T: Send>(
                 if let Some(reason) = &photo.unusable {
                     return Err(Skip::Unusable(reason.clone()));
                 }
-                let lum = load_luminance(
+                let mut lum = load_luminance(
                     &collection.path_of(photo),
                     params.max_side,
                     params.max_pixels,
                 )?;
+                if params.mirror {
+                    lum.mirror();
+                }
                 let layout = lay_out(&lum, photo.picture_id, &params.sampling, describers)?;
                 let (width, height) = (layout.width, layout.height);
                 let (value, patches) = compute(describers, photo, &lum, layout);

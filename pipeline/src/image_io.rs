@@ -326,6 +326,15 @@ impl Luminance {
         }
     }
 
+    /// Mirrors the image left to right, in place (each row reversed).
+    pub fn mirror(&mut self) {
+        if self.width > 0 {
+            self.data
+                .chunks_exact_mut(self.width)
+                .for_each(<[f32]>::reverse);
+        }
+    }
+
     /// Downscales by area averaging so that the longer side is at most `max_side` pixels.
     ///
     /// Each output pixel is the mean of the input area it covers, with fractional weights at its

@@ -31,6 +31,7 @@ pub fn feature_params(
         },
         max_side,
         max_pixels: pixels(max_mpix)?,
+        mirror: false,
     };
     params.check()?;
     Ok(params)
@@ -166,6 +167,7 @@ impl EncodeOptions {
                 },
                 max_side: self.max_side,
                 max_pixels: pixels(self.max_pixels)?,
+                mirror: self.mirror,
             },
             norm: match self.norm {
                 Norm::L1 => Norm::L1,

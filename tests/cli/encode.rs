@@ -701,3 +701,94 @@ fn fisher_vectors_are_unit_length_sharded_alike_recorded_and_classified_alike() 
         assert!(!out.exists());
     }
 }
+
+#[test]
+fn mirrored_photos_encode_as_their_mirror_images_here_and_sharded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set_of(dir.path(), 4, 4);
+    let path = |name: &str| dir.path().join(name);
+    // The set's PNG photos (vocab decodes JPEG with libjpeg, not the image crate), and the same
+    // photos mirrored left to right under the same names.
+    let mirrored = path("mirrored");
+    let rows: Vec<Vec<String>> = (csv_rows(&photos.join("labels.csv")).into_iter())
+        .filter(|r| r[0].ends_with(".png"))
+        .collect();
+    let labels = path("png.csv");
+    let listed: String = rows.iter().map(|r| format!("{}\n", r[0])).collect();
+    std::fs::write(&labels, format!("path\n{listed}")).expect("labels");
+    for row in &rows {
+        let img = image::open(photos.join(&row[0])).expect("photo");
+        let to = mirrored.join(&row[0]);
+        std::fs::create_dir_all(to.parent().expect("folder")).expect("mkdir");
+        img.fliph().save(&to).expect("save");
+    }
+    assert_eq!(rows.len(), 8);
+    sample_of(dir.path(), &photos);
+    let mixture = path("gmm.json");
+    let vocabulary = path("v.bin");
+    let features = path("f.bin");
+    ok(&[
+        "mixture",
+        "--features",
+        s(&features),
+        "--components",
+        "3",
+        "--pca-dims",
+        "8",
+        "--out",
+        s(&mixture),
+    ]);
+    ok(&[
+        "kmeans",
+        "--features",
+        s(&features),
+        "--k",
+        "6",
+        "--out",
+        s(&vocabulary),
+    ]);
+    let encode = |words: &Path, input: &Path, out: &str, extra: &[&str]| {
+        let mut args = vec![
+            "encode",
+            "--vocabulary",
+            s(words),
+            "--input",
+            s(input),
+            "--stride",
+            "12",
+            "--pyramid",
+            "2",
+            "--labels",
+            s(&labels),
+            "--out",
+        ];
+        let out = path(out);
+        args.push(s(&out));
+        args.extend(extra);
+        let said = ok(&args);
+        (std::fs::read(&out).expect("histograms"), said)
+    };
+    let read = |name: &str| std::fs::read_to_string(path(name)).expect("file");
+    for (words, method) in [(&vocabulary, "bow"), (&mixture, "fisher")] {
+        let m = ["--method", method];
+        let (plain, _) = encode(words, &photos, &format!("{method}.bin"), &m);
+        let (files, _) = encode(words, &mirrored, &format!("{method}-files.bin"), &m);
+        let with = [&m[..], &["--mirror"]].concat();
+        let name = format!("{method}-m.bin");
+        let (flag, said) = encode(words, &photos, &name, &with);
+        assert!(said.contains("8 photos mirrored"), "{said}");
+        assert_eq!(flag, files, "{method}: --mirror encodes the mirror images");
+        assert_ne!(flag, plain, "{method}: mirroring changes the histograms");
+        assert_eq!(
+            read(&format!("{name}.images.csv")),
+            read(&format!("{method}.bin.images.csv"))
+        );
+        let record = read(&format!("{name}.encoding.json"));
+        assert!(record.contains("\"mirror\": true"), "{record}");
+        assert!(!read(&format!("{method}.bin.encoding.json")).contains("mirror"));
+        // Two loopback workers mirror alike.
+        let sharded = [&with[..], &["--local-nodes", "2"]].concat();
+        let (shards, _) = encode(words, &photos, &format!("{method}-m2.bin"), &sharded);
+        assert_eq!(shards, flag, "{method}: sharded");
+    }
+}

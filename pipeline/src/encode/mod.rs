@@ -454,6 +454,7 @@ mod tests {
                 sampling: crate::patch::Sampling::Dense { stride: 8 },
                 max_side: None,
                 max_pixels: crate::image_io::MAX_PIXELS,
+                mirror: false,
             },
             norm: Norm::L1,
             levels: 2,

@@ -90,6 +90,9 @@ struct Record {
     /// The mixture's projected dims (Fisher vectors; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     projected: Option<usize>,
+    /// The photos were described mirrored left to right (absent: as they are).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    mirror: bool,
 }
 
 impl TryFrom<Record> for Encoding {
@@ -102,6 +105,7 @@ impl TryFrom<Record> for Encoding {
                 sampling: Sampling::Dense { stride: r.stride },
                 max_side: r.max_side,
                 max_pixels: r.max_pixels,
+                mirror: r.mirror,
             },
             norm,
             levels: r.pyramid,
@@ -135,6 +139,7 @@ impl From<Encoding> for Record {
             projected: p.method.projected(),
             scales: p.scales,
             approx: p.approx,
+            mirror: p.features.mirror,
         }
     }
 }
@@ -309,6 +314,7 @@ mod tests {
                 sampling: Sampling::Dense { stride: 8 },
                 max_side: None,
                 max_pixels: MAX_PIXELS,
+                mirror: false,
             },
             norm: Norm::L1,
             levels: 1,

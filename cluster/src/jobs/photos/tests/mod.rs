@@ -44,6 +44,7 @@ pub(super) fn feature_params() -> FeatureParams {
         },
         max_side: Some(160),
         max_pixels: vocab_pipeline::image_io::MAX_PIXELS,
+        mirror: false,
     }
 }
 
@@ -53,6 +54,7 @@ pub(super) fn encode_params() -> EncodeParams {
             sampling: Sampling::Dense { stride: 16 },
             max_side: Some(160),
             max_pixels: vocab_pipeline::image_io::MAX_PIXELS,
+            mirror: false,
         },
         norm: Norm::Hellinger,
         levels: 2,
