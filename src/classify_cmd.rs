@@ -12,7 +12,7 @@ use vocab_pipeline::encode::{self, Encoding, Norm};
 use vocab_pipeline::features::manifest_path;
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::kernel_map::KernelMap;
-use vocab_pipeline::svm::{Classifier, Metrics, Rows, SvmParams, choose_c, metrics};
+use vocab_pipeline::svm::{Classifier, Labelled, Metrics, Rows, SvmParams, choose_c, metrics};
 
 use crate::progress::Ui;
 use crate::settings::{ClassifySettings, EvaluateSettings, Split, TrainSettings};
@@ -86,6 +86,10 @@ pub fn train(
     let (train, test) = split_rows(&table, &pairs, &split);
     ensure!(!train.is_empty(), "the split leaves no training photos");
     let encoding = read_encoding(&args.histograms)?;
+    let mirrored = match &args.mirrored {
+        Some(path) => Some(mirror_rows(&table, &train, encoding.as_ref(), args, path)?),
+        None => None,
+    };
     let kernel_map = match args.kernel_map.kernel() {
         None => None,
         Some(kernel) => {
@@ -115,14 +119,21 @@ pub fn train(
     };
     // The solver's rows: mapped straight from the histograms' non-zero bins (the dense mapped
     // vectors never exist), or as they are.
+    // The training photos' rows, then their mirror images' (copies in the same folds).
+    let copies = mirrored.as_ref().map_or(0, Vec::len);
     let histograms: Vec<&[f32]> = (train.iter())
         .map(|&(i, _)| table.rows[i].as_slice())
+        .chain(mirrored.iter().flatten().map(Vec::as_slice))
         .collect();
     let x = match &kernel_map {
         Some(map) => Rows::mapped(&histograms, map),
         None => Rows::from_dense(&histograms),
     };
-    let y: Vec<usize> = train.iter().map(|&(_, c)| c).collect();
+    let y: Vec<usize> = (train.iter().map(|&(_, c)| c))
+        .chain(train.iter().take(copies).map(|&(_, c)| c))
+        .collect();
+    let copy_of: Vec<usize> = (0..copies).collect();
+    let data = Labelled::with_copies(&x, &y, &copy_of)?;
     let fits = match args.c {
         Some(_) => 1,
         None => args.cv.max(2) * C_GRID.len() + 1,
@@ -136,8 +147,7 @@ pub fn train(
                 bar.inc(1);
             };
             let chosen = choose_c(
-                &x,
-                &y,
+                &data,
                 &labels.classes,
                 &C_GRID,
                 args.cv,
@@ -170,16 +180,22 @@ pub fn train(
         encoding,
         cv_accuracy,
         kernel_map,
+        mirrored: mirrored.is_some(),
         classifier,
     };
     model.save(&args.out)?;
     writeln!(
         out,
-        "train: {:?} over classes {:?}: {} labelled photos, {} trained on, {} held out; {}C = {c}{} ({:.1} s)",
+        "train: {:?} over classes {:?}: {} labelled photos, {} trained on{}, {} held out; {}C = {c}{} ({:.1} s)",
         args.attribute,
         labels.classes,
         pairs.len(),
         train.len(),
+        if copies > 0 {
+            format!(" (and their {copies} mirror images)")
+        } else {
+            String::new()
+        },
         test.len(),
         kernel_map.map_or(String::new(), |m| format!(
             "{} kernel map of order {}, ",
@@ -194,6 +210,78 @@ pub fn train(
     )?;
     writeln!(out, "  wrote {}", args.out.display())?;
     Ok(())
+}
+
+/// The rows of `mirrored` (`vocab train --mirrored`) for the training photos `train` of
+/// `table`, in their order: the same encoding of the photos mirrored when both files record one,
+/// a row of the same length for every training photo (found by path).
+fn mirror_rows(
+    table: &Table,
+    train: &[(usize, usize)],
+    encoding: Option<&Encoding>,
+    args: &TrainSettings,
+    path: &Path,
+) -> anyhow::Result<Vec<Vec<f32>>> {
+    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    ensure!(
+        !same(path, &args.histograms),
+        "--mirrored {}: is the --histograms file; give the histograms of `vocab encode --mirror`",
+        path.display()
+    );
+    let theirs = read_encoding(path)?;
+    if let (Some(ours), Some(theirs)) = (encoding, theirs.as_ref()) {
+        ensure!(
+            !ours.params().features.mirror,
+            "--histograms {}: holds mirrored photos (vocab encode --mirror); give the photos as \
+             they are, and their mirror images as --mirrored",
+            args.histograms.display()
+        );
+        ensure!(
+            theirs.params().features.mirror,
+            "--mirrored {}: holds the photos as they are; give the histograms of `vocab encode \
+             --mirror`",
+            path.display()
+        );
+        ensure!(
+            *theirs == ours.mirror_image(),
+            "--mirrored {}: encoded otherwise than --histograms {} ({} against {}); encode both \
+             with the same vocabulary and settings",
+            path.display(),
+            args.histograms.display(),
+            manifest_path(path, "encoding.json").display(),
+            manifest_path(&args.histograms, "encoding.json").display()
+        );
+    }
+    let mirror = read_histograms(path)?;
+    let by_path: std::collections::HashMap<&str, usize> = (mirror.paths.iter())
+        .enumerate()
+        .map(|(i, p)| (p.as_str(), i))
+        .collect();
+    let len = table.rows.first().map_or(0, Vec::len);
+    train
+        .iter()
+        .map(|&(i, _)| {
+            let photo = &table.paths[i];
+            let row = by_path.get(photo.as_str()).map(|&m| &mirror.rows[m]);
+            let row = row.with_context(|| {
+                format!(
+                    "--mirrored {}: has no row for the training photo {photo}",
+                    path.display()
+                )
+            })?;
+            ensure!(
+                row.len() == len,
+                "--mirrored {}: rows of {} values, --histograms {} rows of {len}",
+                path.display(),
+                row.len(),
+                args.histograms.display()
+            );
+            Ok(row.clone())
+        })
+        .collect()
 }
 
 /// What an evaluation found.

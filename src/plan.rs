@@ -323,14 +323,19 @@ fn print_time(config: &Config, e: &Estimate<'_>, trials: usize) -> anyhow::Resul
         } else {
             per_patch + rates::UNALIGNED_PATCH
         };
-        encode += e.photos as f64 * patches * per_patch / machines;
+        // `[classify] mirror`: each trial's training photos again, mirrored.
+        let mirror = config.classify.mirror;
+        let encoded = e.photos + if mirror { e.training } else { 0 };
+        encode += encoded as f64 * patches * per_patch / machines;
         let values = encoding.len(k as usize) as f64;
         let growth = (values / rates::SVM_VALUES).powf(rates::SVM_EXPONENT);
         let mapped = match config.classify.kernel_map.kernel() {
             Some(_) => values * (2 * config.classify.map_order + 1) as f64,
             None => values,
         };
-        let n = e.training as f64;
+        // The rows a model trains on: the training photos, and their mirror images.
+        let rows = e.training * if mirror { 2 } else { 1 };
+        let n = rows as f64;
         for &classes in e.classes {
             let models = if classes > 2 { classes } else { 1 } as f64;
             let primal = rates::SVM_FIT * n * models * fits * growth;
@@ -340,15 +345,15 @@ fn print_time(config: &Config, e: &Estimate<'_>, trials: usize) -> anyhow::Resul
             // histograms: the primal's time as measured on them, whichever is less).
             let dense = encoding.method.pooling().is_dense();
             let kernel_pays = vocab_pipeline::svm::kernel_pays(
-                e.training as usize,
+                rows as usize,
                 mapped as usize,
-                (e.training as f64 * mapped) as usize,
+                (n * mapped) as usize,
                 (models * fits) as usize,
             );
             svm += match (dense, kernel_pays) {
                 (true, true) => kernel,
                 (true, false) => primal,
-                (false, _) if e.training as usize > vocab_pipeline::svm::KERNEL_ROWS => primal,
+                (false, _) if rows as usize > vocab_pipeline::svm::KERNEL_ROWS => primal,
                 (false, _) => primal.min(kernel),
             };
         }
@@ -585,6 +590,9 @@ fn print_encode(config: &Config, engine: &Backend, nodes: u64, photos: u64) -> a
             e.pyramid
         ),
     }
+    if config.classify.mirror {
+        println!("    and each trial's training photos mirrored left to right, alike");
+    }
     let tasks = config.plan.map_tasks_per_node as u64;
     // (VLAD's sums grow with the words: the largest vocabulary's.)
     let largest = config.sizes().iter().copied().max().unwrap_or(0);
@@ -627,12 +635,17 @@ fn print_encode(config: &Config, engine: &Backend, nodes: u64, photos: u64) -> a
     };
     println!(
         "  svm         per vocabulary and attribute: linear SVMs ({}){map}, C from {} folds x \
-         5 values on the training photos",
+         5 values on the training photos{}",
         match c.solver {
             vocab_pipeline::svm::Solver::Dcd => "dual coordinate descent",
             vocab_pipeline::svm::Solver::Linfa => "linfa-svm",
         },
-        c.cv
+        c.cv,
+        if c.mirror {
+            " and their mirror images (each in its photo's fold)"
+        } else {
+            ""
+        }
     );
     println!(
         "  (comm s: link-bound seconds per iteration at {} Mbit/s per node, both directions at \

@@ -5,6 +5,8 @@
 # components, EM to scikit-learn's tolerance), each variant encoding every photo its way, then a
 # linear SVM per attribute (C by an inner 5-fold CV on the training folds) scored on the held-out
 # fold.
+# A variant whose train flags are --mirrored also encodes each fold's training photos mirrored
+# left to right (vocab encode --mirror) and trains on them beside the photos.
 # usage: eval/accuracy/encodings.sh [photos dir]   (VARIANTS, FOLDS, ATTRIBUTES to narrow)
 # Results already in encodings.csv (same fold, variant, attribute) are not run again.
 # writes encodings.csv and encodings-timings.csv; encodings_report.py makes the table.
@@ -35,6 +37,7 @@ fisher-g256-d64-p2-s4|g256x64|--stride 4 --method fisher --pyramid 2|
 fisher-g128-d96-p2-s4|g128x96|--stride 4 --method fisher --pyramid 2|
 fisher-g128-d48-p2-s4|g128x48|--stride 4 --method fisher --pyramid 2|
 fisher-g64-d64-p2-s4-sc64|g64x64|--stride 4 --scales 40,64 --method fisher --pyramid 2|
+fisher-g128-d64-p2-s4-mirror|g128x64|--stride 4 --method fisher --pyramid 2|--mirrored
 "
 want=${VARIANTS:-$(echo "$all_variants" | cut -d'|' -f1 | xargs)}
 python3 "$here/folds.py" "$photos/labels.csv" "$work" "$seed" "$folds"
@@ -72,6 +75,18 @@ for f in ${FOLDS:-$(seq 0 $((folds - 1)))}; do
       # shellcheck disable=SC2086
       "$vocab" --quiet encode --vocabulary "$words" --input "$photos" $enc --out "$hist" > /dev/null
       echo "$f,$name,encode,$(dt "$s")" >> "$timings"
+    fi
+    # --mirrored: the training photos mirrored, encoded alike, train beside them.
+    if [ "$train" = "--mirrored" ]; then
+      mirrored="$work/hist-$f-$name-mirrored.bin"
+      if [ ! -f "$mirrored" ]; then
+        s=$(t0)
+        # shellcheck disable=SC2086
+        "$vocab" --quiet encode --vocabulary "$words" --input "$photos" --labels "$work/train-$f.csv" \
+          $enc --mirror --out "$mirrored" > /dev/null
+        echo "$f,$name,encode-mirrored,$(dt "$s")" >> "$timings"
+      fi
+      train="--mirrored $mirrored"
     fi
     values=$(python3 -c "import struct,sys; b=open(sys.argv[1],'rb').read(16); print(struct.unpack('<I', b[12:16])[0])" "$hist")
     for attr in $attributes; do

@@ -1,6 +1,7 @@
 """Markdown table of encodings.sh: per variant its method, dictionary (K words or G Gaussians),
 PCA dims, pyramid levels, values a photo, accuracy per attribute (mean ± sd over the folds), and
-per fold the encode rate (photos/s) and the 15-class SVM seconds (C by inner 5-fold CV, final
+per fold the encode rate (photos/s; 1,500 photos over the seconds of every encode the variant
+runs, the training photos' mirror images too) and the 15-class SVM seconds (C by inner 5-fold CV, final
 fit, scoring).
 
 usage: python3 eval/accuracy/encodings_report.py [encodings.csv [encodings-timings.csv]]
@@ -40,6 +41,8 @@ def parts(name):
     scales = re.search(r"-sc(\d+)", name)
     if scales:
         notes.append(f"scales 40, {scales.group(1)}")
+    if name.endswith("-mirror"):
+        notes.append("+ mirror images")
     return method, k, d.group(1) if d else "-", p, ", ".join(notes)
 
 
@@ -59,7 +62,9 @@ for v in order:
     method, k, d, p, notes = parts(v)
     cells = [mean_sd(acc.get((v, a), [])) for a in attributes]
     folds = max(len(acc.get((v, a), [])) for a in attributes)
-    enc = seconds.get((v, "encode"), [])
+    # With mirror images, their encoding (the training photos again) counts in the rate.
+    mirrored = seconds.get((v, "encode-mirrored"), [])
+    enc = [a + b for a, b in zip(seconds.get((v, "encode"), []), mirrored)] or seconds.get((v, "encode"), [])
     rate = f"{PHOTOS / statistics.mean(enc):.0f}" if enc else "-"
     svm = seconds.get((v, "svm-class"), [])
     print(f"| {method} | {k} | {d} | {p} | {values[v]:,} | {notes} | " + " | ".join(cells)

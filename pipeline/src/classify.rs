@@ -402,6 +402,9 @@ pub struct ModelFile {
     /// linear kernel on the histograms as they are).
     #[serde(default)]
     pub kernel_map: Option<KernelMap>,
+    /// Whether each training photo's mirror image trained too (`vocab train --mirrored`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mirrored: bool,
     /// The classifier.
     pub classifier: Classifier,
 }

@@ -12,6 +12,11 @@ pub struct TrainArgs {
     /// Histograms from `vocab encode` (CSV, or bin with its manifest).
     #[arg(long, value_name = "FILE")]
     pub histograms: PathBuf,
+    /// Histograms of the same photos mirrored left to right (`vocab encode --mirror`, same
+    /// vocabulary and settings): each training photo's mirror image trains beside it, in its
+    /// cross-validation fold; photos are scored as they are.
+    #[arg(long, value_name = "FILE")]
+    pub mirrored: Option<PathBuf>,
     /// Labels CSV: path, then attribute columns; an empty cell leaves the photo out.
     #[arg(long, value_name = "CSV")]
     pub labels: PathBuf,

@@ -382,6 +382,11 @@ pub struct ClassifyConfig {
     pub kernel_map: Mapping,
     /// Frequencies of the kernel map after the first (2 N + 1 values per bin).
     pub map_order: usize,
+    /// Train on each training photo's mirror image too (left to right): the run encodes the
+    /// training photos mirrored as well, and each mirror image trains in its photo's
+    /// cross-validation fold (`vocab train --mirrored`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub mirror: bool,
 }
 
 impl Default for ClassifyConfig {
@@ -396,6 +401,7 @@ impl Default for ClassifyConfig {
             solver: Solver::Dcd,
             kernel_map: Mapping::None,
             map_order: 3,
+            mirror: false,
         }
     }
 }

@@ -251,6 +251,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         trials: &trials,
         steps: &runner.steps,
         dictionaries,
+        mirrored: config.classify.mirror,
         words: &vocab_pipeline::montage::MontageParams {
             words: 16,
             patches: 8,
@@ -451,10 +452,23 @@ impl Chain<'_> {
                 vocabulary: &vocabulary,
                 on: self.on,
                 ui: self.ui,
+                mirrored: None,
             };
             let encode_key = encode.key();
             let (encode_dir, ()) = runner.run(&encode)?;
             let histograms = encode_dir.join("histograms.bin");
+            // The training photos mirrored, to train beside them.
+            let training = sampled.split_csv.with_file_name("train.csv");
+            let mirrored = if self.config.classify.mirror {
+                let encode = stages::Encode {
+                    mirrored: Some((&sampled.features_key, &training)),
+                    ..encode
+                };
+                let (dir, ()) = runner.run(&encode)?;
+                Some((encode.key(), dir.join("histograms.bin")))
+            } else {
+                None
+            };
             // The test folder's photos over the same vocabulary.
             let tested = match self.test {
                 Some(test) => {
@@ -467,6 +481,7 @@ impl Chain<'_> {
                         vocabulary: &vocabulary,
                         on: self.on,
                         ui: self.ui,
+                        mirrored: None,
                     };
                     let (dir, ()) = runner.run(&encode)?;
                     Some((encode.key(), dir.join("histograms.bin")))
@@ -482,6 +497,7 @@ impl Chain<'_> {
                     k,
                     attribute,
                     histograms: &histograms,
+                    mirrored: (mirrored.as_ref()).map(|(key, path)| (key.as_str(), path.as_path())),
                     split: &sampled.split_csv,
                     suffix: &suffix,
                     seed: trial.seed,

@@ -132,6 +132,8 @@ pub struct Run<'a> {
     pub dictionaries: Dictionaries,
     /// How the largest vocabulary's montage samples its photos.
     pub words: &'a vocab_pipeline::montage::MontageParams,
+    /// Whether the models trained on the training photos' mirror images too.
+    pub mirrored: bool,
 }
 
 /// What a run learns its encodings from, as the report names them.
@@ -508,6 +510,12 @@ fn markdown(
             "- vocabulary sample: random patches of {described} training photos{}",
             if trials > 1 { " (trial 1)" } else { "" }
         );
+        if run.mirrored {
+            md.push_str(
+                "- models train on the training photos and their mirror images (left to \
+                 right, each in its photo's cross-validation fold)\n",
+            );
+        }
     }
     let scope = match (run.test, trials) {
         (Some(_), _) => "the test folder".to_string(),

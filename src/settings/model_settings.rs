@@ -53,6 +53,8 @@ pub fn protocol_rules(
 pub struct TrainSettings {
     /// Histogram file.
     pub histograms: PathBuf,
+    /// The same photos' histograms mirrored, whose training photos train too.
+    pub mirrored: Option<PathBuf>,
     /// Labels CSV.
     pub labels: PathBuf,
     /// Attribute column.
@@ -114,6 +116,7 @@ impl TrainSettings {
             ("labels", args.labels.as_path()),
         ];
         inputs.extend(args.split.as_deref().map(|s| ("split", s)));
+        inputs.extend(args.mirrored.as_deref().map(|m| ("mirrored", m)));
         apart("out", &args.out, Kind::File, &inputs)?;
         svm_rules(args.c, args.cv, args.map_order)?;
         let split = match (&args.split, args.holdout) {
@@ -130,6 +133,7 @@ impl TrainSettings {
         };
         Ok(Self {
             histograms: args.histograms.clone(),
+            mirrored: args.mirrored.clone(),
             labels: args.labels.clone(),
             attribute: args.attribute.clone(),
             c: args.c,

@@ -318,3 +318,103 @@ fn a_chi2_kernel_map_is_kept_by_the_model_and_needs_l1_histograms() {
         "{err}"
     );
 }
+
+#[test]
+fn mirror_images_of_the_training_photos_train_beside_them() {
+    let scenes = Scenes::new();
+    let path = |name: &str| scenes.dir.path().join(name);
+    let encode = |out: &str, extra: &[&str]| {
+        let args = scenes.encode_args(&path(out), extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(&args)
+    };
+    encode("h.bin", &[]);
+    encode("m.bin", &["--mirror"]);
+    encode("plain.bin", &[]);
+    encode("m-p2.bin", &["--mirror", "--pyramid", "2"]);
+    // Mirror images of a few photos only.
+    let few = path("few.csv");
+    let rows = csv_rows(&scenes.labels);
+    let listed: String = rows[..3].iter().map(|r| format!("{}\n", r[0])).collect();
+    std::fs::write(&few, format!("path\n{listed}")).expect("few");
+    encode("m-few.bin", &["--mirror", "--labels", s(&few)]);
+    let train = |histograms: &str, mirrored: Option<&str>, out: &str| {
+        let (h, model) = (path(histograms), path(out));
+        let mirrored = mirrored.map(path);
+        let mut args = vec![
+            "train",
+            "--histograms",
+            s(&h),
+            "--labels",
+            s(&scenes.labels),
+            "--attribute",
+            "urbanicity",
+            "--cv",
+            "3",
+            "--holdout",
+            "0.5",
+            "--out",
+            s(&model),
+        ];
+        if let Some(m) = &mirrored {
+            args.extend(["--mirrored", s(m)]);
+        }
+        vocab(&args)
+    };
+    let said = train("h.bin", Some("m.bin"), "with.json");
+    let text = String::from_utf8_lossy(&said.stdout).to_string();
+    assert!(said.status.success(), "{said:?}");
+    assert!(
+        text.contains("12 trained on (and their 12 mirror images), 12 held out"),
+        "{text}"
+    );
+    assert!(train("h.bin", None, "without.json").status.success());
+    let model = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(path(name)).expect("model")).expect("json")
+    };
+    let (with, without) = (model("with.json"), model("without.json"));
+    assert_eq!(with["mirrored"], serde_json::json!(true));
+    assert!(without.get("mirrored").is_none());
+    assert_ne!(with["classifier"], without["classifier"]);
+    // The model scores photos as they are, as any other.
+    let said = ok(&[
+        "evaluate",
+        "--model",
+        s(&path("with.json")),
+        "--histograms",
+        s(&path("h.bin")),
+        "--labels",
+        s(&scenes.labels),
+        "--held-out",
+    ]);
+    assert!(said.contains("12 held-out photos scored"), "{said}");
+    // Refused, naming the files: the histograms themselves, photos as they are, mirrored
+    // photos as --histograms, other settings, training photos without a mirror image.
+    for (histograms, mirrored, want) in [
+        ("h.bin", "h.bin", "is the --histograms file"),
+        (
+            "h.bin",
+            "plain.bin",
+            "plain.bin: holds the photos as they are",
+        ),
+        ("m.bin", "h.bin", "m.bin: holds mirrored photos"),
+        (
+            "h.bin",
+            "m-p2.bin",
+            "m-p2.bin: encoded otherwise than --histograms",
+        ),
+        (
+            "h.bin",
+            "m-few.bin",
+            "m-few.bin: has no row for the training photo",
+        ),
+    ] {
+        let said = train(histograms, Some(mirrored), "refused.json");
+        let err = String::from_utf8_lossy(&said.stderr).to_string();
+        assert!(
+            !said.status.success() && err.contains(want),
+            "{mirrored}: {err}"
+        );
+        assert!(!path("refused.json").exists());
+    }
+}

@@ -675,4 +675,31 @@ fn a_fisher_run_learns_its_mixture_on_the_workers_and_scores_fisher_vectors() {
     // Cached on a second run.
     let again = ok(&["run", s(&config), "--work", s(&work)]);
     assert!(!again.contains("EM steps"), "{again}");
+    // Mirror images: the training photos are encoded mirrored too and train beside them; the
+    // photos' histograms come from the cache.
+    let mirrored = dir.path().join("mirrored.toml");
+    std::fs::write(&mirrored, format!("{text}mirror = true\n")).expect("mirrored");
+    let plan = ok(&["run", s(&mirrored), "--plan"]);
+    assert!(
+        plan.contains("training photos mirrored left to right")
+            && plan.contains("and their mirror images"),
+        "{plan}"
+    );
+    let before = steps(&work);
+    let out = ok(&["run", s(&mirrored), "--work", s(&work)]);
+    assert!(
+        out.contains("8 photos mirrored") && out.contains("(and their 8 mirror images)"),
+        "{out}"
+    );
+    let new: Vec<String> = (steps(&work).into_iter())
+        .filter(|s| !before.contains(s))
+        .collect();
+    assert_eq!(new.len(), 2, "{new:?}");
+    let md = std::fs::read_to_string(work.join("report").join("report.md")).expect("report");
+    assert!(md.contains("and their mirror images"), "{md}");
+    assert!(
+        new.iter().any(|s| s.starts_with("encode/g3-mirrored-"))
+            && new.iter().any(|s| s.starts_with("svm/")),
+        "{new:?}"
+    );
 }

@@ -54,6 +54,13 @@ impl Encoding {
     pub fn params(&self) -> &EncodeParams {
         &self.params
     }
+
+    /// The same encoding of the photos mirrored (or, of mirrored photos, as they are).
+    pub fn mirror_image(&self) -> Self {
+        let mut mirrored = self.clone();
+        mirrored.params.features.mirror = !self.params.features.mirror;
+        mirrored
+    }
 }
 
 /// [`Encoding`] as its file spells it (the fields of the first records, later ones optional).

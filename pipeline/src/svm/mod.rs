@@ -69,6 +69,73 @@ pub enum SvmError {
     /// linfa-svm refused the problem.
     #[error("linfa-svm: {0}")]
     Linfa(String),
+    /// Copies that are not copies of a photo row of their class.
+    #[error("{0}")]
+    Copies(String),
+}
+
+/// Training rows and their classes: the photos' rows first, then copies of some of them (mirror
+/// images), each `copy_of` its photo. A cross-validation keeps a copy in its photo's fold (so a
+/// photo is never scored by a model that trained on its copy), folds the photos alone (their
+/// folds are those without copies), and scores photo rows only.
+#[derive(Debug, Clone, Copy)]
+pub struct Labelled<'a> {
+    rows: &'a Rows,
+    y: &'a [usize],
+    copy_of: &'a [usize],
+}
+
+impl<'a> Labelled<'a> {
+    /// Rows `rows` of classes `y`, none a copy.
+    pub fn new(rows: &'a Rows, y: &'a [usize]) -> Self {
+        Self {
+            rows,
+            y,
+            copy_of: &[],
+        }
+    }
+
+    /// Rows `rows` of classes `y` whose last `copy_of.len()` rows are copies: row
+    /// `n + j` (with `n = y.len() - copy_of.len()` photos) copies photo row `copy_of[j]`, of
+    /// the same class.
+    pub fn with_copies(
+        rows: &'a Rows,
+        y: &'a [usize],
+        copy_of: &'a [usize],
+    ) -> Result<Self, SvmError> {
+        let n = y.len().checked_sub(copy_of.len()).ok_or_else(|| {
+            SvmError::Copies(format!("{} copies of {} rows", copy_of.len(), y.len()))
+        })?;
+        if rows.len() != y.len() {
+            return Err(SvmError::Copies(format!(
+                "{} rows, {} classes",
+                rows.len(),
+                y.len()
+            )));
+        }
+        for (j, &of) in copy_of.iter().enumerate() {
+            if of >= n || y[n + j] != y[of] {
+                return Err(SvmError::Copies(format!(
+                    "row {} copies row {of}: not a photo row of its class",
+                    n + j
+                )));
+            }
+        }
+        Ok(Self { rows, y, copy_of })
+    }
+
+    /// The photo rows (the rows before the copies).
+    fn photos(&self) -> usize {
+        self.y.len() - self.copy_of.len()
+    }
+
+    /// Each row's fold of `folds`: the photos' stratified, seeded folds; a copy its photo's.
+    fn folds(&self, folds: usize, seed: u64) -> Vec<usize> {
+        let mut fold = stratified_folds(&self.y[..self.photos()], folds, seed);
+        let copies: Vec<usize> = self.copy_of.iter().map(|&of| fold[of]).collect();
+        fold.extend(copies);
+        fold
+    }
 }
 
 /// Settings of the solver.
@@ -641,8 +708,7 @@ pub fn cross_validate(
 ) -> Result<f64, SvmError> {
     let rows = Rows::from_dense(x);
     let path = cross_validate_path(
-        &rows,
-        y,
+        &Labelled::new(&rows, y),
         classes,
         &[params.c],
         params,
@@ -672,8 +738,7 @@ pub struct CvPath {
 /// fold's thread), for progress.
 #[allow(clippy::too_many_arguments)]
 pub fn cross_validate_path(
-    rows: &Rows,
-    y: &[usize],
+    data: &Labelled,
     classes: &[String],
     grid: &[f64],
     params: &SvmParams,
@@ -682,8 +747,10 @@ pub fn cross_validate_path(
     fitted: &(dyn Fn(usize, f64) + Sync),
 ) -> Result<CvPath, SvmError> {
     use rayon::prelude::*;
+    let (rows, y) = (data.rows, data.y);
     let folds = folds.max(2);
-    let fold = stratified_folds(y, folds, seed);
+    let fold = data.folds(folds, seed);
+    let photos = data.photos();
     let mut ascending: Vec<usize> = (0..grid.len()).collect();
     ascending.sort_by(|&a, &b| grid[a].total_cmp(&grid[b]));
     // Every fold at every C, and the final fit, for each model: one kernel form serves them all.
@@ -698,7 +765,8 @@ pub fn cross_validate_path(
         .into_par_iter()
         .map(|f| {
             let train: Vec<usize> = (0..y.len()).filter(|&i| fold[i] != f).collect();
-            let test: Vec<usize> = (0..y.len()).filter(|&i| fold[i] == f).collect();
+            // Photos only: a copy is scored as its photo is.
+            let test: Vec<usize> = (0..photos).filter(|&i| fold[i] == f).collect();
             if test.is_empty() {
                 return Ok(None);
             }
@@ -849,8 +917,7 @@ pub struct Chosen {
 /// that accuracy; `fitted(fold, c)` after each of the `folds x grid` fits.
 #[allow(clippy::too_many_arguments)]
 pub fn choose_c(
-    rows: &Rows,
-    y: &[usize],
+    data: &Labelled,
     classes: &[String],
     grid: &[f64],
     folds: usize,
@@ -863,7 +930,7 @@ pub fn choose_c(
         solver,
         ..SvmParams::default()
     };
-    let path = cross_validate_path(rows, y, classes, grid, &params, folds, seed, fitted)?;
+    let path = cross_validate_path(data, classes, grid, &params, folds, seed, fitted)?;
     let (best, accuracy) =
         (path.scores.iter().enumerate()).fold((0, f64::NEG_INFINITY), |best, (g, &acc)| {
             if acc > best.1 { (g, acc) } else { best }
@@ -939,8 +1006,7 @@ mod tests {
         let rows: Vec<&[f32]> = x.iter().map(Vec::as_slice).collect();
         let classes: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
         let chosen = choose_c(
-            &Rows::from_dense(&rows),
-            &y,
+            &Labelled::new(&Rows::from_dense(&rows), &y),
             &classes,
             &[0.01, 1.0, 100.0],
             5,
@@ -1086,8 +1152,9 @@ mod tests {
         let grid = [10.0, 0.01, 1.0];
         let params = SvmParams::default();
         let dense = Rows::from_dense(&rows);
-        let path = cross_validate_path(&dense, &y, &classes, &grid, &params, 4, 3, &|_, _| {})
-            .expect("cv");
+        let labelled = Labelled::new(&dense, &y);
+        let path =
+            cross_validate_path(&labelled, &classes, &grid, &params, 4, 3, &|_, _| {}).expect("cv");
         for (&c, &warm) in grid.iter().zip(&path.scores) {
             let cold =
                 cross_validate(&rows, &y, &classes, &SvmParams { c, ..params }, 4, 3).expect("cv");
@@ -1228,7 +1295,8 @@ mod tests {
                         ..SvmParams::default()
                     };
                     let grid = [0.1, 1.0, 10.0];
-                    cross_validate_path(&layout, y, &classes, &grid, &params, 3, 4, &|_, _| {})
+                    let labelled = Labelled::new(&layout, y);
+                    cross_validate_path(&labelled, &classes, &grid, &params, 3, 4, &|_, _| {})
                         .expect("cv")
                 };
                 let (p, k) = (cv(Form::Primal), cv(Form::Kernel));
@@ -1268,6 +1336,69 @@ mod tests {
         assert!(kernel_for(&sparse, Form::Auto, 1).is_some());
     }
 
+    /// Copies keep the photos' folds and stay in their photo's fold: identical copies of every
+    /// photo train like the photos alone at twice the C (the same squared-hinge objective), and
+    /// a copy never lets its photo be scored by a model that saw it.
+    #[test]
+    fn copies_train_in_their_photos_folds_and_are_never_scored() {
+        let (x, y) = clouds(120, 4, 0.5, 21);
+        let n = y.len();
+        let doubled: Vec<&[f32]> = x.iter().chain(&x).map(Vec::as_slice).collect();
+        let photos = Rows::from_dense(&doubled[..n]);
+        let with_copies = Rows::from_dense(&doubled);
+        let copy_of: Vec<usize> = (0..n).collect();
+        let yy: Vec<usize> = y.iter().chain(&y).copied().collect();
+        let copied = Labelled::with_copies(&with_copies, &yy, &copy_of).expect("copies");
+        let fold = copied.folds(5, 3);
+        assert_eq!(fold[..n], stratified_folds(&y, 5, 3)[..]);
+        assert_eq!(fold[n..], fold[..n]);
+        let classes = ["a".to_string(), "b".to_string()];
+        let params = SvmParams {
+            tol: 1e-9,
+            ..SvmParams::default()
+        };
+        let grid = [0.01, 0.1, 1.0];
+        let twice: Vec<f64> = grid.iter().map(|c| 2.0 * c).collect();
+        let cv = |data: &Labelled, grid: &[f64]| {
+            cross_validate_path(data, &classes, grid, &params, 5, 3, &|_, _| {}).expect("cv")
+        };
+        let with = cv(&copied, &grid);
+        let alone = cv(&Labelled::new(&photos, &y), &twice);
+        for (a, b) in with.scores.iter().zip(&alone.scores) {
+            assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+        }
+        assert_eq!(with.starts[0][0].len(), 2 * n);
+        // Labels without signal on rows that can be shattered: scoring a photo whose copy trained
+        // would be right nearly every time; scored only by models that never saw it, chance.
+        let mut state = 5u64;
+        let mut next = move || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
+            (state >> 33) as f32 / (1u64 << 31) as f32
+        };
+        let n = 60;
+        let noise: Vec<Vec<f32>> = (0..n).map(|_| (0..200).map(|_| next()).collect()).collect();
+        let y: Vec<usize> = (0..n).map(|_| usize::from(next() < 0.5)).collect();
+        let rows: Vec<&[f32]> = noise.iter().chain(&noise).map(Vec::as_slice).collect();
+        let rows = Rows::from_dense(&rows);
+        let yy: Vec<usize> = y.iter().chain(&y).copied().collect();
+        let copy_of: Vec<usize> = (0..n).collect();
+        let copied = Labelled::with_copies(&rows, &yy, &copy_of).expect("copies");
+        let score = cv(&copied, &[100.0]).scores[0];
+        assert!(score < 0.75, "{score}");
+        // Not copies: one of another class, a copy of a copy, more copies than rows.
+        let three: Vec<&[f32]> = noise[..3].iter().map(Vec::as_slice).collect();
+        let three = Rows::from_dense(&three);
+        for (y, copy_of) in [(&[0, 1, 1][..], &[0][..]), (&[0, 0, 0], &[0, 1])] {
+            let err = Labelled::with_copies(&three, y, copy_of).expect_err("refused");
+            assert!(
+                err.to_string().contains("not a photo row of its class"),
+                "{err}"
+            );
+        }
+        let err = Labelled::with_copies(&three, &[0, 0, 0], &[0, 0, 0, 0]).expect_err("refused");
+        assert!(err.to_string().contains("4 copies of 3 rows"), "{err}");
+    }
+
     /// The fit on all the rows from the folds' averaged duals reaches the cold fit's optimum.
     #[test]
     fn the_chosen_start_reaches_the_cold_optimum() {
@@ -1276,8 +1407,7 @@ mod tests {
         let dense = Rows::from_dense(&rows);
         let classes = ["a".to_string(), "b".to_string()];
         let chosen = choose_c(
-            &dense,
-            &y,
+            &Labelled::new(&dense, &y),
             &classes,
             &[0.1, 10.0],
             5,

@@ -29,6 +29,9 @@ pub struct Svm<'a> {
     pub attribute: &'a str,
     /// The histograms.
     pub histograms: &'a Path,
+    /// The training photos' mirror images, encoded alike (`[classify] mirror`), and the key of
+    /// their encode step.
+    pub mirrored: Option<(&'a str, &'a Path)>,
     /// The split file.
     pub split: &'a Path,
     /// What the step's label ends with (the trial's).
@@ -87,6 +90,9 @@ impl Stage for Svm<'_> {
         if let Some(test) = &self.test {
             key.push(json!(["test", test.encode_key]));
         }
+        if let Some((mirrored, _)) = self.mirrored {
+            key.push(json!(["mirrored", mirrored]));
+        }
         digest(&json!(key))
     }
 
@@ -95,6 +101,7 @@ impl Stage for Svm<'_> {
         let model = tmp.join("model.json");
         let settings = TrainSettings {
             histograms: self.histograms.to_path_buf(),
+            mirrored: self.mirrored.map(|(_, path)| path.to_path_buf()),
             labels: self.dataset.labels.clone(),
             attribute: self.attribute.to_string(),
             c: None,

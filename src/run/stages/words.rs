@@ -9,6 +9,7 @@ use vocab_pipeline::kmeans::Assignment;
 
 use crate::config::Config;
 use crate::kmeans_cmd::Fitted;
+use crate::options::EncodeOptions;
 use crate::progress::Ui;
 use crate::ranks::Mpi;
 use crate::run::dataset::Dataset;
@@ -202,6 +203,9 @@ pub struct Encode<'a> {
     pub on: On<'a>,
     /// Progress.
     pub ui: &'a Ui,
+    /// Encode the training photos mirrored instead (`[classify] mirror`): the key of the step
+    /// that split the photos, and its list of training photos.
+    pub mirrored: Option<(&'a str, &'a Path)>,
 }
 
 impl Stage for Encode<'_> {
@@ -212,16 +216,31 @@ impl Stage for Encode<'_> {
     }
 
     fn label(&self) -> String {
-        format!("{}{}{}", size_prefix(self.config), self.k, self.suffix)
+        let mirrored = if self.mirrored.is_some() {
+            "-mirrored"
+        } else {
+            ""
+        };
+        format!(
+            "{}{}{}{mirrored}",
+            size_prefix(self.config),
+            self.k,
+            self.suffix
+        )
     }
 
     fn key(&self) -> String {
-        digest(&json!([
-            self.kmeans_key,
-            self.dataset.key,
-            self.config.encode,
-            vocab_pipeline::image_io::DECODING
-        ]))
+        let mut key = vec![
+            json!(self.kmeans_key),
+            json!(self.dataset.key),
+            json!(self.config.encode),
+            json!(vocab_pipeline::image_io::DECODING),
+        ];
+        // Keys of the photos as they are stay what they were.
+        if let Some((split_key, _)) = self.mirrored {
+            key.push(json!(["mirrored", split_key]));
+        }
+        digest(&json!(key))
     }
 
     /// Sharded over nodes, the stage resumes from the rounds it saved.
@@ -230,12 +249,22 @@ impl Stage for Encode<'_> {
     }
 
     fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+        let (labels, options) = match self.mirrored {
+            Some((_, training)) => (
+                training,
+                EncodeOptions {
+                    mirror: true,
+                    ..self.config.encode.clone()
+                },
+            ),
+            None => (self.dataset.labels.as_path(), self.config.encode.clone()),
+        };
         let settings = EncodeSettings::new(
             self.vocabulary,
             &self.dataset.photos,
-            Some(&self.dataset.labels),
+            Some(labels),
             &tmp.join("histograms.bin"),
-            &self.config.encode,
+            &options,
         )?;
         crate::photo_cmd::encode(&settings, self.ui, self.on, out).map(|_| ())
     }
