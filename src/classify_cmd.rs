@@ -232,19 +232,24 @@ fn mirror_rows(
         path.display()
     );
     let theirs = read_encoding(path)?;
-    if let (Some(ours), Some(theirs)) = (encoding, theirs.as_ref()) {
+    // What the records say is checked whichever of them there is.
+    if let Some(ours) = encoding {
         ensure!(
             !ours.params().features.mirror,
             "--histograms {}: holds mirrored photos (vocab encode --mirror); give the photos as \
              they are, and their mirror images as --mirrored",
             args.histograms.display()
         );
+    }
+    if let Some(theirs) = &theirs {
         ensure!(
             theirs.params().features.mirror,
             "--mirrored {}: holds the photos as they are; give the histograms of `vocab encode \
              --mirror`",
             path.display()
         );
+    }
+    if let (Some(ours), Some(theirs)) = (encoding, &theirs) {
         ensure!(
             *theirs == ours.mirror_image(),
             "--mirrored {}: encoded otherwise than --histograms {} ({} against {}); encode both \
@@ -255,7 +260,7 @@ fn mirror_rows(
             manifest_path(&args.histograms, "encoding.json").display()
         );
     }
-    let mirror = read_histograms(path)?;
+    let mirror = read_histograms(path).with_context(|| format!("--mirrored {}", path.display()))?;
     let by_path: std::collections::HashMap<&str, usize> = (mirror.paths.iter())
         .enumerate()
         .map(|(i, p)| (p.as_str(), i))

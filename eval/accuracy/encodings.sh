@@ -5,7 +5,7 @@
 # components, EM to scikit-learn's tolerance), each variant encoding every photo its way, then a
 # linear SVM per attribute (C by an inner 5-fold CV on the training folds) scored on the held-out
 # fold.
-# A variant whose train flags are --mirrored also encodes each fold's training photos mirrored
+# A variant whose train flags are exactly --mirrored (no other train flag with it) also encodes each fold's training photos mirrored
 # left to right (vocab encode --mirror) and trains on them beside the photos.
 # usage: eval/accuracy/encodings.sh [photos dir]   (VARIANTS, FOLDS, ATTRIBUTES to narrow)
 # Results already in encodings.csv (same fold, variant, attribute) are not run again.

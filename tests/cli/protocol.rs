@@ -74,7 +74,7 @@ fn each_trial_learns_only_from_its_own_training_photos() {
         dir.path(),
         "trials",
         &photos,
-        "train_per_class = 3\ntrials = 2\n",
+        "train_per_class = 3\ntrials = 2\nmirror = true\n",
     );
     let first = dir.path().join("first");
     let out = ok(&["run", s(&config), "--work", s(&first)]);
@@ -154,6 +154,15 @@ fn each_trial_learns_only_from_its_own_training_photos() {
         std::fs::read(step(work, "encode", "k8-t1").join("histograms.bin")).expect("histograms")
     };
     assert_ne!(histograms(&first), histograms(&second));
+    // The mirror images are of the training photos alone.
+    let mirrored = |work: &Path| {
+        let dir = step(work, "encode", "k8-t1-mirrored");
+        let listed = csv_rows(&dir.join("histograms.bin.images.csv"));
+        let bytes = std::fs::read(dir.join("histograms.bin")).expect("histograms");
+        (listed.len(), bytes)
+    };
+    assert_eq!(mirrored(&first).0, train.len());
+    assert_eq!(mirrored(&first), mirrored(&second));
 }
 
 #[test]

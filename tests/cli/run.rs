@@ -697,6 +697,11 @@ fn a_fisher_run_learns_its_mixture_on_the_workers_and_scores_fisher_vectors() {
     assert_eq!(new.len(), 2, "{new:?}");
     let md = std::fs::read_to_string(work.join("report").join("report.md")).expect("report");
     assert!(md.contains("and their mirror images"), "{md}");
+    // Again: every step from the cache.
+    let cached = steps(&work);
+    let again = ok(&["run", s(&mirrored), "--work", s(&work)]);
+    assert!(!again.contains("photos mirrored"), "{again}");
+    assert_eq!(steps(&work), cached);
     assert!(
         new.iter().any(|s| s.starts_with("encode/g3-mirrored-"))
             && new.iter().any(|s| s.starts_with("svm/")),

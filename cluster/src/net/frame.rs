@@ -19,8 +19,9 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
-/// Protocol version spoken by this build.
-pub const PROTOCOL_VERSION: u8 = 3;
+/// Protocol version spoken by this build (4: a photo job's description may ask for mirrored
+/// photos, which a member of an older build would not know to do).
+pub const PROTOCOL_VERSION: u8 = 4;
 /// Magic bytes opening every frame.
 pub const MAGIC: [u8; 2] = *b"VC";
 /// Header length in bytes.

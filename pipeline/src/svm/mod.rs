@@ -64,14 +64,29 @@ pub enum Form {
 }
 
 /// Errors of training.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum SvmError {
     /// linfa-svm refused the problem.
     #[error("linfa-svm: {0}")]
     Linfa(String),
-    /// Copies that are not copies of a photo row of their class.
-    #[error("{0}")]
-    Copies(String),
+    /// More copies than rows, or rows and classes of different counts.
+    #[error("{copies} copies among {rows} rows of {classes} classes")]
+    CopyCount {
+        /// Copies.
+        copies: usize,
+        /// Rows.
+        rows: usize,
+        /// Class labels given.
+        classes: usize,
+    },
+    /// A copy of a row that is not a photo row of its class.
+    #[error("row {row} copies row {of}: not a photo row of its class")]
+    NotACopy {
+        /// The copy.
+        row: usize,
+        /// The row it names.
+        of: usize,
+    },
 }
 
 /// Training rows and their classes: the photos' rows first, then copies of some of them (mirror
@@ -103,35 +118,31 @@ impl<'a> Labelled<'a> {
         y: &'a [usize],
         copy_of: &'a [usize],
     ) -> Result<Self, SvmError> {
-        let n = y.len().checked_sub(copy_of.len()).ok_or_else(|| {
-            SvmError::Copies(format!("{} copies of {} rows", copy_of.len(), y.len()))
-        })?;
+        let count = SvmError::CopyCount {
+            copies: copy_of.len(),
+            rows: rows.len(),
+            classes: y.len(),
+        };
+        let n = y.len().checked_sub(copy_of.len()).ok_or(count.clone())?;
         if rows.len() != y.len() {
-            return Err(SvmError::Copies(format!(
-                "{} rows, {} classes",
-                rows.len(),
-                y.len()
-            )));
+            return Err(count);
         }
         for (j, &of) in copy_of.iter().enumerate() {
             if of >= n || y[n + j] != y[of] {
-                return Err(SvmError::Copies(format!(
-                    "row {} copies row {of}: not a photo row of its class",
-                    n + j
-                )));
+                return Err(SvmError::NotACopy { row: n + j, of });
             }
         }
         Ok(Self { rows, y, copy_of })
     }
 
     /// The photo rows (the rows before the copies).
-    fn photos(&self) -> usize {
+    fn n_photos(&self) -> usize {
         self.y.len() - self.copy_of.len()
     }
 
     /// Each row's fold of `folds`: the photos' stratified, seeded folds; a copy its photo's.
     fn folds(&self, folds: usize, seed: u64) -> Vec<usize> {
-        let mut fold = stratified_folds(&self.y[..self.photos()], folds, seed);
+        let mut fold = stratified_folds(&self.y[..self.n_photos()], folds, seed);
         let copies: Vec<usize> = self.copy_of.iter().map(|&of| fold[of]).collect();
         fold.extend(copies);
         fold
@@ -750,7 +761,7 @@ pub fn cross_validate_path(
     let (rows, y) = (data.rows, data.y);
     let folds = folds.max(2);
     let fold = data.folds(folds, seed);
-    let photos = data.photos();
+    let photos = data.n_photos();
     let mut ascending: Vec<usize> = (0..grid.len()).collect();
     ascending.sort_by(|&a, &b| grid[a].total_cmp(&grid[b]));
     // Every fold at every C, and the final fit, for each model: one kernel form serves them all.
@@ -1396,7 +1407,11 @@ mod tests {
             );
         }
         let err = Labelled::with_copies(&three, &[0, 0, 0], &[0, 0, 0, 0]).expect_err("refused");
-        assert!(err.to_string().contains("4 copies of 3 rows"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("4 copies among 3 rows of 3 classes"),
+            "{err}"
+        );
     }
 
     /// The fit on all the rows from the folds' averaged duals reaches the cold fit's optimum.
