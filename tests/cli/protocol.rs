@@ -225,6 +225,12 @@ fn a_test_folder_is_scored_whole_and_never_learned_from() {
     ok(&["run", s(&keyed), "--work", s(&third)]);
     let read = |work: &Path| std::fs::read(work.join("report/accuracy.csv")).expect("accuracy");
     assert_eq!(read(&first), read(&third));
+    // Mirror images: of every photo of the dataset (each trains), none of the test folder's.
+    let mirrored = self::config(dir.path(), "mirrored", &photos, "mirror = true\n");
+    ok(&["run", s(&mirrored), "--work", s(&first), "--test", s(&test)]);
+    let listed = step(&first, "encode", "k8-mirrored").join("histograms.bin.images.csv");
+    assert_eq!(csv_rows(&listed).len(), 16);
+    assert!(!steps(&first).iter().any(|s| s.contains("test-mirrored")));
 }
 
 #[test]
