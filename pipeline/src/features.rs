@@ -23,7 +23,7 @@ use tempfile::NamedTempFile;
 use thiserror::Error;
 
 use crate::atomic;
-use crate::hog::{BlockGrid, CELL_SIDE, DIMS, PATCH_SIDE, PatchDescriber};
+use crate::hog::{BlockGrid, CELL_SIDE, DIMS, PATCH_SIDE, PatchDescriber, PatchPlanes};
 use crate::image_io::{Collection, Luminance, Photo, Skip, load_luminance};
 use crate::params::Broken;
 use crate::patch::{MAX_PER_IMAGE, Sampling};
@@ -284,6 +284,7 @@ impl<T> Source<T> for Given<T> {
 pub(crate) struct Describers {
     patch: PatchDescriber,
     grid: BlockGrid,
+    planes: PatchPlanes,
     /// For stages that assign patches to words.
     pub assign: crate::kmeans::AssignScratch,
     /// The same with the integer kernel (nearest word, nearest few).
@@ -307,7 +308,20 @@ pub(crate) struct Layout {
     pub height: usize,
     /// Top-left `(row, col)` of each patch.
     pub positions: Vec<(usize, usize)>,
-    aligned: bool,
+    /// How the patches are described.
+    by: DescribedBy,
+}
+
+/// How a layout's patches are described, all to the same definition (`hog(patch)`, or the
+/// grid's windows for cell-aligned grids).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DescribedBy {
+    /// Windows of the photo's block grid (a cell-aligned dense grid).
+    Grid,
+    /// Gradients binned once for the photo ([`PatchPlanes`]: a dense grid off the cells).
+    Planes,
+    /// Each patch on its own (random patches).
+    Patch,
 }
 
 impl Layout {
@@ -321,11 +335,12 @@ impl Layout {
     ) {
         let positions = &self.positions[range];
         values.resize(positions.len() * DIMS, 0.0);
+        let size = (self.width, self.height);
         for (&(r, c), out) in positions.iter().zip(values.chunks_exact_mut(DIMS)) {
-            if self.aligned {
-                describers.grid.window(r / CELL_SIDE, c / CELL_SIDE, out);
-            } else {
-                describers.patch.describe(&lum.data, self.width, r, c, out);
+            match self.by {
+                DescribedBy::Grid => describers.grid.window(r / CELL_SIDE, c / CELL_SIDE, out),
+                DescribedBy::Planes => describers.planes.describe(&lum.data, size, (r, c), out),
+                DescribedBy::Patch => describers.patch.describe(&lum.data, self.width, r, c, out),
             }
         }
     }
@@ -362,15 +377,21 @@ pub(crate) fn lay_out(
         return Err(Skip::TooLarge { width, height });
     }
     let positions = sampling.positions(picture_id, width, height);
-    let aligned = sampling.is_cell_aligned();
-    if aligned {
-        describers.grid.compute(&lum.data, width, height);
+    let by = match sampling {
+        _ if sampling.is_cell_aligned() => DescribedBy::Grid,
+        Sampling::Dense { .. } => DescribedBy::Planes,
+        Sampling::Random { .. } => DescribedBy::Patch,
+    };
+    match by {
+        DescribedBy::Grid => describers.grid.compute(&lum.data, width, height),
+        DescribedBy::Planes => describers.planes.forget(),
+        DescribedBy::Patch => {}
     }
     Ok(Layout {
         width,
         height,
         positions,
-        aligned,
+        by,
     })
 }
 

@@ -16,11 +16,15 @@
 //!   (`eps = 1e-5`, clip at `0.2`, renormalise);
 //! * the layout is C order: 4x4 blocks x 2x2 cells x 8 bins = 512 values.
 //!
-//! Two ways to describe patches are offered. [`PatchDescriber`] computes gradients inside the patch
-//! only (the patch is the whole "image" given to `hog`): this is the definition of random patches.
-//! [`BlockGrid`] computes gradients and blocks once over a whole image; the window of 4x4 blocks at
-//! block `(r, c)` then equals `hog(image, feature_vector=False)[r:r+4, c:c+4].ravel()`. Dense
-//! sampling on a cell-aligned grid uses it, which is much cheaper than describing every patch anew.
+//! Three ways to describe patches are offered. [`PatchDescriber`] computes gradients inside the
+//! patch only (the patch is the whole "image" given to `hog`): this is the definition of random
+//! patches. [`PatchPlanes`] gives the same descriptors, bit for bit, for many overlapping patches
+//! of one image: every pixel's gradient is binned once (the three ways a patch can see it) and a
+//! patch only adds its pixels into its cells; dense grids that are not cell-aligned (stride 4) use
+//! it. [`BlockGrid`] computes gradients and blocks once over a whole image; the window of 4x4
+//! blocks at block `(r, c)` then equals `hog(image, feature_vector=False)[r:r+4, c:c+4].ravel()`.
+//! Dense sampling on a cell-aligned grid uses it, which is much cheaper than describing every
+//! patch anew.
 //!
 //! Speed: the exact orientation needs `atan2` in `f64`. Instead, each pixel is first binned with
 //! seven `f32` half-plane tests against the bin boundaries; only a pixel whose gradient lies within
@@ -416,6 +420,187 @@ impl PatchDescriber {
     }
 }
 
+/// Image rows whose gradients [`PatchPlanes`] holds at a time: a band serves every patch whose
+/// 40 rows lie in it, so each row is binned about `BAND_ROWS / (BAND_ROWS - PATCH_SIDE)` times.
+const BAND_ROWS: usize = 128;
+
+/// One way of seeing a band's pixels: each pixel's gradient magnitude and its bin (exact, or
+/// [`NO_BIN`]), row-major.
+#[derive(Debug, Default, Clone)]
+struct Plane {
+    magnitude: Vec<f32>,
+    bins: Vec<u8>,
+}
+
+/// Describes many overlapping 40x40 patches of one image, each exactly as [`PatchDescriber`]
+/// does (`hog(patch)`), with every pixel's gradient binned once rather than once per patch.
+///
+/// A patch sees a pixel in one of four ways: inside the patch (both central differences), on
+/// its first or last row (the row difference is zero), on its first or last column (the column
+/// difference is zero), or in a corner (no gradient). The first three are computed once for a
+/// band of [`BAND_ROWS`] image rows, by the same formulas (`f32` differences, magnitude, the fast
+/// bin deferring to the exact `f64` one); a patch then adds its pixels' magnitudes into its cells
+/// in the same order as [`PatchDescriber`], so the descriptors are the same bits. Dense grids that
+/// are not cell-aligned (stride 4: every pixel in 100 patches) are what this is for.
+///
+/// Call [`PatchPlanes::forget`] before describing another image.
+#[derive(Debug, Default, Clone)]
+pub struct PatchPlanes {
+    /// First image row of the band, and its rows (0: no band).
+    top: usize,
+    rows: usize,
+    width: usize,
+    inner: Plane,
+    row_edge: Plane,
+    col_edge: Plane,
+    scratch: Scratch,
+    cells: Vec<f32>,
+}
+
+impl PatchPlanes {
+    /// Drops the band: the next patch is of another image.
+    pub fn forget(&mut self) {
+        self.rows = 0;
+    }
+
+    /// Describes the patch whose top-left pixel is `(row, col)` of the `width x height` image
+    /// `img` (the same image since the last [`PatchPlanes::forget`]).
+    ///
+    /// # Panics
+    /// If the patch does not lie inside the image or `out` is not [`DIMS`] long (callers lay
+    /// patches out from the image's size: a programming error).
+    pub fn describe(
+        &mut self,
+        img: &[f32],
+        (width, height): (usize, usize),
+        (row, col): (usize, usize),
+        out: &mut [f32],
+    ) {
+        assert!(
+            col + PATCH_SIDE <= width && row + PATCH_SIDE <= height && img.len() == width * height,
+            "patch ({row}, {col}) outside the {width}x{height} image"
+        );
+        assert_eq!(out.len(), DIMS, "descriptor buffer must hold {DIMS} values");
+        if self.rows == 0
+            || self.width != width
+            || row < self.top
+            || row + PATCH_SIDE > self.top + self.rows
+        {
+            self.band(img, width, height, row);
+        }
+        self.cells.clear();
+        self.cells
+            .resize(CELLS_PER_PATCH * CELLS_PER_PATCH * N_BINS, 0.0);
+        let last = PATCH_SIDE - 1;
+        for r in 0..PATCH_SIDE {
+            let at = (row + r - self.top) * width + col;
+            let hist_row = &mut self.cells[(r / CELL_SIDE) * CELLS_PER_PATCH * N_BINS..]
+                [..CELLS_PER_PATCH * N_BINS];
+            let edge_row = r == 0 || r == last;
+            for c in 0..PATCH_SIDE {
+                let edge_col = c == 0 || c == last;
+                let plane = match (edge_row, edge_col) {
+                    (true, true) => continue, // no gradient at all
+                    (true, false) => &self.row_edge,
+                    (false, true) => &self.col_edge,
+                    (false, false) => &self.inner,
+                };
+                let m = plane.magnitude[at + c];
+                if m == 0.0 {
+                    continue;
+                }
+                let bin = plane.bins[at + c];
+                if bin != NO_BIN {
+                    hist_row[(c / CELL_SIDE) * N_BINS + bin as usize] += m;
+                }
+            }
+        }
+        let scale = 1.0 / (CELL_SIDE * CELL_SIDE) as f32;
+        for v in self.cells.iter_mut() {
+            *v *= scale;
+        }
+        for br in 0..BLOCKS_PER_PATCH {
+            for bc in 0..BLOCKS_PER_PATCH {
+                let dst = &mut out[(br * BLOCKS_PER_PATCH + bc) * BLOCK_LEN..][..BLOCK_LEN];
+                normalize_block(&self.cells, CELLS_PER_PATCH, br, bc, dst);
+            }
+        }
+    }
+
+    /// Bins the band of rows from `top` (at most [`BAND_ROWS`], to the image's end) the three
+    /// ways. Pixels on the image's border get what no patch reads.
+    fn band(&mut self, img: &[f32], width: usize, height: usize, top: usize) {
+        let rows = BAND_ROWS.max(PATCH_SIDE).min(height - top);
+        (self.top, self.rows, self.width) = (top, rows, width);
+        for plane in [&mut self.inner, &mut self.row_edge, &mut self.col_edge] {
+            plane.magnitude.resize(rows * width, 0.0);
+            plane.bins.resize(rows * width, NO_BIN);
+        }
+        let scratch = &mut self.scratch;
+        scratch.g_row.resize(width, 0.0);
+        scratch.g_col.resize(width, 0.0);
+        scratch.magnitude.resize(width, 0.0);
+        scratch.bins.resize(width, 0);
+        let zeros = vec![0f32; width];
+        for r in 0..rows {
+            let y = top + r;
+            let line = &img[y * width..][..width];
+            // The image's first and last rows and columns: no patch pixel sees a difference
+            // across them (those are the patch's own edges), so zeros stand in.
+            let (up, down) = if y == 0 || y + 1 == height {
+                (None, None)
+            } else {
+                (
+                    Some(&img[(y - 1) * width..][..width]),
+                    Some(&img[(y + 1) * width..][..width]),
+                )
+            };
+            gradients_row(
+                line,
+                up,
+                down,
+                width,
+                &mut scratch.g_row,
+                &mut scratch.g_col,
+            );
+            let exact = |memo: &mut ExactMemo, c: usize, rows: bool, cols: bool| {
+                let g_row = match (up, down) {
+                    (Some(u), Some(d)) if rows => f64::from(d[c]) - f64::from(u[c]),
+                    _ => 0.0,
+                };
+                let g_col = if !cols || c == 0 || c + 1 == width {
+                    0.0
+                } else {
+                    f64::from(line[c + 1]) - f64::from(line[c - 1])
+                };
+                memo.bin(g_row, g_col)
+            };
+            let at = r * width;
+            for (plane, rows_diff, cols_diff) in [
+                (&mut self.inner, true, true),
+                (&mut self.row_edge, false, true),
+                (&mut self.col_edge, true, false),
+            ] {
+                let g_row = if rows_diff { &scratch.g_row } else { &zeros };
+                let g_col = if cols_diff { &scratch.g_col } else { &zeros };
+                let magnitude = &mut plane.magnitude[at..][..width];
+                let bins = &mut plane.bins[at..][..width];
+                for c in 0..width {
+                    let (gy, gx) = (g_row[c], g_col[c]);
+                    magnitude[c] = (gy * gy + gx * gx).sqrt();
+                    bins[c] = fast_bin(gy, gx);
+                }
+                // (A pixel without magnitude adds nothing: its bin is never read.)
+                for c in 0..width {
+                    if bins[c] == DEFER && magnitude[c] != 0.0 {
+                        bins[c] = exact(&mut scratch.memo, c, rows_diff, cols_diff);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The normalised blocks of a whole image (`hog(image, feature_vector=False)`).
 #[derive(Debug, Default, Clone)]
 pub struct BlockGrid {
@@ -631,6 +816,63 @@ mod tests {
                     let (gy, gx) = (f64::from(gy) * 0.5, f64::from(gx) + f64::from(round) * 0.25);
                     assert_eq!(memo.bin(gy, gx), exact_bin(gy, gx), "({gy}, {gx})");
                 }
+            }
+        }
+    }
+
+    /// Patches described from the image's binned planes are `PatchDescriber`'s bits, on images
+    /// of 8-bit values (ties, flat runs) and of fractional ones, across bands, in any order, and
+    /// after forgetting one image for another of another size.
+    #[test]
+    fn planes_describe_every_patch_as_the_patch_describer_does() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut planes = PatchPlanes::default();
+        let mut patch = PatchDescriber::default();
+        let (mut a, mut b) = (vec![0f32; DIMS], vec![0f32; DIMS]);
+        for (width, height, fractional, stride) in [
+            (131, 300, false, 4),
+            (97, 61, true, 3),
+            (40, 40, false, 1),
+            (88, 173, true, 4),
+        ] {
+            let img: Vec<f32> = (0..width * height)
+                .map(|i| {
+                    let v = next();
+                    match (fractional, v % 4) {
+                        // Flat runs and repeated values: zero gradients and exact ties.
+                        (_, 0) => ((i / 7) % 3) as f32 * 64.0,
+                        (false, _) => (v >> 56) as f32,
+                        (true, _) => (v >> 40) as f32 / 65_536.0 * 0.7 + 3.25,
+                    }
+                })
+                .collect();
+            let mut positions: Vec<(usize, usize)> = (0..=height - PATCH_SIDE)
+                .step_by(stride)
+                .flat_map(|r| {
+                    (0..=width - PATCH_SIDE)
+                        .step_by(stride)
+                        .map(move |c| (r, c))
+                })
+                .collect();
+            // Out of order too: bands are made again wherever a patch needs one.
+            if fractional {
+                positions.reverse();
+            }
+            planes.forget();
+            for &(r, c) in &positions {
+                planes.describe(&img, (width, height), (r, c), &mut a);
+                patch.describe(&img, width, r, c, &mut b);
+                let (a, b): (Vec<u32>, Vec<u32>) = (
+                    a.iter().map(|v| v.to_bits()).collect(),
+                    b.iter().map(|v| v.to_bits()).collect(),
+                );
+                assert_eq!(a, b, "{width}x{height} patch ({r}, {c})");
             }
         }
     }

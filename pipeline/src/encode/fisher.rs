@@ -138,6 +138,16 @@ impl FisherShape {
     }
 }
 
+/// A strip of patches, projected: values `y` (`d` a patch), their squares `y2`, the posteriors
+/// `gamma` (`k` a patch) and the patches' places.
+#[derive(Clone, Copy)]
+struct Patches<'a> {
+    y: &'a [f64],
+    y2: &'a [f64],
+    gamma: &'a [f64],
+    positions: &'a [(usize, usize)],
+}
+
 /// A photo's sums per finest pyramid cell, patches added a strip at a time.
 #[derive(Debug, Clone)]
 pub struct FisherSums {
@@ -186,8 +196,54 @@ impl FisherSums {
         let y2: Vec<f64> = y.iter().map(|v| v * v).collect();
         let mut gamma = Vec::new();
         model.prepared.posteriors(&y, &y2, n, &mut gamma);
+        let patches = Patches {
+            y: &y,
+            y2: &y2,
+            gamma: &gamma,
+            positions,
+        };
+        // The same additions in the same order in every build (no fused multiply-adds): the
+        // wider builds only add more values of a Gaussian's row at once.
+        match crate::isa::level() {
+            #[cfg(target_arch = "x86_64")]
+            crate::isa::Level::Avx512 => {
+                // SAFETY: the level is AVX-512 only when the CPU has AVX-512 F.
+                unsafe { self.accumulate_avx512(&patches) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            crate::isa::Level::Avx2 => {
+                // SAFETY: the level is AVX2 only when the CPU has AVX2.
+                unsafe { self.accumulate_avx2(&patches) }
+            }
+            _ => self.accumulate(&patches),
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn accumulate_avx512(&mut self, patches: &Patches<'_>) {
+        self.accumulate(patches);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn accumulate_avx2(&mut self, patches: &Patches<'_>) {
+        self.accumulate(patches);
+    }
+
+    /// Adds each patch's posteriors and their products with its projected values (and their
+    /// squares) into its finest cell's sums.
+    #[inline(always)]
+    fn accumulate(&mut self, patches: &Patches<'_>) {
+        let (k, d) = (self.shape.k, self.shape.d);
         let cells = 1usize << (self.shape.levels.max(1) - 1);
         let (width, height) = (self.shape.width, self.shape.height);
+        let Patches {
+            y,
+            y2,
+            gamma,
+            positions,
+        } = *patches;
         for (i, &place) in positions.iter().enumerate() {
             let cell = cell_of(place, cells, width, height);
             self.counts[cell] += 1;
@@ -349,6 +405,46 @@ mod tests {
         let strips = sums.finish(&model);
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&whole), bits(&strips));
+    }
+
+    /// Every build the CPU has adds the same sums, bit for bit.
+    #[test]
+    fn every_build_adds_the_same_sums() {
+        let (f, model, shape) = fixture();
+        let n = f.positions.len();
+        let mut x: Vec<f64> = f.descriptors.iter().map(|&v| f64::from(v)).collect();
+        let mut y = Vec::new();
+        model.pca.project_into(&mut x, n, &mut y);
+        let y2: Vec<f64> = y.iter().map(|v| v * v).collect();
+        let mut gamma = Vec::new();
+        model.prepared.posteriors(&y, &y2, n, &mut gamma);
+        let patches = Patches {
+            y: &y,
+            y2: &y2,
+            gamma: &gamma,
+            positions: &f.positions,
+        };
+        let sums = |build: &dyn Fn(&mut FisherSums)| {
+            let mut sums = FisherSums::new(shape);
+            build(&mut sums);
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            (sums.counts, bits(&sums.s0), bits(&sums.s1), bits(&sums.s2))
+        };
+        let portable = sums(&|s| s.accumulate(&patches));
+        assert!(portable.2.iter().any(|&b| b != 0));
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 was just detected.
+                let avx2 = sums(&|s| unsafe { s.accumulate_avx2(&patches) });
+                assert!(avx2 == portable, "avx2");
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: AVX-512 F was just detected.
+                let avx512 = sums(&|s| unsafe { s.accumulate_avx512(&patches) });
+                assert!(avx512 == portable, "avx512");
+            }
+        }
     }
 
     #[test]
