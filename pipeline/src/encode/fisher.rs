@@ -367,10 +367,8 @@ mod tests {
         (f, model, shape)
     }
 
-    #[test]
-    fn fisher_vectors_equal_the_numpy_formulas_on_scikit_learns_posteriors() {
-        let (f, model, shape) = fixture();
-        // The posteriors first: the mixture's own equal scikit-learn's predict_proba.
+    /// The fixture's patches projected (values and their squares) and their posteriors.
+    fn projected(f: &Fixture, model: &FisherModel) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
         let n = f.positions.len();
         let mut x: Vec<f64> = f.descriptors.iter().map(|&v| f64::from(v)).collect();
         let mut y = Vec::new();
@@ -378,6 +376,14 @@ mod tests {
         let y2: Vec<f64> = y.iter().map(|v| v * v).collect();
         let mut gamma = Vec::new();
         model.prepared.posteriors(&y, &y2, n, &mut gamma);
+        (y, y2, gamma)
+    }
+
+    #[test]
+    fn fisher_vectors_equal_the_numpy_formulas_on_scikit_learns_posteriors() {
+        let (f, model, shape) = fixture();
+        // The posteriors first: the mixture's own equal scikit-learn's predict_proba.
+        let (_, _, gamma) = projected(&f, &model);
         for (g, w) in gamma.iter().zip(&f.posteriors) {
             assert!((g - w).abs() < 1e-9, "posterior {g} vs {w}");
         }
@@ -411,13 +417,7 @@ mod tests {
     #[test]
     fn every_build_adds_the_same_sums() {
         let (f, model, shape) = fixture();
-        let n = f.positions.len();
-        let mut x: Vec<f64> = f.descriptors.iter().map(|&v| f64::from(v)).collect();
-        let mut y = Vec::new();
-        model.pca.project_into(&mut x, n, &mut y);
-        let y2: Vec<f64> = y.iter().map(|v| v * v).collect();
-        let mut gamma = Vec::new();
-        model.prepared.posteriors(&y, &y2, n, &mut gamma);
+        let (y, y2, gamma) = projected(&f, &model);
         let patches = Patches {
             y: &y,
             y2: &y2,
