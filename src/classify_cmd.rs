@@ -64,10 +64,24 @@ pub fn train(
     ui: &crate::progress::Ui,
     out: &mut dyn std::io::Write,
 ) -> anyhow::Result<()> {
-    let started = Instant::now();
     let table = read_histograms(&args.histograms)?;
+    let mirrored = (args.mirrored.as_deref())
+        .map(|path| read_histograms(path).with_context(|| format!("--mirrored {}", path.display())))
+        .transpose()?;
+    train_on(args, (&table, mirrored.as_ref()), ui, out)
+}
+
+/// [`train`] on the histograms of `args.histograms` and `args.mirrored` already read (`vocab
+/// run` reads them once for every attribute).
+pub fn train_on(
+    args: &TrainSettings,
+    (table, mirror): (&Table, Option<&Table>),
+    ui: &crate::progress::Ui,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
     let labels = read_labels(&args.labels, &args.attribute)?;
-    let pairs = labelled(&table, &labels);
+    let pairs = labelled(table, &labels);
     ensure!(
         !pairs.is_empty(),
         "no photo of {} has a label for {:?} in {}",
@@ -83,12 +97,19 @@ pub fn train(
         },
         Split::All => SplitSpec::All,
     };
-    let (train, test) = split_rows(&table, &pairs, &split);
+    let (train, test) = split_rows(table, &pairs, &split);
     ensure!(!train.is_empty(), "the split leaves no training photos");
     let encoding = read_encoding(&args.histograms)?;
-    let mirrored = match &args.mirrored {
-        Some(path) => Some(mirror_rows(&table, &train, encoding.as_ref(), args, path)?),
-        None => None,
+    let mirrored = match (&args.mirrored, mirror) {
+        (Some(path), Some(mirror)) => Some(mirror_rows(
+            (table, mirror),
+            &train,
+            encoding.as_ref(),
+            args,
+            path,
+        )?),
+        (Some(path), None) => bail!("--mirrored {}: not read", path.display()),
+        (None, _) => None,
     };
     let kernel_map = match args.kernel_map.kernel() {
         None => None,
@@ -216,7 +237,7 @@ pub fn train(
 /// `table`, in their order: the same encoding of the photos mirrored when both files record one,
 /// a row of the same length for every training photo (found by path).
 fn mirror_rows(
-    table: &Table,
+    (table, mirror): (&Table, &Table),
     train: &[(usize, usize)],
     encoding: Option<&Encoding>,
     args: &TrainSettings,
@@ -260,7 +281,6 @@ fn mirror_rows(
             manifest_path(&args.histograms, "encoding.json").display()
         );
     }
-    let mirror = read_histograms(path).with_context(|| format!("--mirrored {}", path.display()))?;
     let by_path: std::collections::HashMap<&str, usize> = (mirror.paths.iter())
         .enumerate()
         .map(|(i, p)| (p.as_str(), i))
@@ -302,8 +322,17 @@ pub struct Scores {
 
 /// `vocab evaluate`, reporting to `out`.
 pub fn evaluate(args: &EvaluateSettings, out: &mut dyn std::io::Write) -> anyhow::Result<Scores> {
-    let model = ModelFile::load(&args.model)?;
     let table = read_histograms(&args.histograms)?;
+    evaluate_on(args, &table, out)
+}
+
+/// [`evaluate`] on the histograms of `args.histograms` already read.
+pub fn evaluate_on(
+    args: &EvaluateSettings,
+    table: &Table,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<Scores> {
+    let model = ModelFile::load(&args.model)?;
     let labels = read_labels(&args.labels, &model.attribute)?;
     if labels.classes != model.classifier.classes {
         bail!(
@@ -317,7 +346,7 @@ pub fn evaluate(args: &EvaluateSettings, out: &mut dyn std::io::Write) -> anyhow
     if let Some(row) = table.rows.first() {
         model.check_len(row.len(), &args.histograms)?;
     }
-    let pairs = labelled(&table, &labels);
+    let pairs = labelled(table, &labels);
     let (test, scope) = if args.held_out {
         ensure!(
             model.split.holds_out(),
@@ -326,7 +355,7 @@ pub fn evaluate(args: &EvaluateSettings, out: &mut dyn std::io::Write) -> anyhow
             args.model.display(),
             model.split.describe()
         );
-        (split_rows(&table, &pairs, &model.split).1, "held-out")
+        (split_rows(table, &pairs, &model.split).1, "held-out")
     } else {
         (pairs, "labelled")
     };
@@ -372,15 +401,8 @@ pub fn evaluate(args: &EvaluateSettings, out: &mut dyn std::io::Write) -> anyhow
         model.attribute,
         model.classifier.c
     )?;
-    let (csv_path, md_path, predictions_path) = write_metrics(
-        args,
-        &model,
-        scope,
-        &m,
-        classes,
-        (&test, &predicted),
-        &table,
-    )?;
+    let (csv_path, md_path, predictions_path) =
+        write_metrics(args, &model, scope, &m, classes, (&test, &predicted), table)?;
     writeln!(
         out,
         "  wrote {}, {} and {}",

@@ -266,13 +266,10 @@ mod rates {
     /// [`ENCODE_PATCH`]: 64 Gaussians x 64 dims encoded the 1,500 development photos (about 1.37M
     /// patches at stride 8) in 3.5-3.6 s, 128 x 64 in 5.6 s (`eval/accuracy/
     /// encodings-timings.csv`): 2.6e-6 and 4.1e-6 s a patch.
+    /// (Strides off the HOG cell grid cost the same a patch: one trial of `configs/scene15.toml`
+    /// on its stand-in encoded 4,485 photos at stride 4 in 64.5 s, where these rates give 68 s;
+    /// `eval/scene15-run/field-protocol.md`, `eval/encode_bench/fisher.md`.)
     pub const FISHER_PATCH: f64 = 1.7e-6 / 4096.0;
-    /// Seconds per dense patch on top, when the stride is not a multiple of the HOG cell (each
-    /// patch described anew instead of read from one block grid): one trial of
-    /// `configs/scene15.toml` on its stand-in encoded 4,485 photos at stride 4 (about 15.8M
-    /// patches) in 107.5 s, where the aligned rates above give 68 s
-    /// (`eval/scene15-run/field-protocol.md`).
-    pub const UNALIGNED_PATCH: f64 = 2.5e-6;
 }
 
 /// What the time estimate takes.
@@ -317,11 +314,6 @@ fn print_time(config: &Config, e: &Estimate<'_>, trials: usize) -> anyhow::Resul
             rates::ENCODE_PATCH + rates::FISHER_PATCH * (k * config.mixture.pca_dims as u64) as f64
         } else {
             rates::ENCODE_PATCH + rates::ENCODE_WORD * k as f64
-        };
-        let per_patch = if encoding.features.sampling.is_cell_aligned() {
-            per_patch
-        } else {
-            per_patch + rates::UNALIGNED_PATCH
         };
         // `[classify] mirror`: each trial's training photos again, mirrored.
         let mirror = config.classify.mirror;

@@ -488,6 +488,7 @@ impl Chain<'_> {
                 }
                 None => None,
             };
+            let tables = stages::Tables::default();
             for attribute in attributes {
                 let svm = stages::Svm {
                     config: self.config,
@@ -502,6 +503,7 @@ impl Chain<'_> {
                     suffix: &suffix,
                     seed: trial.seed,
                     ui: self.ui,
+                    tables: &tables,
                     test: self
                         .test
                         .zip(tested.as_ref())

@@ -3,8 +3,11 @@
 use std::io::Write;
 use std::path::Path;
 
+use std::cell::OnceCell;
+
 use anyhow::Context;
 use serde_json::json;
+use vocab_pipeline::classify::{Table, read_histograms};
 
 use crate::classify_cmd::Scores;
 use crate::config::Config;
@@ -12,6 +15,27 @@ use crate::run::dataset::Dataset;
 use crate::run::step::{Stage, digest};
 use crate::settings::{EvaluateSettings, Split, TrainSettings};
 use vocab_pipeline::kernel_map::Mapping;
+
+/// One vocabulary's histogram files as read, shared by its attributes' SVM steps: each file is
+/// read once, by the first step that runs (none when every step is cached).
+#[derive(Default)]
+pub struct Tables {
+    histograms: OnceCell<Table>,
+    mirrored: OnceCell<Table>,
+    test: OnceCell<Table>,
+}
+
+impl Tables {
+    /// The table of `path` in `cell`, read on first use.
+    fn of<'t>(cell: &'t OnceCell<Table>, path: &Path) -> anyhow::Result<&'t Table> {
+        if let Some(table) = cell.get() {
+            return Ok(table);
+        }
+        let table = read_histograms(path)
+            .with_context(|| format!("cannot read the histograms {}", path.display()))?;
+        Ok(cell.get_or_init(|| table))
+    }
+}
 
 /// One attribute's SVM over one vocabulary's histograms, scored on the held-out photos.
 pub struct Svm<'a> {
@@ -43,6 +67,8 @@ pub struct Svm<'a> {
     pub test: Option<Test<'a>>,
     /// Progress bars.
     pub ui: &'a crate::progress::Ui,
+    /// The vocabulary's histograms, read once for its attributes.
+    pub tables: &'a Tables,
 }
 
 /// A test folder's photos encoded over the step's vocabulary.
@@ -116,18 +142,34 @@ impl Stage for Svm<'_> {
             map_order: c.map_order,
             out: model.clone(),
         };
-        crate::classify_cmd::train(&settings, self.ui, out)?;
-        let (histograms, labels, held_out, scope) = match &self.test {
-            Some(test) => (test.histograms, &test.dataset.labels, false, "test"),
-            None => (self.histograms, &self.dataset.labels, true, "held-out"),
+        let tables = self.tables;
+        let table = Tables::of(&tables.histograms, self.histograms)?;
+        let mirror = match self.mirrored {
+            Some((_, path)) => Some(Tables::of(&tables.mirrored, path)?),
+            None => None,
         };
-        let scores = crate::classify_cmd::evaluate(
+        crate::classify_cmd::train_on(&settings, (table, mirror), self.ui, out)?;
+        let (histograms, labels, held_out, scope, table) = match &self.test {
+            Some(test) => {
+                let table = Tables::of(&tables.test, test.histograms)?;
+                (test.histograms, &test.dataset.labels, false, "test", table)
+            }
+            None => (
+                self.histograms,
+                &self.dataset.labels,
+                true,
+                "held-out",
+                table,
+            ),
+        };
+        let scores = crate::classify_cmd::evaluate_on(
             &EvaluateSettings {
                 model,
                 histograms: histograms.to_path_buf(),
                 labels: labels.clone(),
                 held_out,
             },
+            table,
             &mut std::io::sink(),
         )?;
         writeln!(
