@@ -266,10 +266,15 @@ mod rates {
     /// [`ENCODE_PATCH`]: 64 Gaussians x 64 dims encoded the 1,500 development photos (about 1.37M
     /// patches at stride 8) in 3.5-3.6 s, 128 x 64 in 5.6 s (`eval/accuracy/
     /// encodings-timings.csv`): 2.6e-6 and 4.1e-6 s a patch.
-    /// (Strides off the HOG cell grid cost the same a patch: one trial of `configs/scene15.toml`
-    /// on its stand-in encoded 4,485 photos at stride 4 in 64.5 s, where these rates give 68 s;
-    /// `eval/scene15-run/field-protocol.md`, `eval/encode_bench/fisher.md`.)
+    /// (Fine strides off the HOG cell grid cost the same a patch: one trial of
+    /// `configs/scene15.toml` on its stand-in encoded 4,485 photos at stride 4 in 63.7 s, where
+    /// these rates give 68 s; `eval/scene15-run/field-protocol.md`, `eval/encode_bench/fisher.md`.)
     pub const FISHER_PATCH: f64 = 1.7e-6 / 4096.0;
+    /// Seconds per dense patch on top for coarse strides off the cell grid (from
+    /// [`vocab_pipeline::hog::PLANES_BELOW_STRIDE`] px), each patch described anew: measured
+    /// when stride 4 was described so (4,485 photos, about 15.8M patches, 107.5 s against the
+    /// aligned rates' 68 s).
+    pub const UNALIGNED_PATCH: f64 = 2.5e-6;
 }
 
 /// What the time estimate takes.
@@ -318,6 +323,14 @@ fn print_time(config: &Config, e: &Estimate<'_>, trials: usize) -> anyhow::Resul
         // `[classify] mirror`: each trial's training photos again, mirrored.
         let mirror = config.classify.mirror;
         let encoded = e.photos + if mirror { e.training } else { 0 };
+        let alone = match encoding.features.sampling {
+            vocab_pipeline::patch::Sampling::Dense { stride } => {
+                stride >= vocab_pipeline::hog::PLANES_BELOW_STRIDE
+                    && !encoding.features.sampling.is_cell_aligned()
+            }
+            vocab_pipeline::patch::Sampling::Random { .. } => false,
+        };
+        let per_patch = per_patch + if alone { rates::UNALIGNED_PATCH } else { 0.0 };
         encode += encoded as f64 * patches * per_patch / machines;
         let values = encoding.len(k as usize) as f64;
         let growth = (values / rates::SVM_VALUES).powf(rates::SVM_EXPONENT);

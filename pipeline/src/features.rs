@@ -23,7 +23,9 @@ use tempfile::NamedTempFile;
 use thiserror::Error;
 
 use crate::atomic;
-use crate::hog::{BlockGrid, CELL_SIDE, DIMS, PATCH_SIDE, PatchDescriber, PatchPlanes};
+use crate::hog::{
+    BlockGrid, CELL_SIDE, DIMS, PATCH_SIDE, PLANES_BELOW_STRIDE, PatchDescriber, PatchPlanes,
+};
 use crate::image_io::{Collection, Luminance, Photo, Skip, load_luminance};
 use crate::params::Broken;
 use crate::patch::{MAX_PER_IMAGE, Sampling};
@@ -318,9 +320,9 @@ pub(crate) struct Layout {
 enum DescribedBy {
     /// Windows of the photo's block grid (a cell-aligned dense grid).
     Grid,
-    /// Gradients binned once for the photo ([`PatchPlanes`]: a dense grid off the cells).
+    /// Gradients binned once for the photo ([`PatchPlanes`]: a fine dense grid off the cells).
     Planes,
-    /// Each patch on its own (random patches).
+    /// Each patch on its own (random patches, coarse grids off the cells).
     Patch,
 }
 
@@ -379,8 +381,8 @@ pub(crate) fn lay_out(
     let positions = sampling.positions(picture_id, width, height);
     let by = match sampling {
         _ if sampling.is_cell_aligned() => DescribedBy::Grid,
-        Sampling::Dense { .. } => DescribedBy::Planes,
-        Sampling::Random { .. } => DescribedBy::Patch,
+        Sampling::Dense { stride } if *stride < PLANES_BELOW_STRIDE => DescribedBy::Planes,
+        Sampling::Dense { .. } | Sampling::Random { .. } => DescribedBy::Patch,
     };
     match by {
         DescribedBy::Grid => describers.grid.compute(&lum.data, width, height),
