@@ -551,17 +551,13 @@ fn vlad_vectors_are_unit_length_sharded_alike_recorded_and_classified_alike() {
     }
 }
 
-#[test]
-fn fisher_vectors_are_unit_length_sharded_alike_recorded_and_classified_alike() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let photos = photo_set_of(dir.path(), 3, 4);
-    let path = |name: &str| dir.path().join(name);
-    sample_of(dir.path(), &photos);
-    let mixture = path("gmm.json");
+/// `dir/gmm.json`: 3 Gaussians over 8 principal components of `dir/f.bin` ([`sample_of`]).
+fn small_mixture(dir: &Path) -> PathBuf {
+    let mixture = dir.join("gmm.json");
     ok(&[
         "mixture",
         "--features",
-        s(&path("f.bin")),
+        s(&dir.join("f.bin")),
         "--components",
         "3",
         "--pca-dims",
@@ -569,6 +565,16 @@ fn fisher_vectors_are_unit_length_sharded_alike_recorded_and_classified_alike() 
         "--out",
         s(&mixture),
     ]);
+    mixture
+}
+
+#[test]
+fn fisher_vectors_are_unit_length_sharded_alike_recorded_and_classified_alike() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set_of(dir.path(), 3, 4);
+    let path = |name: &str| dir.path().join(name);
+    sample_of(dir.path(), &photos);
+    let mixture = small_mixture(dir.path());
     let encode = |out: &str, extra: &[&str]| {
         let out = path(out);
         let mut args = vec![
@@ -724,20 +730,9 @@ fn mirrored_photos_encode_as_their_mirror_images_here_and_sharded() {
     }
     assert_eq!(rows.len(), 8);
     sample_of(dir.path(), &photos);
-    let mixture = path("gmm.json");
+    let mixture = small_mixture(dir.path());
     let vocabulary = path("v.bin");
     let features = path("f.bin");
-    ok(&[
-        "mixture",
-        "--features",
-        s(&features),
-        "--components",
-        "3",
-        "--pca-dims",
-        "8",
-        "--out",
-        s(&mixture),
-    ]);
     ok(&[
         "kmeans",
         "--features",
