@@ -138,13 +138,13 @@ pub fn train_on(
             Some(KernelMap::new(kernel, args.map_order).context("--map-order")?)
         }
     };
-    // The solver's rows: mapped straight from the histograms' non-zero bins (the dense mapped
-    // vectors never exist), or as they are.
-    // The training photos' rows, then their mirror images' (copies in the same folds).
+    // The solver's rows: the training photos', then their mirror images' (copies, in the same
+    // folds); mapped straight from the histograms' non-zero bins (the dense mapped vectors never
+    // exist), or as they are.
     let copies = mirrored.as_ref().map_or(0, Vec::len);
     let histograms: Vec<&[f32]> = (train.iter())
         .map(|&(i, _)| table.rows[i].as_slice())
-        .chain(mirrored.iter().flatten().map(Vec::as_slice))
+        .chain(mirrored.iter().flatten().copied())
         .collect();
     let x = match &kernel_map {
         Some(map) => Rows::mapped(&histograms, map),
@@ -236,22 +236,13 @@ pub fn train_on(
 /// The rows of `mirrored` (`vocab train --mirrored`) for the training photos `train` of
 /// `table`, in their order: the same encoding of the photos mirrored when both files record one,
 /// a row of the same length for every training photo (found by path).
-fn mirror_rows(
-    (table, mirror): (&Table, &Table),
+fn mirror_rows<'m>(
+    (table, mirror): (&Table, &'m Table),
     train: &[(usize, usize)],
     encoding: Option<&Encoding>,
     args: &TrainSettings,
     path: &Path,
-) -> anyhow::Result<Vec<Vec<f32>>> {
-    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
-    };
-    ensure!(
-        !same(path, &args.histograms),
-        "--mirrored {}: is the --histograms file; give the histograms of `vocab encode --mirror`",
-        path.display()
-    );
+) -> anyhow::Result<Vec<&'m [f32]>> {
     let theirs = read_encoding(path)?;
     // What the records say is checked whichever of them there is.
     if let Some(ours) = encoding {
@@ -304,7 +295,7 @@ fn mirror_rows(
                 row.len(),
                 args.histograms.display()
             );
-            Ok(row.clone())
+            Ok(row.as_slice())
         })
         .collect()
 }

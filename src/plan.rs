@@ -323,13 +323,7 @@ fn print_time(config: &Config, e: &Estimate<'_>, trials: usize) -> anyhow::Resul
         // `[classify] mirror`: each trial's training photos again, mirrored.
         let mirror = config.classify.mirror;
         let encoded = e.photos + if mirror { e.training } else { 0 };
-        let alone = match encoding.features.sampling {
-            vocab_pipeline::patch::Sampling::Dense { stride } => {
-                stride >= vocab_pipeline::hog::PLANES_BELOW_STRIDE
-                    && !encoding.features.sampling.is_cell_aligned()
-            }
-            vocab_pipeline::patch::Sampling::Random { .. } => false,
-        };
+        let alone = vocab_pipeline::features::each_patch_alone(&encoding.features.sampling);
         let per_patch = per_patch + if alone { rates::UNALIGNED_PATCH } else { 0.0 };
         encode += encoded as f64 * patches * per_patch / machines;
         let values = encoding.len(k as usize) as f64;

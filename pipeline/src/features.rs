@@ -326,6 +326,24 @@ enum DescribedBy {
     Patch,
 }
 
+impl DescribedBy {
+    /// How the patches of `sampling` are described.
+    fn of(sampling: &Sampling) -> Self {
+        match sampling {
+            _ if sampling.is_cell_aligned() => Self::Grid,
+            Sampling::Dense { stride } if *stride < PLANES_BELOW_STRIDE => Self::Planes,
+            Sampling::Dense { .. } | Sampling::Random { .. } => Self::Patch,
+        }
+    }
+}
+
+/// Whether the patches of `sampling` are described each on its own (random patches, and dense
+/// grids off the cells from [`PLANES_BELOW_STRIDE`] px), rather than from gradients the photo's
+/// patches share.
+pub fn each_patch_alone(sampling: &Sampling) -> bool {
+    DescribedBy::of(sampling) == DescribedBy::Patch
+}
+
 impl Layout {
     /// Writes the descriptors of patches `range` into `values` (resized to hold them).
     pub fn describe(
@@ -379,11 +397,7 @@ pub(crate) fn lay_out(
         return Err(Skip::TooLarge { width, height });
     }
     let positions = sampling.positions(picture_id, width, height);
-    let by = match sampling {
-        _ if sampling.is_cell_aligned() => DescribedBy::Grid,
-        Sampling::Dense { stride } if *stride < PLANES_BELOW_STRIDE => DescribedBy::Planes,
-        Sampling::Dense { .. } | Sampling::Random { .. } => DescribedBy::Patch,
-    };
+    let by = DescribedBy::of(sampling);
     match by {
         DescribedBy::Grid => describers.grid.compute(&lum.data, width, height),
         DescribedBy::Planes => describers.planes.forget(),

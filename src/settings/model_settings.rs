@@ -118,6 +118,15 @@ impl TrainSettings {
         inputs.extend(args.split.as_deref().map(|s| ("split", s)));
         inputs.extend(args.mirrored.as_deref().map(|m| ("mirrored", m)));
         apart("out", &args.out, Kind::File, &inputs)?;
+        if let Some(mirrored) = args.mirrored.as_deref()
+            && super::rules::same_file(mirrored, &args.histograms)
+        {
+            return Err(Invalid::new(
+                "mirrored",
+                mirrored.display(),
+                "is the --histograms file; give the histograms of `vocab encode --mirror`",
+            ));
+        }
         svm_rules(args.c, args.cv, args.map_order)?;
         let split = match (&args.split, args.holdout) {
             (Some(path), _) => Split::File(path.clone()),
