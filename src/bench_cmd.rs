@@ -299,7 +299,7 @@ pub fn hog(args: &BenchHogArgs) -> anyhow::Result<()> {
             .sum()
     });
 
-    std::fs::create_dir_all(&args.out)
+    vocab_pipeline::output::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let rows = photos
         .iter()
@@ -316,20 +316,21 @@ pub fn hog(args: &BenchHogArgs) -> anyhow::Result<()> {
         });
     let csv = crate::tables::csv_text(&["picture_id", "path", "row", "col"], rows)?;
     let patches_csv = args.out.join("patches.csv");
-    std::fs::write(&patches_csv, csv)
+    vocab_pipeline::atomic::write(&patches_csv, csv.as_bytes())
         .with_context(|| format!("cannot write {}", patches_csv.display()))?;
     let threads = rayon::current_num_threads();
     let dense_mpix = pixels as f64 / dense_secs / 1e6;
     let patch_rate = n_patches as f64 / patch_secs;
     let results = args.out.join("vocab.csv");
-    std::fs::write(
+    vocab_pipeline::atomic::write(
         &results,
         format!(
             "implementation,workers,photos,megapixels,dense_windows,dense_seconds,dense_mpix_per_s,patches,patch_seconds,patches_per_s\n\
              vocab,{threads},{},{:.3},{windows},{dense_secs:.5},{dense_mpix:.2},{n_patches},{patch_secs:.5},{patch_rate:.0}\n",
             photos.len(),
             pixels as f64 / 1e6,
-        ),
+        )
+        .as_bytes(),
     )
     .with_context(|| format!("cannot write {}", results.display()))?;
     println!(

@@ -269,10 +269,7 @@ fn timed_runs(
 fn append_csv(path: Option<&Path>, rows: &str) -> anyhow::Result<()> {
     let Some(path) = path else { return Ok(()) };
     let new = !path.exists();
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
+    let mut file = vocab_pipeline::output::append(path)
         .with_context(|| format!("cannot open {}", path.display()))?;
     if new {
         file.write_all(b"nodes,bytes,algorithm,chunk_size,seconds,attempts,dropped\n")?;

@@ -104,8 +104,9 @@ impl LocalCluster {
     ) -> anyhow::Result<Self> {
         ensure!(nodes > 0, "the local cluster needs at least 1 node");
         ensure!(racks > 0, "the local cluster needs at least 1 rack");
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        std::fs::create_dir_all(logs)
+        vocab_pipeline::output::create_dir_all(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        vocab_pipeline::output::create_dir_all(logs)
             .with_context(|| format!("cannot create {}", logs.display()))?;
         let mut attempt = 1;
         loop {
@@ -189,10 +190,7 @@ impl LocalCluster {
             command.env("RAYON_NUM_THREADS", threads.to_string());
         }
         let log_path = self.logs.join(format!("w{i}.log"));
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
+        let log = vocab_pipeline::output::append(&log_path)
             .with_context(|| format!("cannot open {}", log_path.display()))?;
         let err_log = log
             .try_clone()
@@ -291,6 +289,7 @@ pub fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
+    vocab_pipeline::output::check(path)?;
     let mut file = options.open(path)?;
     #[cfg(unix)]
     {

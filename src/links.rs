@@ -11,9 +11,7 @@ use vocab_cluster::collective::topology::Saved;
 
 /// Where the measured links of a cluster file go.
 pub fn links_path(cluster: &Path) -> PathBuf {
-    let mut name = cluster.as_os_str().to_owned();
-    name.push(".links.json");
-    PathBuf::from(name)
+    vocab_pipeline::output::side(cluster, "links.json")
 }
 
 /// `--order auto`: measure the links with the default probes and choose the chain for a

@@ -30,7 +30,7 @@ use std::io::stdout;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use crate::cli::{BenchCommand, Cli, ClusterCommand, Command, ConfigCommand, DatasetsCommand};
 use crate::settings::{
@@ -61,7 +61,12 @@ fn reset_sigpipe() {
 }
 
 fn run() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let command = Cli::command();
+    let matches = command.clone().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // Every path flag is an input or an output: inputs are registered before anything is
+    // written, outputs refused at once when they would replace one.
+    cli::guard::guard(&command, &matches)?;
     // A bad cap is named here; the kernels would otherwise ignore it.
     vocab_pipeline::isa::cap_from_env()?;
     if let Some(threads) = cli.threads {

@@ -14,9 +14,7 @@ use crate::cli::WordsArgs;
 
 /// The CSV beside a montage: `<png>.csv`.
 pub fn csv_path(png: &Path) -> PathBuf {
-    let mut name = png.as_os_str().to_owned();
-    name.push(".csv");
-    PathBuf::from(name)
+    vocab_pipeline::output::side(png, "csv")
 }
 
 /// The montage's tiles as CSV: a line per tile, rows in the picture's order.

@@ -1,4 +1,7 @@
 //! Files that appear whole or not at all: written beside their destination, synced, renamed.
+//!
+//! Every destination is checked by [`crate::output::check`] first (not an input, not a device
+//! node, FIFO or socket), when the temporary file is made and again just before the rename.
 
 use std::io;
 use std::path::Path;
@@ -14,6 +17,7 @@ pub const TEMP_PREFIX: &str = ".vocab-partial-";
 /// Dropping it unpersisted removes it. It is created with ordinary permissions (0644 before the
 /// umask) rather than tempfile's private 0600, since it becomes a user-visible output.
 pub fn temp_beside(dest: &Path) -> io::Result<NamedTempFile> {
+    crate::output::check(dest)?;
     let dir = dest
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -50,6 +54,7 @@ pub fn write(dest: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Syncs a finished temporary file and renames it onto `dest`.
 pub fn persist(tmp: NamedTempFile, dest: &Path) -> io::Result<()> {
     tmp.as_file().sync_all()?;
+    crate::output::check(dest)?;
     tmp.persist(dest).map(|_| ()).map_err(|e| e.error)
 }
 

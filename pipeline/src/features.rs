@@ -13,7 +13,6 @@
 //! (`hog(image, feature_vector=False)[r/8:r/8+4, c/8:c/8+4]`, computed once per photo); dense
 //! patches on any other stride fall back to the patch definition.
 
-use std::ffi::OsString;
 use std::io::{self, BufWriter};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -198,10 +197,7 @@ pub struct Progress {
 
 /// Path of a manifest beside `out`: `<out>.<suffix>`.
 pub fn manifest_path(out: &Path, suffix: &str) -> PathBuf {
-    let mut name = OsString::from(out.as_os_str());
-    name.push(".");
-    name.push(suffix);
-    PathBuf::from(name)
+    crate::output::side(out, suffix)
 }
 
 /// The patches of one photo.

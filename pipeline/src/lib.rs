@@ -21,6 +21,7 @@ pub mod kernel_map;
 pub mod kmeans;
 pub mod mixture;
 pub mod montage;
+pub mod output;
 pub mod params;
 pub mod partition;
 pub mod patch;

@@ -431,6 +431,7 @@ pub fn split(
     out_dir: &Path,
     element: Element,
 ) -> Result<Manifest, StoreError> {
+    crate::output::check_folder(out_dir).map_err(|e| io_err(out_dir, e.into()))?;
     if out_dir.exists() {
         let entries = std::fs::read_dir(out_dir).map_err(|e| io_err(out_dir, e))?;
         for entry in entries {
@@ -464,7 +465,7 @@ pub fn split(
             std::fs::remove_dir_all(leftover).map_err(|e| io_err(leftover, e))?;
         }
     }
-    std::fs::create_dir_all(&parent).map_err(|e| io_err(&parent, e))?;
+    crate::output::create_dir_all(&parent).map_err(|e| io_err(&parent, e))?;
     let manifest = match split_into(input, parts, &building, element) {
         Ok(m) => m,
         Err(e) => {
@@ -521,7 +522,7 @@ fn split_into(
             format!("holds {count} records, fewer than {parts} partitions"),
         ));
     }
-    std::fs::create_dir_all(out_dir).map_err(|e| io_err(out_dir, e))?;
+    crate::output::create_dir_all(out_dir).map_err(|e| io_err(out_dir, e))?;
     let mut dims = None;
     let mut reports = Vec::with_capacity(parts);
     for (idx, size) in partition_sizes(count, parts).into_iter().enumerate() {

@@ -104,6 +104,15 @@ pub enum Scene15Error {
         /// The classes without photos.
         missing: Vec<&'static str>,
     },
+    /// An entry that is not a plain file or folder inside the folder given: a link out of it, a
+    /// class folder that links to another class's folder, a name that is not UTF-8.
+    #[error("{}: {why}", path.display())]
+    Refused {
+        /// The entry.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// Two folders of one class.
     #[error("{}: {:?} and {:?} are both {}", from.display(), first, second, class)]
     Twice {
@@ -137,13 +146,15 @@ pub fn prepare(from: &Path, out: &Path) -> Result<Prepared, Scene15Error> {
         let path = path.to_path_buf();
         move |source| Scene15Error::Io { path, source }
     };
-    let mut folders: Vec<(String, PathBuf)> = std::fs::read_dir(from)
-        .map_err(io(from))?
-        .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir())
-        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
-        .collect();
-    folders.sort();
+    let root = std::fs::canonicalize(from).map_err(io(from))?;
+    let mut folders: Vec<(String, PathBuf)> = Vec::new();
+    for entry in std::fs::read_dir(from).map_err(io(from))? {
+        let path = entry.map_err(io(from))?.path();
+        let name = utf8_name(&path)?;
+        if let Some(at) = inside(&root, &path)?.filter(|at| at.is_dir()) {
+            folders.push((name, at));
+        }
+    }
     let mut by_class: Vec<Option<(String, PathBuf)>> = vec![None; CLASSES.len()];
     let mut unknown = Vec::new();
     for (name, path) in folders {
@@ -160,6 +171,13 @@ pub fn prepare(from: &Path, out: &Path) -> Result<Prepared, Scene15Error> {
                 second: name,
             });
         }
+        if let Some((other, _)) = by_class.iter().flatten().find(|(_, p)| *p == path) {
+            // The same photos under two classes: every label of one would be wrong.
+            return Err(Scene15Error::Refused {
+                path: from.join(&name),
+                why: format!("is the folder {other} under another name (a link)"),
+            });
+        }
         by_class[at] = Some((name, path));
     }
     if !unknown.is_empty() {
@@ -172,15 +190,19 @@ pub fn prepare(from: &Path, out: &Path) -> Result<Prepared, Scene15Error> {
     let mut photos: Vec<Vec<PathBuf>> = Vec::new();
     let mut missing = Vec::new();
     for (class, folder) in CLASSES.iter().zip(&by_class) {
-        let mut files: Vec<PathBuf> = match folder {
-            Some((_, path)) => std::fs::read_dir(path)
-                .map_err(io(path))?
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.is_file() && crate::image_io::is_photo(p))
-                .collect(),
-            None => Vec::new(),
-        };
+        let mut files: Vec<PathBuf> = Vec::new();
+        if let Some((_, path)) = folder {
+            for entry in std::fs::read_dir(path).map_err(io(path))? {
+                let path = entry.map_err(io(path))?.path();
+                if !crate::image_io::is_photo(&path) {
+                    continue;
+                }
+                utf8_name(&path)?;
+                if inside(&root, &path)?.is_some_and(|at| at.is_file()) {
+                    files.push(path);
+                }
+            }
+        }
         files.sort();
         if files.is_empty() {
             missing.push(class.name);
@@ -227,6 +249,7 @@ pub fn prepare(from: &Path, out: &Path) -> Result<Prepared, Scene15Error> {
     })?;
     let labels_path = tmp.path().join("labels.csv");
     std::fs::write(&labels_path, labels).map_err(io(&labels_path))?;
+    crate::output::check_folder(out).map_err(|e| io(out)(e.into()))?;
     let kept = tmp.keep();
     if let Err(source) = std::fs::rename(&kept, out) {
         let _ = std::fs::remove_dir_all(&kept);
@@ -247,6 +270,38 @@ pub fn prepare(from: &Path, out: &Path) -> Result<Prepared, Scene15Error> {
         differences,
         labels: out.join("labels.csv"),
     })
+}
+
+/// An entry's name as UTF-8: a labels file names photos as text, so a name that is not would
+/// label no file.
+fn utf8_name(path: &Path) -> Result<String, Scene15Error> {
+    let name = path.file_name().unwrap_or_default();
+    name.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| Scene15Error::Refused {
+            path: path.to_path_buf(),
+            why: "is not named in UTF-8; rename it (the labels file names photos as text)".into(),
+        })
+}
+
+/// Where `entry` (in `root` or one of its class folders) leads, through its links: inside
+/// `root`, or refused; `None` for what is neither a file nor a folder (a FIFO, a dangling
+/// link), which is no photo.
+fn inside(root: &Path, entry: &Path) -> Result<Option<PathBuf>, Scene15Error> {
+    let Ok(at) = std::fs::canonicalize(entry) else {
+        return Ok(None);
+    };
+    if !at.starts_with(root) {
+        return Err(Scene15Error::Refused {
+            path: entry.to_path_buf(),
+            why: format!(
+                "leads out of the folder given, to {}; only what lies inside it is copied \
+                 (copy the photos in, or remove the link)",
+                at.display()
+            ),
+        });
+    }
+    Ok((at.is_file() || at.is_dir()).then_some(at))
 }
 
 #[cfg(test)]

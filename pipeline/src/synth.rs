@@ -103,7 +103,7 @@ pub fn generate_photos(out: &Path, per_kind: usize, seed: u64) -> Result<SynthSu
     };
     for (kind_idx, kind) in KINDS.iter().enumerate() {
         let dir = out.join(kind.name);
-        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        crate::output::create_dir_all(&dir).map_err(io_err(&dir))?;
         for idx in 0..per_kind {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             rng.set_stream((kind_idx * 1_000_003 + idx) as u64);

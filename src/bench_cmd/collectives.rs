@@ -174,10 +174,7 @@ fn collective_round(
 /// Appends the CSV `rows` of [`collectives`] to `path`, with the header if the file is new.
 fn append_rows(path: &std::path::Path, rows: &str) -> anyhow::Result<()> {
     use std::io::Write as _;
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
+    let mut file = vocab_pipeline::output::append(path)
         .with_context(|| format!("cannot open {}", path.display()))?;
     if file.metadata().map(|m| m.len() == 0).unwrap_or(false) {
         writeln!(

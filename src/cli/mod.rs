@@ -3,6 +3,7 @@
 //! `vocabulary_args`, `model_args`, `run_args`, `daemon_args`).
 
 mod daemon_args;
+pub mod guard;
 mod model_args;
 mod photo_args;
 mod run_args;

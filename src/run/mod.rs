@@ -155,7 +155,17 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
             );
         }
     }
-    std::fs::create_dir_all(&work)
+    // What the config names is an input like the command line's paths: no step writes there.
+    if let Source::Folder { photos, labels } = &source {
+        crate::cli::guard::protect_config("[dataset] path", photos);
+        crate::cli::guard::protect_config("[dataset] labels", labels);
+    }
+    if let Some((photos, labels)) = protocol.test_folder() {
+        crate::cli::guard::protect_config("[dataset] test", photos);
+        crate::cli::guard::protect_config("[dataset] test_labels", labels);
+    }
+    step::check_work_folder(&work)?;
+    vocab_pipeline::output::create_dir_all(&work)
         .with_context(|| format!("cannot create work directory {}", work.display()))?;
     let _lock = WorkLock::acquire(&work)?;
     // Ctrl-C from here on: say where the run stopped, leave no temporary folder.
@@ -332,7 +342,7 @@ impl Chain<'_> {
         };
         // A folder named per node (`{node}`) is made by each node.
         if wants_born && !nodes.to_string_lossy().contains('{') {
-            std::fs::create_dir_all(&nodes)
+            vocab_pipeline::output::create_dir_all(&nodes)
                 .with_context(|| format!("cannot create {}", nodes.display()))?;
         }
         let nodes = std::path::absolute(&nodes)

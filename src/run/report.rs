@@ -184,7 +184,8 @@ fn write_file(dir: &Path, name: &str, text: &str) -> anyhow::Result<()> {
 
 /// Writes the report into `dir`.
 pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    vocab_pipeline::output::create_dir_all(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
     let summaries = summarise(run.trials);
     accuracy(dir, &summaries, run.dictionaries)?;
     trials_csv(dir, run.trials)?;

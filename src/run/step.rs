@@ -120,7 +120,16 @@ impl Runner {
         let (name, label, key) = (stage.stage(), stage.label(), stage.key());
         let dir = self.work.join(name);
         let done = dir.join(format!("{label}-{key}"));
-        recover(&done, &dir.join(format!(".old-{label}-{key}")))?;
+        let old = dir.join(format!(".old-{label}-{key}"));
+        let tmp = dir.join(format!(".tmp-{label}-{key}"));
+        // What an interrupted resuming step saved (`interrupt`): its temporary folder again.
+        let keep = dir.join(format!(".resume-{label}-{key}"));
+        // A step's folders are the run's own: a link there would be followed out of the work
+        // folder (read as a cached step, resumed, cleared or written through).
+        for own in [&dir, &done, &old, &tmp, &keep] {
+            vocab_pipeline::output::not_a_link(own)?;
+        }
+        recover(&done, &old)?;
         let index = STAGES.iter().position(|s| *s == name).unwrap_or(0);
         let forced = self.force_from.is_some_and(|f| index >= f);
         let elsewhere = done.is_dir() && !forced && !stage.usable(&done);
@@ -152,9 +161,6 @@ impl Runner {
             });
             return Ok((done, output));
         }
-        let tmp = dir.join(format!(".tmp-{label}-{key}"));
-        // What an interrupted resuming step saved (`interrupt`): its temporary folder again.
-        let keep = dir.join(format!(".resume-{label}-{key}"));
         if keep.is_dir() {
             if stage.resumes() && !tmp.exists() {
                 std::fs::rename(&keep, &tmp)
@@ -175,7 +181,7 @@ impl Runner {
                     .with_context(|| format!("cannot clear {}", tmp.display()))?;
             }
         }
-        std::fs::create_dir_all(&tmp)
+        vocab_pipeline::output::create_dir_all(&tmp)
             .with_context(|| format!("cannot create {}", tmp.display()))?;
         println!("== {name} {label}");
         super::interrupt::started(name, &label, tmp.clone(), stage.resumes().then_some(keep));
@@ -202,9 +208,7 @@ impl Runner {
         let text = toml::to_string(&record).context("cannot format the step's record")?;
         vocab_pipeline::atomic::write(&tmp.join("step.toml"), text.as_bytes())
             .with_context(|| format!("cannot write the record of {}", tmp.display()))?;
-        super::interrupt::finishing(|| {
-            replace(&tmp, &done, &dir.join(format!(".old-{label}-{key}")))
-        })?;
+        super::interrupt::finishing(|| replace(&tmp, &done, &old))?;
         self.steps.push(Step {
             stage: name,
             label,
@@ -364,6 +368,32 @@ pub fn file_fingerprint(path: &Path) -> anyhow::Result<String> {
     Ok(short_hash(&bytes))
 }
 
+/// A work directory is new, empty, or one that `vocab run` made (it holds the lock file
+/// `.lock`): anything else is refused before a byte is written into it, so a run never
+/// overwrites a folder of the user's (`report/report.md` of another tool, say). The lock file
+/// must be a regular file, never a link followed elsewhere.
+pub fn check_work_folder(work: &Path) -> anyhow::Result<()> {
+    vocab_pipeline::output::not_a_link(&work.join(".lock"))?;
+    let Ok(mut entries) = std::fs::read_dir(work) else {
+        return Ok(()); // absent: made new (a file there is refused when it is made)
+    };
+    let Some(first) = entries.next() else {
+        return Ok(());
+    };
+    if work.join(".lock").is_file() {
+        return Ok(());
+    }
+    let first = first.map_or_else(
+        |_| "?".into(),
+        |e| e.file_name().to_string_lossy().into_owned(),
+    );
+    bail!(
+        "the work directory {} holds {first} and is not a vocab work directory (it has no \
+         .lock); name a new or empty folder, or the work directory of an earlier run (--work)",
+        work.display()
+    )
+}
+
 /// An exclusive lock on a work directory for one `vocab run` (`WORK/.lock`, `flock`): a second
 /// run on the same directory is refused, naming the holder. The kernel releases the lock when
 /// the holder exits, however it exits.
@@ -375,11 +405,14 @@ impl WorkLock {
     /// Takes the lock or says who holds it.
     pub fn acquire(work: &Path) -> anyhow::Result<Self> {
         let path = work.join(".lock");
+        use std::os::unix::fs::OpenOptionsExt;
+        vocab_pipeline::output::check(&path)?;
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .with_context(|| format!("cannot open {}", path.display()))?;
         #[cfg(unix)]

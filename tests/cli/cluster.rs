@@ -269,6 +269,7 @@ fn distributed_kmeans_equals_local_and_survives_a_killed_worker() {
 #[test]
 fn the_mpi_engine_in_a_build_without_mpi_says_how_to_get_one() {
     let tmp = tempfile::tempdir().expect("tmp");
+    let out = tempfile::tempdir().expect("tmp");
     let err = fails(&[
         "kmeans",
         "--engine",
@@ -278,7 +279,7 @@ fn the_mpi_engine_in_a_build_without_mpi_says_how_to_get_one() {
         "--k",
         "2",
         "--out",
-        s(&tmp.path().join("v.bin")),
+        s(&out.path().join("v.bin")),
     ]);
     assert!(
         err.contains("--features mpi") && err.contains("README"),

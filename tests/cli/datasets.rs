@@ -6,34 +6,7 @@ use crate::util::*;
 fn datasets_scene15_makes_the_unpacked_folders_a_dataset_or_says_what_is_wrong() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let photos = photo_set(d);
-    let photo = photos.join("city/city_000.jpg");
-    // The published spelling, two photos a class.
-    let published = [
-        "bedroom",
-        "CALsuburb",
-        "industrial",
-        "kitchen",
-        "livingroom",
-        "MITcoast",
-        "MITforest",
-        "MIThighway",
-        "MITinsidecity",
-        "MITmountain",
-        "MITopencountry",
-        "MITstreet",
-        "MITtallbuilding",
-        "PARoffice",
-        "store",
-    ];
-    let from = d.join("scene_categories");
-    for class in published {
-        std::fs::create_dir_all(from.join(class)).expect("mkdir");
-        for i in 1..=2 {
-            std::fs::copy(&photo, from.join(class).join(format!("image_000{i}.jpg")))
-                .expect("copy");
-        }
-    }
+    let (from, _) = unpacked(d, 2);
     let out = d.join("scene15");
     let text = ok(&["datasets", "scene15", "--from", s(&from), "--out", s(&out)]);
     assert!(text.contains("30 photos of 15 classes"), "{text}");
@@ -134,3 +107,101 @@ fn config_show_fills_in_the_defaults_the_labels_decide() {
         "{shown}"
     );
 }
+
+#[test]
+fn datasets_scene15_copies_only_what_lies_inside_and_labels_every_photo_once() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let (from, photo) = unpacked(d, 1);
+    // A link out of --from: a file from elsewhere is never copied as a photo.
+    let elsewhere = d.join("elsewhere.jpg");
+    std::fs::copy(&photo, &elsewhere).expect("copy");
+    let link = from.join("kitchen").join("image_0002.jpg");
+    std::os::unix::fs::symlink(&elsewhere, &link).expect("symlink");
+    let err = fails(&[
+        "datasets",
+        "scene15",
+        "--from",
+        s(&from),
+        "--out",
+        s(&d.join("a")),
+    ]);
+    assert!(
+        err.contains("image_0002.jpg") && err.contains("leads out of the folder given"),
+        "{err}"
+    );
+    std::fs::remove_file(&link).expect("rm");
+    // A link inside --from is a photo like any other, under its own name.
+    std::os::unix::fs::symlink(from.join("store/image_0001.jpg"), &link).expect("symlink");
+    let out = d.join("inside");
+    ok(&["datasets", "scene15", "--from", s(&from), "--out", s(&out)]);
+    assert!(out.join("Kitchen/image_0002.jpg").is_file());
+    std::fs::remove_file(&link).expect("rm");
+    // A class folder that is another class's folder: the same photos labelled twice.
+    std::fs::remove_dir_all(from.join("store")).expect("rm");
+    std::os::unix::fs::symlink(from.join("kitchen"), from.join("store")).expect("symlink");
+    let err = fails(&[
+        "datasets",
+        "scene15",
+        "--from",
+        s(&from),
+        "--out",
+        s(&d.join("b")),
+    ]);
+    assert!(err.contains("store") && err.contains("kitchen"), "{err}");
+    std::fs::remove_file(from.join("store")).expect("rm");
+    std::fs::create_dir(from.join("store")).expect("mkdir");
+    std::fs::copy(&photo, from.join("store/image_0001.jpg")).expect("copy");
+    // A name that is not UTF-8 would be labelled as no file.
+    let bad = from
+        .join("kitchen")
+        .join(std::ffi::OsStr::from_bytes(b"image_\xff.jpg"));
+    std::fs::copy(&photo, &bad).expect("copy");
+    let err = fails(&[
+        "datasets",
+        "scene15",
+        "--from",
+        s(&from),
+        "--out",
+        s(&d.join("c")),
+    ]);
+    assert!(err.contains("not named in UTF-8"), "{err}");
+    for made in ["a", "b", "c"] {
+        assert!(!d.join(made).exists(), "{made} was made");
+    }
+}
+
+/// `d/scene_categories` as the published set unpacks, `per_class` copies of one photo a class
+/// (`image_0001.jpg`, ...), and that photo.
+fn unpacked(d: &std::path::Path, per_class: usize) -> (std::path::PathBuf, std::path::PathBuf) {
+    let photo = photo_set(d).join("city/city_000.jpg");
+    let from = d.join("scene_categories");
+    for class in CLASS_FOLDERS {
+        std::fs::create_dir_all(from.join(class)).expect("mkdir");
+        for i in 1..=per_class {
+            std::fs::copy(&photo, from.join(class).join(format!("image_000{i}.jpg")))
+                .expect("copy");
+        }
+    }
+    (from, photo)
+}
+
+/// The 15 classes' folders as the published set spells them.
+const CLASS_FOLDERS: [&str; 15] = [
+    "bedroom",
+    "CALsuburb",
+    "industrial",
+    "kitchen",
+    "livingroom",
+    "MITcoast",
+    "MITforest",
+    "MIThighway",
+    "MITinsidecity",
+    "MITmountain",
+    "MITopencountry",
+    "MITstreet",
+    "MITtallbuilding",
+    "PARoffice",
+    "store",
+];

@@ -754,7 +754,7 @@ fn a_work_directory_inside_the_photo_folder_is_refused_before_anything_is_writte
     let work = photos.join("work");
     let err = fails(&["run", config, "--dataset", s(&photos), "--work", s(&work)]);
     assert!(
-        err.contains("lies inside the photo folder") && err.contains(s(&work)),
+        err.contains("lies inside the input folder --dataset") && err.contains(s(&work)),
         "{err}"
     );
     assert!(snapshot(&photos) == before && !work.exists());

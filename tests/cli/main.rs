@@ -10,6 +10,7 @@ mod formats;
 mod hardening;
 mod kmeans;
 mod mixture;
+mod outputs;
 mod placement;
 mod protocol;
 mod run;

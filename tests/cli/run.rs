@@ -148,12 +148,13 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
         err.contains("per_image") && err.contains("at most"),
         "{err}"
     );
+    let elsewhere = tempfile::tempdir().expect("tempdir");
     let err = fails(&[
         "features",
         "--input",
         s(dir.path()),
         "--out",
-        s(&dir.path().join("f.bin")),
+        s(&elsewhere.path().join("f.bin")),
         "--per-image",
         "100000000",
     ]);

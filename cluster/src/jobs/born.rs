@@ -407,7 +407,7 @@ fn exchange_and_write(
     }
     let folder = my_dir(dir, transport);
     let folder = Path::new(&folder);
-    if let Err(e) = std::fs::create_dir_all(folder) {
+    if let Err(e) = vocab_pipeline::output::create_dir_all(folder) {
         return Ok(Err(format!("cannot create {}: {e}", folder.display())));
     }
     let mut received = inbox.iter();
@@ -810,7 +810,7 @@ pub(crate) fn remake_here(transport: &dyn Transport, remake: &Remake) -> Result<
         .ok_or_else(|| format!("element type {:?}", remake.element))?;
     let folder = my_dir(&remake.dir, transport);
     let folder = Path::new(&folder);
-    std::fs::create_dir_all(folder)
+    vocab_pipeline::output::create_dir_all(folder)
         .map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
     for task in mine {
         if let Some((bad, _)) = task.photos.iter().find(|(p, _)| !inside(p)) {

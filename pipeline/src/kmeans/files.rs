@@ -187,9 +187,7 @@ pub fn write_text(path: &Path, text: &str) -> Result<(), StoreError> {
 
 /// The checkpoint folder of a run writing `out`.
 pub fn checkpoint_dir(out: &Path) -> PathBuf {
-    let mut name = out.as_os_str().to_owned();
-    name.push(".ckpt");
-    PathBuf::from(name)
+    crate::output::side(out, "ckpt")
 }
 
 /// `state.toml` of a checkpoint.
@@ -231,7 +229,8 @@ pub fn save_checkpoint(
     assignment: &str,
 ) -> Result<(), StoreError> {
     let dir = checkpoint_dir(out);
-    std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+    crate::output::not_a_link(&dir).map_err(|e| io_err(&dir, e.into()))?;
+    crate::output::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
     let name = format!("iter-{:06}.bin", state.iteration);
     let path = dir.join(&name);
     let centroids_checksum = write_vocabulary_bin(&path, &state.centroids)?;

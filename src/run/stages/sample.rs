@@ -189,7 +189,7 @@ impl Stage for Features<'_> {
         // and how each partition is made again from its photos if no node holds it any more.
         if let Some(placed) = placed {
             let here = tmp.join("parts");
-            std::fs::create_dir_all(&here)
+            vocab_pipeline::output::create_dir_all(&here)
                 .with_context(|| format!("cannot create {}", here.display()))?;
             vocab_pipeline::partition::write_manifest(&here, &placed.manifest)?;
             let recipes = here.join(vocab_cluster::jobs::born::RECIPES);

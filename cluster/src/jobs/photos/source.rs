@@ -81,7 +81,7 @@ impl Journal {
         if !same && dir.exists() {
             std::fs::remove_dir_all(dir)?;
         }
-        std::fs::create_dir_all(dir)?;
+        vocab_pipeline::output::create_dir_all(dir)?;
         if !same {
             vocab_pipeline::atomic::write(&key_file, key.as_bytes())?;
         }
