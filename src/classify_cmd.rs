@@ -35,6 +35,70 @@ pub fn read_encoding(histograms: &Path) -> anyhow::Result<Option<Encoding>> {
     Ok(Some(encoding))
 }
 
+/// The vocabulary at `words` is the one `enc` was made over, by the SHA-256 of its bytes (a
+/// record from before digests were kept is taken at its path's word). `whose` names the record:
+/// `model m.json`.
+fn same_words(enc: &Encoding, words: &Path, whose: &str) -> anyhow::Result<()> {
+    let Some(recorded) = enc.digest() else {
+        return Ok(());
+    };
+    let now = vocab_pipeline::input::digest(words)
+        .with_context(|| format!("cannot read the vocabulary {}", words.display()))?;
+    ensure!(
+        now == recorded,
+        "{whose} was made over another vocabulary than {} holds now (SHA-256 {} recorded, {} \
+         now): the file was made again since; encode and train again over it, or give the \
+         vocabulary it was made over",
+        words.display(),
+        &recorded[..12],
+        &now[..12]
+    );
+    Ok(())
+}
+
+/// The histograms at `path` (their record `theirs`) were encoded over the vocabulary the model's
+/// record `ours` names, by digest, with the same settings.
+fn same_encoding(
+    ours: &Encoding,
+    theirs: &Encoding,
+    model: &Path,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let record = manifest_path(path, "encoding.json");
+    match (ours.digest(), theirs.digest()) {
+        (Some(a), Some(b)) => ensure!(
+            a == b,
+            "--histograms {}: encoded over another vocabulary than model {} was trained over \
+             (SHA-256 {} in {}, {} in the model); encode them over the model's vocabulary",
+            path.display(),
+            model.display(),
+            &b[..12],
+            record.display(),
+            &a[..12]
+        ),
+        // Records from before digests were kept: the vocabulary's path and size.
+        _ => ensure!(
+            ours.vocabulary() == theirs.vocabulary() && ours.k() == theirs.k(),
+            "--histograms {}: encoded over {} ({} words), model {} over {} ({} words)",
+            path.display(),
+            theirs.vocabulary(),
+            theirs.k(),
+            model.display(),
+            ours.vocabulary(),
+            ours.k()
+        ),
+    }
+    ensure!(
+        ours.params() == theirs.params(),
+        "--histograms {}: encoded with other settings than model {} was trained on ({}); \
+         encode them as the model's photos were",
+        path.display(),
+        model.display(),
+        record.display()
+    );
+    Ok(())
+}
+
 /// `(row index, class index)` pairs of labelled photos.
 type Pairs = Vec<(usize, usize)>;
 
@@ -243,27 +307,34 @@ fn mirror_rows<'m>(
     args: &TrainSettings,
     path: &Path,
 ) -> anyhow::Result<Vec<&'m [f32]>> {
-    let theirs = read_encoding(path)?;
-    // What the records say is checked whichever of them there is.
-    if let Some(ours) = encoding {
+    // Both records are needed: they are what says the rows are mirror images of the same
+    // photos over the same vocabulary (by its digest), and vocab encode always writes them.
+    let record = |histograms: &Path, flag: &str| {
+        format!(
+            "{flag} {}: has no record {} to show that --mirrored holds the mirror images of \
+             --histograms' photos over the same vocabulary; give the histograms of vocab encode \
+             (and of vocab encode --mirror) with their records",
+            histograms.display(),
+            manifest_path(histograms, "encoding.json").display()
+        )
+    };
+    let ours = encoding.with_context(|| record(&args.histograms, "--histograms"))?;
+    let theirs = read_encoding(path)?.with_context(|| record(path, "--mirrored"))?;
+    ensure!(
+        !ours.params().features.mirror,
+        "--histograms {}: holds mirrored photos (vocab encode --mirror); give the photos as \
+         they are, and their mirror images as --mirrored",
+        args.histograms.display()
+    );
+    ensure!(
+        theirs.params().features.mirror,
+        "--mirrored {}: holds the photos as they are; give the histograms of `vocab encode \
+         --mirror`",
+        path.display()
+    );
+    {
         ensure!(
-            !ours.params().features.mirror,
-            "--histograms {}: holds mirrored photos (vocab encode --mirror); give the photos as \
-             they are, and their mirror images as --mirrored",
-            args.histograms.display()
-        );
-    }
-    if let Some(theirs) = &theirs {
-        ensure!(
-            theirs.params().features.mirror,
-            "--mirrored {}: holds the photos as they are; give the histograms of `vocab encode \
-             --mirror`",
-            path.display()
-        );
-    }
-    if let (Some(ours), Some(theirs)) = (encoding, &theirs) {
-        ensure!(
-            *theirs == ours.mirror_image(),
+            theirs == ours.mirror_image(),
             "--mirrored {}: encoded otherwise than --histograms {} ({} against {}); encode both \
              with the same vocabulary and settings",
             path.display(),
@@ -336,6 +407,9 @@ pub fn evaluate_on(
     }
     if let Some(row) = table.rows.first() {
         model.check_len(row.len(), &args.histograms)?;
+    }
+    if let (Some(ours), Some(theirs)) = (&model.encoding, read_encoding(&args.histograms)?) {
+        same_encoding(ours, &theirs, &args.model, &args.histograms)?;
     }
     let pairs = labelled(table, &labels);
     let (test, scope) = if args.held_out {
@@ -491,12 +565,10 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
     })?;
     // The model's encoding was checked by the rules of vocab encode when it was read.
     let words = Path::new(enc.vocabulary());
-    ensure!(
-        !crate::settings::same_file(&args.out, words),
-        "--out {}: is the model's vocabulary {}, which it would overwrite",
-        args.out.display(),
-        words.display()
-    );
+    // An input like those on the command line: nothing this command writes may replace it.
+    vocab_pipeline::output::protect(format!("the model's vocabulary {}", words.display()), words);
+    vocab_pipeline::output::claim(&args.out)?;
+    same_words(&enc, words, &format!("model {}", args.model.display()))?;
     let vocabulary = crate::photo_cmd::read_words(words, enc.params())
         .with_context(|| format!("the model's vocabulary {}", enc.vocabulary()))?;
     ensure!(

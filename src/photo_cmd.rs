@@ -176,6 +176,10 @@ pub fn encode(
     out: &mut dyn Write,
 ) -> anyhow::Result<FeatureSummary> {
     let started = Instant::now();
+    // The record binds the histograms to the vocabulary's bytes, not to its path: taken before
+    // the words are read, so a file changed meanwhile is one the record does not match.
+    let digest = vocab_pipeline::input::digest(&settings.vocabulary)
+        .with_context(|| format!("cannot read {}", settings.vocabulary.display()))?;
     let vocabulary = read_words(&settings.vocabulary, &settings.params)?;
     // The rules that need the vocabulary's size, before any photo is read.
     if let Err(e) = settings.params.check(Some(vocabulary.k())) {
@@ -235,7 +239,8 @@ pub fn encode(
         vocabulary.k(),
         settings.params.clone(),
     )
-    .with_context(|| format!("the vocabulary {}", settings.vocabulary.display()))?;
+    .with_context(|| format!("the vocabulary {}", settings.vocabulary.display()))?
+    .with_digest(digest);
     let encoding_path = manifest_path(&settings.out, "encoding.json");
     vocab_pipeline::atomic::write(
         &encoding_path,

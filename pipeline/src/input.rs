@@ -80,6 +80,27 @@ fn too_large(len: u64, limit: u64) -> io::Error {
     )
 }
 
+/// The SHA-256 of the regular file `path`'s bytes, in hex: what binds an artifact to the content
+/// of an input (a model to its vocabulary), whatever its path holds later.
+pub fn digest(path: &Path) -> io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut file = open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
 /// A CSV reader of the regular file `path` (a record's length is the CSV reader's to bound).
 pub fn csv(builder: &csv::ReaderBuilder, path: &Path) -> csv::Result<csv::Reader<File>> {
     Ok(builder.from_reader(open(path)?))

@@ -204,7 +204,9 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
     let test = match protocol.test_folder() {
         Some((photos, labels)) => {
             protocol::check_test_labels(&attributes, &dataset.labels, labels)?;
-            Some(Dataset::of_folder(photos, labels)?)
+            let test = Dataset::of_folder(photos, labels)?;
+            protocol::check_test_apart(&dataset, &test)?;
+            Some(test)
         }
         None => None,
     };

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, ensure};
 
-use super::dataset::Overrides;
 pub use super::dataset::SplitRule;
+use super::dataset::{Dataset, Overrides};
 use crate::config::Config;
 
 /// The run's protocol.
@@ -219,6 +219,61 @@ pub fn check_test_labels(
             labels.display(),
             train.classes
         );
+    }
+    Ok(())
+}
+
+/// A test folder shares no photo with the dataset: not the same file (a link, a hard link) and
+/// not the same bytes, or the run would score photos it trained on. The first photo found on
+/// both sides is named. Only photos of equal size are read and hashed.
+pub fn check_test_apart(dataset: &Dataset, test: &Dataset) -> anyhow::Result<()> {
+    use std::collections::HashMap;
+    use std::os::unix::fs::MetadataExt;
+    use vocab_pipeline::image_io::Collection;
+    let open = |d: &Dataset| -> anyhow::Result<Vec<(PathBuf, std::fs::Metadata)>> {
+        let collection = Collection::open(&d.photos, Some(&d.labels))?;
+        Ok((collection.photos().iter())
+            .map(|p| collection.path_of(p))
+            .filter_map(|path| std::fs::metadata(&path).ok().map(|m| (path, m)))
+            .filter(|(_, m)| m.is_file())
+            .collect())
+    };
+    let ours = open(dataset)?;
+    let by_id: HashMap<(u64, u64), &Path> = (ours.iter())
+        .map(|(p, m)| ((m.dev(), m.ino()), p.as_path()))
+        .collect();
+    let mut by_len: HashMap<u64, Vec<&Path>> = HashMap::new();
+    for (p, m) in &ours {
+        by_len.entry(m.len()).or_default().push(p);
+    }
+    let mut digests: HashMap<PathBuf, String> = HashMap::new();
+    let mut digest = |path: &Path| -> anyhow::Result<String> {
+        if let Some(d) = digests.get(path) {
+            return Ok(d.clone());
+        }
+        let d = vocab_pipeline::input::digest(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        digests.insert(path.to_path_buf(), d.clone());
+        Ok(d)
+    };
+    let both = |theirs: &Path, ours: &Path, how: &str| {
+        anyhow::anyhow!(
+            "the test folder {} reaches the dataset's own photos: {} is {how} {}; a run would \
+             score photos it trained on. Give a test folder of other photos",
+            test.photos.display(),
+            theirs.display(),
+            ours.display()
+        )
+    };
+    for (path, meta) in open(test)? {
+        if let Some(ours) = by_id.get(&(meta.dev(), meta.ino())) {
+            return Err(both(&path, ours, "the same file as"));
+        }
+        for ours in by_len.get(&meta.len()).into_iter().flatten() {
+            if digest(&path)? == digest(ours)? {
+                return Err(both(&path, ours, "the same bytes as"));
+            }
+        }
     }
     Ok(())
 }

@@ -46,6 +46,8 @@ pub enum EncodeParamsError {
     Probes,
     /// A normalisation other than `l1` or `hellinger` (a file read back).
     Norm(String),
+    /// A vocabulary digest that is not 64 hex digits (a file read back).
+    Digest(String),
     /// A normalisation other than VLAD's or the Fisher vector's own (`l1`, the default, stands
     /// for it).
     VladNorm(super::bow::Norm),
@@ -86,6 +88,7 @@ impl Broken for EncodeParamsError {
             Self::ApproxKernel => "kernel",
             Self::Probes => "probes",
             Self::Norm(_) => "norm",
+            Self::Digest(_) => "vocabulary_sha256",
             Self::VladTooLong { .. }
             | Self::FisherSoft
             | Self::FisherSearch
@@ -108,7 +111,7 @@ impl Broken for EncodeParamsError {
             Self::ApproxSoft => "approx".into(),
             Self::ApproxKernel => "int8".into(),
             Self::Probes => "0".into(),
-            Self::Norm(n) => n.clone(),
+            Self::Norm(n) | Self::Digest(n) => n.clone(),
             Self::VladTooLong { .. } => "vlad".into(),
             Self::FisherSoft | Self::FisherSearch | Self::FisherDims(_) => "fisher".into(),
             Self::Projected { pooling, .. } => (*pooling).into(),
@@ -137,6 +140,7 @@ impl Broken for EncodeParamsError {
             }
             Self::Probes => "must be at least 1 list".into(),
             Self::Norm(_) => "must be l1 or hellinger".into(),
+            Self::Digest(_) => "must be a SHA-256 in 64 hex digits".into(),
             Self::VladNorm(_) => "does not apply to VLAD or Fisher vectors, which normalise their \
                  own vectors (signed square root, L2): leave norm at l1"
                 .into(),

@@ -22,6 +22,7 @@ pub struct Encoding {
     vocabulary: String,
     k: usize,
     params: EncodeParams,
+    digest: Option<String>,
 }
 
 impl Encoding {
@@ -37,7 +38,21 @@ impl Encoding {
             vocabulary,
             k,
             params,
+            digest: None,
         })
+    }
+
+    /// The record with the SHA-256 of the vocabulary's (or mixture's) bytes
+    /// ([`crate::input::digest`]): what a model and its histograms are bound to.
+    pub fn with_digest(mut self, digest: String) -> Self {
+        self.digest = Some(digest);
+        self
+    }
+
+    /// The SHA-256 of the vocabulary's bytes when the histograms were made (absent in records
+    /// from before it was kept).
+    pub fn digest(&self) -> Option<&str> {
+        self.digest.as_deref()
     }
 
     /// The vocabulary file (as given to `vocab encode`, made absolute).
@@ -100,6 +115,9 @@ struct Record {
     /// The photos were described mirrored left to right (absent: as they are).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     mirror: bool,
+    /// The SHA-256 of the vocabulary's bytes (absent in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    vocabulary_sha256: Option<String>,
 }
 
 impl TryFrom<Record> for Encoding {
@@ -121,7 +139,16 @@ impl TryFrom<Record> for Encoding {
             scales: r.scales,
             approx: r.approx,
         };
-        Self::new(r.vocabulary, r.k, params)
+        if let Some(digest) = &r.vocabulary_sha256
+            && (digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(EncodeParamsError::Digest(crate::input::prefix(digest, 70)));
+        }
+        let encoding = Self::new(r.vocabulary, r.k, params)?;
+        Ok(match r.vocabulary_sha256 {
+            Some(digest) => encoding.with_digest(digest),
+            None => encoding,
+        })
     }
 }
 
@@ -147,6 +174,7 @@ impl From<Encoding> for Record {
             scales: p.scales,
             approx: p.approx,
             mirror: p.features.mirror,
+            vocabulary_sha256: e.digest,
         }
     }
 }

@@ -1,0 +1,189 @@
+//! Artifacts bound to their inputs by content (issue 49): models and histograms record the
+//! SHA-256 of the vocabulary they were made over, and a test folder never reaches the dataset.
+
+use std::path::Path;
+
+use crate::encode::Scenes;
+use crate::util::*;
+
+/// `vocab train` of urbanicity on `hist` into `model`, with `extra` flags.
+fn train(hist: &Path, labels: &Path, model: &Path, extra: &[&str]) -> Vec<String> {
+    let args = [
+        "train",
+        "--histograms",
+        s(hist),
+        "--labels",
+        s(labels),
+        "--attribute",
+        "urbanicity",
+        "--cv",
+        "2",
+        "--out",
+        s(model),
+    ];
+    args.iter().chain(extra).map(|a| a.to_string()).collect()
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn a_model_is_bound_to_its_vocabularys_bytes_not_its_path() {
+    let scenes = Scenes::new();
+    let hist = scenes.hellinger();
+    let d = scenes.dir.path();
+    let record = std::fs::read_to_string(d.join("hist.bin.encoding.json")).expect("record");
+    assert!(record.contains("\"vocabulary_sha256\""), "{record}");
+    let model = d.join("m.json");
+    ok(&strs(&train(&hist, &scenes.labels, &model, &[])));
+    let labels_out = d.join("labels-out.csv");
+    let classify = |out: &Path| {
+        vec![
+            "classify".to_string(),
+            "--model".into(),
+            s(&model).into(),
+            "--input".into(),
+            s(&scenes.photos).into(),
+            "--out".into(),
+            s(out).into(),
+        ]
+    };
+    ok(&strs(&classify(&labels_out)));
+    // The model's vocabulary is an input: classify never writes over it.
+    let err = fails(&strs(&classify(&scenes.vocab)));
+    assert!(err.contains("is the input the model's vocabulary"), "{err}");
+    // Made again at the same path (another seed): the model no longer matches it.
+    let other = d.join("other.bin");
+    ok(&[
+        "kmeans",
+        "--features",
+        s(&d.join("sample.bin")),
+        "--k",
+        "32",
+        "--iterations",
+        "8",
+        "--seed",
+        "9",
+        "--out",
+        s(&other),
+    ]);
+    std::fs::copy(&other, &scenes.vocab).expect("copy");
+    let err = fails(&strs(&classify(&d.join("again.csv"))));
+    assert!(
+        err.contains("another vocabulary") && err.contains(s(&scenes.vocab)),
+        "{err}"
+    );
+    // Histograms over another vocabulary are refused by evaluate, naming both.
+    let other_hist = d.join("other-hist.bin");
+    ok(&[
+        "encode",
+        "--vocabulary",
+        s(&other),
+        "--input",
+        s(&scenes.photos),
+        "--out",
+        s(&other_hist),
+        "--norm",
+        "hellinger",
+    ]);
+    let err = fails(&[
+        "evaluate",
+        "--model",
+        s(&model),
+        "--histograms",
+        s(&other_hist),
+        "--labels",
+        s(&scenes.labels),
+    ]);
+    assert!(
+        err.contains("encoded over another vocabulary") && err.contains(s(&other_hist)),
+        "{err}"
+    );
+}
+
+#[test]
+fn mirror_images_are_checked_by_their_records_which_must_be_there() {
+    let scenes = Scenes::new();
+    let hist = scenes.hellinger();
+    let d = scenes.dir.path();
+    let mirrored = d.join("mirrored.bin");
+    ok(&[
+        "encode",
+        "--vocabulary",
+        s(&scenes.vocab),
+        "--input",
+        s(&scenes.photos),
+        "--out",
+        s(&mirrored),
+        "--norm",
+        "hellinger",
+        "--mirror",
+    ]);
+    let model = d.join("m.json");
+    ok(&strs(&train(
+        &hist,
+        &scenes.labels,
+        &model,
+        &["--mirrored", s(&mirrored)],
+    )));
+    // Without the mirrored file's record nothing says what its rows are: refused.
+    std::fs::remove_file(d.join("mirrored.bin.encoding.json")).expect("rm");
+    let err = fails(&strs(&train(
+        &hist,
+        &scenes.labels,
+        &model,
+        &["--mirrored", s(&mirrored)],
+    )));
+    assert!(
+        err.contains("--mirrored") && err.contains("has no record"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_test_folder_that_reaches_the_datasets_photos_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let photos = photo_set_of(d, 3, 5);
+    let config = d.join("c.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[dataset]\npath = {:?}\n\n[features]\nper_image = 10\nseed = 1\n\n[partition]\n\
+             parts = 2\n\n[kmeans]\nk = [4]\niterations = 2\nseed = 1\nnodes = 0\n\n[encode]\n\
+             stride = 16\n\n[classify]\nsplit_by = \"kind\"\ncv = 2\n",
+            s(&photos)
+        ),
+    )
+    .expect("config");
+    let other = photo_set_of(&d.join("other"), 1, 9);
+    let rows = csv_rows(&other.join("labels.csv"));
+    let first = rows[0][0].clone();
+    for how in ["hard link", "copy", "symlink"] {
+        let test = d.join(format!("test-{}", how.replace(' ', "-")));
+        let _ = std::fs::remove_dir_all(&test);
+        // The other set, but for one photo that is the dataset's (by link or by bytes).
+        let copy = std::process::Command::new("cp")
+            .args(["-r", s(&other), s(&test)])
+            .status()
+            .expect("cp");
+        assert!(copy.success());
+        let theirs = test.join(&first);
+        let ours = photos.join(&first);
+        std::fs::remove_file(&theirs).expect("rm");
+        match how {
+            "hard link" => std::fs::hard_link(&ours, &theirs).expect("link"),
+            "copy" => {
+                std::fs::copy(&ours, &theirs).expect("copy");
+            }
+            _ => std::os::unix::fs::symlink(&ours, &theirs).expect("symlink"),
+        }
+        let work = d.join(format!("work-{}", how.replace(' ', "-")));
+        let err = fails(&["run", s(&config), "--work", s(&work), "--test", s(&test)]);
+        assert!(
+            err.contains("reaches the dataset's own photos") && err.contains(&first),
+            "{how}: {err}"
+        );
+    }
+}
