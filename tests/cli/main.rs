@@ -11,6 +11,7 @@ mod formats;
 mod hardening;
 mod kmeans;
 mod mixture;
+mod network;
 mod outputs;
 mod placement;
 mod protocol;

@@ -10,6 +10,9 @@
 //! ```
 //!
 //! HMAC-SHA256, 32-byte nonces from the operating system's generator, constant-time comparison.
+//! Then both sides seal every frame ([`crate::net::connection::Seal`]) under a key a direction,
+//! `HMAC(secret, "vocab-frames-client" | client_nonce | server_nonce | name)` and `...-server`:
+//! fresh for every connection, known only to the two proved ends.
 //! The secret never crosses the wire; both sides prove they know it, so an outsider can neither
 //! join (and then read broadcasts or inject data) nor impersonate a worker. The connecting side
 //! proves itself first: a stranger who connects to a worker receives nothing computed from the
@@ -25,7 +28,7 @@ use rand::RngCore;
 use sha2::Sha256;
 use thiserror::Error;
 
-use crate::net::connection::{Connection, ConnectionError};
+use crate::net::connection::{Connection, ConnectionError, Seal};
 use crate::net::frame::{Frame, NONCE_LEN};
 
 /// Shortest accepted secret, in bytes (a floor under the entropy floor, which 64 hex digits of 32
@@ -34,6 +37,10 @@ pub const MIN_SECRET_LEN: usize = 16;
 
 /// Least estimated entropy of an accepted secret, in bits ([`entropy_bits`]).
 pub const MIN_SECRET_BITS: f64 = 128.0;
+
+/// Labels of the two directions' frame keys.
+const CLIENT_FRAMES: &[u8] = b"vocab-frames-client";
+const SERVER_FRAMES: &[u8] = b"vocab-frames-server";
 
 /// Largest secret file read.
 const MAX_SECRET_FILE: u64 = 4096;
@@ -267,6 +274,10 @@ pub async fn client_handshake(
         Frame::Welcome { proof }
             if secret.verify(b"vocab-server", &mine, &theirs, name, &proof) =>
         {
+            conn.seal(
+                Seal::new(&secret.proof(CLIENT_FRAMES, &mine, &theirs, name)),
+                Seal::new(&secret.proof(SERVER_FRAMES, &mine, &theirs, name)),
+            );
             Ok(())
         }
         Frame::Welcome { .. } => Err(AuthError::Failed(
@@ -330,6 +341,10 @@ pub async fn server_prove(
     }
     let proof = secret.proof(b"vocab-server", &theirs, &mine, &name);
     conn.write_frame(&Frame::Welcome { proof }).await?;
+    conn.seal(
+        Seal::new(&secret.proof(SERVER_FRAMES, &theirs, &mine, &name)),
+        Seal::new(&secret.proof(CLIENT_FRAMES, &theirs, &mine, &name)),
+    );
     Ok(name)
 }
 

@@ -2,8 +2,17 @@
 //!
 //! A clean end of stream between frames is `Ok(None)`; an end of stream inside a frame is
 //! [`ConnectionError::Reset`]. The read buffer grows to at most one frame (header + payload limit).
+//!
+//! **Sealed frames.** Once the handshake proved both sides ([`crate::net::auth`]), each direction
+//! has a key derived from the secret and both nonces ([`Seal`]), and every frame is followed by a
+//! [`TAG_LEN`]-byte tag: HMAC-SHA256 under that key of the frame's sequence number in its
+//! direction (0, 1, ...; not sent) and its bytes, truncated. A frame altered on the way (its CRC
+//! fixed or not), replayed, reordered, dropped, or sent on another connection does not verify,
+//! and ends the connection with [`ConnectionError::Forged`] before its payload is decoded.
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, BufMut, BytesMut};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use thiserror::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
@@ -23,6 +32,49 @@ pub enum ConnectionError {
     /// The peer closed the stream in the middle of a frame.
     #[error("connection reset by peer in the middle of a frame")]
     Reset,
+    /// A sealed frame's tag does not verify: altered, replayed, reordered or dropped on the way.
+    #[error(
+        "frame {seq} failed its authentication (altered, replayed, reordered or dropped on the \
+         way)"
+    )]
+    Forged {
+        /// Its sequence number in its direction.
+        seq: u64,
+    },
+}
+
+/// Bytes of the tag after every sealed frame (HMAC-SHA256 truncated to 128 bits).
+pub const TAG_LEN: usize = 16;
+
+/// One direction's sealing: its key and the sequence number of its next frame.
+#[derive(Clone)]
+pub struct Seal {
+    key: Hmac<Sha256>,
+    next: u64,
+}
+
+impl std::fmt::Debug for Seal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Seal").field("next", &self.next).finish()
+    }
+}
+
+impl Seal {
+    /// A direction sealed under `key`, its first frame numbered 0.
+    pub fn new(key: &[u8]) -> Self {
+        // HMAC takes a key of any length.
+        let key = <Hmac<Sha256> as Mac>::new_from_slice(key).unwrap_or_else(|_| unreachable!());
+        Self { key, next: 0 }
+    }
+
+    /// The MAC of the next frame's bytes, its number counted.
+    fn mac(&mut self, frame: &[u8]) -> Hmac<Sha256> {
+        let mut mac = self.key.clone();
+        mac.update(&self.next.to_le_bytes());
+        mac.update(frame);
+        self.next = self.next.wrapping_add(1);
+        mac
+    }
 }
 
 /// A framed TCP connection: a [`FrameReader`] and a [`FrameWriter`] over the halves of one
@@ -40,6 +92,7 @@ pub struct FrameReader {
     buffer: BytesMut,
     max_payload: usize,
     read: u64,
+    seal: Option<Seal>,
 }
 
 /// The writing half of a [`Connection`].
@@ -48,6 +101,7 @@ pub struct FrameWriter {
     stream: BufWriter<OwnedWriteHalf>,
     encoded: BytesMut,
     written: u64,
+    seal: Option<Seal>,
 }
 
 impl Connection {
@@ -71,13 +125,22 @@ impl Connection {
                 buffer: BytesMut::with_capacity(64 << 10),
                 max_payload,
                 read: 0,
+                seal: None,
             },
             writer: FrameWriter {
                 stream: BufWriter::with_capacity(256 << 10, write),
                 encoded: BytesMut::new(),
                 written: 0,
+                seal: None,
             },
         }
+    }
+
+    /// Seals every frame from now on: those written under `write`, those read under `read`
+    /// (the handshake's end; see the module docs).
+    pub fn seal(&mut self, write: Seal, read: Seal) {
+        self.writer.seal = Some(write);
+        self.reader.seal = Some(read);
     }
 
     /// The peer's address, if the socket knows it.
@@ -114,16 +177,28 @@ impl Connection {
 impl FrameReader {
     /// Reads the next frame; `Ok(None)` when the peer closed cleanly between frames.
     pub async fn read_frame(&mut self) -> Result<Option<Frame>, ConnectionError> {
+        let tag = if self.seal.is_some() { TAG_LEN } else { 0 };
         loop {
-            if let Some((frame, used)) = Frame::parse(&self.buffer, self.max_payload)? {
-                self.buffer.advance(used);
-                self.read += used as u64;
-                return Ok(Some(frame));
-            }
-            // Reserve for the whole frame once its header is known (bounded by the limit).
             if let Some(header) = Frame::check(&self.buffer, self.max_payload)? {
-                let want = HEADER_LEN + header.len;
-                self.buffer.reserve(want.saturating_sub(self.buffer.len()));
+                let body = HEADER_LEN + header.len;
+                let want = body + tag;
+                if self.buffer.len() >= want {
+                    if let Some(seal) = &mut self.seal {
+                        let seq = seal.next;
+                        // Verified before a byte of the payload is decoded.
+                        (seal.mac(&self.buffer[..body]))
+                            .verify_truncated_left(&self.buffer[body..want])
+                            .map_err(|_| ConnectionError::Forged { seq })?;
+                    }
+                    // Whole: `check` passed and `body` bytes are buffered.
+                    let parsed = Frame::parse(&self.buffer[..body], self.max_payload)?;
+                    let (frame, _) = parsed.ok_or(ConnectionError::Reset)?;
+                    self.buffer.advance(want);
+                    self.read += want as u64;
+                    return Ok(Some(frame));
+                }
+                // Reserve for the whole frame once its header is known (bounded by the limit).
+                self.buffer.reserve(want - self.buffer.len());
             }
             if self.stream.read_buf(&mut self.buffer).await? == 0 {
                 return if self.buffer.is_empty() {
@@ -141,6 +216,10 @@ impl FrameWriter {
     pub async fn write_frame(&mut self, frame: &Frame) -> Result<(), ConnectionError> {
         self.encoded.clear();
         frame.encode(&mut self.encoded);
+        if let Some(seal) = &mut self.seal {
+            let tag = seal.mac(&self.encoded).finalize().into_bytes();
+            self.encoded.put_slice(&tag[..TAG_LEN]);
+        }
         self.stream.write_all(&self.encoded).await?;
         self.stream.flush().await?;
         self.written += self.encoded.len() as u64;
@@ -182,6 +261,90 @@ mod tests {
         );
         assert_eq!(server.read_frame().await.expect("read"), Some(chunk));
         assert_eq!(server.read_frame().await.expect("eof"), None);
+    }
+
+    /// The bytes of `frame` sealed as the `seq`-th frame under `key`.
+    fn sealed(key: &[u8], seq: u64, frame: &Frame) -> Vec<u8> {
+        let mut seal = Seal::new(key);
+        seal.next = seq;
+        let mut bytes = BytesMut::new();
+        frame.encode(&mut bytes);
+        let tag = seal.mac(&bytes).finalize().into_bytes();
+        bytes.put_slice(&tag[..TAG_LEN]);
+        bytes.to_vec()
+    }
+
+    /// A data frame of `n` bytes of `fill`.
+    fn data(n: usize, fill: u8) -> Frame {
+        Frame::Data {
+            tag: 3,
+            data: Bytes::from(vec![fill; n]),
+        }
+    }
+
+    #[tokio::test]
+    async fn sealed_frames_cross_and_their_tags_bind_key_order_and_bytes() {
+        let key = [5u8; 32];
+        // Honest: a sealed writer to a sealed reader, both directions.
+        let (mut server, client) = pair().await;
+        let mut client = Connection::new(client);
+        client.seal(Seal::new(&key), Seal::new(&[6u8; 32]));
+        server.seal(Seal::new(&[6u8; 32]), Seal::new(&key));
+        for i in 0..3u8 {
+            client.write_frame(&data(1000, i)).await.expect("write");
+            server
+                .write_frame(&Frame::Pong { seq: i.into() })
+                .await
+                .expect("write");
+        }
+        for i in 0..3u8 {
+            assert_eq!(
+                server.read_frame().await.expect("read"),
+                Some(data(1000, i))
+            );
+            assert_eq!(
+                client.read_frame().await.expect("read"),
+                Some(Frame::Pong { seq: i.into() })
+            );
+        }
+        // What a relay might send in place of frames 0 and 1, each to a fresh reader.
+        let first = sealed(&key, 0, &data(64, 1));
+        let second = sealed(&key, 1, &data(64, 2));
+        // A bit of the data flipped and the CRC made right again: only the tag tells.
+        let mut altered = vec![1u8; 64];
+        altered[8] ^= 1;
+        let mut recrc = BytesMut::new();
+        Frame::Data {
+            tag: 3,
+            data: Bytes::from(altered),
+        }
+        .encode(&mut recrc);
+        let mut recrc = recrc.to_vec();
+        recrc.extend_from_slice(&first[first.len() - TAG_LEN..]);
+        let cases: [(&str, Vec<u8>); 5] = [
+            ("a bit flipped, CRC fixed", recrc),
+            ("replayed", [first.clone(), first.clone()].concat()),
+            ("reordered", [second.clone(), first.clone()].concat()),
+            ("dropped", second.clone()),
+            ("under another key", sealed(&[9u8; 32], 0, &data(64, 1))),
+        ];
+        for (what, bytes) in cases {
+            let (mut server, mut raw) = pair().await;
+            server.seal(Seal::new(&[6u8; 32]), Seal::new(&key));
+            raw.write_all(&bytes).await.expect("write");
+            drop(raw);
+            let mut outcome = Ok(None);
+            for _ in 0..2 {
+                outcome = server.read_frame().await;
+                if !matches!(outcome, Ok(Some(_))) {
+                    break;
+                }
+            }
+            assert!(
+                matches!(outcome, Err(ConnectionError::Forged { .. })),
+                "{what}: {outcome:?}"
+            );
+        }
     }
 
     #[tokio::test]

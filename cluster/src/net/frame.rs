@@ -10,6 +10,9 @@
 //! | 4 | 4 | payload length, little-endian |
 //! | 8 | 4 | CRC-32 of header bytes 0..8 and the payload, little-endian |
 //!
+//! After the handshake each frame is followed by a 16-byte tag that authenticates it
+//! ([`crate::net::connection::Seal`]).
+//!
 //! [`Frame::check`] validates a header before any payload is buffered: a wrong magic, another
 //! version, an unknown kind or a length above the connection's limit is an error straight away, so
 //! a peer cannot make the reader allocate more than the limit. Payload fields are little-endian;
@@ -19,9 +22,9 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
-/// Protocol version spoken by this build (4: a photo job's description may ask for mirrored
-/// photos, which a member of an older build would not know to do).
-pub const PROTOCOL_VERSION: u8 = 4;
+/// Protocol version spoken by this build (5: every frame after the handshake is sealed, see
+/// [`crate::net::connection`]; 4: a photo job's description may ask for mirrored photos).
+pub const PROTOCOL_VERSION: u8 = 5;
 /// Magic bytes opening every frame.
 pub const MAGIC: [u8; 2] = *b"VC";
 /// Header length in bytes.

@@ -1,0 +1,158 @@
+//! A hostile network between the driver and its workers (issue 49): a relay that alters frames,
+//! and a flood of connections that never authenticate.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::util::*;
+
+/// Frame header bytes, and the tag that follows every frame after the handshake.
+const HEADER: usize = 12;
+const TAG: usize = 16;
+
+/// Copies frames from `from` to `to`. After the first two frames of this direction (the
+/// handshake's), every frame carries a tag; data frames of at least 256 bytes of payload have
+/// one bit flipped and their CRC made right again: the first one the relay sees, or `every` one. A build
+/// that sent no tags would be misread here and never altered: `done` tells.
+fn relay_frames(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    tamper: bool,
+    every: bool,
+    done: &AtomicBool,
+) {
+    let mut frames = 0usize;
+    loop {
+        let mut header = [0u8; HEADER];
+        if from.read_exact(&mut header).is_err() {
+            break;
+        }
+        let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]) as usize;
+        if len > 1 << 24 {
+            break;
+        }
+        let tag = if frames >= 2 { TAG } else { 0 };
+        let mut rest = vec![0u8; len + tag];
+        if from.read_exact(&mut rest).is_err() {
+            break;
+        }
+        frames += 1;
+        if tamper && header[3] == 9 && len >= 256 && (!done.swap(true, Ordering::SeqCst) || every) {
+            rest[len / 2] ^= 0x10;
+            let mut crc = crc32fast::Hasher::new();
+            crc.update(&header[..8]);
+            crc.update(&rest[..len]);
+            header[8..12].copy_from_slice(&crc.finalize().to_le_bytes());
+        }
+        if to
+            .write_all(&header)
+            .and_then(|()| to.write_all(&rest))
+            .is_err()
+        {
+            break;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
+/// A relay on `listener` to the worker at `port`, altering one frame the worker sends.
+fn relay(listener: TcpListener, port: u16, every: bool, done: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = TcpStream::connect(("127.0.0.1", port)) else {
+                continue;
+            };
+            let (c2, s2) = (
+                client.try_clone().expect("clone"),
+                server.try_clone().expect("clone"),
+            );
+            let done_up = Arc::clone(&done);
+            std::thread::spawn(move || relay_frames(client, server, false, every, &done_up));
+            let done_down = Arc::clone(&done);
+            std::thread::spawn(move || relay_frames(s2, c2, true, every, &done_down));
+        }
+    });
+}
+
+#[test]
+fn a_relay_that_alters_a_frame_never_changes_the_vocabulary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let parts = synth_parts(d, 20000, 32, 20, 4, 5);
+    let common = [
+        "kmeans",
+        "--features",
+        s(&parts),
+        "--k",
+        "20",
+        "--iterations",
+        "4",
+        "--tol",
+        "0",
+        "--seed",
+        "3",
+    ];
+    let local = d.join("local.bin");
+    ok(&[&common[..], &["--out", s(&local)]].concat());
+    // The first altered frame ends its link: the attempt is made again and gives the local
+    // centroids. Every frame altered: the run fails naming why. Never a vocabulary of altered
+    // sums.
+    for every in [false, true] {
+        let (status, stderr, out) = relayed(d, &common, every);
+        if every {
+            assert!(
+                !status.success() && stderr.contains("failed its authentication"),
+                "{stderr}"
+            );
+        } else {
+            assert!(status.success(), "{stderr}");
+            assert!(
+                std::fs::read(&out).expect("vocabulary") == std::fs::read(&local).expect("local"),
+                "an altered frame changed the vocabulary"
+            );
+        }
+    }
+}
+
+/// `vocab kmeans` (`common`) on 3 workers of which w0 is reached through a relay that alters
+/// its data frames (the first one, or `every` one): its exit, its stderr and its vocabulary.
+fn relayed(
+    d: &std::path::Path,
+    common: &[&str],
+    every: bool,
+) -> (std::process::ExitStatus, String, std::path::PathBuf) {
+    let name = if every { "every" } else { "first" };
+    // w0's listed address is the relay's; the worker itself listens elsewhere.
+    let (cluster, ports) = cluster_file(d, &format!("cluster-{name}.toml"), 3, 3);
+    let text = std::fs::read_to_string(&cluster).expect("read").replace(
+        "io_timeout_ms = 5000",
+        "io_timeout_ms = 3000\nconnect_timeout_ms = 500",
+    );
+    std::fs::write(&cluster, text).expect("write");
+    let hidden = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let real = hidden.local_addr().expect("addr").port();
+    drop(hidden);
+    let relay_at = TcpListener::bind(("127.0.0.1", ports[0])).expect("relay port");
+    let done = Arc::new(AtomicBool::new(false));
+    relay(relay_at, real, every, Arc::clone(&done));
+    let _workers = Workers(vec![
+        spawn_worker_args(&cluster, 0, real, &[]),
+        spawn_worker_args(&cluster, 1, ports[1], &[]),
+        spawn_worker_args(&cluster, 2, ports[2], &[]),
+    ]);
+    let out = d.join(format!("relayed-{name}.bin"));
+    let run = Command::new(env!("CARGO_BIN_EXE_vocab"))
+        .args(common)
+        .args(["--quiet", "--cluster", s(&cluster), "--out", s(&out)])
+        .output()
+        .expect("driver");
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(
+        done.load(Ordering::SeqCst),
+        "the relay altered no frame: {stderr}"
+    );
+    (run.status, stderr, out)
+}
