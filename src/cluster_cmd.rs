@@ -22,6 +22,28 @@ use vocab_cluster::collective::calibration::Order;
 use vocab_cluster::jobs::bench::{BroadcastReport, Broadcaster};
 
 /// `vocab worker`.
+/// Lifts the soft limit on open files to the hard one: a worker holds a connection per handshake
+/// under way (up to `admission::MAX_HANDSHAKES`) besides its team's links, and a limit reached
+/// would turn honest peers away with the flood.
+fn raise_open_files() {
+    #[cfg(unix)]
+    {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit and setrlimit on a struct this function owns.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0
+                && limit.rlim_cur < limit.rlim_max
+            {
+                limit.rlim_cur = limit.rlim_max;
+                let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            }
+        }
+    }
+}
+
 pub fn worker(args: &WorkerArgs) -> anyhow::Result<()> {
     let (cluster, secret) = if args.secret_stdin {
         let stdin = Path::new("<standard input>");
@@ -36,6 +58,7 @@ pub fn worker(args: &WorkerArgs) -> anyhow::Result<()> {
         args.name,
         args.cluster.display()
     );
+    raise_open_files();
     runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await

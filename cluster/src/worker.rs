@@ -7,9 +7,10 @@
 //! open). Faults are injected through the [`Hooks`] the caller passes in.
 //!
 //! Each connection is one task until it is handed to a team. Before authentication a
-//! connection has a small frame limit, a deadline, and a place in the worker's
-//! [`Admission`](crate::admission::Admission): a bounded set of handshakes that evicts only
-//! stalled ones, so a team's members linking all at once are admitted in turn.
+//! connection has a small frame limit and small buffers, a deadline for each stage of the
+//! handshake (its hello, then its proof), and a place in the worker's
+//! [`Admission`](crate::admission::Admission): every connection is admitted at once up to a
+//! bound far above what a flood holds, with random early drop near it, and none is evicted.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::admission::{Admission, Refused, Ticket};
+use crate::admission::{Admission, Ticket};
 use crate::engine::{Checkpoint, Hooks, Job};
 use crate::net::auth::{Secret, server_hello, server_prove};
 use crate::net::config::Cluster;
@@ -32,9 +33,6 @@ pub enum ServeError {
     /// The peer did not authenticate.
     #[error("handshake")]
     Handshake(#[source] crate::net::auth::AuthError),
-    /// The connection lost its place before its handshake finished.
-    #[error(transparent)]
-    Admission(#[from] Refused),
     /// The worker is shutting down.
     #[error("the worker is stopping")]
     Stopping,
@@ -87,7 +85,8 @@ pub enum ServeError {
 
 /// Authenticated connections a worker serves at once; further ones wait for a slot.
 const MAX_CONNECTIONS: usize = 256;
-/// Longest handshake (a Hello and a Response: two small frames).
+/// Longest stage of a handshake: from the connection to its hello, and from the challenge to
+/// the proof (each a small frame an honest peer sends at once).
 const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(3);
 /// Payload limit before authentication: a Hello is a name and a nonce.
 pub const HANDSHAKE_MAX_PAYLOAD: usize = 1024;
@@ -154,8 +153,13 @@ impl Worker {
             match listener.accept().await {
                 Ok((socket, _)) => {
                     backoff = Duration::from_millis(10);
-                    // In the order of arrival.
-                    let ticket = admission.arrive();
+                    let ticket = match admission.arrive() {
+                        Ok(ticket) => ticket,
+                        Err(refused) => {
+                            self.log_closed(&refused.to_string());
+                            continue;
+                        }
+                    };
                     let (worker, slots) = (Arc::clone(&self), Arc::clone(&slots));
                     tokio::spawn(async move {
                         let result = worker.handle(socket, ticket, slots);
@@ -209,20 +213,13 @@ impl Worker {
         let deadline = HANDSHAKE_DEADLINE.min(Duration::from_millis(
             self.cluster.settings.io_timeout_ms.max(1),
         ));
-        ticket.admitted(deadline).await?;
-        let shake = async {
+        let shaken = async {
             let hello = server_hello(&mut conn, deadline).await?;
-            ticket.greeted();
             server_prove(&mut conn, &self.secret, hello, deadline).await
-        };
-        let shaken = tokio::select! {
-            r = shake => r.map_err(ServeError::Handshake),
-            () = ticket.evicted() => Err(Refused::Evicted.into()),
-        };
-        if shaken.is_ok() {
-            ticket.succeeded();
         }
-        // The slot is the next waiter's, whatever the outcome.
+        .await
+        .map_err(ServeError::Handshake);
+        // The place is free again, whatever the outcome.
         drop(ticket);
         let peer = shaken?;
         conn.set_limit(crate::net::frame::DEFAULT_MAX_PAYLOAD);

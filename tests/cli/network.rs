@@ -156,3 +156,144 @@ fn relayed(
     );
     (run.status, stderr, out)
 }
+
+/// The bytes of a hello frame from `name` (nonce all zeros), in the handshake's format.
+fn hello_frame(name: &str) -> Vec<u8> {
+    let mut payload = (name.len() as u16).to_le_bytes().to_vec();
+    payload.extend_from_slice(name.as_bytes());
+    payload.extend_from_slice(&[0u8; 32]);
+    let mut frame = b"VC".to_vec();
+    frame.push(PROTOCOL_VERSION);
+    frame.push(1);
+    frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&frame);
+    crc.update(&payload);
+    frame.extend_from_slice(&crc.finalize().to_le_bytes());
+    frame.extend_from_slice(&payload);
+    frame
+}
+
+/// The wire protocol's version (the hello frame's third byte).
+const PROTOCOL_VERSION: u8 = 5;
+
+/// Floods `port` with `per_second` connections a second until `stop`: a third silent, a third
+/// sending a valid hello and then nothing (no proof), a third dribbling a hello a byte every
+/// 200 ms. Each is held until the worker closes it or 10 s pass.
+fn flood(port: u16, per_second: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let hello = hello_frame("w1");
+        let started = std::time::Instant::now();
+        let mut held: Vec<(TcpStream, std::time::Instant, usize)> = Vec::new();
+        let mut made = 0usize;
+        let mut dribbled = std::time::Instant::now();
+        while !stop.load(Ordering::SeqCst) {
+            let due = (started.elapsed().as_secs_f64() * f64::from(per_second)) as usize;
+            while made < due {
+                if let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) {
+                    let _ = c.set_nonblocking(true);
+                    if made % 3 == 1 {
+                        let _ = c.write_all(&hello);
+                    }
+                    held.push((c, std::time::Instant::now(), made % 3));
+                }
+                made += 1;
+            }
+            if dribbled.elapsed() >= std::time::Duration::from_millis(200) {
+                dribbled = std::time::Instant::now();
+                for (c, _, kind) in &mut held {
+                    if *kind == 2 {
+                        let _ = c.write(&hello[..1]);
+                    }
+                }
+            }
+            // Closed by the worker, or held long enough: let go.
+            held.retain_mut(|(c, at, _)| {
+                let mut byte = [0u8; 64];
+                let closed = matches!(c.read(&mut byte), Ok(0));
+                !closed && at.elapsed() < std::time::Duration::from_secs(10)
+            });
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        made
+    })
+}
+
+#[test]
+fn an_honest_job_completes_while_every_worker_is_flooded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let parts = synth_parts(d, 20000, 32, 20, 4, 5);
+    let common = [
+        "kmeans",
+        "--features",
+        s(&parts),
+        "--k",
+        "20",
+        "--iterations",
+        "4",
+        "--tol",
+        "0",
+        "--seed",
+        "3",
+    ];
+    let local = d.join("local.bin");
+    ok(&[&common[..], &["--out", s(&local)]].concat());
+    let (cluster, ports) = cluster_file(d, "cluster.toml", 3, 3);
+    let _workers = Workers(
+        (ports.iter().enumerate())
+            .map(|(i, &port)| spawn_worker_args(&cluster, i, port, &[]))
+            .collect(),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let floods: Vec<_> = (ports.iter())
+        .map(|&port| flood(port, 200, Arc::clone(&stop)))
+        .collect();
+    // The flood under way: every worker's handshakes taken by it.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let out = d.join("flooded.bin");
+    let run = Command::new(env!("CARGO_BIN_EXE_vocab"))
+        .args(common)
+        .args(["--quiet", "--cluster", s(&cluster), "--out", s(&out)])
+        .output()
+        .expect("driver");
+    stop.store(true, Ordering::SeqCst);
+    let made: usize = floods.into_iter().map(|f| f.join().expect("flood")).sum();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(made >= 3 * 200 * 4, "the flood made {made} connections");
+    assert!(
+        std::fs::read(&out).expect("vocabulary") == std::fs::read(&local).expect("local"),
+        "the flooded run's vocabulary differs"
+    );
+}
+
+#[test]
+fn a_team_of_125_loopback_workers_forms_at_the_first_attempt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let parts = synth_parts(d, 20000, 16, 16, 7, 250);
+    let common = [
+        "kmeans",
+        "--features",
+        s(&parts),
+        "--k",
+        "16",
+        "--iterations",
+        "2",
+        "--tol",
+        "0",
+        "--seed",
+        "2",
+    ];
+    let local = d.join("local.bin");
+    ok(&[&common[..], &["--out", s(&local)]].concat());
+    let team = d.join("team.bin");
+    let said = ok(&[&common[..], &["--local-nodes", "125", "--out", s(&team)]].concat());
+    assert!(said.contains("on 125 workers"), "{said}");
+    // Every iteration's first attempt held: each of the 7,750 links was admitted.
+    let stages = csv_rows(&d.join("team.bin.stages.csv"));
+    assert_eq!(stages.len(), 2, "{stages:?}");
+    assert!(stages.iter().all(|r| r[2] == "1"), "attempts: {stages:?}");
+    assert!(std::fs::read(&team).expect("team") == std::fs::read(&local).expect("local"));
+}

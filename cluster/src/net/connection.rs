@@ -14,7 +14,7 @@ use bytes::{Buf, BufMut, BytesMut};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use thiserror::Error;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
@@ -98,7 +98,9 @@ pub struct FrameReader {
 /// The writing half of a [`Connection`].
 #[derive(Debug)]
 pub struct FrameWriter {
-    stream: BufWriter<OwnedWriteHalf>,
+    /// Written a whole encoded frame at a time (no buffer of its own: a handshake's
+    /// connection holds only what its frames need).
+    stream: OwnedWriteHalf,
     encoded: BytesMut,
     written: u64,
     seal: Option<Seal>,
@@ -122,13 +124,14 @@ impl Connection {
         Self {
             reader: FrameReader {
                 stream: read,
-                buffer: BytesMut::with_capacity(64 << 10),
+                // A handshake's small limit, a small buffer; grown as frames need.
+                buffer: BytesMut::with_capacity((HEADER_LEN + max_payload + TAG_LEN).min(64 << 10)),
                 max_payload,
                 read: 0,
                 seal: None,
             },
             writer: FrameWriter {
-                stream: BufWriter::with_capacity(256 << 10, write),
+                stream: write,
                 encoded: BytesMut::new(),
                 written: 0,
                 seal: None,
