@@ -27,7 +27,7 @@ pub fn read_encoding(histograms: &Path) -> anyhow::Result<Option<Encoding>> {
     if !path.exists() {
         return Ok(None);
     }
-    let text = vocab_pipeline::input::read_text(&path, vocab_pipeline::input::MAX_RECORD_BYTES)
+    let text = vocab_pipeline::input::read_text(&path, vocab_pipeline::input::MAX_ENCODING_BYTES)
         .with_context(|| format!("cannot read {}", path.display()))?;
     // Nothing a file says is trusted: a record is read back checked by the rules of vocab encode.
     let encoding: Encoding =

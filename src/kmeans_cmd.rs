@@ -312,6 +312,15 @@ fn begin(
     let assignment = &args.assignment.key()[..];
     let start = if args.resume {
         let state = load_checkpoint(&args.out, args.k, args.seed, input.checksum(), assignment)?;
+        // What a checkpoint says is checked, not trusted: a run never resumes past its end.
+        anyhow::ensure!(
+            state.iteration <= args.iterations,
+            "checkpoint {}: says {} iterations are done, more than the {} this run makes; remove \
+             the folder (or run without --resume) to start over",
+            checkpoint_dir(&args.out).display(),
+            state.iteration,
+            args.iterations
+        );
         writeln!(
             out,
             "kmeans: resuming after iteration {} from {}",

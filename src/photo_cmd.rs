@@ -223,12 +223,14 @@ pub fn encode(
             Some(&vocabulary),
             file,
             &mut |source| encode::encode_from(&collection, len, file, source, &progress),
-        )?;
+        )
+        .with_context(|| over(&settings.vocabulary))?;
         (summary, Some(spread))
     } else {
         forget_rounds(file)?;
         let params = &settings.params;
-        let summary = encode::encode(&collection, &vocabulary, params, file, &progress)?;
+        let summary = encode::encode(&collection, &vocabulary, params, file, &progress)
+            .with_context(|| over(&settings.vocabulary))?;
         (summary, None)
     };
     bar.finish_and_clear();
@@ -357,6 +359,12 @@ pub fn photos(args: &PhotoSetSettings, out: &mut dyn Write) -> anyhow::Result<()
         summary.labels.display()
     )?;
     Ok(())
+}
+
+/// What an encode's error is said to be over: the file whose words (or mixture) made the values,
+/// which is the one to look at when a value is not finite.
+fn over(words: &Path) -> String {
+    format!("encoding over {}", words.display())
 }
 
 /// Reads what HOG patches are encoded against for `params`: a vocabulary whose words have the

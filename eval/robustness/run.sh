@@ -94,7 +94,7 @@ start=$(date +%s.%N)
 "$vocab" cluster status --cluster "$work/cluster.toml" >/dev/null 2>&1; rc=$?
 took=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
 wait "$flood" 2>/dev/null
-row idle_flood "300 idle connections, then vocab cluster status" "status answers at once (the oldest idle handshake is evicted)" \
+row idle_flood "300 idle connections, then vocab cluster status" "status answers at once (every handshake starts as it arrives)" \
   $(( rc != 0 || $(python3 -c "print(int($took > 2))") )) "exit $rc after $took s"
 chmod 644 "$work/secret"
 timeout 10 "$vocab" worker --listen 127.0.0.1:0 --cluster "$work/cluster.toml" --name w0 >/dev/null 2>"$work/err"; rc=$?
@@ -166,6 +166,92 @@ wait "$driver"; rc=$?
 cmp -s "$work/local.bin" "$work/dist.bin"; same=$?
 row killed_worker "one of 3 loopback workers killed (SIGKILL) during k-means" "dropped; vocabulary identical to one process" \
   $(( rc != 0 || same != 0 || ${#victim} == 0 )) "killed pid ${victim:-none}; exit $rc; vocabulary $([ $same = 0 ] && echo identical || echo DIFFERS)"
+
+# 12-14. One way out (issue 49): vocab words over its own vocabulary, a photo, or the labels
+# through its CSV; a FIFO given as --out; a work folder vocab did not make.
+"$vocab" features --input "$work/photos" --per-image 20 --out "$work/w.bin" --quiet >/dev/null
+"$vocab" kmeans --features "$work/w.bin" --k 4 --out "$work/wv.bin" --quiet >/dev/null
+cp "$work/photos/labels.csv" "$work/lab.csv"
+sum_before=$(cat "$work/wv.bin" "$work/lab.csv" "$work"/photos/city/* | sha256sum)
+held=0; said=""
+for attempt in "--out $work/wv.bin" "--out $(ls -d "$work"/photos/city/* | head -1)" "--out $work/photos/montage.png" "--out $work/lab --labels $work/lab.csv"; do
+  # shellcheck disable=SC2086
+  "$vocab" words --vocabulary "$work/wv.bin" --input "$work/photos" --words 2 --patches 2 --per-image 5 $attempt >/dev/null 2>"$work/err"
+  rc=$?; [ $rc = 1 ] || held=1; said="$said; $(head -c 90 "$work/err")"
+done
+sum_after=$(cat "$work/wv.bin" "$work/lab.csv" "$work"/photos/city/* | sha256sum)
+[ ! -e "$work/photos/montage.png" ] || held=1
+row words_outputs "vocab words --out its vocabulary, a photo, a new file among the photos, the labels through <out>.csv" \
+  "each refused naming both; every input unchanged" $(( held != 0 )) "inputs $([ "$sum_before" = "$sum_after" ] && echo unchanged || echo CHANGED)${said}"
+mkfifo "$work/pipe.bin"; held=0; said=""
+for cmd in "convert --input $work/w.bin" "kmeans --features $work/w.bin --k 4" "features --input $work/photos --per-image 5"; do
+  # shellcheck disable=SC2086
+  timeout 20 "$vocab" $cmd --out "$work/pipe.bin" >/dev/null 2>"$work/err"; rc=$?
+  [ $rc = 1 ] && grep -q "is a FIFO" "$work/err" || held=1
+done
+[ -p "$work/pipe.bin" ] || held=1
+row fifo_out "convert, kmeans and features with --out a FIFO" "refused naming it; the FIFO stays a FIFO" $(( held != 0 )) \
+  "$(head -c 120 "$work/err")"
+mkdir -p "$work/mine/report"; echo notes > "$work/mine/report/report.md"
+"$vocab" run "$root/configs/quickstart.toml" --work "$work/mine" >/dev/null 2>"$work/err"; rc=$?
+row foreign_work "vocab run --work a folder holding report/report.md of another tool" "refused; the folder untouched" \
+  $(( rc != 1 || $(cat "$work/mine/report/report.md" | grep -c notes) != 1 )) "exit $rc: $(head -c 120 "$work/err")"
+
+# 15. A vocabulary made again at its path after a model was trained over it.
+"$vocab" encode --vocabulary "$work/wv.bin" --input "$work/photos" --out "$work/h.bin" --stride 16 >/dev/null
+"$vocab" train --histograms "$work/h.bin" --labels "$work/photos/labels.csv" --attribute urbanicity --cv 2 --out "$work/m.json" >/dev/null
+"$vocab" kmeans --features "$work/w.bin" --k 4 --seed 9 --out "$work/wv.bin" --quiet >/dev/null
+"$vocab" classify --model "$work/m.json" --input "$work/photos" --out "$work/labels-out.csv" >/dev/null 2>"$work/err"; rc=$?
+row remade_vocabulary "classify after k-means wrote another vocabulary to the model's vocabulary path" \
+  "refused by its digest; no labels written" $(( rc != 1 || $([ -e "$work/labels-out.csv" ] && echo 1 || echo 0) )) "exit $rc: $(head -c 140 "$work/err")"
+
+# 16. A mixture learned on HOG x 1e6.
+python3 - "$work/w.bin" "$work/big.npy" <<'PY'
+import struct, sys
+raw = open(sys.argv[1], "rb").read()
+dims, n = struct.unpack_from("<IQ", raw, 12)
+rec = 8 + 4 * dims
+vals = []
+for i in range(n):
+    vals.extend(struct.unpack_from(f"<{dims}f", raw, 32 + i * rec + 8))
+hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (n, dims)
+hdr += " " * (63 - (len(hdr) + 10) % 64) + "\n"
+with open(sys.argv[2], "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
+    f.write(struct.pack(f"<{len(vals)}f", *[v * 1e6 for v in vals]))
+PY
+"$vocab" mixture --features "$work/big.npy" --components 3 --pca-dims 8 --seed 1 --out "$work/big-gmm.json" >/dev/null 2>"$work/err"; rc=$?
+spread=$(python3 -c "import json,sys; w=json.load(open(sys.argv[1]))['gmm']['weights']; print(f'{max(w)-min(w):.3f}')" "$work/big-gmm.json" 2>/dev/null || echo none)
+row mixture_scale "vocab mixture on HOG values x 1e6" "the mixture of the values, not equal weights and zero means" \
+  $(( rc != 0 )) "exit $rc; weights spread $spread (equal weights: 0.000)"
+
+# 17. Settings of vocab words whose memory together is too large.
+/usr/bin/time -f "%M" -o "$work/peak" "$vocab" words --vocabulary "$work/wv.bin" --input "$work/photos" --out "$work/x.png" \
+  --words 1024 --patches 64 --zoom 8 >/dev/null 2>"$work/err"; rc=$?; peak=$(tail -1 "$work/peak")
+row words_memory "vocab words --words 1024 --patches 64 --zoom 8 (6.4 GB asked)" "refused with the figure before allocating" \
+  $(( rc != 1 || peak > 200000 )) "exit $rc; peak RSS $((peak / 1024)) MB: $(head -c 160 "$work/err")"
+
+# 18. A CSV input with a 200 MB line, and a quote never closed.
+python3 -c "import sys; open(sys.argv[1],'w').write('1,' * 100_000_000 + '1\n')" "$work/long.csv"
+/usr/bin/time -f "%M" -o "$work/peak" "$vocab" convert --input "$work/long.csv" --out "$work/long.bin" >/dev/null 2>"$work/err"; rc=$?; peak=$(tail -1 "$work/peak")
+row csv_line "convert of a CSV whose one line is 200 MB" "refused past 4 MiB, memory bounded" \
+  $(( rc != 1 || peak > 100000 )) "exit $rc; peak RSS $((peak / 1024)) MB: $(head -c 140 "$work/err")"
+python3 -c "import sys; open(sys.argv[1],'w').write('1,\"' + 'x' * 200_000_000)" "$work/quote.csv"
+/usr/bin/time -f "%M" -o "$work/peak" "$vocab" convert --input "$work/quote.csv" --out "$work/quote.bin" >/dev/null 2>"$work/err"; rc=$?; peak=$(tail -1 "$work/peak")
+row csv_quote "convert of a CSV with a quote never closed, 200 MB long" "refused saying so, memory bounded" \
+  $(( rc != 1 || peak > 100000 )) "exit $rc; peak RSS $((peak / 1024)) MB: $(head -c 140 "$work/err")"
+rm -f "$work/long.csv" "$work/quote.csv"
+
+# 19. A 300 MB model.
+python3 -c "import sys; open(sys.argv[1],'w').write('{\"weights\": [' + '0,' * 150_000_000 + '0]}')" "$work/huge.json"
+/usr/bin/time -f "%M" -o "$work/peak" "$vocab" classify --model "$work/huge.json" --input "$work/photos" --out "$work/y.csv" >/dev/null 2>"$work/err"; rc=$?; peak=$(tail -1 "$work/peak")
+row json_size "classify with a 300 MB model file" "refused by its size before it is parsed" \
+  $(( rc != 1 || peak > 100000 )) "exit $rc; peak RSS $((peak / 1024)) MB: $(head -c 140 "$work/err")"
+rm -f "$work/huge.json"
+
+# 20. A seed no record can hold.
+"$vocab" kmeans --features "$work/w.bin" --k 4 --seed 9223372036854775808 --out "$work/s.bin" >/dev/null 2>"$work/err"; rc=$?
+row seed "kmeans --seed 2^63" "refused before any work" $(( rc != 2 || $([ -e "$work/s.bin" ] && echo 1 || echo 0) )) "exit $rc: $(head -c 140 "$work/err")"
 
 python3 - "$csv" > "$here/results/README.md" <<'PY'
 import csv, subprocess, sys

@@ -410,8 +410,10 @@ pub struct ModelFile {
 }
 
 impl ModelFile {
-    /// Writes the model as JSON, atomically.
+    /// Writes the model as JSON, atomically, checked as a read checks its classifier: a model
+    /// no reader would take (a weight that is not finite) is never written.
     pub fn save(&self, path: &Path) -> Result<(), ClassifyError> {
+        self.check_classifier(path)?;
         let text = serde_json::to_string(self).map_err(|e| invalid(path, e.to_string()))?;
         crate::atomic::write(path, text.as_bytes()).map_err(|source| {
             ClassifyError::Store(StoreError::Io {

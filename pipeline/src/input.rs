@@ -12,8 +12,16 @@ use std::io::{self, Read};
 use std::path::Path;
 
 /// Models, the largest file read whole: 15 one-vs-rest models of a 4,096-word, 3-level pyramid
-/// through a kernel map are about 60 MB of JSON.
-pub const MAX_MODEL_BYTES: u64 = 1 << 30;
+/// through a kernel map are about 60 MB of JSON. Parsed, JSON of numbers takes up to 5 times its
+/// size (a 100 MB model took 495 MB), so the limit is what the largest model needs, with room.
+pub const MAX_MODEL_BYTES: u64 = 256 << 20;
+
+/// Mixture files: a PCA of 512 x 512 and 4,096 Gaussians over 512 dims are some 100 MB of JSON
+/// at most; the mixtures vocab makes are a few MB.
+pub const MAX_MIXTURE_BYTES: u64 = 128 << 20;
+
+/// Encoding records (`.encoding.json`): a few hundred bytes.
+pub const MAX_ENCODING_BYTES: u64 = 1 << 20;
 
 /// Records, manifests, configs and other small files read whole.
 pub const MAX_RECORD_BYTES: u64 = 64 << 20;
@@ -101,9 +109,65 @@ pub fn digest(path: &Path) -> io::Result<String> {
         .collect())
 }
 
-/// A CSV reader of the regular file `path` (a record's length is the CSV reader's to bound).
-pub fn csv(builder: &csv::ReaderBuilder, path: &Path) -> csv::Result<csv::Reader<File>> {
-    Ok(builder.from_reader(open(path)?))
+/// A CSV reader of the regular file `path`, its records bounded ([`Records`]).
+pub fn csv(builder: &csv::ReaderBuilder, path: &Path) -> csv::Result<csv::Reader<Records<File>>> {
+    Ok(builder.from_reader(Records::new(open(path)?)))
+}
+
+/// Longest CSV record read: 4 MiB, as a text feature file's line (`store::MAX_LINE_BYTES`).
+pub const MAX_CSV_RECORD_BYTES: u64 = 4 << 20;
+
+/// The bytes of a CSV file, refused past [`MAX_CSV_RECORD_BYTES`] in one record (a newline
+/// outside quotes ends a record): a 200 MB line, or a quote never closed, is an error saying so
+/// after 4 MiB, not a record the CSV reader grows without end.
+#[derive(Debug)]
+pub struct Records<R> {
+    inner: R,
+    in_record: u64,
+    quoted: bool,
+}
+
+impl<R> Records<R> {
+    /// `inner`'s bytes, their records bounded.
+    pub fn new(inner: R) -> Self {
+        Self {
+            inner,
+            in_record: 0,
+            quoted: false,
+        }
+    }
+}
+
+impl<R: Read> Read for Records<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for &b in &buf[..n] {
+            match b {
+                b'"' => self.quoted = !self.quoted,
+                b'\n' if !self.quoted => {
+                    self.in_record = 0;
+                    continue;
+                }
+                _ => {}
+            }
+            self.in_record += 1;
+            if self.in_record > MAX_CSV_RECORD_BYTES {
+                let why = if self.quoted {
+                    "a quoted field longer than"
+                } else {
+                    "a line longer than"
+                };
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "holds {why} {MAX_CSV_RECORD_BYTES} bytes (a CSV record is at most that; \
+                         a quote never closed reads as one)"
+                    ),
+                ));
+            }
+        }
+        Ok(n)
+    }
 }
 
 /// At most `max` characters of `text` (a token from a file quoted in an error), marked when cut.

@@ -68,19 +68,51 @@ impl MontageParams {
         if !(1..=10_000).contains(&self.per_image) {
             return bad(format!("per-image {}: must be 1 to 10000", self.per_image));
         }
-        // Each sample patch is held with its pixels (about 3.6 kB): at most 3.6 GB.
-        if self.photos.saturating_mul(self.per_image) > 1_000_000 {
-            return bad(format!(
-                "photos {} x per-image {}: at most 1,000,000 sample patches",
-                self.photos, self.per_image
-            ));
-        }
         if !(1..=8).contains(&self.zoom) {
             return bad(format!("zoom {}: must be 1 to 8", self.zoom));
         }
+        // The settings together, before anything is allocated.
+        let need = self.memory();
+        if need > MAX_MONTAGE_BYTES {
+            return bad(format!(
+                "photos {} x per-image {} sample patches ({} bytes each) and a picture of {} \
+                 words x {} patches at zoom {} need {:.1} GB, more than the {:.1} GB a montage \
+                 may take: sample fewer patches, or draw fewer words, patches or a smaller zoom",
+                self.photos,
+                self.per_image,
+                SAMPLE_BYTES,
+                self.words,
+                self.patches,
+                self.zoom,
+                need as f64 / 1e9,
+                MAX_MONTAGE_BYTES as f64 / 1e9
+            ));
+        }
         Ok(())
     }
+
+    /// The most memory these settings take: every sample patch ([`SAMPLE_BYTES`]), the picture
+    /// twice (its pixels and its PNG), and a photo's luminance per thread.
+    pub fn memory(&self) -> u64 {
+        let samples = (self.photos as u64).saturating_mul(self.per_image as u64);
+        let side = (PATCH_SIDE * self.zoom) as u64 + u64::from(GAP);
+        let picture = (self.words as u64 * side + u64::from(GAP))
+            .saturating_mul(self.patches as u64 * side + u64::from(GAP));
+        let photo = self.max_pixels.saturating_mul(4);
+        samples
+            .saturating_mul(SAMPLE_BYTES)
+            .saturating_add(picture.saturating_mul(2))
+            .saturating_add(photo.saturating_mul(rayon::current_num_threads() as u64))
+    }
 }
+
+/// What a sample patch holds at the peak of a montage: its pixels (1,600 bytes), its
+/// descriptor twice (2 x 2,048: the photo's, then all of them together), its place, label and
+/// distance; 6.65 kB a patch measured (1,000,000 patches took 6.65 GB).
+pub const SAMPLE_BYTES: u64 = 7_000;
+
+/// The most memory a montage may take: 4 GiB.
+pub const MAX_MONTAGE_BYTES: u64 = 4 << 30;
 
 /// One patch of the montage.
 #[derive(Debug, Clone, PartialEq)]
@@ -300,6 +332,39 @@ pub fn write_png(image: &GrayImage, path: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The settings' memory is counted together and refused with its figure before anything is
+    /// allocated (1,024 words x 64 patches at zoom 8 asked 6.4 GB; 100 photos x 10,000 patches
+    /// 6.65 GB).
+    #[test]
+    fn settings_that_would_take_too_much_memory_together_are_refused() {
+        let base = MontageParams {
+            words: 64,
+            patches: 8,
+            photos: 200,
+            per_image: 50,
+            seed: 1,
+            zoom: 2,
+            max_side: None,
+            max_pixels: 100_000_000,
+        };
+        base.check().expect("the defaults' scale");
+        let picture = MontageParams {
+            words: 1024,
+            patches: 64,
+            zoom: 8,
+            ..base
+        };
+        let samples = MontageParams {
+            photos: 100,
+            per_image: 10_000,
+            ..base
+        };
+        for (what, params) in [("picture", picture), ("samples", samples)] {
+            let err = params.check().expect_err(what).to_string();
+            assert!(err.contains(" GB, more than the 4.3 GB"), "{what}: {err}");
+        }
+    }
 
     #[test]
     fn photos_are_spread_evenly_and_all_when_few() {

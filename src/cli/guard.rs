@@ -134,6 +134,34 @@ mod tests {
         assert_eq!(listed, EVERY_PATH_FLAG, "{found:#?}");
     }
 
+    /// Every seed flag of every command refuses a seed past `2^63 - 1` (what the files that
+    /// record it hold) before any work; a seed flag added without the parser fails here.
+    #[test]
+    fn every_seed_flag_refuses_what_no_record_holds() {
+        fn walk(command: &clap::Command, seen: &mut usize) {
+            for arg in command.get_arguments() {
+                if arg.get_id().as_str().contains("seed") {
+                    *seen += 1;
+                    let long = arg.get_long().expect("a seed flag");
+                    let alone = clap::Command::new("t").arg(arg.clone().required(false));
+                    let parse = |v: &str| {
+                        alone
+                            .clone()
+                            .try_get_matches_from(["t", &format!("--{long}"), v])
+                    };
+                    assert!(parse("9223372036854775807").is_ok(), "--{long}");
+                    assert!(parse("9223372036854775808").is_err(), "--{long}");
+                }
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, seen);
+            }
+        }
+        let mut seen = 0;
+        walk(&super::super::Cli::command(), &mut seen);
+        assert!(seen >= 7, "{seen} seed flags");
+    }
+
     const EVERY_PATH_FLAG: &[&str] = &[
         "vocab features input in",
         "vocab features out out",

@@ -7,6 +7,7 @@ pub mod guard;
 mod model_args;
 mod photo_args;
 mod run_args;
+pub mod values;
 mod vocabulary_args;
 
 use clap::{Parser, Subcommand};

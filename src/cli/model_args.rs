@@ -42,7 +42,7 @@ pub struct TrainArgs {
     #[arg(long, value_name = "FRACTION")]
     pub holdout: Option<f64>,
     /// Seed of the held-out split and of cross-validation.
-    #[arg(long, value_name = "S", default_value_t = 0)]
+    #[arg(long, value_name = "S", default_value_t = 0, value_parser = crate::cli::values::parse_seed)]
     pub split_seed: u64,
     /// An explicit feature map of an additive kernel on the histograms, so that the linear SVM
     /// approximates that kernel's SVM (Vedaldi and Zisserman's homogeneous kernel maps; for

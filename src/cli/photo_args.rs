@@ -29,7 +29,7 @@ pub struct FeaturesArgs {
     #[arg(long, value_name = "PX", default_value_t = 8)]
     pub stride: usize,
     /// Random mode: seed of the patch positions.
-    #[arg(long, value_name = "S", default_value_t = 0)]
+    #[arg(long, value_name = "S", default_value_t = 0, value_parser = crate::cli::values::parse_seed)]
     pub seed: u64,
     /// Output format [default: text for .txt/.text files, bin otherwise].
     #[arg(long, value_enum)]
@@ -103,7 +103,7 @@ pub struct PhotosArgs {
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub per_kind: usize,
     /// Seed of the generator.
-    #[arg(long, value_name = "S", default_value_t = 7)]
+    #[arg(long, value_name = "S", default_value_t = 7, value_parser = crate::cli::values::parse_seed)]
     pub seed: u64,
 }
 
@@ -135,7 +135,7 @@ pub struct WordsArgs {
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub per_image: usize,
     /// Seed of the patches' positions.
-    #[arg(long, value_name = "S", default_value_t = 1)]
+    #[arg(long, value_name = "S", default_value_t = 1, value_parser = crate::cli::values::parse_seed)]
     pub seed: u64,
     /// Picture pixels per photo pixel.
     #[arg(long, value_name = "Z", default_value_t = 2)]

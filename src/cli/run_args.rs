@@ -27,7 +27,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "CSV")]
     pub test_labels: Option<PathBuf>,
     /// Re-run this stage and every later one even if cached
-    /// (dataset, features, partition, kmeans, encode, svm, report).
+    /// (dataset, features, partition, kmeans, mixture, encode, svm, report).
     #[arg(long, value_name = "STAGE")]
     pub force: Option<String>,
     /// Run k-means on the workers of this cluster file (default: loopback workers started for

@@ -51,7 +51,7 @@ pub struct SynthArgs {
     #[arg(long, value_name = "C", default_value_t = 64)]
     pub clusters: usize,
     /// Seed.
-    #[arg(long, value_name = "S", default_value_t = 0)]
+    #[arg(long, value_name = "S", default_value_t = 0, value_parser = crate::cli::values::parse_seed)]
     pub seed: u64,
     /// Output format [default: text for .txt/.text files, bin otherwise].
     #[arg(long, value_enum)]
@@ -136,7 +136,7 @@ pub struct KmeansArgs {
     #[arg(long, value_name = "TOL", default_value_t = 1e-4)]
     pub tol: f64,
     /// Seed of initialisation and empty-cluster splits.
-    #[arg(long, value_name = "S", default_value_t = 0)]
+    #[arg(long, value_name = "S", default_value_t = 0, value_parser = crate::cli::values::parse_seed)]
     pub seed: u64,
     /// Initialisation.
     #[arg(long, value_enum, default_value_t = InitMethod::Random)]
@@ -203,7 +203,7 @@ pub struct MixtureArgs {
     #[arg(long, value_name = "TOL", default_value_t = 1e-3)]
     pub tol: f64,
     /// Seed of the first means (random vectors).
-    #[arg(long, value_name = "S", default_value_t = 0)]
+    #[arg(long, value_name = "S", default_value_t = 0, value_parser = crate::cli::values::parse_seed)]
     pub seed: u64,
     /// Added to every variance (scikit-learn's reg_covar).
     #[arg(long, value_name = "R", default_value_t = 1e-6)]

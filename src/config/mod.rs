@@ -521,8 +521,10 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
             ));
         }
         for &g in &m.components {
+            // The photos' descriptors: no more principal components than a descriptor's
+            // values (the count of vectors is known only when the sample is).
             m.params(g)
-                .check()
+                .check_for(u64::MAX, vocab_pipeline::hog::DIMS)
                 .map_err(|e| invalid("mixture", settings::Invalid::from(e)))?;
         }
     } else {

@@ -19,11 +19,12 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 /// The stages, in order (the names `--force` takes).
-pub const STAGES: [&str; 7] = [
+pub const STAGES: [&str; 8] = [
     "dataset",
     "features",
     "partition",
     "kmeans",
+    "mixture",
     "encode",
     "svm",
     "report",
@@ -149,9 +150,13 @@ impl Runner {
                 "== {name} {label}: cached, made in {seconds:.1} s ({})",
                 done.display()
             );
-            let output = stage
-                .cached(&done)
-                .with_context(|| format!("reading the cached step {}", done.display()))?;
+            let output = stage.cached(&done).with_context(|| {
+                format!(
+                    "reading the cached step {}; if it is damaged, `--force {name}` makes it \
+                     again (and the steps after it)",
+                    done.display()
+                )
+            })?;
             self.steps.push(Step {
                 stage: name,
                 label,
@@ -160,6 +165,16 @@ impl Runner {
                 cached: true,
             });
             return Ok((done, output));
+        }
+        // Forced: made anew, never resumed from what an earlier run left (which may be what is
+        // damaged).
+        if forced {
+            for stale in [&keep, &tmp] {
+                if stale.is_dir() {
+                    std::fs::remove_dir_all(stale)
+                        .with_context(|| format!("cannot clear {}", stale.display()))?;
+                }
+            }
         }
         if keep.is_dir() {
             if stage.resumes() && !tmp.exists() {
@@ -196,7 +211,17 @@ impl Runner {
                 std::thread::park();
             }
         }
-        let output = output.with_context(|| format!("stage {name} ({label})"))?;
+        let output = output.with_context(|| {
+            let over = if stage.resumes() {
+                format!(
+                    " (it resumes from what it saved in {}; `--force {name}` starts it over)",
+                    tmp.display()
+                )
+            } else {
+                String::new()
+            };
+            format!("stage {name} ({label}){over}")
+        })?;
         out.flush().context("cannot write to stdout")?;
         let seconds = started.elapsed().as_secs_f64();
         let record = Record {

@@ -146,17 +146,7 @@ fn a_test_folder_that_reaches_the_datasets_photos_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let photos = photo_set_of(d, 3, 5);
-    let config = d.join("c.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[dataset]\npath = {:?}\n\n[features]\nper_image = 10\nseed = 1\n\n[partition]\n\
-             parts = 2\n\n[kmeans]\nk = [4]\niterations = 2\nseed = 1\nnodes = 0\n\n[encode]\n\
-             stride = 16\n\n[classify]\nsplit_by = \"kind\"\ncv = 2\n",
-            s(&photos)
-        ),
-    )
-    .expect("config");
+    let config = small_config(d, &photos);
     let other = photo_set_of(&d.join("other"), 1, 9);
     let rows = csv_rows(&other.join("labels.csv"));
     let first = rows[0][0].clone();
@@ -186,4 +176,40 @@ fn a_test_folder_that_reaches_the_datasets_photos_is_refused() {
             "{how}: {err}"
         );
     }
+}
+
+#[test]
+fn a_mixture_of_huge_values_stops_the_encode_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let photos = photo_set_of(d, 2, 4);
+    sample_of(d, &photos);
+    let mixture = crate::encode::small_mixture(d);
+    // Finite, and far too large: every Fisher vector over it would be NaN.
+    let text = std::fs::read_to_string(&mixture).expect("mixture");
+    let mut json: serde_json::Value = serde_json::from_str(&text).expect("json");
+    for m in json["gmm"]["means"].as_array_mut().expect("means") {
+        *m = serde_json::json!(m.as_f64().expect("number") * 1e300);
+    }
+    let huge = d.join("huge.json");
+    std::fs::write(&huge, json.to_string()).expect("write");
+    let out = d.join("fv.bin");
+    let err = fails(&[
+        "encode",
+        "--vocabulary",
+        s(&huge),
+        "--input",
+        s(&photos),
+        "--stride",
+        "16",
+        "--method",
+        "fisher",
+        "--out",
+        s(&out),
+    ]);
+    assert!(
+        err.contains(s(&huge)) && err.contains("not finite"),
+        "{err}"
+    );
+    assert!(!out.exists(), "nothing written");
 }

@@ -552,7 +552,7 @@ fn vlad_vectors_are_unit_length_sharded_alike_recorded_and_classified_alike() {
 }
 
 /// `dir/gmm.json`: 3 Gaussians over 8 principal components of `dir/f.bin` ([`sample_of`]).
-fn small_mixture(dir: &Path) -> PathBuf {
+pub fn small_mixture(dir: &Path) -> PathBuf {
     let mixture = dir.join("gmm.json");
     ok(&[
         "mixture",

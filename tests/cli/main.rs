@@ -15,6 +15,7 @@ mod network;
 mod outputs;
 mod placement;
 mod protocol;
+mod recover;
 mod run;
 mod util;
 mod walkthrough;

@@ -225,17 +225,7 @@ fn step_folders_that_are_links_are_refused_never_followed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let photos = photo_set_of(d, 3, 5);
-    let config = d.join("c.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[dataset]\npath = {:?}\n\n[features]\nper_image = 10\nseed = 1\n\n[partition]\n\
-             parts = 2\n\n[kmeans]\nk = [4]\niterations = 2\nseed = 1\nnodes = 0\n\n[encode]\n\
-             stride = 16\n\n[classify]\nsplit_by = \"kind\"\ncv = 2\n",
-            s(&photos)
-        ),
-    )
-    .expect("config");
+    let config = small_config(d, &photos);
     let work = d.join("work");
     ok(&["run", s(&config), "--work", s(&work)]);
     // A finished step moved out and linked back: a cached read would follow it out.

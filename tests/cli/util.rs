@@ -300,3 +300,20 @@ pub fn spawn_worker_args(
     }
     child
 }
+
+/// `dir/c.toml`: `photos`, 10 random patches a photo, 2 partitions, one vocabulary of 4 words
+/// in one process (2 iterations), stride-16 histograms, SVMs by 2-fold CV split by kind.
+pub fn small_config(dir: &Path, photos: &Path) -> PathBuf {
+    let config = dir.join("c.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[dataset]\npath = {:?}\n\n[features]\nper_image = 10\nseed = 1\n\n[partition]\n\
+             parts = 2\n\n[kmeans]\nk = [4]\niterations = 2\nseed = 1\nnodes = 0\n\n[encode]\n\
+             stride = 16\n\n[classify]\nsplit_by = \"kind\"\ncv = 2\n",
+            s(photos)
+        ),
+    )
+    .expect("config");
+    config
+}

@@ -66,7 +66,9 @@ pub enum EncodeParamsError {
     },
     /// A VLAD or Fisher vector past [`MAX_VLAD_VALUES`] values.
     VladTooLong {
-        /// Words.
+        /// A Fisher vector (else VLAD).
+        fisher: bool,
+        /// Words (Gaussians of a Fisher vector).
         k: usize,
         /// Pyramid levels.
         levels: usize,
@@ -112,7 +114,8 @@ impl Broken for EncodeParamsError {
             Self::ApproxKernel => "int8".into(),
             Self::Probes => "0".into(),
             Self::Norm(n) | Self::Digest(n) => n.clone(),
-            Self::VladTooLong { .. } => "vlad".into(),
+            Self::VladTooLong { fisher: false, .. } => "vlad".into(),
+            Self::VladTooLong { fisher: true, .. } => "fisher".into(),
             Self::FisherSoft | Self::FisherSearch | Self::FisherDims(_) => "fisher".into(),
             Self::Projected { pooling, .. } => (*pooling).into(),
             Self::VladNorm(norm) => norm.name().into(),
@@ -153,9 +156,24 @@ impl Broken for EncodeParamsError {
             Self::Projected { projected, .. } => {
                 format!("has no use for a mixture's {projected} projected dims")
             }
-            Self::VladTooLong { k, levels, values } => format!(
+            Self::VladTooLong {
+                fisher: false,
+                k,
+                levels,
+                values,
+            } => format!(
                 "over {k} words and {levels} pyramid levels gives {values} values a photo, past \
                  the {MAX_VLAD_VALUES} allowed: use fewer words or levels"
+            ),
+            Self::VladTooLong {
+                fisher: true,
+                k,
+                levels,
+                values,
+            } => format!(
+                "over {k} Gaussians and {levels} pyramid levels gives a Fisher vector of {values} \
+                 values a photo, past the {MAX_VLAD_VALUES} allowed: use fewer Gaussians, \
+                 projected dims or levels"
             ),
         }
     }

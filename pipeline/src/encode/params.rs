@@ -250,6 +250,7 @@ impl EncodeParams {
                 (self.method.cell_len(k)).saturating_mul(encoded_len(1, self.levels.max(1)));
             if values > MAX_VLAD_VALUES {
                 return Err(EncodeParamsError::VladTooLong {
+                    fisher: pooling == Pooling::Fisher,
                     k,
                     levels: self.levels,
                     values,
@@ -561,5 +562,27 @@ mod tests {
             Encoding::new("v.bin".into(), 16, broken),
             Err(EncodeParamsError::Pyramid(9))
         );
+    }
+
+    /// A Fisher vector too long is refused as a Fisher vector (it was named VLAD).
+    #[test]
+    fn a_fisher_vector_too_long_is_named_a_fisher_vector() {
+        use crate::params::Broken as _;
+        let mut fisher = plain();
+        fisher.method = Method::Fisher { dims: 512 };
+        fisher.levels = 3;
+        let err = fisher.check(Some(4096)).expect_err("too long");
+        assert_eq!(err.value(), "fisher");
+        assert!(
+            err.rule().contains("Gaussians") && err.rule().contains("Fisher vector"),
+            "{}",
+            err.rule()
+        );
+        let mut vlad = plain();
+        vlad.method = Method::Vlad(None);
+        vlad.levels = 3;
+        let err = vlad.check(Some(4096)).expect_err("too long");
+        assert_eq!(err.value(), "vlad");
+        assert!(err.rule().contains("words"), "{}", err.rule());
     }
 }

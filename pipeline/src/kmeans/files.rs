@@ -290,6 +290,19 @@ pub fn load_checkpoint(
             meta.assignment
         )));
     }
+    if let Some(later) = meta.history.iter().find(|h| h.iteration > meta.iteration) {
+        return Err(bad(format!(
+            "records {} iterations done and a history of iteration {}",
+            meta.iteration, later.iteration
+        )));
+    }
+    // Only a file of the folder itself, by its plain name.
+    if meta.centroids.contains(['/', '\\']) || meta.centroids.starts_with('.') {
+        return Err(bad(format!(
+            "names the centroid file {:?}, which is not a file of the folder",
+            crate::input::prefix(&meta.centroids, 64)
+        )));
+    }
     let path = dir.join(&meta.centroids);
     if FeatureReader::open(&path)?.payload_checksum() != Some(meta.centroids_checksum) {
         return Err(bad(format!(

@@ -93,7 +93,7 @@ impl MixtureFile {
     /// Reads and checks the file at `path`.
     pub fn read(path: &Path) -> Result<Self, MixtureError> {
         let at = || path.display().to_string();
-        let text = crate::input::read_text(path, crate::input::MAX_MODEL_BYTES)
+        let text = crate::input::read_text(path, crate::input::MAX_MIXTURE_BYTES)
             .map_err(|source| MixtureError::Io { path: at(), source })?;
         let file: Self = serde_json::from_str(&text).map_err(|e| MixtureError::Invalid {
             path: at(),
@@ -106,8 +106,13 @@ impl MixtureFile {
         Ok(file)
     }
 
-    /// Writes the file at `path` (beside, then renamed).
+    /// Writes the file at `path` (beside, then renamed), checked as a read checks it: a mixture
+    /// no reader would take (a value not finite) is never written.
     pub fn write(&self, path: &Path) -> Result<(), MixtureError> {
+        self.check().map_err(|e| MixtureError::Invalid {
+            path: path.display().to_string(),
+            reason: crate::chain(&e),
+        })?;
         let mut text = serde_json::to_string(self).map_err(|e| MixtureError::Invalid {
             path: path.display().to_string(),
             reason: e.to_string(),

@@ -7,9 +7,15 @@
 //! projected vectors `y`, the row's count the vectors whose most likely component it is), or a
 //! row per input dimension for the covariance (`Σx_i`, then `Σx_i x_j`; every count the number
 //! of vectors). Each map unit (at most [`UNIT_ROWS`] rows of a partition) is summed in `f64`
-//! by one thread in row order, then rounded once to fixed point at the run's scale
-//! ([`moment_scale`]) and added as an exact `i64`; the log-likelihood is kept per unit and
-//! added in key order. So the sums do not depend on threads, members or the order of merges.
+//! by one thread in row order, then rounded once to fixed point and added as an exact `i64`;
+//! the log-likelihood is kept per unit and added in key order. So the sums do not depend on
+//! threads, members or the order of merges.
+//!
+//! Each column has a scale of its own ([`Statistic::scales`]): a count of responsibilities
+//! (`Σγ`, at most 1 a vector), a first moment and a second moment grow as 1, `|x|` and `x²`,
+//! and a scale shared by all of them would let the largest squared value round the counts to
+//! nothing. With one scale a column, `x` and `c·x` give the same posteriors for any `c` the
+//! readers accept (bit for bit when `c` is a power of two), on every engine alike.
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -130,20 +136,38 @@ impl Statistic {
         Ok(Self::Mixture { pca, gmm })
     }
 
-    /// The largest magnitude a vector adds to any sum, for vectors whose values lie within
-    /// `max_abs`: `max_abs²` (and `max_abs`) for the covariance; for the mixture, `y²` where
-    /// `|y_j| <= |x - mean| <= sqrt(dims) max_abs + |mean|` (the components are unit vectors),
-    /// with 1% to spare for rounding, and at least 1 (the responsibilities).
-    pub fn bound(&self, max_abs: f32) -> f64 {
+    /// The largest magnitude a vector adds to each column of a row, for vectors whose values
+    /// lie within `max_abs`: for the covariance `max_abs` (`Σx_i`) then `max_abs²` (`Σx_i x_j`);
+    /// for the mixture 1 (`Σγ`), then `b` (`Σγy`) and `b²` (`Σγy²`), where
+    /// `|y_j| <= |x - mean| <= sqrt(dims) max_abs + |mean| = b` (the components are unit
+    /// vectors), with 1% to spare for rounding.
+    pub fn column_bounds(&self, max_abs: f32) -> Vec<f64> {
         let a = f64::from(max_abs);
+        let (_, width) = self.shape();
         match self {
-            Self::Covariance { .. } => a.max(a * a),
+            Self::Covariance { .. } => {
+                let mut bounds = vec![a * a; width];
+                bounds[0] = a;
+                bounds
+            }
             Self::Mixture { pca, .. } => {
                 let mean = pca.mean.iter().map(|m| m * m).sum::<f64>().sqrt();
                 let b = ((pca.input_dims() as f64).sqrt() * a + mean) * 1.01;
-                b.max(b * b).max(1.0)
+                let d = pca.output_dims();
+                let mut bounds = vec![1.0];
+                bounds.extend(std::iter::repeat_n(b, d));
+                bounds.extend(std::iter::repeat_n(b * b, d));
+                bounds
             }
         }
+    }
+
+    /// The fixed-point scale of each column ([`moment_scale`] of its bound), for `n` vectors
+    /// within `max_abs`.
+    pub fn scales(&self, max_abs: f32, n: u64) -> Vec<i32> {
+        (self.column_bounds(max_abs).into_iter())
+            .map(|bound| moment_scale(bound, n))
+            .collect()
     }
 }
 
@@ -197,9 +221,20 @@ pub trait Engine {
     fn shape(&self) -> (u64, usize);
 }
 
+/// The largest and smallest column scale a step may ask for: far past any bound a reader lets
+/// through, short of what makes `2^scale` infinite or zero.
+pub const SCALE_RANGE: std::ops::RangeInclusive<i32> = -1000..=1000;
+
+/// Whether `scales` are a step's column scales for `statistic` (one a column, in
+/// [`SCALE_RANGE`]).
+pub fn scales_fit(statistic: &Statistic, scales: &[i32]) -> bool {
+    scales.len() == statistic.shape().1 && scales.iter().all(|s| SCALE_RANGE.contains(s))
+}
+
 /// The map step over `shards`: one partial per rayon split (merge them for stage 1), with the
-/// log-likelihood of every unit.
-pub fn map(shards: &[Shard<'_>], statistic: &Statistic, scale: i32) -> Vec<Partial> {
+/// log-likelihood of every unit; column `c` is rounded at `scales[c]` ([`Statistic::scales`];
+/// the partials' own scale is 0).
+pub fn map(shards: &[Shard<'_>], statistic: &Statistic, scales: &[i32]) -> Vec<Partial> {
     let (rows, width) = statistic.shape();
     let units: Vec<(u64, Rows<'_>)> = shards
         .iter()
@@ -218,11 +253,11 @@ pub fn map(shards: &[Shard<'_>], statistic: &Statistic, scale: i32) -> Vec<Parti
         Statistic::Mixture { gmm, .. } => Some(gmm.prepared()),
         Statistic::Covariance { .. } => None,
     };
-    let mul = 2f64.powi(scale);
+    let muls: Vec<f64> = scales.iter().map(|&s| 2f64.powi(s)).collect();
     units
         .par_iter()
         .fold(
-            || (Partial::new(rows, width, scale), Scratch::default()),
+            || (Partial::new(rows, width, 0), Scratch::default()),
             |(mut partial, mut scratch), &(key, x)| {
                 let unit = match (statistic, &prepared) {
                     (Statistic::Mixture { pca, .. }, Some(p)) => {
@@ -230,8 +265,7 @@ pub fn map(shards: &[Shard<'_>], statistic: &Statistic, scale: i32) -> Vec<Parti
                     }
                     _ => scratch.covariance(x, width),
                 };
-                let mut add =
-                    Partial::from_dense(width, scale, unit.counts, fixed(&unit.sums, mul));
+                let mut add = Partial::from_dense(width, 0, unit.counts, fixed(&unit.sums, &muls));
                 add.units.push((key, unit.log_likelihood));
                 partial.merge(&add);
                 (partial, scratch)
@@ -242,14 +276,16 @@ pub fn map(shards: &[Shard<'_>], statistic: &Statistic, scale: i32) -> Vec<Parti
 }
 
 /// [`map`] merged into one partial: the sums of `shards`.
-pub fn map_merged(shards: &[Shard<'_>], statistic: &Statistic, scale: i32) -> Partial {
+pub fn map_merged(shards: &[Shard<'_>], statistic: &Statistic, scales: &[i32]) -> Partial {
     let (rows, width) = statistic.shape();
-    Partial::sum(map(shards, statistic, scale), rows, width, scale)
+    Partial::sum(map(shards, statistic, scales), rows, width, 0)
 }
 
-/// `round(v * mul)` of each value.
-fn fixed(values: &[f64], mul: f64) -> Vec<i64> {
-    values.iter().map(|&v| (v * mul).round() as i64).collect()
+/// `round(v * mul)` of each value, `mul` its column's (`muls` a row's worth).
+fn fixed(values: &[f64], muls: &[f64]) -> Vec<i64> {
+    (values.iter().zip(muls.iter().cycle()))
+        .map(|(&v, &mul)| (v * mul).round() as i64)
+        .collect()
 }
 
 /// One unit's sums in `f64`, before rounding.
@@ -376,8 +412,11 @@ impl Engine for Local<'_> {
     type Error = MixtureError;
 
     fn moments(&mut self, _step: u64, statistic: &Statistic) -> Result<Moments, MixtureError> {
-        let scale = moment_scale(statistic.bound(self.max_abs), self.n);
-        Ok(Moments::of(&map_merged(&self.shards, statistic, scale)))
+        let scales = statistic.scales(self.max_abs, self.n);
+        Ok(Moments::of(
+            &map_merged(&self.shards, statistic, &scales),
+            scales,
+        ))
     }
 
     fn rows(&mut self, indices: &[usize]) -> Result<Vec<f32>, MixtureError> {

@@ -12,8 +12,8 @@ pub struct Moments {
     pub sums: Vec<i64>,
     /// Values per row.
     pub width: usize,
-    /// The fixed-point scale.
-    pub scale: i32,
+    /// The fixed-point scale of each column.
+    pub scales: Vec<i32>,
     /// Total log-likelihood (the mixture's; 0 for the covariance), added per unit in key order.
     pub log_likelihood: f64,
     /// Time and traffic (default on one process).
@@ -21,13 +21,13 @@ pub struct Moments {
 }
 
 impl Moments {
-    /// The sums of a merged partial.
-    pub fn of(partial: &Partial) -> Self {
+    /// The sums of a merged partial whose columns were rounded at `scales`.
+    pub fn of(partial: &Partial, scales: Vec<i32>) -> Self {
         Self {
             counts: partial.counts().into_owned(),
             sums: partial.sums().into_owned(),
             width: partial.dims(),
-            scale: partial.scale(),
+            scales,
             log_likelihood: partial.inertia(),
             report: StepReport::default(),
         }
@@ -35,6 +35,6 @@ impl Moments {
 
     /// Value `col` of row `row`, unscaled.
     pub fn value(&self, row: usize, col: usize) -> f64 {
-        self.sums[row * self.width + col] as f64 * 2f64.powi(-self.scale)
+        self.sums[row * self.width + col] as f64 * 2f64.powi(-self.scales[col])
     }
 }

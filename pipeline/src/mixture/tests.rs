@@ -160,15 +160,15 @@ fn sums_are_exact_across_groupings_threads_and_codes() {
         gmm: f.first.clone(),
     };
     let shards = Shard::numbered(&parts);
-    let scale = moments::moment_scale(statistic.bound(8.0), 2400);
-    let whole = moments::map_merged(&shards, &statistic, scale);
-    let mut apart = moments::map_merged(&shards[..1], &statistic, scale);
-    apart.merge(&moments::map_merged(&shards[1..], &statistic, scale));
+    let scales = statistic.scales(8.0, 2400);
+    let whole = moments::map_merged(&shards, &statistic, &scales);
+    let mut apart = moments::map_merged(&shards[..1], &statistic, &scales);
+    apart.merge(&moments::map_merged(&shards[1..], &statistic, &scales));
     let one_thread = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
         .expect("pool")
-        .install(|| moments::map_merged(&shards, &statistic, scale));
+        .install(|| moments::map_merged(&shards, &statistic, &scales));
     for other in [&apart, &one_thread] {
         assert_eq!(whole.sums(), other.sums());
         assert_eq!(whole.counts(), other.counts());
@@ -229,4 +229,46 @@ fn statistics_travel_as_their_values() {
         Statistic::from_values(statistic.head(), &zero),
         Err(MixtureError::NotPositive)
     ));
+}
+
+/// Each column's own scale: vectors a million times larger give the mixture of the vectors,
+/// scaled (a scale shared by all the sums rounded the counts of responsibilities to nothing:
+/// equal weights, means of 0, variances of the regulariser).
+#[test]
+fn large_values_give_the_same_mixture_scaled() {
+    let f = fixture();
+    let params = Params {
+        components: f.components,
+        pca_dims: f.projected,
+        max_iter: 200,
+        tol: 1e-9,
+        seed: 1,
+        reg: f.reg,
+    };
+    let fit = |x: &[f32]| {
+        let cut = 1000 * f.dims;
+        let parts = [
+            Rows::dense(&x[..cut], f.dims),
+            Rows::dense(&x[cut..], f.dims),
+        ];
+        let mut engine = Local::new(Shard::numbered(&parts)).expect("engine");
+        fit_with::<_, MixtureError>(&mut engine, &params, &mut |_| Ok(())).expect("fit")
+    };
+    let base = fit(&f.x);
+    for c in [1048576.0f32, 1e6] {
+        let scaled: Vec<f32> = f.x.iter().map(|v| v * c).collect();
+        let big = fit(&scaled);
+        close(&big.gmm.weights, &base.gmm.weights, 1e-4, "weights");
+        let means: Vec<f64> = big.gmm.means.iter().map(|m| m / f64::from(c)).collect();
+        // Means of the projection: the same up to the sign each component's axis was given.
+        let abs = |v: &[f64]| v.iter().map(|m| m.abs()).collect::<Vec<_>>();
+        close(&abs(&means), &abs(&base.gmm.means), 1e-4, "means");
+        let spread = big.gmm.weights.iter().cloned().fold(0.0, f64::max)
+            - big.gmm.weights.iter().cloned().fold(1.0, f64::min);
+        assert!(
+            spread > 0.01,
+            "weights collapsed to equal: {:?}",
+            big.gmm.weights
+        );
+    }
 }

@@ -355,7 +355,7 @@ impl VecsRows {
 /// The records of a comma-separated file.
 #[derive(Debug)]
 pub(super) struct CsvRows {
-    reader: csv::Reader<File>,
+    reader: csv::Reader<crate::input::Records<File>>,
     row: csv::StringRecord,
     /// Whether the first three columns are picture id, row and column.
     meta: bool,
@@ -390,7 +390,7 @@ impl CsvRows {
     pub(super) fn open(path: &Path, file: File) -> Result<Self, StoreError> {
         let reader = csv::ReaderBuilder::new()
             .has_headers(false)
-            .from_reader(file);
+            .from_reader(crate::input::Records::new(file));
         let mut rows = Self {
             reader,
             row: csv::StringRecord::new(),

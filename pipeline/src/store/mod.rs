@@ -478,6 +478,15 @@ impl FeatureWriter {
                 message: format!("has {} values, file holds {}", values.len(), self.dims),
             });
         }
+        // What a reader would refuse is never written: a non-finite or out-of-bounds value
+        // stops the writer, naming the record (the command names what carried it).
+        if let Some(message) = out_of_bounds(values) {
+            return Err(StoreError::Record {
+                path: self.path.clone(),
+                location: format!("record {} (picture {picture_id})", self.count + 1),
+                message,
+            });
+        }
         let result = match &mut self.sink {
             Sink::Bin(out) => {
                 let mut head = [0u8; 8];

@@ -211,7 +211,7 @@ pub(super) fn member_moments(
 ) -> Result<Vec<u8>, EngineError> {
     let Command::Moments {
         head,
-        scale,
+        ref scales,
         stage1,
         ref algorithm,
         chunk,
@@ -255,7 +255,14 @@ pub(super) fn member_moments(
             ..StepStats::default()
         }));
     };
-    let mapped = share.moments(statistic, scale, stage1);
+    if !vocab_pipeline::mixture::moments::scales_fit(statistic, scales) {
+        return Err(malformed(format!(
+            "{} column scales for a statistic of {} columns",
+            scales.len(),
+            statistic.shape().1
+        )));
+    }
+    let mapped = share.moments(statistic, scales, stage1);
     reduce_and_report(
         team,
         root_maps,

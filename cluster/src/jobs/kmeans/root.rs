@@ -7,7 +7,6 @@ use std::time::Instant;
 use vocab_pipeline::kmeans::engine::{Engine, StepReport, StepResult};
 use vocab_pipeline::kmeans::partial::inertia_of;
 use vocab_pipeline::kmeans::{Assignment, Centroids, Kernel, fixed_scale};
-use vocab_pipeline::mixture::moments::moment_scale;
 use vocab_pipeline::mixture::{Engine as MixtureEngine, Moments, Statistic};
 use vocab_pipeline::partition::Manifest;
 
@@ -578,11 +577,11 @@ impl<'t> Root<'t> {
             None
         };
         let received = Instant::now();
-        let scale = moment_scale(statistic.bound(self.max_abs), self.manifest.count);
+        let scales = statistic.scales(self.max_abs, self.manifest.count);
         let command = Command::Moments {
             step,
             head: statistic.head(),
-            scale,
+            scales: scales.clone(),
             stage1: self.options.stage1,
             algorithm: self.options.plan.algorithm.name().into(),
             chunk: self.options.plan.chunk as u64,
@@ -613,7 +612,7 @@ impl<'t> Root<'t> {
             counts,
             sums,
             width,
-            scale,
+            scales,
             log_likelihood: inertia_of(&units),
             report,
         })

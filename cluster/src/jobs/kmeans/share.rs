@@ -269,16 +269,16 @@ impl Share {
     /// The map step of a mixture or PCA `statistic` at fixed-point `scale` over the share,
     /// then stage 1 if asked: one partial per thread's run of map units (merged into one with
     /// `stage1`).
-    pub fn moments(&self, statistic: &Statistic, scale: i32, stage1: bool) -> Mapped {
+    pub fn moments(&self, statistic: &Statistic, scales: &[i32], stage1: bool) -> Mapped {
         let shards = self.shards();
         let started = Instant::now();
-        let tasks = moments::map(&shards, statistic, scale);
+        let tasks = moments::map(&shards, statistic, scales);
         let map_seconds = started.elapsed().as_secs_f64();
         let started = Instant::now();
         let count = tasks.len();
         let (k, width) = statistic.shape();
         let partials = if stage1 && tasks.len() > 1 {
-            vec![Partial::sum(tasks, k, width, scale)]
+            vec![Partial::sum(tasks, k, width, 0)]
         } else {
             tasks
         };

@@ -57,7 +57,8 @@ pub(super) enum Command {
     Moments {
         step: u64,
         head: vocab_pipeline::mixture::moments::Head,
-        scale: i32,
+        /// The fixed-point scale of each column (`Statistic::scales`).
+        scales: Vec<i32>,
         stage1: bool,
         algorithm: String,
         chunk: u64,
