@@ -305,7 +305,8 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
             } else {
                 ""
             };
-            anyhow::anyhow!("{e}{hint}")
+            // The whole chain: an I/O error's reason (no space left, ...) is its source.
+            anyhow::anyhow!("{}{hint}", vocab_pipeline::chain(&e))
         })?;
         (count, "records")
     };

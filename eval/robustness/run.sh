@@ -15,6 +15,7 @@ pids=()
 cleanup() {
   for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
   mountpoint -q "$work/small" && umount "$work/small"
+  mountpoint -q "$work/tiny" && umount "$work/tiny"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -111,7 +112,7 @@ open(sys.argv[1], "w").write("\n".join(rows) + "\n")
 PY
 for kernel in f32 int8; do
   "$vocab" kmeans --features "$work/out.txt" --k 4 --out "$work/o-$kernel.bin" --kernel "$kernel" --quiet >/dev/null 2>"$work/err"; rc=$?
-  grep -q "record 137" "$work/err"; named=$?
+  grep -q -E "record 137|line 138" "$work/err"; named=$?
   row "outlier_$kernel" "k-means ($kernel) on data with one 1e30 value" "refused naming the record; no vocabulary" \
     $(( rc == 0 || named != 0 || $([ -e "$work/o-$kernel.bin" ] && echo 1 || echo 0) )) "exit $rc: $(head -c 140 "$work/err")"
 done
@@ -250,8 +251,20 @@ row json_size "classify with a 300 MB model file" "refused by its size before it
 rm -f "$work/huge.json"
 
 # 20. A seed no record can hold.
-"$vocab" kmeans --features "$work/w.bin" --k 4 --seed 9223372036854775808 --out "$work/s.bin" >/dev/null 2>"$work/err"; rc=$?
-row seed "kmeans --seed 2^63" "refused before any work" $(( rc != 2 || $([ -e "$work/s.bin" ] && echo 1 || echo 0) )) "exit $rc: $(head -c 140 "$work/err")"
+"$vocab" kmeans --features "$work/w.bin" --k 4 --seed 9223372036854775808 --out "$work/seed.bin" >/dev/null 2>"$work/err"; rc=$?
+row seed "kmeans --seed 2^63" "refused before any work" $(( rc != 2 || $([ -e "$work/seed.bin" ] && echo 1 || echo 0) )) "exit $rc: $(head -c 140 "$work/err")"
+
+# 21. convert onto a full disk: the error gives its reason.
+if [ "$(id -u)" = 0 ]; then
+  mkdir -p "$work/tiny" && mount -t tmpfs -o size=1m tmpfs "$work/tiny"
+  "$vocab" datasets synth --n 5000 --dims 64 --clusters 4 --out "$work/c.bin" >/dev/null
+  "$vocab" convert --input "$work/c.bin" --out "$work/tiny/c.csv" >/dev/null 2>"$work/err"; rc=$?
+  grep -q "No space left" "$work/err"; said=$?
+  left=$(ls -A "$work/tiny" | wc -l)
+  umount "$work/tiny"
+  row convert_full "convert of 1.3 MB of vectors to CSV onto a full 1 MB tmpfs" "fails saying why; nothing left behind" \
+    $(( rc != 1 || said != 0 || left != 0 )) "exit $rc; $left files left: $(head -c 140 "$work/err")"
+fi
 
 python3 - "$csv" > "$here/results/README.md" <<'PY'
 import csv, subprocess, sys

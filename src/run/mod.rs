@@ -605,10 +605,13 @@ pub fn check_dataset(overrides: &Overrides<'_>, config: &Config) -> anyhow::Resu
     let engine = engine(config, base, None, None, false)?;
     let labels_text = source.labels_text()?;
     let counted = count(config, &source, &labels_text, &protocol)?;
-    if let (Some((_, test_labels)), Source::Folder { labels, .. }) =
+    if let (Some((test, test_labels)), Source::Folder { labels, .. }) =
         (protocol.test_folder(), &source)
     {
         protocol::check_test_labels(&counted.attributes, labels, test_labels)?;
+        // Its photos as a run would find them: paths inside the test folder only.
+        vocab_pipeline::image_io::Collection::open(test, Some(test_labels))
+            .context("checking the test folder's labels before the first stage")?;
     }
     crate::plan::check_sizes(config, &engine, counted.training)?;
     Ok(format!(

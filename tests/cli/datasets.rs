@@ -205,3 +205,35 @@ const CLASS_FOLDERS: [&str; 15] = [
     "PARoffice",
     "store",
 ];
+
+#[test]
+fn config_check_refuses_test_labels_that_lead_out_of_the_test_folder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let photos = photo_set(d);
+    let test = d.join("test");
+    let copy = std::process::Command::new("cp")
+        .args(["-r", s(&photos), s(&test)])
+        .status()
+        .expect("cp");
+    assert!(copy.success());
+    let labels = std::fs::read_to_string(photos.join("labels.csv")).expect("labels");
+    let mut lines: Vec<String> = labels.lines().map(str::to_string).collect();
+    lines[1] = format!("../photos/{}", lines[1]);
+    std::fs::write(test.join("labels.csv"), lines.join("\n") + "\n").expect("write");
+    let config = d.join("c.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[dataset]\npath = {:?}\ntest = {:?}\n\n[kmeans]\nk = [4]\n\n[classify]\nsplit_by = \"kind\"\n",
+            s(&photos),
+            s(&test)
+        ),
+    )
+    .expect("config");
+    let err = fails(&["config", "check", s(&config)]);
+    assert!(
+        err.contains("../photos/") && err.contains("must be relative to the input folder"),
+        "{err}"
+    );
+}

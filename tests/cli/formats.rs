@@ -349,14 +349,15 @@ fn formats_vocab_cannot_read_are_refused_with_what_it_reads() {
         err.contains(".npy (2-D float32, float64 or uint8)"),
         "{err}"
     );
-    // pandas' header (columns 0, 1, ...) is a header, not a vector; its index column is refused.
+    // A first line of numbers is a vector, whatever numbers (0, 1, 2 once read as pandas'
+    // column names: the data's first vector was dropped); pandas' index column is refused.
     let pandas = dir.path().join("pandas.csv");
     std::fs::write(&pandas, "0,1,2\n0.5,0.25,1\n").expect("write");
     let text = dir.path().join("pandas.txt");
     ok(&["convert", "--input", s(&pandas), "--out", s(&text)]);
     assert_eq!(
         std::fs::read_to_string(&text).expect("text"),
-        "0 0 0 0.5 0.25 1.0\n"
+        "0 0 0 0.0 1.0 2.0\n1 0 0 0.5 0.25 1.0\n"
     );
     std::fs::write(&pandas, ",0,1\n0,0.5,0.25\n").expect("write");
     refused(&pandas, "index=False");

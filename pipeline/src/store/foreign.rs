@@ -371,21 +371,6 @@ fn numeric(field: &str) -> bool {
     field.trim().parse::<f64>().is_ok()
 }
 
-/// Whether a line of numbers names its columns `0, 1, ...` or `1, 2, ...` (pandas writes a
-/// frame's columns so), rather than holding a vector.
-fn numbered(fields: &csv::StringRecord) -> bool {
-    let first = fields.get(0).map(str::trim);
-    let from = match first {
-        Some("0") => 0,
-        Some("1") => 1,
-        _ => return false,
-    };
-    fields.len() > 1
-        && (fields.iter())
-            .enumerate()
-            .all(|(i, f)| f.trim() == (i + from).to_string())
-}
-
 impl CsvRows {
     pub(super) fn open(path: &Path, file: File) -> Result<Self, StoreError> {
         let reader = csv::ReaderBuilder::new()
@@ -400,7 +385,8 @@ impl CsvRows {
             next: 0,
         };
         if rows.read(path)? {
-            if rows.row.iter().all(numeric) && !numbered(&rows.row) {
+            // A line of numbers is data, never a header (whatever the numbers are).
+            if rows.row.iter().all(numeric) {
                 rows.pending = true;
             } else {
                 if rows.row.get(0).is_some_and(|f| f.trim().is_empty()) {
@@ -530,7 +516,6 @@ pub(super) enum ForeignSink {
         /// Boxed: the writer holds its own buffer inline.
         out: Box<csv::Writer<NamedTempFile>>,
         meta: bool,
-        fields: Vec<String>,
     },
 }
 
@@ -555,16 +540,19 @@ impl ForeignSink {
     pub(super) fn csv(path: &Path, dims: usize, meta: bool) -> Result<Self, StoreError> {
         let tmp = crate::atomic::temp_beside(path).map_err(|e| io_err(path, e))?;
         let mut out = csv::WriterBuilder::new().from_writer(tmp);
-        let mut header: Vec<String> = Vec::with_capacity(dims + 3);
+        let err = |e| csv_err(path, e);
         if meta {
-            header.extend(["picture_id", "row", "col"].map(String::from));
+            for name in ["picture_id", "row", "col"] {
+                out.write_field(name).map_err(err)?;
+            }
         }
-        header.extend((1..=dims).map(|i| format!("v{i}")));
-        out.write_record(&header).map_err(|e| csv_err(path, e))?;
+        for i in 1..=dims {
+            out.write_field(format!("v{i}")).map_err(err)?;
+        }
+        out.write_record(None::<&[u8]>).map_err(err)?;
         Ok(Self::Csv {
             out: Box::new(out),
             meta,
-            fields: Vec::with_capacity(dims + 3),
         })
     }
 
@@ -627,14 +615,20 @@ impl ForeignSink {
                     }
                 }
             }
-            Self::Csv { out, meta, fields } => {
-                fields.clear();
+            Self::Csv { out, meta } => {
+                // A field at a time, straight into the writer: a wide vector is never held as
+                // a string a value.
+                let err = |e| csv_err(path, e);
                 if *meta {
-                    fields.extend([picture_id.to_string(), row.to_string(), col.to_string()]);
+                    for n in [u64::from(picture_id), u64::from(row), u64::from(col)] {
+                        out.write_field(n.to_string()).map_err(err)?;
+                    }
                 }
                 let mut buf = ryu::Buffer::new();
-                fields.extend(values.iter().map(|&v| buf.format(v).to_string()));
-                out.write_record(&*fields).map_err(|e| csv_err(path, e))?;
+                for &v in values {
+                    out.write_field(buf.format(v)).map_err(err)?;
+                }
+                out.write_record(None::<&[u8]>).map_err(err)?;
             }
         }
         Ok(())
