@@ -266,6 +266,8 @@ if [ "$(id -u)" = 0 ]; then
     $(( rc != 1 || said != 0 || left != 0 )) "exit $rc; $left files left: $(head -c 140 "$work/err")"
 fi
 
+# The mutants' section (written by the mutants example's run) is kept after the table.
+mutants=$(sed -n '/^# Mutants/,$p' "$here/results/README.md" 2>/dev/null)
 python3 - "$csv" > "$here/results/README.md" <<'PY'
 import csv, subprocess, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
@@ -283,4 +285,5 @@ for r in rows:
 held = sum(r["outcome"] == "held" for r in rows)
 print(f"\n{held} of {len(rows)} held.")
 PY
+[ -n "$mutants" ] && printf '\n%s\n' "$mutants" >> "$here/results/README.md"
 cat "$here/results/README.md"

@@ -432,6 +432,35 @@ fn feature_file(format: Format, n: u32, dims: usize) -> Vec<u8> {
 }
 
 /// The header's integer fields of vocab's binary feature format.
+/// A valid encoding record (a 4-word vocabulary, 2-level pyramid, with its digest).
+const ENCODING: &str = r#"{"vocabulary":"/nonexistent/voc.bin","k":4,"stride":8,"norm":"l1","pyramid":2,"max_side":null,"vocabulary_sha256":"0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"}"#;
+
+/// A valid mixture file: 3 Gaussians over 4 principal components of 200 vectors of 6 values.
+fn mixture_file() -> Vec<u8> {
+    use vocab_pipeline::kmeans::Shard;
+    use vocab_pipeline::mixture::{Local, MixtureError, MixtureFile, Params, fit_with};
+    let x: Vec<f32> = (0..200 * 6)
+        .map(|i| ((i * 7) % 13) as f32 / 13.0 + ((i / 6) % 3) as f32)
+        .collect();
+    let rows = [vocab_pipeline::partition::Rows::dense(&x, 6)];
+    let mut engine = Local::new(Shard::numbered(&rows)).expect("engine");
+    let params = Params {
+        components: 3,
+        pca_dims: 4,
+        max_iter: 10,
+        tol: 1e-6,
+        seed: 1,
+        reg: 1e-6,
+    };
+    let fitted = fit_with::<_, MixtureError>(&mut engine, &params, &mut |_| Ok(())).expect("fit");
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("m.json");
+    MixtureFile::new(&params, (200, 6, 0), &fitted)
+        .write(&path)
+        .expect("write");
+    std::fs::read(&path).expect("read")
+}
+
 fn feature_fields() -> Vec<Field> {
     vec![(8, 2), (10, 1), (12, 4), (16, 8), (16, 4), (20, 4), (24, 4)]
 }
@@ -529,6 +558,64 @@ pub fn readers() -> Vec<Reader> {
         fixup: Fixup::FeatureFile,
         memory: 16 * mb,
         read: Box::new(|p| clear(read_features(p))),
+        beside: Vec::new(),
+    });
+    // Other tools' vector formats, read by the same reader (issue 49: every reader added since).
+    for (name, file, format) in [
+        ("features-npy", "f.npy", Format::Npy),
+        ("features-fvecs", "f.fvecs", Format::Fvecs),
+        ("features-csv", "f.csv", Format::Csv),
+    ] {
+        all.push(Reader {
+            name,
+            file,
+            seed: feature_file(format, 40, 8),
+            fields: if format == Format::Npy {
+                vec![(6, 2), (8, 2)]
+            } else {
+                vec![(0, 4)]
+            },
+            fixup: Fixup::None,
+            memory: 16 * mb,
+            read: Box::new(|p| clear(read_features(p))),
+            beside: Vec::new(),
+        });
+    }
+    all.push(Reader {
+        name: "mixture",
+        file: "m.json",
+        seed: mixture_file(),
+        fields: Vec::new(),
+        fixup: Fixup::None,
+        memory: 16 * mb,
+        read: Box::new(|p| {
+            clear(match vocab_pipeline::mixture::MixtureFile::read(p) {
+                // An accepted mixture encodes a vector into finite values or says why.
+                Ok(_) => Ok(()),
+                Err(e) => named(p, vocab_pipeline::chain(&e)),
+            })
+        }),
+        beside: Vec::new(),
+    });
+    all.push(Reader {
+        name: "encoding-record",
+        file: "h.bin.encoding.json",
+        seed: ENCODING.as_bytes().to_vec(),
+        fields: Vec::new(),
+        fixup: Fixup::None,
+        memory: 16 * mb,
+        read: Box::new(|p| {
+            let limit = vocab_pipeline::input::MAX_ENCODING_BYTES;
+            let text = match vocab_pipeline::input::read_text(p, limit) {
+                Ok(text) => text,
+                Err(e) => return clear(named(p, format!("{}: {e}", p.display()))),
+            };
+            match serde_json::from_str::<vocab_pipeline::encode::Encoding>(&text) {
+                Ok(_) => Ok(()),
+                // What the command says: the record's path, then serde's message.
+                Err(e) => clear(named(p, format!("invalid {}: {e}", p.display()))),
+            }
+        }),
         beside: Vec::new(),
     });
     all.push(Reader {
