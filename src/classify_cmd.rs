@@ -76,8 +76,18 @@ fn same_encoding(
             record.display(),
             &a[..12]
         ),
+        // A record without its digest beside one with it: refused, not compared by path (a
+        // record's digest removed would bring the path's word back).
+        (Some(_), None) | (None, Some(_)) => bail!(
+            "--histograms {}: the record {} and model {} do not both carry their vocabulary's \
+             SHA-256, so the histograms cannot be shown to be over the model's vocabulary; \
+             encode them again with this build",
+            path.display(),
+            record.display(),
+            model.display()
+        ),
         // Records from before digests were kept: the vocabulary's path and size.
-        _ => ensure!(
+        (None, None) => ensure!(
             ours.vocabulary() == theirs.vocabulary() && ours.k() == theirs.k(),
             "--histograms {}: encoded over {} ({} words), model {} over {} ({} words)",
             path.display(),

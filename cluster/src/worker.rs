@@ -168,10 +168,15 @@ impl Worker {
                         }
                     });
                 }
-                // Too many open files and the like: back off instead of spinning.
-                Err(_) if backoff < Duration::from_secs(2) => {
+                // Too many open files and the like: back off instead of spinning, and keep
+                // serving (a flood that takes every descriptor for a while must not end the
+                // worker); other errors end it after the backoff grew past 2 s.
+                Err(e)
+                    if backoff < Duration::from_secs(2)
+                        || matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) =>
+                {
                     tokio::time::sleep(backoff).await;
-                    backoff *= 2;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
                 }
                 Err(e) => return Err(e),
             }
@@ -213,11 +218,14 @@ impl Worker {
         let deadline = HANDSHAKE_DEADLINE.min(Duration::from_millis(
             self.cluster.settings.io_timeout_ms.max(1),
         ));
-        let shaken = async {
+        // One deadline for the whole handshake, on top of each stage's: a peer that dribbles
+        // its hello to the end of one stage cannot then hold the next as long.
+        let shaken = tokio::time::timeout(deadline, async {
             let hello = server_hello(&mut conn, deadline).await?;
             server_prove(&mut conn, &self.secret, hello, deadline).await
-        }
+        })
         .await
+        .unwrap_or(Err(crate::net::auth::AuthError::Timeout))
         .map_err(ServeError::Handshake);
         // The place is free again, whatever the outcome.
         drop(ticket);

@@ -415,6 +415,18 @@ impl ModelFile {
     pub fn save(&self, path: &Path) -> Result<(), ClassifyError> {
         self.check_classifier(path)?;
         let text = serde_json::to_string(self).map_err(|e| invalid(path, e.to_string()))?;
+        // Never a model its reader would refuse by its size.
+        if text.len() as u64 > crate::input::MAX_MODEL_BYTES {
+            return Err(invalid(
+                path,
+                format!(
+                    "would hold {} bytes, more than the {} a model may (fewer classes, words or \
+                     pyramid levels make it smaller)",
+                    text.len(),
+                    crate::input::MAX_MODEL_BYTES
+                ),
+            ));
+        }
         crate::atomic::write(path, text.as_bytes()).map_err(|source| {
             ClassifyError::Store(StoreError::Io {
                 path: path.to_path_buf(),

@@ -117,14 +117,21 @@ pub fn csv(builder: &csv::ReaderBuilder, path: &Path) -> csv::Result<csv::Reader
 /// Longest CSV record read: 4 MiB, as a text feature file's line (`store::MAX_LINE_BYTES`).
 pub const MAX_CSV_RECORD_BYTES: u64 = 4 << 20;
 
-/// The bytes of a CSV file, refused past [`MAX_CSV_RECORD_BYTES`] in one record (a newline
-/// outside quotes ends a record): a 200 MB line, or a quote never closed, is an error saying so
-/// after 4 MiB, not a record the CSV reader grows without end.
+/// The bytes of a CSV file, refused past [`MAX_CSV_RECORD_BYTES`] in one record (a line ending
+/// outside quotes ends a record, quotes read as the CSV reader reads them: a field that starts
+/// with one is quoted until a lone closing one, `""` inside it is a quote): a 200 MB line, or a
+/// quote never closed, is an error saying so after 4 MiB, not a record the CSV reader grows
+/// without end.
 #[derive(Debug)]
 pub struct Records<R> {
     inner: R,
     in_record: u64,
+    /// Inside a quoted field.
     quoted: bool,
+    /// A quote seen inside a quoted field: it closes the field unless another follows.
+    closing: bool,
+    /// At the start of a field (a quote there opens a quoted field).
+    field_start: bool,
 }
 
 impl<R> Records<R> {
@@ -134,6 +141,43 @@ impl<R> Records<R> {
             inner,
             in_record: 0,
             quoted: false,
+            closing: false,
+            field_start: true,
+        }
+    }
+
+    /// One byte through the state; `true` when it ends a record.
+    fn step(&mut self, b: u8) -> bool {
+        if self.quoted {
+            if self.closing {
+                self.closing = false;
+                if b == b'"' {
+                    return false; // "" inside a quoted field
+                }
+                self.quoted = false;
+            } else {
+                self.closing = b == b'"';
+                return false;
+            }
+        }
+        match b {
+            b'\n' | b'\r' => {
+                self.field_start = true;
+                true
+            }
+            b',' => {
+                self.field_start = true;
+                false
+            }
+            b'"' if self.field_start => {
+                self.quoted = true;
+                self.field_start = false;
+                false
+            }
+            _ => {
+                self.field_start = false;
+                false
+            }
         }
     }
 }
@@ -142,13 +186,9 @@ impl<R: Read> Read for Records<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
         for &b in &buf[..n] {
-            match b {
-                b'"' => self.quoted = !self.quoted,
-                b'\n' if !self.quoted => {
-                    self.in_record = 0;
-                    continue;
-                }
-                _ => {}
+            if self.step(b) {
+                self.in_record = 0;
+                continue;
             }
             self.in_record += 1;
             if self.in_record > MAX_CSV_RECORD_BYTES {
@@ -212,5 +252,30 @@ mod tests {
         assert_eq!(prefix("abc", 8), "\"abc\"");
         let long = "x".repeat(1000);
         assert_eq!(prefix(&long, 4), "\"xxxx\"... (1000 bytes)");
+    }
+
+    /// Records end at line endings outside quotes, as the CSV reader reads quotes: a stray quote
+    /// inside a field, `""` in a quoted field, `\r` endings.
+    #[test]
+    fn csv_records_end_where_the_csv_reader_ends_them() {
+        let ends = |text: &str| {
+            let mut r = Records::new(text.as_bytes());
+            text.bytes().filter(|&b| r.step(b)).count()
+        };
+        assert_eq!(ends("a,b\nc,d\n"), 2);
+        assert_eq!(
+            ends("5\" tall,x\ny\n"),
+            2,
+            "a quote inside a field is a character"
+        );
+        assert_eq!(ends("\"a\nb\",c\nd\n"), 2, "a line ending inside quotes");
+        assert_eq!(
+            ends("\"say \"\"hi\"\"\nthere\",c\nd\n"),
+            2,
+            "escaped quotes"
+        );
+        assert_eq!(ends("a\rb\rc\r"), 3, "\\r endings");
+        // A quote never closed: one record to the end.
+        assert_eq!(ends("\"a\nb\nc\n"), 0);
     }
 }

@@ -91,18 +91,17 @@ impl MontageParams {
         Ok(())
     }
 
-    /// The most memory these settings take: every sample patch ([`SAMPLE_BYTES`]), the picture
-    /// twice (its pixels and its PNG), and a photo's luminance per thread.
+    /// The most memory these settings take together: every sample patch ([`SAMPLE_BYTES`]) and
+    /// the picture twice (its pixels and its PNG). A photo being decoded is bounded by the pixel
+    /// limit as in every photo stage, whatever these settings are.
     pub fn memory(&self) -> u64 {
         let samples = (self.photos as u64).saturating_mul(self.per_image as u64);
         let side = (PATCH_SIDE * self.zoom) as u64 + u64::from(GAP);
         let picture = (self.words as u64 * side + u64::from(GAP))
             .saturating_mul(self.patches as u64 * side + u64::from(GAP));
-        let photo = self.max_pixels.saturating_mul(4);
         samples
             .saturating_mul(SAMPLE_BYTES)
             .saturating_add(picture.saturating_mul(2))
-            .saturating_add(photo.saturating_mul(rayon::current_num_threads() as u64))
     }
 }
 

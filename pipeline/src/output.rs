@@ -285,12 +285,10 @@ pub fn not_a_link(dir: &Path) -> Result<(), Refused> {
     }
 }
 
-/// Creates `dir` and its parents once [`check`] allows it (a folder that exists already is
-/// left as it is: what is written into it is checked file by file).
+/// Creates `dir` and its parents once [`check`] allows it (an existing folder too: one that is
+/// an input, or lies inside one, is never filled).
 pub fn create_dir_all(dir: &Path) -> io::Result<()> {
-    if !dir.is_dir() {
-        check(dir)?;
-    }
+    check(dir)?;
     std::fs::create_dir_all(dir)
 }
 
@@ -306,17 +304,36 @@ pub fn append(path: &Path) -> io::Result<std::fs::File> {
         .open(path)
 }
 
-/// `path` made absolute, through its links where it (or its folder) exists.
+/// `path` made absolute, through its links where it (or its folder) exists; a path that does not
+/// exist has its `.` and `..` taken lexically first (`missing/../v.bin` is `v.bin`).
 pub fn resolved(path: &Path) -> PathBuf {
     if let Ok(at) = std::fs::canonicalize(path) {
         return at;
     }
+    let path = &lexical(path);
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
     let parent = parent.map_or_else(|| std::fs::canonicalize("."), resolved_ok);
     match (parent, path.file_name()) {
         (Ok(dir), Some(name)) => dir.join(name),
         _ => std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
     }
+}
+
+/// `path` absolute, its `.` and `..` components taken away by name.
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = PathBuf::new();
+    for part in absolute.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// A folder resolved through its links even when it does not exist yet (its nearest existing
@@ -376,6 +393,14 @@ mod tests {
 
         let beside = dir.path().join("out.bin");
         check(&beside).expect("a new file beside the inputs");
+        // Through a folder that does not exist and back: the input all the same.
+        let around = dir.path().join("missing").join("..").join("a.bin");
+        std::fs::remove_file(&input).expect("rm");
+        assert!(
+            matches!(check(&around), Err(Refused::IsInput { .. })),
+            "by name"
+        );
+        std::fs::write(&input, b"x").expect("write");
         // A side file of the output is an input: refused up front; names that only begin
         // alike are not side files.
         claim(&dir.path().join("a")).expect("a.bin is not a side file of a");

@@ -100,6 +100,24 @@ fn a_model_is_bound_to_its_vocabularys_bytes_not_its_path() {
         err.contains("encoded over another vocabulary") && err.contains(s(&other_hist)),
         "{err}"
     );
+    // Its digest taken out of the record: refused, never compared by path instead.
+    let record = d.join("other-hist.bin.encoding.json");
+    let text = std::fs::read_to_string(&record).expect("record");
+    let mut json: serde_json::Value = serde_json::from_str(&text).expect("json");
+    json.as_object_mut()
+        .expect("object")
+        .remove("vocabulary_sha256");
+    std::fs::write(&record, json.to_string()).expect("write");
+    let err = fails(&[
+        "evaluate",
+        "--model",
+        s(&model),
+        "--histograms",
+        s(&other_hist),
+        "--labels",
+        s(&scenes.labels),
+    ]);
+    assert!(err.contains("do not both carry"), "{err}");
 }
 
 #[test]

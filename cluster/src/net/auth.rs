@@ -111,6 +111,8 @@ impl Secret {
     /// Reads a secret file (surrounding whitespace is ignored). On Unix a file that group or
     /// others may read is refused.
     pub fn load(path: &Path) -> Result<Self, AuthError> {
+        // An input of whatever command reads it: nothing the command writes may replace it.
+        vocab_pipeline::output::protect(format!("the secret file {}", path.display()), path);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

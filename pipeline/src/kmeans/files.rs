@@ -270,6 +270,11 @@ pub fn load_checkpoint(
 ) -> Result<State, KMeansError> {
     let dir = checkpoint_dir(out);
     let state_path = dir.join("state.toml");
+    // The run's own folder: a link there would be read through to somewhere else.
+    crate::output::not_a_link(&dir).map_err(|e| KMeansError::Checkpoint {
+        path: dir.clone(),
+        message: e.rule(),
+    })?;
     let bad = |message: String| KMeansError::Checkpoint {
         path: state_path.clone(),
         message,
