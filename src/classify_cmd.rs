@@ -278,7 +278,11 @@ pub fn train_on(
         mirrored: mirrored.is_some(),
         classifier,
     };
-    model.save(&args.out)?;
+    // A weight that is not finite (or a model too large to read back) is said to come from
+    // the histograms it was trained on.
+    model
+        .save(&args.out)
+        .with_context(|| format!("training on --histograms {}", args.histograms.display()))?;
     writeln!(
         out,
         "train: {:?} over classes {:?}: {} labelled photos, {} trained on{}, {} held out; {}C = {c}{} ({:.1} s)",

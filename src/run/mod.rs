@@ -342,6 +342,20 @@ impl Chain<'_> {
             Some(f) => work.join(f),
             None => work.join("nodes"),
         };
+        // The nodes write there, in processes that know nothing of this run's inputs: the folder
+        // (up to a per-node `{node}` part) is checked here, as any output of the run.
+        if wants_born {
+            let text = nodes.to_string_lossy();
+            let fixed = text
+                .find('{')
+                .map_or(nodes.clone(), |at| Path::new(&text[..at]).to_path_buf());
+            vocab_pipeline::output::check(&fixed).with_context(|| {
+                format!(
+                    "[partition] folder {}: where the nodes write",
+                    nodes.display()
+                )
+            })?;
+        }
         // A folder named per node (`{node}`) is made by each node.
         if wants_born && !nodes.to_string_lossy().contains('{') {
             vocab_pipeline::output::create_dir_all(&nodes)

@@ -261,3 +261,60 @@ fn step_folders_that_are_links_are_refused_never_followed() {
     assert!(err.contains("is a link") && err.contains(".tmp-"), "{err}");
     assert!(std::fs::read_dir(&target).expect("target").next().is_none());
 }
+
+#[test]
+fn the_nodes_partition_folder_and_the_rounds_journal_are_checked_like_any_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let photos = photo_set_of(d, 3, 5);
+    let before = snapshot(&photos);
+    // The nodes would write partitions into the photo folder (per node or not).
+    for folder in ["{node}", "parts"] {
+        let config = d.join("nodes.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[dataset]\npath = {:?}\n[features]\nper_image = 9\n[partition]\nparts = 2\n\
+                 at = \"nodes\"\nfolder = {:?}\n[kmeans]\nk = [4]\niterations = 2\nnodes = 2\n\
+                 [encode]\nstride = 16\n[classify]\nsplit_by = \"kind\"\ncv = 2\n",
+                s(&photos),
+                s(&photos.join(folder))
+            ),
+        )
+        .expect("config");
+        let work = d.join(format!("work-{}", folder.replace(['{', '}'], "")));
+        let err = fails(&["run", s(&config), "--work", s(&work)]);
+        assert!(
+            err.contains("lies inside the input folder") || err.contains("is the input"),
+            "{folder}: {err}"
+        );
+        assert_eq!(
+            snapshot(&photos),
+            before,
+            "{folder}: nothing written among the photos"
+        );
+    }
+    // A sharded stage's saved rounds are its own folder: a link there is refused, not followed.
+    let out = d.join("f.bin");
+    let elsewhere = d.join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("mkdir");
+    std::os::unix::fs::symlink(&elsewhere, d.join("f.bin.rounds")).expect("symlink");
+    let err = fails(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--per-image",
+        "5",
+        "--local-nodes",
+        "2",
+        "--out",
+        s(&out),
+    ]);
+    assert!(err.contains("is a link"), "{err}");
+    assert!(
+        std::fs::read_dir(&elsewhere)
+            .expect("elsewhere")
+            .next()
+            .is_none()
+    );
+}

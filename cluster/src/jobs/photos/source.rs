@@ -76,6 +76,8 @@ impl Journal {
     /// values (0 for features). Rounds saved under another key (an earlier run with other
     /// settings writing the same file) are removed.
     pub fn open(dir: &Path, key: &str, histogram: usize) -> std::io::Result<Self> {
+        // The run's own folder: a link there would be read, cleared or written through.
+        vocab_pipeline::output::not_a_link(dir)?;
         let key_file = dir.join("job.key");
         let same = std::fs::read_to_string(&key_file).is_ok_and(|k| k == key);
         if !same && dir.exists() {
