@@ -133,17 +133,6 @@ pub fn protect(name: impl Into<String>, path: &Path) {
     inputs.push(input);
 }
 
-/// The inputs registered so far, as `(name, resolved path)`.
-pub fn protected() -> Vec<(String, PathBuf)> {
-    let inputs = INPUTS
-        .read()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    inputs
-        .iter()
-        .map(|i| (i.name.clone(), i.at.clone()))
-        .collect()
-}
-
 /// Whether the file `dest` may be written: not an input, not inside an input folder, not a
 /// device node, FIFO or socket.
 pub fn check(dest: &Path) -> Result<(), Refused> {

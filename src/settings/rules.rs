@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use vocab_pipeline::output::{file_id, resolved};
 use vocab_pipeline::params::Broken;
 use vocab_pipeline::store::Format;
 
@@ -209,25 +210,6 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 /// Whether `path` is `folder` or lies inside it (both resolved through their links).
 pub fn inside(path: &Path, folder: &Path) -> bool {
     resolved(path).starts_with(resolved(folder))
-}
-
-/// `path` made absolute, through its links where it (or its folder) exists.
-fn resolved(path: &Path) -> std::path::PathBuf {
-    if let Ok(at) = std::fs::canonicalize(path) {
-        return at;
-    }
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-    let parent = parent.map_or_else(|| std::fs::canonicalize("."), std::fs::canonicalize);
-    match (parent, path.file_name()) {
-        (Ok(dir), Some(name)) => dir.join(name),
-        _ => std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
-    }
-}
-
-/// The device and inode of an existing file (the same file under two names).
-fn file_id(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// The format an output's extension asks for ([`Format::for_path`]): text for `.txt`/`.text`,
