@@ -24,10 +24,6 @@ fn train(hist: &Path, labels: &Path, model: &Path, extra: &[&str]) -> Vec<String
     args.iter().chain(extra).map(|a| a.to_string()).collect()
 }
 
-fn strs(args: &[String]) -> Vec<&str> {
-    args.iter().map(String::as_str).collect()
-}
-
 #[test]
 fn a_model_is_bound_to_its_vocabularys_bytes_not_its_path() {
     let scenes = Scenes::new();
@@ -172,11 +168,7 @@ fn a_test_folder_that_reaches_the_datasets_photos_is_refused() {
         let test = d.join(format!("test-{}", how.replace(' ', "-")));
         let _ = std::fs::remove_dir_all(&test);
         // The other set, but for one photo that is the dataset's (by link or by bytes).
-        let copy = std::process::Command::new("cp")
-            .args(["-r", s(&other), s(&test)])
-            .status()
-            .expect("cp");
-        assert!(copy.success());
+        copy_tree(&other, &test);
         let theirs = test.join(&first);
         let ours = photos.join(&first);
         std::fs::remove_file(&theirs).expect("rm");

@@ -212,11 +212,7 @@ fn config_check_refuses_test_labels_that_lead_out_of_the_test_folder() {
     let d = dir.path();
     let photos = photo_set(d);
     let test = d.join("test");
-    let copy = std::process::Command::new("cp")
-        .args(["-r", s(&photos), s(&test)])
-        .status()
-        .expect("cp");
-    assert!(copy.success());
+    copy_tree(&photos, &test);
     let labels = std::fs::read_to_string(photos.join("labels.csv")).expect("labels");
     let mut lines: Vec<String> = labels.lines().map(str::to_string).collect();
     lines[1] = format!("../photos/{}", lines[1]);

@@ -77,12 +77,11 @@ fn relay(listener: TcpListener, port: u16, every: bool, done: Arc<AtomicBool>) {
     });
 }
 
-#[test]
-fn a_relay_that_alters_a_frame_never_changes_the_vocabulary() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = dir.path();
+/// The k-means both tests run on workers (20,000 blobs of 32 values in 5 partitions, k = 20,
+/// 4 iterations) and the vocabulary one process makes of it.
+fn kmeans_and_local(d: &std::path::Path) -> (Vec<String>, std::path::PathBuf) {
     let parts = synth_parts(d, 20000, 32, 20, 4, 5);
-    let common = [
+    let common: Vec<String> = [
         "kmeans",
         "--features",
         s(&parts),
@@ -94,9 +93,20 @@ fn a_relay_that_alters_a_frame_never_changes_the_vocabulary() {
         "0",
         "--seed",
         "3",
-    ];
+    ]
+    .map(String::from)
+    .to_vec();
     let local = d.join("local.bin");
-    ok(&[&common[..], &["--out", s(&local)]].concat());
+    ok(&[&strs(&common)[..], &["--out", s(&local)]].concat());
+    (common, local)
+}
+
+#[test]
+fn a_relay_that_alters_a_frame_never_changes_the_vocabulary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let (common, local) = kmeans_and_local(d);
+    let common = strs(&common);
     // The first altered frame ends its link: the attempt is made again and gives the local
     // centroids. Every frame altered: the run fails naming why. Never a vocabulary of altered
     // sums.
@@ -223,22 +233,8 @@ fn flood(port: u16, per_second: u32, stop: Arc<AtomicBool>) -> std::thread::Join
 fn an_honest_job_completes_while_every_worker_is_flooded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let parts = synth_parts(d, 20000, 32, 20, 4, 5);
-    let common = [
-        "kmeans",
-        "--features",
-        s(&parts),
-        "--k",
-        "20",
-        "--iterations",
-        "4",
-        "--tol",
-        "0",
-        "--seed",
-        "3",
-    ];
-    let local = d.join("local.bin");
-    ok(&[&common[..], &["--out", s(&local)]].concat());
+    let (common, local) = kmeans_and_local(d);
+    let common = strs(&common);
     let (cluster, ports) = cluster_file(d, "cluster.toml", 3, 3);
     let _workers = Workers(
         (ports.iter().enumerate())

@@ -229,12 +229,7 @@ fn step_folders_that_are_links_are_refused_never_followed() {
     let work = d.join("work");
     ok(&["run", s(&config), "--work", s(&work)]);
     // A finished step moved out and linked back: a cached read would follow it out.
-    let sample = std::fs::read_dir(work.join("features"))
-        .expect("features steps")
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.is_dir())
-        .expect("a sample step");
+    let sample = step_dir(&work, "features");
     let elsewhere = d.join("elsewhere");
     std::fs::rename(&sample, &elsewhere).expect("move");
     std::os::unix::fs::symlink(&elsewhere, &sample).expect("symlink");

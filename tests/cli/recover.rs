@@ -3,10 +3,6 @@
 
 use crate::util::*;
 
-fn strs(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
-}
-
 #[test]
 fn a_checkpoint_past_the_runs_end_or_naming_another_file_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -75,12 +71,7 @@ fn a_damaged_step_names_the_stage_to_force_and_forcing_it_makes_it_again() {
     let config = small_config(d, &photos);
     let work = d.join("work");
     ok(&["run", s(&config), "--work", s(&work)]);
-    let step = std::fs::read_dir(work.join("kmeans"))
-        .expect("kmeans steps")
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.is_dir())
-        .expect("a kmeans step");
+    let step = step_dir(&work, "kmeans");
     let vocabulary = step.join("vocabulary.bin");
     let bytes = std::fs::read(&vocabulary).expect("read");
     // What the cached step is read back by, damaged: every later run would stop on it.

@@ -317,3 +317,32 @@ pub fn small_config(dir: &Path, photos: &Path) -> PathBuf {
     .expect("config");
     config
 }
+
+/// Owned arguments as the `&str`s `ok` and `fails` take.
+pub fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// The first finished step folder of `stage` in the work directory `work`.
+pub fn step_dir(work: &Path, stage: &str) -> PathBuf {
+    std::fs::read_dir(work.join(stage))
+        .expect("the stage's steps")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .expect("a finished step")
+}
+
+/// A copy of the folder `from` at `to` (`cp -r`).
+pub fn copy_tree(from: &Path, to: &Path) {
+    let copied = Command::new("cp")
+        .args(["-r", s(from), s(to)])
+        .status()
+        .expect("cp");
+    assert!(
+        copied.success(),
+        "cp -r {} {}",
+        from.display(),
+        to.display()
+    );
+}
