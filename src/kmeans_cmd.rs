@@ -228,11 +228,11 @@ pub fn run(
     mpi: Option<&Mpi<'_>>,
     out: &mut dyn Write,
 ) -> anyhow::Result<Fitted> {
-    let distributed = args.engine.distributed();
-    crate::nodes::check(&args.engine, mpi)?;
+    let distributed = args.team.engine.distributed();
+    crate::nodes::check(&args.team.engine, mpi)?;
     // Shared by the iteration callback and the engines' own lines.
     let out = RefCell::new(out);
-    let input = Input::of(&args.team())?;
+    let input = Input::of(&args.team)?;
     let parts = input.vectors();
     let (n, dims) = input.shape(&parts);
     let (params, init_name) = params_of(args)?;
@@ -245,7 +245,7 @@ pub fn run(
     let mut on_state = |state: &State, report: Option<&StepReport>| log.record(state, report);
     let fitted = match input.at().filter(|_| distributed) {
         Some(at) => teams::start(
-            &args.team(),
+            &args.team,
             at,
             mpi,
             ("kmeans", (args.k * dims * 4) as f64),
@@ -258,15 +258,17 @@ pub fn run(
         .map(|state| (state, None)),
     };
     let (state, measured) = fitted.map_err(|e| match e.downcast::<KMeansError>() {
-        Ok(k) => anyhow::Error::new(k).context(format!("k-means on {}", args.features.display())),
+        Ok(k) => {
+            anyhow::Error::new(k).context(format!("k-means on {}", args.team.features.display()))
+        }
         Err(e) => e,
     })?;
     bar.finish_and_clear();
     let per_iteration = log.finish();
-    write_vocabulary(&args.out, &state.centroids, args.format)?;
+    write_vocabulary(&args.team.out, &state.centroids, args.format)?;
     // Vectors at the nodes: measured there, from rows they sent (the same sample).
     let recall = measured.or_else(|| {
-        args.assignment.approx(args.k).map(|(lists, probes)| {
+        args.team.assignment.approx(args.k).map(|(lists, probes)| {
             kmeans::approx::recall(
                 &parts,
                 &state.centroids,
@@ -289,7 +291,7 @@ pub fn run(
         init: init_name,
         input_checksum: input.checksum(),
         seconds: state.history.iter().map(|h| h.seconds).sum(),
-        assignment: args.assignment.key(),
+        assignment: args.team.assignment.key(),
         recall,
     };
     let wall = started.elapsed().as_secs_f64();
@@ -309,15 +311,21 @@ fn begin(
     init_name: &str,
     out: &mut dyn Write,
 ) -> anyhow::Result<Option<State>> {
-    let assignment = &args.assignment.key()[..];
+    let assignment = &args.team.assignment.key()[..];
     let start = if args.resume {
-        let state = load_checkpoint(&args.out, args.k, args.seed, input.checksum(), assignment)?;
+        let state = load_checkpoint(
+            &args.team.out,
+            args.k,
+            args.seed,
+            input.checksum(),
+            assignment,
+        )?;
         // What a checkpoint says is checked, not trusted: a run never resumes past its end.
         anyhow::ensure!(
             state.iteration <= args.iterations,
             "checkpoint {}: says {} iterations are done, more than the {} this run makes; remove \
              the folder (or run without --resume) to start over",
-            checkpoint_dir(&args.out).display(),
+            checkpoint_dir(&args.team.out).display(),
             state.iteration,
             args.iterations
         );
@@ -325,7 +333,7 @@ fn begin(
             out,
             "kmeans: resuming after iteration {} from {}",
             state.iteration,
-            checkpoint_dir(&args.out).display()
+            checkpoint_dir(&args.team.out).display()
         )?;
         Some(state)
     } else {
@@ -363,7 +371,7 @@ fn finish(
             100.0 * r.inertia_gap()
         )?;
     }
-    let meta_path = vocab_pipeline::features::manifest_path(&args.out, "meta.toml");
+    let meta_path = vocab_pipeline::features::manifest_path(&args.team.out, "meta.toml");
     write_toml(&meta_path, meta)?;
     writeln!(
         out,
@@ -377,7 +385,7 @@ fn finish(
     writeln!(
         out,
         "  wrote {} and {}",
-        args.out.display(),
+        args.team.out.display(),
         meta_path.display()
     )?;
     Ok(())
@@ -400,7 +408,7 @@ fn params_of(args: &KmeansSettings) -> anyhow::Result<(Params, String)> {
         seed: args.seed,
         init,
         threads: 0,
-        assignment: args.assignment,
+        assignment: args.team.assignment,
     };
     Ok((params, name))
 }
@@ -409,7 +417,7 @@ fn params_of(args: &KmeansSettings) -> anyhow::Result<(Params, String)> {
 /// arrays would not fit in its memory.
 fn check_memory(args: &KmeansSettings, n: u64, dims: u64, element: Element) -> anyhow::Result<()> {
     // Other machines: their memory is not known here.
-    let Some(nodes) = args.engine.nodes_here() else {
+    let Some(nodes) = args.team.engine.nodes_here() else {
         return Ok(());
     };
     let threads = rayon::current_num_threads() as u64;
@@ -419,8 +427,8 @@ fn check_memory(args: &KmeansSettings, n: u64, dims: u64, element: Element) -> a
         dims,
         element,
         threads,
-        args.assignment,
-        args.engine.distributed(),
+        args.team.assignment,
+        args.team.engine.distributed(),
     );
     match crate::memory::memory_here() {
         Some(total) => crate::memory::fits(&plan, nodes, total, args.k),

@@ -101,8 +101,9 @@ impl<'a, 'w> Iterations<'a, 'w> {
         bar: &'a indicatif::ProgressBar,
         out: &'a RefCell<&'w mut dyn Write>,
     ) -> Self {
-        let iterations_csv = vocab_pipeline::features::manifest_path(&args.out, "iterations.csv");
-        let stages_csv = vocab_pipeline::features::manifest_path(&args.out, "stages.csv");
+        let iterations_csv =
+            vocab_pipeline::features::manifest_path(&args.team.out, "iterations.csv");
+        let stages_csv = vocab_pipeline::features::manifest_path(&args.team.out, "stages.csv");
         // Cluster rows of earlier iterations survive a resume.
         let stage_rows: Vec<String> = match (start, std::fs::read_to_string(&stages_csv)) {
             (Some(state), Ok(text)) => text
@@ -135,7 +136,7 @@ impl<'a, 'w> Iterations<'a, 'w> {
     /// what the process before it wrote).
     pub fn finish(self) -> PerIteration {
         if self.recorded.csv.is_empty() {
-            return PerIteration::read(&self.args.out);
+            return PerIteration::read(&self.args.team.out);
         }
         self.recorded
     }
@@ -144,7 +145,7 @@ impl<'a, 'w> Iterations<'a, 'w> {
     pub fn record(&mut self, state: &State, report: Option<&StepReport>) -> anyhow::Result<()> {
         let args = self.args;
         let last = state.history.last().copied().context("an iteration ran")?;
-        let kept = if args.assignment.pruned() {
+        let kept = if args.team.assignment.pruned() {
             format!(
                 " kept {:.1}%",
                 100.0 * last.kept as f64 / self.n.max(1) as f64
@@ -167,8 +168,8 @@ impl<'a, 'w> Iterations<'a, 'w> {
             )
         })?;
         self.bar.set_position(state.iteration);
-        let assignment = &args.assignment.key()[..];
-        save_checkpoint(&args.out, state, args.seed, self.checksum, assignment)?;
+        let assignment = &args.team.assignment.key()[..];
+        save_checkpoint(&args.team.out, state, args.seed, self.checksum, assignment)?;
         if args.exit_after_iteration == Some(state.iteration) {
             eprintln!(
                 "kmeans: exiting after iteration {} (fault injection)",

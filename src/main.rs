@@ -129,7 +129,8 @@ fn dispatch(
             classify_cmd::classify(&ClassifySettings::from_args(&args).or_flag()?, &ui)
         }
         Command::Datasets(DatasetsCommand::Photos(args)) => {
-            let settings = PhotoSetSettings::new(&args.out, args.per_kind, args.seed).or_flag()?;
+            let settings =
+                PhotoSetSettings::new(&args.out, args.set.per_kind, args.set.seed).or_flag()?;
             photo_cmd::photos(&settings, &mut stdout())
         }
         Command::Datasets(DatasetsCommand::Synth(args)) => kmeans_cmd::synth(&args),

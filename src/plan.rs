@@ -145,7 +145,7 @@ pub fn print(
     let parts = config.partition.parts as u64;
     let tasks = config.plan.map_tasks_per_node as u64;
     let link = config.plan.link_mbit * 1e6 / 8.0;
-    println!("plan for {} ({where_})", args.config.display());
+    println!("plan for {} ({where_})", args.experiment.config.display());
     println!("  dataset     {photos} photos; {protocol}");
     println!(
         "    {training} photos train {} vocabularies and models",

@@ -147,7 +147,7 @@ pub fn main(_command: Command, _ui: &Ui) -> anyhow::Result<()> {
     anyhow::bail!(
         "--engine mpi: this vocab was built without MPI; install an MPI library and build with \
          `cargo build --release --features mpi` or install with `cargo install --locked --path . \
-         --features mpi` (README: Running with MPI)"
+         --features mpi` (cluster/README.md: Running with MPI)"
     )
 }
 

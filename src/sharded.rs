@@ -34,8 +34,9 @@ pub struct On<'a> {
 /// handle under MPI).
 pub fn engine(args: &crate::cli::NodesArgs, mpi: Option<&Mpi<'_>>) -> anyhow::Result<Backend> {
     use crate::settings::OrFlag;
-    let engine = crate::settings::engine_of(args.engine, args.cluster.as_deref(), args.local_nodes)
-        .or_flag()?;
+    let engine =
+        crate::settings::Backend::of(args.engine, args.cluster.as_deref(), args.local_nodes)
+            .or_flag()?;
     crate::nodes::check(&engine, mpi)?;
     Ok(engine)
 }

@@ -113,8 +113,12 @@ pub fn fit(
         out.borrow_mut(),
         "kmeans: on {}, broadcast {}, local aggregation {}",
         team.describe(),
-        args.broadcast.name(),
-        if args.local_aggregation { "on" } else { "off" },
+        args.team.broadcast.name(),
+        if args.team.local_aggregation {
+            "on"
+        } else {
+            "off"
+        },
     )?;
     let done = kmeans::engine::fit_with::<_, anyhow::Error>(team, params, state, &mut |s, r| {
         on_state(s, Some(r))
@@ -126,7 +130,7 @@ pub fn fit(
         })?;
         Ok((state, recall))
     });
-    keep_links(team, &args.team());
+    keep_links(team, &args.team);
     done
 }
 
@@ -210,7 +214,7 @@ fn remote_recall(
     state: &State,
     rows: &mut kmeans::RowsOf<'_, anyhow::Error>,
 ) -> anyhow::Result<Option<Recall>> {
-    let (At::Nodes(m), Some(approx)) = (at, args.assignment.approx(args.k)) else {
+    let (At::Nodes(m), Some(approx)) = (at, args.team.assignment.approx(args.k)) else {
         return Ok(None);
     };
     kmeans::approx::recall_by(

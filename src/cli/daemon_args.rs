@@ -219,7 +219,7 @@ pub struct BenchHogArgs {
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub per_image: usize,
     /// Seed of the random patch positions.
-    #[arg(long, value_name = "S", default_value_t = 1, value_parser = crate::cli::values::parse_seed)]
+    #[arg(long, value_name = "S", default_value_t = 1, value_parser = crate::options::parse_seed)]
     pub seed: u64,
     /// Timed repetitions of each measurement; the best is reported.
     #[arg(long, value_name = "R", default_value_t = 5)]

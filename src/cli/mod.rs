@@ -7,7 +7,6 @@ pub mod guard;
 mod model_args;
 mod photo_args;
 mod run_args;
-pub mod values;
 mod vocabulary_args;
 
 use clap::{Parser, Subcommand};
@@ -125,7 +124,7 @@ pub enum DatasetsCommand {
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// Validate a config file (unknown keys and bad values name the key and line).
-    Check(ConfigCheckArgs),
+    Check(ExperimentArgs),
     /// Print a config with every default filled in.
     Show(ConfigFileArgs),
 }

@@ -1,8 +1,6 @@
 //! Arguments of `vocab train`, `vocab evaluate` and `vocab classify`.
 
 use std::path::PathBuf;
-use vocab_pipeline::kernel_map::Mapping;
-use vocab_pipeline::svm::Solver;
 
 use clap::Args;
 
@@ -26,13 +24,6 @@ pub struct TrainArgs {
     /// Use this C instead of choosing it by cross-validation.
     #[arg(long, value_name = "C", conflicts_with = "cv")]
     pub c: Option<f64>,
-    /// Folds of the cross-validation that chooses C on the training part.
-    #[arg(long, value_name = "FOLDS", default_value_t = 5)]
-    pub cv: usize,
-    /// Solver: dcd (dual coordinate descent, liblinear's; fast) or linfa (linfa-svm's SMO; builds
-    /// an n x n kernel matrix, for small sets and cross-checks).
-    #[arg(long, value_enum, default_value_t = Solver::Dcd)]
-    pub solver: Solver,
     /// Split CSV (path,split with train/test): train on its train part only [default: train on
     /// every labelled photo].
     #[arg(long, value_name = "CSV", conflicts_with = "holdout")]
@@ -41,18 +32,9 @@ pub struct TrainArgs {
     /// --held-out`; 0.5 is the split of `vocab run` [default: nothing held out].
     #[arg(long, value_name = "FRACTION")]
     pub holdout: Option<f64>,
-    /// Seed of the held-out split and of cross-validation.
-    #[arg(long, value_name = "S", default_value_t = 0, value_parser = crate::cli::values::parse_seed)]
-    pub split_seed: u64,
-    /// An explicit feature map of an additive kernel on the histograms, so that the linear SVM
-    /// approximates that kernel's SVM (Vedaldi and Zisserman's homogeneous kernel maps; for
-    /// L1-normalised histograms, `vocab encode --norm l1`); the model keeps it and applies it
-    /// to every photo it scores.
-    #[arg(long, value_enum, default_value_t = Mapping::None)]
-    pub kernel_map: Mapping,
-    /// Frequencies of the kernel map after the first: 2 N + 1 values per histogram bin.
-    #[arg(long, value_name = "N", default_value_t = 3)]
-    pub map_order: usize,
+    /// Cross-validation, solver and kernel map: a config's `[classify]`.
+    #[command(flatten)]
+    pub options: crate::options::ClassifyOptions,
     /// Model file (JSON).
     #[arg(long, value_name = "MODEL")]
     pub out: PathBuf,

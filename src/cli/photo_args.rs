@@ -22,24 +22,15 @@ pub struct FeaturesArgs {
     /// Where patches are cut.
     #[arg(long, value_enum, default_value_t = Mode::Random)]
     pub mode: Mode,
-    /// Random mode: patches per photo.
-    #[arg(long, value_name = "N", default_value_t = 5)]
-    pub per_image: usize,
     /// Dense mode: grid step in pixels (multiples of 8 use the whole-image HOG definition).
     #[arg(long, value_name = "PX", default_value_t = 8)]
     pub stride: usize,
-    /// Random mode: seed of the patch positions.
-    #[arg(long, value_name = "S", default_value_t = 0, value_parser = crate::cli::values::parse_seed)]
-    pub seed: u64,
     /// Output format [default: text for .txt/.text files, bin otherwise].
     #[arg(long, value_enum)]
     pub format: Option<Format>,
-    /// Downscale photos whose longer side exceeds PX (area averaging).
-    #[arg(long, value_name = "PX")]
-    pub max_side: Option<usize>,
-    /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
-    #[arg(long, value_name = "MPIX", default_value_t = crate::options::DEFAULT_MAX_MPIX)]
-    pub max_pixels: u64,
+    /// Patches, seed and limits: a config's `[features]`.
+    #[command(flatten)]
+    pub sample: crate::options::FeaturesOptions,
     #[command(flatten)]
     pub nodes: NodesArgs,
 }
@@ -99,12 +90,9 @@ pub struct PhotosArgs {
     /// Folder to write the photos and labels.csv into.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
-    /// Photos per scene kind.
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub per_kind: usize,
-    /// Seed of the generator.
-    #[arg(long, value_name = "S", default_value_t = 7, value_parser = crate::cli::values::parse_seed)]
-    pub seed: u64,
+    /// How many, from which seed: a config's `[dataset.synthetic]`.
+    #[command(flatten)]
+    pub set: crate::options::SyntheticOptions,
 }
 
 /// Arguments of `vocab words`.
@@ -135,7 +123,7 @@ pub struct WordsArgs {
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub per_image: usize,
     /// Seed of the patches' positions.
-    #[arg(long, value_name = "S", default_value_t = 1, value_parser = crate::cli::values::parse_seed)]
+    #[arg(long, value_name = "S", default_value_t = 1, value_parser = crate::options::parse_seed)]
     pub seed: u64,
     /// Picture pixels per photo pixel.
     #[arg(long, value_name = "Z", default_value_t = 2)]

@@ -5,14 +5,11 @@ use vocab_cluster::net::transport::Kind as TransportKind;
 
 use clap::Args;
 
-/// Arguments of `vocab run`.
+/// A config and the photos it runs on: `vocab run`'s and `vocab config check`'s.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct ExperimentArgs {
     /// The experiment's TOML config.
     pub config: PathBuf,
-    /// Work directory for the stages' outputs [default: work/<config name>].
-    #[arg(long, value_name = "DIR")]
-    pub work: Option<PathBuf>,
     /// Photo folder instead of the config's [dataset] (its labels: DIR/labels.csv, or --labels).
     #[arg(long, value_name = "DIR")]
     pub dataset: Option<PathBuf>,
@@ -26,6 +23,17 @@ pub struct RunArgs {
     /// The test folder's labels CSV.
     #[arg(long, value_name = "CSV")]
     pub test_labels: Option<PathBuf>,
+}
+
+/// Arguments of `vocab run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The config and its photos.
+    #[command(flatten)]
+    pub experiment: ExperimentArgs,
+    /// Work directory for the stages' outputs [default: work/<config name>].
+    #[arg(long, value_name = "DIR")]
+    pub work: Option<PathBuf>,
     /// Re-run this stage and every later one even if cached
     /// (dataset, features, partition, kmeans, mixture, encode, svm, report).
     #[arg(long, value_name = "STAGE")]
@@ -50,25 +58,6 @@ pub struct RunArgs {
     /// Rack map for `--engine mpi` (TOML: `"host" = "rack"`).
     #[arg(long, value_name = "FILE")]
     pub racks: Option<PathBuf>,
-}
-
-/// Arguments of `vocab config check`: the config, and the photos `vocab run` would be given.
-#[derive(Debug, Args)]
-pub struct ConfigCheckArgs {
-    /// The TOML config.
-    pub config: PathBuf,
-    /// Photo folder instead of the config's [dataset] (as `vocab run --dataset`).
-    #[arg(long, value_name = "DIR")]
-    pub dataset: Option<PathBuf>,
-    /// Labels CSV instead of the config's or the photo folder's (as `vocab run --labels`).
-    #[arg(long, value_name = "CSV")]
-    pub labels: Option<PathBuf>,
-    /// Test folder (as `vocab run --test`).
-    #[arg(long, value_name = "DIR")]
-    pub test: Option<PathBuf>,
-    /// The test folder's labels CSV (as `vocab run --test-labels`).
-    #[arg(long, value_name = "CSV")]
-    pub test_labels: Option<PathBuf>,
 }
 
 /// A config file argument.

@@ -7,13 +7,9 @@ use clap::Args;
 
 use super::daemon_args::parse_size;
 
-use crate::options::DEFAULT_PROBES;
 use vocab_cluster::collective::Algorithm;
 use vocab_cluster::collective::calibration::Order;
 use vocab_cluster::net::transport::Kind as TransportKind;
-use vocab_pipeline::kmeans::InitMethod;
-use vocab_pipeline::kmeans::Kernel;
-use vocab_pipeline::kmeans::Search;
 use vocab_pipeline::store::Element;
 use vocab_pipeline::store::Format;
 
@@ -51,7 +47,7 @@ pub struct SynthArgs {
     #[arg(long, value_name = "C", default_value_t = 64)]
     pub clusters: usize,
     /// Seed.
-    #[arg(long, value_name = "S", default_value_t = 0, value_parser = crate::cli::values::parse_seed)]
+    #[arg(long, value_name = "S", default_value_t = 0, value_parser = crate::options::parse_seed)]
     pub seed: u64,
     /// Output format [default: text for .txt/.text files, bin otherwise].
     #[arg(long, value_enum)]
@@ -75,7 +71,7 @@ pub struct PartitionArgs {
     pub out: PathBuf,
     /// Storage of the values: f32, or u8 (4x smaller; values must lie in [0, 1], as HOG values
     /// do; at most 1/510 absolute error).
-    #[arg(long, value_enum, default_value_t = Element::F32)]
+    #[arg(long, value_enum, default_value_t = Element::default())]
     pub element: Element,
 }
 
@@ -93,7 +89,7 @@ pub struct TeamArgs {
     #[arg(long, value_name = "N")]
     pub local_nodes: Option<usize>,
     /// Broadcast algorithm for the centroids (or the mixture) on a cluster.
-    #[arg(long, value_enum, default_value_t = Algorithm::Chain)]
+    #[arg(long, value_enum, default_value_t = Algorithm::default())]
     pub broadcast: Algorithm,
     /// Switch stage-1 (local) aggregation off: every map task ships its own partial sums (to
     /// measure what local aggregation saves).
@@ -110,7 +106,7 @@ pub struct TeamArgs {
     pub racks: Option<PathBuf>,
     /// Chain order on a distributed engine: `racks` (rack labels, or the cluster file's order)
     /// or `auto` (measure every link at the start, build the chain from the measurements).
-    #[arg(long, value_enum, default_value_t = Order::Racks)]
+    #[arg(long, value_enum, default_value_t = Order::default())]
     pub order: Order,
     /// Chunk size of the pipelined broadcasts and of stage 2 under `--engine mpi`.
     #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "1M")]
@@ -129,42 +125,13 @@ pub struct KmeansArgs {
     /// Number of centroids (visual words).
     #[arg(long, value_name = "K")]
     pub k: usize,
-    /// Iterations at most.
-    #[arg(long, value_name = "N", default_value_t = 20)]
-    pub iterations: u64,
-    /// Stop when the relative change of inertia falls below this.
-    #[arg(long, value_name = "TOL", default_value_t = 1e-4)]
-    pub tol: f64,
-    /// Seed of initialisation and empty-cluster splits.
-    #[arg(long, value_name = "S", default_value_t = 0, value_parser = crate::cli::values::parse_seed)]
-    pub seed: u64,
-    /// Initialisation.
-    #[arg(long, value_enum, default_value_t = InitMethod::Random)]
-    pub init: InitMethod,
     /// Start from these centroids (a vocabulary: vocab's text or binary, .npy, .fvecs, .bvecs,
     /// .csv) instead.
     #[arg(long, value_name = "FILE", conflicts_with = "init")]
     pub init_centroids: Option<PathBuf>,
-    /// Prune the assignment with Yinyang bounds (centroids in groups, a lower bound per group):
-    /// the nearest centroid still, up to float ties, with far fewer distance computations once
-    /// centroids settle. Keeps 4 x min(k/10, 1024) bytes of bounds per vector.
-    #[arg(long)]
-    pub prune: bool,
-    /// Kernel of the full assignment passes (also on cluster workers; with --prune, of the full
-    /// passes pruning still makes: the first iteration and searches too wide to pay off).
-    #[arg(long, value_enum, default_value_t = Kernel::F32)]
-    pub kernel: Kernel,
-    /// Exact or approximate assignment (approx: for vocabularies of hundreds of thousands to
-    /// millions of words, minutes per iteration instead of hours).
-    #[arg(long, value_enum, default_value_t = Search::Exact)]
-    pub assign: Search,
-    /// Lists of the approximate search's index [default: sqrt(k)].
-    #[arg(long, value_name = "N")]
-    pub lists: Option<u32>,
-    /// Lists the approximate search visits per vector: more finds the nearest more often and
-    /// costs more.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_PROBES)]
-    pub probes: u32,
+    /// How it runs: a config's `[kmeans]`.
+    #[command(flatten)]
+    pub options: crate::options::KmeansOptions,
     /// Continue from the checkpoint of a previous run with the same --out, k, seed and input.
     #[arg(long)]
     pub resume: bool,
@@ -191,23 +158,11 @@ pub struct MixtureArgs {
     #[arg(long, value_name = "FILE|DIR")]
     pub features: PathBuf,
     /// Gaussians in the mixture (the Fisher vector's vocabulary).
-    #[arg(long, value_name = "K", default_value_t = 64)]
+    #[arg(long, value_name = "K", default_value_t = vocab_pipeline::mixture::Params::default().components)]
     pub components: usize,
-    /// Principal components the vectors are projected onto first.
-    #[arg(long, value_name = "D", default_value_t = 64)]
-    pub pca_dims: usize,
-    /// EM steps at most.
-    #[arg(long, value_name = "N", default_value_t = 100)]
-    pub iterations: usize,
-    /// Stop when the mean log-likelihood per vector moves less than this.
-    #[arg(long, value_name = "TOL", default_value_t = 1e-3)]
-    pub tol: f64,
-    /// Seed of the first means (random vectors).
-    #[arg(long, value_name = "S", default_value_t = 0, value_parser = crate::cli::values::parse_seed)]
-    pub seed: u64,
-    /// Added to every variance (scikit-learn's reg_covar).
-    #[arg(long, value_name = "R", default_value_t = 1e-6)]
-    pub reg: f64,
+    /// How it is learned: a config's `[mixture]`.
+    #[command(flatten)]
+    pub options: crate::options::MixtureOptions,
     /// Where it runs.
     #[command(flatten)]
     pub team: TeamArgs,

@@ -5,23 +5,19 @@
 //! generator, ...) are checked here and name the key and its line too. `vocab config show`
 //! prints the resolved file with every default filled in.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::options::EncodeOptions;
-use crate::settings::{self, FeaturesConfig, Invalid};
-use vocab_cluster::collective::Algorithm;
-use vocab_cluster::collective::calibration::Order;
+use crate::options::{
+    ClassifyOptions, EncodeOptions, FeaturesOptions, KmeansOptions, MixtureOptions,
+    SyntheticOptions,
+};
+use crate::settings::{self, Invalid};
 use vocab_pipeline::encode::Norm;
 use vocab_pipeline::kernel_map::Mapping;
-use vocab_pipeline::kmeans::InitMethod;
-use vocab_pipeline::kmeans::Kernel;
-use vocab_pipeline::kmeans::Search;
 use vocab_pipeline::store::Element;
-use vocab_pipeline::svm::Solver;
 
 /// A whole config file, with defaults filled in.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -31,22 +27,23 @@ pub struct Config {
     pub dataset: DatasetConfig,
     /// The vocabulary's patch sample (random patches of the training photos).
     #[serde(default)]
-    pub features: FeaturesConfig,
+    pub features: FeaturesOptions,
     /// Partitions of the sample for map tasks.
     #[serde(default)]
     pub partition: PartitionConfig,
-    /// Vocabularies built from the partitions.
-    pub kmeans: KmeansConfig,
+    /// Vocabularies built from the partitions (one per entry of `k`), and where the run's
+    /// distributed stages go.
+    pub kmeans: KmeansOptions,
     /// Mixtures for Fisher vectors (`[encode] method = "fisher"`), learned from the partitions
     /// instead of vocabularies.
-    #[serde(default, skip_serializing_if = "MixtureConfig::is_unused")]
-    pub mixture: MixtureConfig,
+    #[serde(default)]
+    pub mixture: MixtureOptions,
     /// Dense encoding of every photo over each vocabulary.
     #[serde(default)]
     pub encode: EncodeOptions,
     /// Split, SVMs and evaluation per attribute.
     #[serde(default)]
-    pub classify: ClassifyConfig,
+    pub classify: ClassifyOptions,
     /// Assumptions for `vocab run --plan` where the data is not at hand.
     #[serde(default)]
     pub plan: PlanConfig,
@@ -64,7 +61,7 @@ pub struct DatasetConfig {
     pub labels: Option<PathBuf>,
     /// Generate the synthetic set into the work directory instead.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub synthetic: Option<SyntheticConfig>,
+    pub synthetic: Option<SyntheticOptions>,
     /// A test folder, relative to the config (or `vocab run --test`): the vocabulary and the
     /// models learn from every photo of the dataset, and every labelled photo here is scored.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,26 +69,6 @@ pub struct DatasetConfig {
     /// The test folder's labels CSV, relative to the config [default: `labels.csv` in it].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub test_labels: Option<PathBuf>,
-}
-
-/// `[dataset.synthetic]`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct SyntheticConfig {
-    /// Photos per scene kind.
-    #[serde(default = "default_per_kind")]
-    pub per_kind: usize,
-    /// Generator seed.
-    #[serde(default = "default_synth_seed")]
-    pub seed: u64,
-}
-
-fn default_per_kind() -> usize {
-    10
-}
-
-fn default_synth_seed() -> u64 {
-    7
 }
 
 /// `[partition]`.
@@ -136,155 +113,11 @@ impl Default for PartitionConfig {
     fn default() -> Self {
         Self {
             parts: 8,
-            element: Element::F32,
+            element: Element::default(),
             at: PartitionAt::Nodes,
             folder: None,
         }
     }
-}
-
-/// `[kmeans]`: one vocabulary per entry of `k`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct KmeansConfig {
-    /// Vocabulary sizes (none for a run of Fisher vectors, which learns mixtures).
-    #[serde(default)]
-    pub k: Vec<usize>,
-    /// Iterations at most.
-    #[serde(default = "default_iterations")]
-    pub iterations: u64,
-    /// Relative inertia change that stops a run.
-    #[serde(default = "default_tol")]
-    pub tol: f64,
-    /// Seed.
-    #[serde(default)]
-    pub seed: u64,
-    /// Initialisation.
-    #[serde(default = "default_init")]
-    pub init: InitMethod,
-    /// Loopback workers started for the run when no cluster file is given (0: the single-process
-    /// engine, no runtime).
-    #[serde(default = "default_nodes")]
-    pub nodes: usize,
-    /// Broadcast algorithm of the centroids.
-    #[serde(default = "default_broadcast")]
-    pub broadcast: Algorithm,
-    /// Stage-1 (local) aggregation.
-    #[serde(default = "default_true")]
-    pub local_aggregation: bool,
-    /// Cluster file (relative to the config) to run on instead of loopback workers.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<PathBuf>,
-    /// Yinyang-pruned assignment (`vocab kmeans --prune`), on any engine (the bounds stay at
-    /// the workers).
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub prune: bool,
-    /// Kernel of the full assignment passes (`vocab kmeans --kernel`), pruned or not.
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub kernel: Kernel,
-    /// Exact or approximate assignment (`vocab kmeans --assign`).
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub assign: Search,
-    /// Lists of the approximate search's index (`--lists`; default sqrt(k)).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lists: Option<u32>,
-    /// Lists the approximate search visits per vector (`--probes`).
-    #[serde(
-        default = "default_probes",
-        skip_serializing_if = "crate::options::is_default_probes"
-    )]
-    pub probes: u32,
-    /// Rack of each host for `--engine mpi` (`[kmeans.racks]`, `"host" = "rack"` lines; the
-    /// `--racks` file overrides it): the chain keeps a rack's ranks together. Hosts not
-    /// listed are racks of their own.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub racks: BTreeMap<String, String>,
-    /// Chain order on a distributed engine (`vocab kmeans --order`): `racks` or `auto`
-    /// (measured links).
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub order: Order,
-}
-
-/// `[mixture]`: the Gaussian mixtures of Fisher vectors (`[encode] method = "fisher"`), each
-/// learned from the partitions by `vocab mixture`'s PCA and EM on the run's engine (`[kmeans]`
-/// says where: `nodes`, `cluster`, `broadcast`, `order`), one encoding per size.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct MixtureConfig {
-    /// Gaussians of each mixture.
-    #[serde(default = "default_components")]
-    pub components: Vec<usize>,
-    /// Principal components the patches are projected onto.
-    #[serde(default = "default_pca_dims")]
-    pub pca_dims: usize,
-    /// EM steps at most.
-    #[serde(default = "default_em_iterations")]
-    pub iterations: usize,
-    /// Smallest move of the mean log-likelihood that goes on.
-    #[serde(default = "default_em_tol")]
-    pub tol: f64,
-    /// Seed of the first means.
-    #[serde(default = "default_em_seed")]
-    pub seed: u64,
-    /// Added to every variance.
-    #[serde(default = "default_reg")]
-    pub reg: f64,
-}
-
-impl Default for MixtureConfig {
-    fn default() -> Self {
-        Self {
-            components: default_components(),
-            pca_dims: default_pca_dims(),
-            iterations: default_em_iterations(),
-            tol: default_em_tol(),
-            seed: default_em_seed(),
-            reg: default_reg(),
-        }
-    }
-}
-
-impl MixtureConfig {
-    /// Whether it is the default (left out of `config show` unless a run uses it).
-    fn is_unused(&self) -> bool {
-        *self == Self::default()
-    }
-
-    /// How the mixture of `components` Gaussians is learned.
-    pub fn params(&self, components: usize) -> vocab_pipeline::mixture::Params {
-        vocab_pipeline::mixture::Params {
-            components,
-            pca_dims: self.pca_dims,
-            max_iter: self.iterations,
-            tol: self.tol,
-            seed: self.seed,
-            reg: self.reg,
-        }
-    }
-}
-
-fn default_components() -> Vec<usize> {
-    vec![64]
-}
-
-fn default_pca_dims() -> usize {
-    64
-}
-
-fn default_em_iterations() -> usize {
-    100
-}
-
-fn default_em_tol() -> f64 {
-    1e-3
-}
-
-fn default_em_seed() -> u64 {
-    1
-}
-
-fn default_reg() -> f64 {
-    1e-6
 }
 
 impl Config {
@@ -307,102 +140,6 @@ impl Config {
     pub fn encode_params(&self) -> Result<vocab_pipeline::encode::EncodeParams, Invalid> {
         let projected = self.fisher().then_some(self.mixture.pca_dims);
         self.encode.params_for(projected)
-    }
-}
-
-impl KmeansConfig {
-    /// The assignment `prune`, `kernel`, `assign`, `lists` and `probes` choose.
-    pub fn assignment(&self) -> Result<vocab_pipeline::kmeans::Assignment, settings::Invalid> {
-        settings::assignment_of(
-            self.prune,
-            self.kernel,
-            self.assign,
-            self.lists,
-            self.probes,
-        )
-    }
-}
-
-fn default_probes() -> u32 {
-    crate::options::DEFAULT_PROBES
-}
-
-fn is_default<T: Default + PartialEq>(v: &T) -> bool {
-    *v == T::default()
-}
-
-fn default_iterations() -> u64 {
-    20
-}
-
-fn default_tol() -> f64 {
-    1e-4
-}
-
-fn default_init() -> InitMethod {
-    InitMethod::Random
-}
-
-fn default_nodes() -> usize {
-    2
-}
-
-fn default_broadcast() -> Algorithm {
-    Algorithm::Chain
-}
-
-fn default_true() -> bool {
-    true
-}
-
-/// `[classify]`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ClassifyConfig {
-    /// Attributes (label columns) to learn [default: every column but `path`].
-    pub attributes: Vec<String>,
-    /// Column the split is stratified by [default: the first attribute].
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub split_by: Option<String>,
-    /// Seed of the split (and of the CV folds); trial t (from 1) splits with seed + t - 1.
-    pub split_seed: u64,
-    /// Training photos of each `split_by` value, the rest held out [default: half of each
-    /// value trains]. The field's protocol for 15 scenes: 100.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub train_per_class: Option<usize>,
-    /// Random splits, each learning its own vocabularies and models from its own training
-    /// photos; the report gives the mean and standard deviation over them.
-    pub trials: usize,
-    /// Folds of the cross-validation that chooses C on the training half.
-    pub cv: usize,
-    /// SVM solver: dcd or linfa.
-    pub solver: Solver,
-    /// Explicit kernel map before the linear SVM: none, chi2, intersection or js (for L1
-    /// histograms: `[encode] norm = "l1"`).
-    pub kernel_map: Mapping,
-    /// Frequencies of the kernel map after the first (2 N + 1 values per bin).
-    pub map_order: usize,
-    /// Train on each training photo's mirror image too (left to right): the run encodes the
-    /// training photos mirrored as well, and each mirror image trains in its photo's
-    /// cross-validation fold (`vocab train --mirrored`).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub mirror: bool,
-}
-
-impl Default for ClassifyConfig {
-    fn default() -> Self {
-        Self {
-            attributes: Vec::new(),
-            split_by: None,
-            split_seed: 1,
-            train_per_class: None,
-            trials: 1,
-            cv: 5,
-            solver: Solver::Dcd,
-            kernel_map: Mapping::None,
-            map_order: 3,
-            mirror: false,
-        }
     }
 }
 
@@ -506,7 +243,7 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
     .map_err(|e| invalid("partition", e))?;
     let km = &config.kmeans;
     if km.nodes > 0 {
-        settings::engine_of(None, None, Some(km.nodes)).map_err(|e| {
+        settings::Backend::of(None, None, Some(km.nodes)).map_err(|e| {
             // `--local-nodes` on the command line, `nodes` here.
             invalid("kmeans", settings::Invalid { key: "nodes", ..e })
         })?;

@@ -164,11 +164,18 @@ fn fisher_runs_learn_mixtures_named_in_their_own_section() {
     let params = c.encode_params().expect("params");
     assert_eq!(params.method.projected(), Some(12));
     assert_eq!(c.mixture.params(8).pca_dims, 12);
-    // Shown with the run's mixture section; left out of runs that do not use it.
+    // Shown with the run's mixture section, and with its defaults in a run that leaves it out.
     let shown = toml::to_string(&c).expect("show");
-    assert!(shown.contains("[mixture]"), "{shown}");
+    assert!(
+        shown.contains("[mixture]\ncomponents = [8, 16]\npca_dims = 12"),
+        "{shown}"
+    );
     let plain = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n").expect("plain");
-    assert!(!toml::to_string(&plain).expect("show").contains("[mixture]"));
+    let shown = toml::to_string(&plain).expect("show");
+    assert!(
+        shown.contains("[mixture]\ncomponents = [64]\npca_dims = 64"),
+        "{shown}"
+    );
     for (bad, want) in [
         ("components = []\n", "[mixture] components"),
         (

@@ -7,7 +7,7 @@ use anyhow::Context;
 use crate::config::load;
 
 /// `vocab config check FILE`.
-pub fn check(args: &crate::cli::ConfigCheckArgs) -> anyhow::Result<()> {
+pub fn check(args: &crate::cli::ExperimentArgs) -> anyhow::Result<()> {
     let path = args.config.as_path();
     let config = load(path)?;
     let dataset = match (
@@ -20,13 +20,7 @@ pub fn check(args: &crate::cli::ConfigCheckArgs) -> anyhow::Result<()> {
         (None, None, None) => unreachable!("checked by load"),
     };
     // The dataset's checks read the labels; their errors name the config they came from.
-    let overrides = super::dataset::Overrides {
-        config: path,
-        dataset: args.dataset.as_deref(),
-        labels: args.labels.as_deref(),
-        test: args.test.as_deref(),
-        test_labels: args.test_labels.as_deref(),
-    };
+    let overrides = super::dataset::Overrides::of(args);
     let data = super::check_dataset(&overrides, &config)
         .with_context(|| format!("invalid config {}", path.display()))?;
     println!(

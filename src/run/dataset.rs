@@ -9,8 +9,9 @@ use serde_json::json;
 use vocab_pipeline::classify::SplitSpec;
 
 use super::step::{Stage, digest, file_fingerprint, folder_fingerprint};
-use crate::cli::RunArgs;
-use crate::config::{Config, SyntheticConfig};
+use crate::cli::ExperimentArgs;
+use crate::config::Config;
+use crate::options::SyntheticOptions;
 use crate::settings::PhotoSetSettings;
 
 /// The photo folder and labels file of a run, with their fingerprint.
@@ -39,8 +40,8 @@ pub struct Overrides<'a> {
 }
 
 impl<'a> Overrides<'a> {
-    /// Those of `vocab run`.
-    pub fn of(args: &'a RunArgs) -> Self {
+    /// Those of `vocab run` and `vocab config check`.
+    pub fn of(args: &'a ExperimentArgs) -> Self {
         Self {
             config: &args.config,
             dataset: args.dataset.as_deref(),
@@ -61,7 +62,7 @@ pub enum Source {
         labels: PathBuf,
     },
     /// The generated set.
-    Synthetic(SyntheticConfig),
+    Synthetic(SyntheticOptions),
 }
 
 impl Source {
@@ -135,7 +136,7 @@ impl Source {
 }
 
 /// The dataset stage of a synthetic set: generates the photos and their labels.
-pub struct Generate(pub SyntheticConfig);
+pub struct Generate(pub SyntheticOptions);
 
 impl Stage for Generate {
     type Output = ();

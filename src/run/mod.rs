@@ -29,22 +29,16 @@ use self::step::{Runner, Stage, WorkLock};
 use crate::cli::RunArgs;
 use crate::config::{self, Config};
 use crate::progress::Ui;
-use crate::settings::Backend;
+use crate::settings::{Backend, OrFlag};
 use vocab_cluster::net::transport::Kind as TransportKind;
 
 /// `vocab run`.
 pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyhow::Result<()> {
     let started = Instant::now();
-    let config = config::load(&args.config)?;
-    let base = args.config.parent().unwrap_or(Path::new("."));
-    let engine = engine(
-        &config,
-        base,
-        args.cluster.as_deref(),
-        args.engine,
-        mpi.is_some(),
-    )?;
-    let overrides = Overrides::of(args);
+    let config = config::load(&args.experiment.config)?;
+    let base = args.experiment.config.parent().unwrap_or(Path::new("."));
+    let engine = engine(&config, base, args.cluster.as_deref(), args.engine, mpi)?;
+    let overrides = Overrides::of(&args.experiment);
     let print_plan = |photos, training, protocol: &str, trials, sizes, classes: Vec<usize>| {
         let photos = crate::plan::Photos {
             photos,
@@ -133,6 +127,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
     }
     let work = args.work.clone().unwrap_or_else(|| {
         let stem = args
+            .experiment
             .config
             .file_stem()
             .map_or("run".into(), |s| s.to_string_lossy().into_owned());
@@ -255,7 +250,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         report::Dictionaries::Vocabularies
     };
     let report_run = report::Run {
-        config: &args.config,
+        config: &args.experiment.config,
         dataset: &dataset,
         test: test.as_ref(),
         protocol: &protocol_text,
@@ -292,7 +287,7 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
     );
     println!(
         "run: {} finished in {:.1} s; report in {}",
-        args.config.display(),
+        args.experiment.config.display(),
         started.elapsed().as_secs_f64(),
         report_dir.join("report.md").display()
     );
@@ -616,7 +611,7 @@ pub fn check_dataset(overrides: &Overrides<'_>, config: &Config) -> anyhow::Resu
         Err(e) => return Ok(format!("photos not checked: {e:#}")),
     };
     let protocol = Protocol::resolve(config, base, overrides, source.folder())?;
-    let engine = engine(config, base, None, None, false)?;
+    let engine = engine(config, base, None, None, None)?;
     let labels_text = source.labels_text()?;
     let counted = count(config, &source, &labels_text, &protocol)?;
     if let (Some((test, test_labels)), Source::Folder { labels, .. }) =
@@ -663,42 +658,22 @@ pub fn fill_label_defaults(config: &mut Config, path: &Path) -> anyhow::Result<O
     }))
 }
 
-/// Where the run's k-means goes: `--engine mpi`, `--cluster` or `[kmeans] cluster`, loopback
-/// workers (`[kmeans] nodes`), or this process.
+/// Where the run's distributed stages go ([`Backend::of`]): `--engine`, `--cluster` or
+/// `[kmeans] cluster`, loopback workers (`[kmeans] nodes`, none under MPI), or this process;
+/// `mpi`, the MPI job this process is rank 0 of.
 fn engine(
     config: &Config,
     base: &Path,
     cluster: Option<&Path>,
     engine: Option<TransportKind>,
-    on_mpi: bool,
+    mpi: Option<&crate::ranks::Mpi<'_>>,
 ) -> anyhow::Result<Backend> {
     let km = &config.kmeans;
     let cluster = cluster
         .map(Path::to_path_buf)
         .or_else(|| km.cluster.as_ref().map(|c| base.join(c)));
-    let engine = match (engine, cluster) {
-        (Some(TransportKind::Mpi), Some(_)) => anyhow::bail!(
-            "--engine mpi runs k-means on the MPI ranks; --cluster (or [kmeans] cluster) names \
-             TCP workers"
-        ),
-        (Some(TransportKind::Mpi), None) => Backend::Mpi,
-        (_, Some(cluster)) => Backend::Tcp {
-            cluster: Some(cluster),
-            local_nodes: 0,
-        },
-        (_, None) if km.nodes > 0 => Backend::Tcp {
-            cluster: None,
-            local_nodes: km.nodes,
-        },
-        (Some(TransportKind::Tcp), None) => Backend::Tcp {
-            cluster: None,
-            local_nodes: 1,
-        },
-        (None, None) => Backend::Local,
-    };
-    ensure!(
-        engine.is_mpi() == on_mpi,
-        "--engine mpi: this process is not rank 0 of an MPI job"
-    );
+    let nodes = (engine != Some(TransportKind::Mpi) && km.nodes > 0).then_some(km.nodes);
+    let engine = Backend::of(engine, cluster.as_deref(), nodes).or_flag()?;
+    crate::nodes::check(&engine, mpi)?;
     Ok(engine)
 }

@@ -127,7 +127,7 @@ impl TrainSettings {
                 "is the --histograms file; give the histograms of `vocab encode --mirror`",
             ));
         }
-        svm_rules(args.c, args.cv, args.map_order)?;
+        svm_rules(args.c, args.options.cv, args.options.map_order)?;
         let split = match (&args.split, args.holdout) {
             (Some(path), _) => Split::File(path.clone()),
             (None, Some(h)) if h > 0.0 && h < 1.0 => Split::Holdout(h),
@@ -146,12 +146,12 @@ impl TrainSettings {
             labels: args.labels.clone(),
             attribute: args.attribute.clone(),
             c: args.c,
-            cv: args.cv,
-            solver: args.solver,
+            cv: args.options.cv,
+            solver: args.options.solver,
             split,
-            split_seed: args.split_seed,
-            kernel_map: args.kernel_map,
-            map_order: args.map_order,
+            split_seed: args.options.split_seed,
+            kernel_map: args.options.kernel_map,
+            map_order: args.options.map_order,
             out: args.out.clone(),
         })
     }

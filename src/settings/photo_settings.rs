@@ -2,7 +2,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use vocab_pipeline::encode::{EncodeParams, Method, Norm, Pooling, Soft};
 use vocab_pipeline::features::FeatureParams;
 use vocab_pipeline::kmeans::{Assignment, approx};
@@ -11,7 +10,7 @@ use vocab_pipeline::store::Format;
 
 use super::rules::{Invalid, Kind, apart, new_folder, output, within};
 use super::vocabulary_settings::assignment_of;
-use crate::options::{DEFAULT_MAX_MPIX, EncodeOptions, is_default_mpix};
+use crate::options::{EncodeOptions, FeaturesOptions};
 use vocab_pipeline::kmeans::Search;
 use vocab_pipeline::patch::Mode;
 
@@ -63,8 +62,9 @@ impl FeatureSettings {
     /// From `vocab features`.
     pub fn from_args(args: &crate::cli::FeaturesArgs) -> Result<Self, Invalid> {
         output("out", &args.out)?;
-        let shape = (args.per_image, args.stride, args.seed);
-        let params = feature_params(args.mode, shape, args.max_side, args.max_pixels)?;
+        let o = &args.sample;
+        let shape = (o.per_image, args.stride, o.seed);
+        let params = feature_params(args.mode, shape, o.max_side, o.max_pixels)?;
         let mut inputs = vec![("input", args.input.as_path())];
         inputs.extend(args.labels.as_deref().map(|l| ("labels", l)));
         apart("out", &args.out, Kind::File, &inputs)?;
@@ -79,7 +79,7 @@ impl FeatureSettings {
 
     /// From a config's `[features]`: random patches of the photos `labels` lists.
     pub fn from_config(
-        f: &FeaturesConfig,
+        f: &FeaturesOptions,
         input: &Path,
         labels: &Path,
         out: &Path,
@@ -94,25 +94,7 @@ impl FeatureSettings {
     }
 }
 
-/// `[features]` of a config: the vocabulary's sample, random patches of the training photos.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct FeaturesConfig {
-    /// Random patches per training photo.
-    pub per_image: usize,
-    /// Sampling seed.
-    pub seed: u64,
-    /// Feature file format.
-    pub format: Format,
-    /// Downscale photos whose longer side exceeds this.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_side: Option<usize>,
-    /// Skip photos declaring more megapixels than this (not in the cache key at its default).
-    #[serde(skip_serializing_if = "is_default_mpix")]
-    pub max_pixels: u64,
-}
-
-impl FeaturesConfig {
+impl FeaturesOptions {
     /// The checked parameters of the sample's description (random patches).
     pub fn params(&self) -> Result<FeatureParams, Invalid> {
         if !matches!(self.format, Format::Bin | Format::Text) {
@@ -124,18 +106,6 @@ impl FeaturesConfig {
         }
         let shape = (self.per_image, 8, self.seed);
         feature_params(Mode::Random, shape, self.max_side, self.max_pixels)
-    }
-}
-
-impl Default for FeaturesConfig {
-    fn default() -> Self {
-        Self {
-            per_image: 5,
-            seed: 0,
-            format: Format::Bin,
-            max_side: None,
-            max_pixels: DEFAULT_MAX_MPIX,
-        }
     }
 }
 

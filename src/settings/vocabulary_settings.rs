@@ -14,6 +14,8 @@ use vocab_pipeline::store::Element;
 use vocab_pipeline::kmeans::{Assignment, Init, Params};
 use vocab_pipeline::store::Format;
 
+use crate::options::KmeansOptions;
+
 use super::rules::{Invalid, Kind, MAX_LOCAL_NODES, apart, at_least, output, within};
 
 /// Settings of the partition stage.
@@ -52,10 +54,9 @@ impl PartitionSettings {
 /// Settings of a k-means run.
 #[derive(Debug, Clone)]
 pub struct KmeansSettings {
-    /// A feature file or a partition folder.
-    pub features: PathBuf,
-    /// Vocabulary file.
-    pub out: PathBuf,
+    /// The partitions, where it runs and how its members assign their vectors; `team.out` is
+    /// the vocabulary file.
+    pub team: TeamSettings,
     /// Vocabulary format.
     pub format: Format,
     /// Number of centroids.
@@ -70,27 +71,10 @@ pub struct KmeansSettings {
     pub init: InitMethod,
     /// Initial centroids instead of `init`.
     pub init_centroids: Option<PathBuf>,
-    /// How vectors are assigned (`--prune`, `--kernel`).
-    pub assignment: Assignment,
-    /// Continue from the checkpoint beside `out`.
+    /// Continue from the checkpoint beside `team.out`.
     pub resume: bool,
-    /// Where it runs.
-    pub engine: Backend,
-    /// Broadcast algorithm of a distributed run.
-    pub broadcast: Algorithm,
-    /// Stage-1 (local) aggregation of a distributed run.
-    pub local_aggregation: bool,
-    /// Chain order of a distributed run.
-    pub order: Order,
-    /// Chunk size of the pipelined collectives under MPI.
-    pub chunk_size: usize,
     /// Fault injection: exit after checkpointing this iteration.
     pub exit_after_iteration: Option<u64>,
-    /// The partitions lie at the nodes (born there, `[partition] at = "nodes"`): `features`
-    /// names their folder as the nodes see it (`{node}`, `{rank}` expanded by each), this the
-    /// folder here with their manifest; shares are dealt where the partitions are and the first
-    /// centroids read from the nodes.
-    pub placed: Option<PathBuf>,
 }
 
 /// Where the distributed stages run (`--engine`, `--cluster`, `--local-nodes`, `[kmeans] nodes`): this process, TCP workers, MPI ranks.
@@ -289,57 +273,43 @@ pub fn assignment_of(
     }
 }
 
-/// The engine of `--engine`, `--cluster` and `--local-nodes`.
-pub fn engine_of(
-    engine: Option<TransportKind>,
-    cluster: Option<&Path>,
-    local_nodes: Option<usize>,
-) -> Result<Backend, Invalid> {
-    Ok(match (engine, cluster, local_nodes) {
-        (Some(TransportKind::Mpi), None, None) => Backend::Mpi,
-        (Some(TransportKind::Mpi), _, _) => {
-            return Err(Invalid::new(
-                "engine",
-                "mpi",
-                "runs on the ranks of the MPI job; --cluster and --local-nodes are for \
-                 --engine tcp",
-            ));
-        }
-        (_, Some(cluster), _) => Backend::Tcp {
-            cluster: Some(cluster.to_path_buf()),
-            local_nodes: 0,
-        },
-        (_, None, Some(n)) => {
-            within("local_nodes", n, (1, MAX_LOCAL_NODES), " worker")?;
-            Backend::Tcp {
-                cluster: None,
-                local_nodes: n,
+impl Backend {
+    /// The one reading of where a job runs: `--engine` (or `vocab run --engine`), a cluster
+    /// file (`--cluster`, `[kmeans] cluster`) and loopback workers (`--local-nodes`,
+    /// `[kmeans] nodes`): MPI ranks, TCP workers, or this process.
+    pub fn of(
+        engine: Option<TransportKind>,
+        cluster: Option<&Path>,
+        local_nodes: Option<usize>,
+    ) -> Result<Self, Invalid> {
+        Ok(match (engine, cluster, local_nodes) {
+            (Some(TransportKind::Mpi), None, None) => Self::Mpi,
+            (Some(TransportKind::Mpi), _, _) => {
+                return Err(Invalid::new(
+                    "engine",
+                    "mpi",
+                    "runs on the ranks of the MPI job; --cluster ([kmeans] cluster) and \
+                     --local-nodes are for --engine tcp",
+                ));
             }
-        }
-        (Some(TransportKind::Tcp), None, None) => Backend::Tcp {
-            cluster: None,
-            local_nodes: 1,
-        },
-        (None, None, None) => Backend::Local,
-    })
-}
-
-/// The engine and the chunk size of a job's team flags (`--engine`, `--cluster`,
-/// `--local-nodes`, `--racks`, `--chunk-size`).
-pub fn team_of(args: &crate::cli::TeamArgs) -> Result<(Backend, usize), Invalid> {
-    let engine = engine_of(args.engine, args.cluster.as_deref(), args.local_nodes)?;
-    if args.racks.is_some() && engine != Backend::Mpi {
-        return Err(Invalid::new(
-            "racks",
-            args.racks.as_deref().unwrap_or(Path::new("")).display(),
-            "a rack map for --engine mpi (a cluster file names its racks)",
-        ));
+            (_, Some(cluster), _) => Self::Tcp {
+                cluster: Some(cluster.to_path_buf()),
+                local_nodes: 0,
+            },
+            (_, None, Some(n)) => {
+                within("local_nodes", n, (1, MAX_LOCAL_NODES), " worker")?;
+                Self::Tcp {
+                    cluster: None,
+                    local_nodes: n,
+                }
+            }
+            (Some(TransportKind::Tcp), None, None) => Self::Tcp {
+                cluster: None,
+                local_nodes: 1,
+            },
+            (None, None, None) => Self::Local,
+        })
     }
-    let chunk_size = usize::try_from(args.chunk_size)
-        .ok()
-        .filter(|&c| c >= 8)
-        .ok_or_else(|| Invalid::new("chunk_size", args.chunk_size, "at least 8 bytes"))?;
-    Ok((engine, chunk_size))
 }
 
 /// The rules of where a job over `features` runs: a measured chain order only on a
@@ -378,7 +348,10 @@ pub fn team_rules(
 pub struct TeamSettings {
     /// A feature file or a partition folder.
     pub features: PathBuf,
-    /// The folder here of partitions that lie at the nodes (see [`KmeansSettings::placed`]).
+    /// The partitions lie at the nodes (born there, `[partition] at = "nodes"`): `features`
+    /// names their folder as the nodes see it (`{node}`, `{rank}` expanded by each), this the
+    /// folder here with their manifest; shares are dealt where the partitions are and the first
+    /// centroids read from the nodes.
     pub placed: Option<PathBuf>,
     /// The job's output: worker logs and measured links go beside it.
     pub out: PathBuf,
@@ -394,6 +367,68 @@ pub struct TeamSettings {
     pub chunk_size: usize,
     /// How k-means' members assign their vectors (the default for the mixture's).
     pub assignment: Assignment,
+}
+
+/// Chunk size of the pipelined collectives unless told (`--chunk-size`).
+pub const DEFAULT_CHUNK: usize = 1 << 20;
+
+impl TeamSettings {
+    /// From a job's team flags (`--engine`, `--cluster`, `--local-nodes`, `--racks`,
+    /// `--chunk-size`, `--broadcast`, `--order`): a job over `features` writing `out`.
+    pub fn of(
+        args: &crate::cli::TeamArgs,
+        features: &Path,
+        out: &Path,
+        assignment: Assignment,
+    ) -> Result<Self, Invalid> {
+        let engine = Backend::of(args.engine, args.cluster.as_deref(), args.local_nodes)?;
+        if args.racks.is_some() && engine != Backend::Mpi {
+            return Err(Invalid::new(
+                "racks",
+                args.racks.as_deref().unwrap_or(Path::new("")).display(),
+                "a rack map for --engine mpi (a cluster file names its racks)",
+            ));
+        }
+        let chunk_size = usize::try_from(args.chunk_size)
+            .ok()
+            .filter(|&c| c >= 8)
+            .ok_or_else(|| Invalid::new("chunk_size", args.chunk_size, "at least 8 bytes"))?;
+        team_rules(&engine, args.order, features, None)?;
+        Ok(Self {
+            features: features.to_path_buf(),
+            placed: None,
+            out: out.to_path_buf(),
+            engine,
+            broadcast: args.broadcast,
+            local_aggregation: !args.no_local_aggregation,
+            order: args.order,
+            chunk_size,
+            assignment,
+        })
+    }
+
+    /// From a config's `[kmeans]` on `engine` (the run's, [`Backend::of`] its keys): a job over
+    /// the partitions `features` (`placed`: the folder here of partitions at the nodes)
+    /// writing `out`.
+    pub fn of_config(
+        options: &KmeansOptions,
+        engine: &Backend,
+        (features, placed): (&Path, Option<&Path>),
+        out: &Path,
+        assignment: Assignment,
+    ) -> Self {
+        Self {
+            features: features.to_path_buf(),
+            placed: placed.map(Path::to_path_buf),
+            out: out.to_path_buf(),
+            engine: engine.clone(),
+            broadcast: options.broadcast,
+            local_aggregation: options.local_aggregation,
+            order: options.order,
+            chunk_size: DEFAULT_CHUNK,
+            assignment,
+        }
+    }
 }
 
 /// Settings of a mixture run (`vocab mixture`).
@@ -415,48 +450,35 @@ impl MixtureSettings {
             Kind::File,
             &[("features", args.features.as_path())],
         )?;
-        let (engine, chunk_size) = team_of(&args.team)?;
-        let params = vocab_pipeline::mixture::Params {
-            components: args.components,
-            pca_dims: args.pca_dims,
-            max_iter: args.iterations,
-            tol: args.tol,
-            seed: args.seed,
-            reg: args.reg,
-        };
+        let team = TeamSettings::of(&args.team, &args.features, &args.out, Assignment::default())?;
+        let params = args.options.params(args.components);
         params.check()?;
-        team_rules(&engine, args.team.order, &args.features, None)?;
-        Ok(Self {
-            params,
-            team: TeamSettings {
-                features: args.features.clone(),
-                placed: None,
-                out: args.out.clone(),
-                engine,
-                broadcast: args.team.broadcast,
-                local_aggregation: !args.team.no_local_aggregation,
-                order: args.team.order,
-                chunk_size,
-                assignment: Assignment::default(),
-            },
-        })
+        Ok(Self { params, team })
     }
 }
 
 impl KmeansSettings {
-    /// Where the run goes, as starting its team needs it.
-    pub fn team(&self) -> TeamSettings {
-        TeamSettings {
-            features: self.features.clone(),
-            placed: self.placed.clone(),
-            out: self.out.clone(),
-            engine: self.engine.clone(),
-            broadcast: self.broadcast,
-            local_aggregation: self.local_aggregation,
-            order: self.order,
-            chunk_size: self.chunk_size,
-            assignment: self.assignment,
+    /// `k` words by `options` (its learning keys: where it runs is `team`'s), over
+    /// `team.features` into `team.out`; checked.
+    pub fn new(
+        k: usize,
+        options: &KmeansOptions,
+        team: TeamSettings,
+        format: Format,
+    ) -> Result<Self, Invalid> {
+        Self {
+            team,
+            format,
+            k,
+            iterations: options.iterations,
+            tol: options.tol,
+            seed: options.seed,
+            init: options.init,
+            init_centroids: None,
+            resume: false,
+            exit_after_iteration: None,
         }
+        .checked()
     }
 
     /// From `vocab kmeans`.
@@ -469,32 +491,14 @@ impl KmeansSettings {
                 .map(|c| ("init_centroids", c)),
         );
         apart("out", &args.out, Kind::File, &inputs)?;
-        let (engine, chunk_size) = team_of(&args.team)?;
+        let assignment = args.options.assignment()?;
+        let team = TeamSettings::of(&args.team, &args.features, &args.out, assignment)?;
+        let format = super::rules::vectors_out("out", &args.out, args.format)?;
         Self {
-            features: args.features.clone(),
-            out: args.out.clone(),
-            format: super::rules::vectors_out("out", &args.out, args.format)?,
-            k: args.k,
-            iterations: args.iterations,
-            tol: args.tol,
-            seed: args.seed,
-            init: args.init,
             init_centroids: args.init_centroids.clone(),
-            assignment: assignment_of(
-                args.prune,
-                args.kernel,
-                args.assign,
-                args.lists,
-                args.probes,
-            )?,
             resume: args.resume,
-            engine,
-            broadcast: args.team.broadcast,
-            local_aggregation: !args.team.no_local_aggregation,
-            order: args.team.order,
-            chunk_size,
             exit_after_iteration: args.exit_after_iteration,
-            placed: None,
+            ..Self::new(args.k, &args.options, team, format)?
         }
         .checked()
     }
@@ -502,13 +506,22 @@ impl KmeansSettings {
     /// Checks the rules across settings.
     pub fn checked(self) -> Result<Self, Invalid> {
         let init = self.init_centroids.is_none().then_some(self.init);
-        kmeans_rules(self.k, (self.iterations, self.tol), init, self.assignment)?;
-        team_rules(
-            &self.engine,
-            self.order,
-            &self.features,
-            self.placed.as_deref(),
-        )?;
+        let t = &self.team;
+        kmeans_rules(self.k, (self.iterations, self.tol), init, t.assignment)?;
+        team_rules(&t.engine, t.order, &t.features, t.placed.as_deref())?;
         Ok(self)
+    }
+}
+
+impl KmeansOptions {
+    /// The assignment `prune`, `kernel`, `assign`, `lists` and `probes` choose.
+    pub fn assignment(&self) -> Result<Assignment, Invalid> {
+        assignment_of(
+            self.prune,
+            self.kernel,
+            self.assign,
+            self.lists,
+            self.probes,
+        )
     }
 }

@@ -48,7 +48,7 @@ fn train_evaluate_and_classify_with_a_held_out_split() {
     ]);
     assert!(
         out.contains(
-            "model trained on a seeded stratified split (seed 0, 50% of each class held out)"
+            "model trained on a seeded stratified split (seed 1, 50% of each class held out)"
         ) && out.contains("12 held-out photos scored"),
         "{out}"
     );

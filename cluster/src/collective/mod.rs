@@ -266,11 +266,12 @@ impl<'t> Team<'t> {
 }
 
 /// Broadcast algorithms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Algorithm {
     /// Pipelined chain, racks together.
+    #[default]
     Chain,
     /// Root sends to each node in turn.
     Simple,

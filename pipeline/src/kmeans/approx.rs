@@ -40,6 +40,9 @@ const BALANCE_STEP: f64 = 0.1;
 /// Rows per parallel chunk of the index build (fixed, so the build does not depend on threads).
 const BUILD_CHUNK: usize = 4096;
 
+/// Lists the approximate search visits per vector unless told (k-means and encodings).
+pub const DEFAULT_PROBES: u32 = 8;
+
 /// The approximate search's settings as encodings record them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -93,11 +93,12 @@ pub enum KMeansError {
 
 /// How the first centroids are drawn, without their settings (the command line's and configs'
 /// choice; [`Init`] with them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum InitMethod {
     /// k distinct vectors drawn uniformly.
+    #[default]
     Random,
     /// k-means++ on a sample of max(2k, 1024) vectors.
     #[cfg_attr(feature = "clap", value(name = "kmeans++"))]

@@ -90,27 +90,13 @@ impl Stage for Kmeans<'_> {
         let resume = vocab_pipeline::kmeans::files::checkpoint_dir(&vocabulary)
             .join("state.toml")
             .is_file();
+        let parts = (self.parts, self.placed);
+        let team = TeamSettings::of_config(km, self.engine, parts, &vocabulary, km.assignment()?);
         let settings = KmeansSettings {
-            features: self.parts.to_path_buf(),
-            out: vocabulary,
-            format: vocab_pipeline::store::Format::Bin,
-            k: self.k,
-            iterations: km.iterations,
-            tol: km.tol,
-            seed: km.seed,
-            init: km.init,
-            init_centroids: None,
-            assignment: km.assignment()?,
             resume,
-            engine: self.engine.clone(),
-            broadcast: km.broadcast,
-            local_aggregation: km.local_aggregation,
-            order: km.order,
-            chunk_size: 1 << 20,
             exit_after_iteration: self.exit_after_iteration,
-            placed: self.placed.map(Path::to_path_buf),
-        }
-        .checked()?;
+            ..KmeansSettings::new(self.k, km, team, vocab_pipeline::store::Format::Bin)?
+        };
         crate::kmeans_cmd::run(&settings, self.ui, self.mpi, out)
     }
 
@@ -162,20 +148,18 @@ impl Stage for Mixture<'_> {
     }
 
     fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<MixtureFile> {
-        let km = &self.config.kmeans;
+        let parts = (self.parts, self.placed);
+        let out_file = tmp.join("mixture.json");
+        let team = TeamSettings::of_config(
+            &self.config.kmeans,
+            self.engine,
+            parts,
+            &out_file,
+            Assignment::default(),
+        );
         let settings = MixtureSettings {
             params: self.config.mixture.params(self.components),
-            team: TeamSettings {
-                features: self.parts.to_path_buf(),
-                placed: self.placed.map(Path::to_path_buf),
-                out: tmp.join("mixture.json"),
-                engine: self.engine.clone(),
-                broadcast: km.broadcast,
-                local_aggregation: km.local_aggregation,
-                order: km.order,
-                chunk_size: 1 << 20,
-                assignment: Assignment::default(),
-            },
+            team,
         };
         crate::mixture_cmd::run(&settings, self.ui, self.mpi, out)
     }

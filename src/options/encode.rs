@@ -1,41 +1,33 @@
-//! The values the command line and the configs share: the defaults, and [`EncodeOptions`], an
-//! encoding's settings as given, before `crate::settings` checks them into the library's
-//! `EncodeParams`. The choices themselves (norm, kernel, search, element, ...) are the
-//! libraries' enums, clap value enums and TOML values both (their `clap` feature). Imports
-//! nothing of the binary, so `cli`, `config` and `settings` can all lean on it.
+//! `[encode]` and `vocab encode`: how photos become vectors.
 
 use serde::{Deserialize, Serialize};
 use vocab_pipeline::encode::{Norm, Pooling};
 use vocab_pipeline::kmeans::{Kernel, Search};
 
-/// Default pixel limit of the photo stages, in megapixels.
-pub const DEFAULT_MAX_MPIX: u64 = vocab_pipeline::image_io::MAX_PIXELS / 1_000_000;
+use super::{DEFAULT_MAX_MPIX, DEFAULT_PROBES, is_default_mpix, is_default_probes};
 
 /// The default of `sharpness` (soft assignment).
 pub const DEFAULT_SHARPNESS: f32 = 10.0;
-
-/// Lists the approximate search visits per vector unless told.
-pub const DEFAULT_PROBES: u32 = 8;
 
 /// How photos are encoded: `vocab encode`'s options and a config's `[encode]`, the same type.
 #[derive(Debug, Clone, PartialEq, clap::Args, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EncodeOptions {
     /// Dense grid step in pixels.
-    #[arg(long, value_name = "PX", default_value_t = 8)]
+    #[arg(long, value_name = "PX", default_value_t = EncodeOptions::default().stride)]
     pub stride: usize,
     /// Normalisation.
-    #[arg(long, value_enum, default_value_t = Norm::L1)]
+    #[arg(long, value_enum, default_value_t = EncodeOptions::default().norm)]
     pub norm: Norm,
     /// Spatial pyramid levels (1 = plain bag of words; 3 = 1x1 + 2x2 + 4x4).
-    #[arg(long, value_name = "LEVELS", default_value_t = 1)]
+    #[arg(long, value_name = "LEVELS", default_value_t = EncodeOptions::default().pyramid)]
     pub pyramid: usize,
     /// How a photo's patches become its vector: bag of words (word counts per pyramid cell),
     /// VLAD (each word's residual sum, 512 values a word and cell; intra-normalised, signed
     /// square root, L2), or Fisher vectors (over a mixture from vocab mixture given as
     /// --vocabulary: gradients for each Gaussian's means and variances, 2 d values a Gaussian
     /// and cell; signed square root, L2). --norm applies to bag of words only.
-    #[arg(long, value_enum, default_value_t = Pooling::Bow)]
+    #[arg(long, value_enum, default_value_t = EncodeOptions::default().method)]
     #[serde(skip_serializing_if = "Pooling::is_bow")]
     pub method: Pooling,
     /// Downscale photos whose longer side exceeds PX (area averaging).
@@ -43,32 +35,32 @@ pub struct EncodeOptions {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_side: Option<usize>,
     /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
-    #[arg(long, value_name = "MPIX", default_value_t = DEFAULT_MAX_MPIX)]
+    #[arg(long, value_name = "MPIX", default_value_t = EncodeOptions::default().max_pixels)]
     #[serde(skip_serializing_if = "is_default_mpix")]
     pub max_pixels: u64,
     /// Soft assignment: each patch counts toward its N nearest words, weighted by distance
     /// (0: its nearest word only).
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = EncodeOptions::default().soft)]
     #[serde(skip_serializing_if = "is_zero")]
     pub soft: usize,
     /// How fast a soft weight falls with distance: word j weighs exp(-S (d_j / d_1 - 1)) of
     /// squared distances d.
-    #[arg(long, value_name = "S", default_value_t = DEFAULT_SHARPNESS)]
+    #[arg(long, value_name = "S", default_value_t = EncodeOptions::default().sharpness)]
     #[serde(skip_serializing_if = "is_default_sharpness")]
     pub sharpness: f32,
     /// How patches find their words: the f32 GEMM, or 7-bit integer products with exact
     /// re-ranking (words are the arg-min of direct distances; eval/encode_bench).
-    #[arg(long, value_enum, default_value_t = Kernel::F32)]
+    #[arg(long, value_enum, default_value_t = EncodeOptions::default().kernel)]
     #[serde(skip_serializing_if = "is_f32")]
     pub kernel: Kernel,
     /// Patch sides in pixels, 40 first: each larger side S also describes the photo downscaled
     /// by 40/S, so its patches cover S pixels (e.g. 40,64).
-    #[arg(long, value_name = "PX,PX", value_delimiter = ',', default_values_t = [40])]
+    #[arg(long, value_name = "PX,PX", value_delimiter = ',', default_values_t = EncodeOptions::default().scales)]
     #[serde(skip_serializing_if = "vocab_pipeline::encode::is_base_scale")]
     pub scales: Vec<usize>,
     /// Exact or approximate word search (approx: an inverted file over the words, for
     /// vocabularies of hundreds of thousands to millions of words; nearest word only, f32).
-    #[arg(long, value_enum, default_value_t = Search::Exact)]
+    #[arg(long, value_enum, default_value_t = EncodeOptions::default().assign)]
     #[serde(skip_serializing_if = "is_exact")]
     pub assign: Search,
     /// Lists of the approximate search's index [default: sqrt(K)].
@@ -76,7 +68,7 @@ pub struct EncodeOptions {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lists: Option<u32>,
     /// Lists the approximate search visits per patch.
-    #[arg(long, value_name = "N", default_value_t = crate::options::DEFAULT_PROBES)]
+    #[arg(long, value_name = "N", default_value_t = EncodeOptions::default().probes)]
     #[serde(skip_serializing_if = "is_default_probes")]
     pub probes: u32,
     /// Describe every photo mirrored left to right: training copies for `vocab train
@@ -88,11 +80,6 @@ pub struct EncodeOptions {
 
 fn is_exact(assign: &Search) -> bool {
     *assign == Search::Exact
-}
-
-/// Whether `probes` is the default (left out of serialized settings, so keys stay the same).
-pub(crate) fn is_default_probes(probes: &u32) -> bool {
-    *probes == crate::options::DEFAULT_PROBES
 }
 
 fn is_f32(kernel: &Kernel) -> bool {
@@ -114,14 +101,10 @@ impl Default for EncodeOptions {
             scales: vocab_pipeline::encode::base_scale(),
             assign: Search::Exact,
             lists: None,
-            probes: crate::options::DEFAULT_PROBES,
+            probes: DEFAULT_PROBES,
             mirror: false,
         }
     }
-}
-
-pub(crate) fn is_default_mpix(v: &u64) -> bool {
-    *v == DEFAULT_MAX_MPIX
 }
 
 pub(crate) fn is_zero(v: &usize) -> bool {

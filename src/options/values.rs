@@ -1,4 +1,4 @@
-//! Values of flags that several commands share, parsed once.
+//! Values of flags and keys that several stages share, parsed once.
 
 /// A seed (`--seed`, `--split-seed`): at most `2^63 - 1`, since configs, checkpoints and run
 /// records keep it as TOML's signed 64-bit integer; a larger one is refused before any work.

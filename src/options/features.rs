@@ -1,0 +1,46 @@
+//! `[features]` and `vocab features`: the vocabulary's sample, random patches of the photos.
+
+use serde::{Deserialize, Serialize};
+use vocab_pipeline::store::Format;
+
+use super::{DEFAULT_MAX_MPIX, is_default_mpix};
+
+/// How the vocabulary's sample is described: `vocab features`' options and a config's
+/// `[features]`, the same type (`vocab features` takes its own `--format`, by the output's
+/// extension, and a dense `--mode`; a run's sample is random patches).
+#[derive(Debug, Clone, PartialEq, clap::Args, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FeaturesOptions {
+    /// Random mode: patches per photo.
+    #[arg(long, value_name = "N", default_value_t = FeaturesOptions::default().per_image)]
+    pub per_image: usize,
+    /// Random mode: seed of the patch positions.
+    #[arg(long, value_name = "S", default_value_t = FeaturesOptions::default().seed,
+          value_parser = super::parse_seed)]
+    pub seed: u64,
+    /// Feature file format (a config's: `bin` or `text`, the formats that keep each patch's
+    /// photo and place).
+    #[arg(skip = FeaturesOptions::default().format)]
+    pub format: Format,
+    /// Downscale photos whose longer side exceeds PX (area averaging).
+    #[arg(long, value_name = "PX")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_side: Option<usize>,
+    /// Skip photos whose header declares more than MPIX megapixels, before decoding them (not
+    /// in a run's cache key at its default).
+    #[arg(long, value_name = "MPIX", default_value_t = FeaturesOptions::default().max_pixels)]
+    #[serde(skip_serializing_if = "is_default_mpix")]
+    pub max_pixels: u64,
+}
+
+impl Default for FeaturesOptions {
+    fn default() -> Self {
+        Self {
+            per_image: 5,
+            seed: 0,
+            format: Format::Bin,
+            max_side: None,
+            max_pixels: DEFAULT_MAX_MPIX,
+        }
+    }
+}
