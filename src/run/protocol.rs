@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, ensure};
 
 pub use super::dataset::SplitRule;
-use super::dataset::{Dataset, Overrides};
+use super::dataset::{Dataset, Overrides, Source};
 use crate::config::Config;
 
 /// The run's protocol.
@@ -276,6 +276,63 @@ pub fn check_test_apart(dataset: &Dataset, test: &Dataset) -> anyhow::Result<()>
         }
     }
     Ok(())
+}
+
+/// A dataset's attributes, split column and sizes.
+pub(super) struct Counted {
+    /// The attributes learned.
+    pub(super) attributes: Vec<String>,
+    /// The column the splits are stratified by.
+    pub(super) split_by: String,
+    /// Photos, the test folder's labelled ones among them.
+    pub(super) photos: u64,
+    /// Photos that train the vocabulary.
+    pub(super) training: u64,
+}
+
+/// The sizes of the protocol's first trial (every trial's are alike), with the test folder's
+/// labelled photos among the photos.
+pub(super) fn count(
+    config: &Config,
+    source: &Source,
+    labels_text: &str,
+    protocol: &Protocol,
+) -> anyhow::Result<Counted> {
+    let source_path = source.labels_name();
+    let (attributes, split_by) = columns(config, &source_path, labels_text)?;
+    let first = protocol.trials()[0];
+    let split =
+        super::dataset::split(labels_text, &source_path, &split_by, first.seed, first.rule)?;
+    let tested = match protocol.test_folder() {
+        Some((_, labels)) => {
+            let text =
+                vocab_pipeline::input::read_text(labels, vocab_pipeline::input::MAX_LABELS_BYTES)
+                    .with_context(|| format!("cannot read test labels {}", labels.display()))?;
+            super::dataset::photo_count(&text, labels)?
+        }
+        None => 0,
+    };
+    Ok(Counted {
+        attributes,
+        split_by,
+        photos: split.len() as u64 + tested,
+        training: split.iter().filter(|(_, t)| *t).count() as u64,
+    })
+}
+
+/// The attributes a run learns and the column its splits are stratified by.
+pub(super) fn columns(
+    config: &Config,
+    labels: &Path,
+    text: &str,
+) -> anyhow::Result<(Vec<String>, String)> {
+    let attributes = super::dataset::attributes(config, text, labels)?;
+    let split_by = config
+        .classify
+        .split_by
+        .clone()
+        .unwrap_or_else(|| attributes[0].clone());
+    Ok((attributes, split_by))
 }
 
 #[cfg(test)]

@@ -9,11 +9,13 @@
 mod model_settings;
 mod photo_settings;
 mod rules;
+mod team_settings;
 mod vocabulary_settings;
 
 pub use self::model_settings::*;
 pub use self::photo_settings::*;
 pub use self::rules::*;
+pub use self::team_settings::*;
 pub use self::vocabulary_settings::*;
 
 #[cfg(test)]

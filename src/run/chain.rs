@@ -1,0 +1,317 @@
+//! The steps of one trial: the sample and its partitions, then per dictionary size the
+//! vocabulary (or mixture), the encodings and an SVM per attribute.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::dataset::Dataset;
+use super::protocol::Trial;
+use super::report::{Outcome, Vocabulary};
+use super::stages;
+use super::step::{Runner, Stage};
+use crate::config::{self, Config};
+use crate::progress::Ui;
+use crate::settings::Backend;
+
+/// What every step of one run shares.
+pub(super) struct Chain<'a> {
+    /// The run's config.
+    pub(super) config: &'a Config,
+    /// The photos and their labels.
+    pub(super) dataset: &'a Dataset,
+    /// The labels' text.
+    pub(super) labels: &'a str,
+    /// The attribute the split is stratified by.
+    pub(super) split_by: &'a str,
+    /// Where the distributed stages run.
+    pub(super) engine: &'a Backend,
+    /// Where the photo stages run.
+    pub(super) on: crate::sharded::On<'a>,
+    /// The MPI job, under `--engine mpi`.
+    pub(super) mpi: Option<&'a crate::ranks::Mpi<'a>>,
+    /// Progress.
+    pub(super) ui: &'a Ui,
+    /// Fault injection (`--exit-after-iteration`).
+    pub(super) exit_after_iteration: Option<u64>,
+    /// The test folder, when the run scores one.
+    pub(super) test: Option<&'a Dataset>,
+}
+
+/// What the sample's steps made: the keys later steps depend on, the split, the partitions.
+pub(super) struct Sampled {
+    /// Key of the features step.
+    pub(super) features_key: String,
+    /// What the sample holds.
+    pub(super) sample: stages::Sample,
+    /// The trial's split (`path,split`).
+    pub(super) split_csv: PathBuf,
+    /// Key of the partition step.
+    pub(super) partition_key: String,
+    /// The partition folder (as the members see it when they lie at the nodes).
+    pub(super) parts: PathBuf,
+    /// Partitions made on the nodes: their folder as they see it, and the manifest's copy here.
+    pub(super) placed: Option<(PathBuf, PathBuf)>,
+}
+
+impl Chain<'_> {
+    /// The features and partition steps in `work`.
+    pub(super) fn sample(
+        &self,
+        runner: &mut Runner,
+        work: &Path,
+        trial: &Trial,
+    ) -> anyhow::Result<Sampled> {
+        // `[partition] at = "nodes"` on a distributed engine: the nodes keep their patches as
+        // partitions under this folder (as every node sees it; the driver keeps the manifest there).
+        let wants_born =
+            self.config.partition.at == config::PartitionAt::Nodes && self.engine.distributed();
+        let nodes = match &self.config.partition.folder {
+            Some(f) if f.is_absolute() => f.clone(),
+            Some(f) => work.join(f),
+            None => work.join("nodes"),
+        };
+        // The nodes write there, in processes that know nothing of this run's inputs: the folder
+        // (up to a per-node `{node}` part) is checked here, as any output of the run.
+        if wants_born {
+            let text = nodes.to_string_lossy();
+            let fixed = text
+                .find('{')
+                .map_or(nodes.clone(), |at| Path::new(&text[..at]).to_path_buf());
+            vocab_pipeline::output::check(&fixed).with_context(|| {
+                format!(
+                    "[partition] folder {}: where the nodes write",
+                    nodes.display()
+                )
+            })?;
+        }
+        // A folder named per node (`{node}`) is made by each node.
+        if wants_born && !nodes.to_string_lossy().contains('{') {
+            vocab_pipeline::output::create_dir_all(&nodes)
+                .with_context(|| format!("cannot create {}", nodes.display()))?;
+        }
+        let nodes = std::path::absolute(&nodes)
+            .with_context(|| format!("cannot resolve {}", nodes.display()))?;
+        let features = stages::Features {
+            config: self.config,
+            dataset: self.dataset,
+            labels: self.labels,
+            split_by: self.split_by,
+            on: self.on,
+            nodes: &nodes,
+            born: wants_born,
+            ui: self.ui,
+            trial,
+        };
+        let features_key = features.key();
+        let (features_dir, sample) = runner.run(&features)?;
+        let sample_file = features_dir.join(features.file());
+        let split_csv = features_dir.join("split.csv");
+
+        // Where the step left the sample decides where the partitions are, whatever this run
+        // wanted: a cached sample here is split here and read by the nodes from this folder.
+        let made = features.made(&features_dir);
+        if wants_born && made == Some(stages::Made::Here) {
+            println!(
+                "  the sample is here ({}): partitions are split here, and the nodes read them from \
+                 this folder",
+                features_dir.display()
+            );
+        }
+        // Born on the nodes: their folder as they see it, and the manifest's copy here.
+        let placed = (made == Some(stages::Made::AtNodes))
+            .then(|| (features.nodes_dir(), features_dir.join("parts")));
+        let suffix = trial.suffix();
+        let partition = stages::Partition {
+            config: self.config,
+            suffix: &suffix,
+            features_key: &features_key,
+            sample: &sample_file,
+            placed: placed.as_ref().map(|(n, h)| (n.as_path(), h.as_path())),
+        };
+        let partition_key = partition.key();
+        let (parts_dir, ()) = runner.run(&partition)?;
+        let parts =
+            (placed.as_ref()).map_or_else(|| parts_dir.join("parts"), |(nodes, _)| nodes.clone());
+        Ok(Sampled {
+            features_key,
+            sample,
+            split_csv,
+            partition_key,
+            parts,
+            placed,
+        })
+    }
+
+    /// A vocabulary per `k`, each encoding every photo and training a model per attribute of
+    /// `attributes`; returns the scores and the vocabularies.
+    pub(super) fn vocabularies(
+        &self,
+        runner: &mut Runner,
+        sampled: &Sampled,
+        attributes: &[String],
+        trial: &Trial,
+    ) -> anyhow::Result<(Vec<Outcome>, Vec<Vocabulary>)> {
+        let mut outcomes = Vec::new();
+        let mut vocabularies = Vec::new();
+        let suffix = trial.suffix();
+        for &k in self.config.sizes() {
+            let (kmeans_key, vocabulary, fitted) = self.dictionary(runner, sampled, &suffix, k)?;
+            vocabularies.extend(fitted);
+            let encoded =
+                self.encodings(runner, sampled, (&kmeans_key, &vocabulary), &suffix, k)?;
+            let tables = stages::Tables::default();
+            for attribute in attributes {
+                let svm = stages::Svm {
+                    config: self.config,
+                    dataset: self.dataset,
+                    encode_key: &encoded.key,
+                    features_key: &sampled.features_key,
+                    k,
+                    attribute,
+                    histograms: &encoded.histograms,
+                    mirrored: (encoded.mirrored.as_ref())
+                        .map(|(key, path)| (key.as_str(), path.as_path())),
+                    split: &sampled.split_csv,
+                    suffix: &suffix,
+                    seed: trial.seed,
+                    ui: self.ui,
+                    tables: &tables,
+                    test: self.test.zip(encoded.tested.as_ref()).map(
+                        |(dataset, (key, histograms))| stages::Test {
+                            dataset,
+                            encode_key: key,
+                            histograms,
+                        },
+                    ),
+                };
+                let (_, scores) = runner.run(&svm)?;
+                outcomes.push(Outcome {
+                    k,
+                    attribute: attribute.clone(),
+                    scores,
+                });
+            }
+        }
+        Ok((outcomes, vocabularies))
+    }
+
+    /// The dictionary of size `k`: the mixture of Fisher vectors, or the vocabulary (and what
+    /// the report says of it); its step's key and its file.
+    fn dictionary(
+        &self,
+        runner: &mut Runner,
+        sampled: &Sampled,
+        suffix: &str,
+        k: usize,
+    ) -> anyhow::Result<(String, PathBuf, Option<Vocabulary>)> {
+        // One process reads partitions made on the nodes in place (their folder is whole here,
+        // or the features step would have been made again).
+        let placed = (sampled.placed.as_ref())
+            .filter(|_| self.engine.distributed())
+            .map(|(_, here)| here.as_path());
+        if self.config.fisher() {
+            let mixture = stages::Mixture {
+                config: self.config,
+                suffix,
+                partition_key: &sampled.partition_key,
+                parts: &sampled.parts,
+                components: k,
+                engine: self.engine,
+                placed,
+                ui: self.ui,
+                mpi: self.mpi,
+            };
+            let (dir, _) = runner.run(&mixture)?;
+            return Ok((mixture.key(), dir.join("mixture.json"), None));
+        }
+        let kmeans = stages::Kmeans {
+            config: self.config,
+            suffix,
+            partition_key: &sampled.partition_key,
+            parts: &sampled.parts,
+            k,
+            engine: self.engine,
+            exit_after_iteration: self.exit_after_iteration,
+            placed,
+            ui: self.ui,
+            mpi: self.mpi,
+        };
+        let (kmeans_dir, fitted) = runner.run(&kmeans)?;
+        let vocabulary = kmeans_dir.join("vocabulary.bin");
+        let said = Vocabulary {
+            k,
+            path: vocabulary.clone(),
+            meta: fitted.meta,
+            per_iteration: fitted.per_iteration,
+        };
+        Ok((kmeans.key(), vocabulary, Some(said)))
+    }
+
+    /// Every photo encoded over the dictionary (`kmeans_key`, its file), the training photos
+    /// mirrored when they train too, and the test folder's photos.
+    fn encodings(
+        &self,
+        runner: &mut Runner,
+        sampled: &Sampled,
+        (kmeans_key, vocabulary): (&str, &Path),
+        suffix: &str,
+        k: usize,
+    ) -> anyhow::Result<Encoded> {
+        let encode = stages::Encode {
+            config: self.config,
+            suffix,
+            dataset: self.dataset,
+            kmeans_key,
+            k,
+            vocabulary,
+            on: self.on,
+            ui: self.ui,
+            mirrored: None,
+        };
+        let key = encode.key();
+        let (encode_dir, ()) = runner.run(&encode)?;
+        let histograms = encode_dir.join("histograms.bin");
+        // The training photos mirrored, to train beside them.
+        let training = sampled.split_csv.with_file_name("train.csv");
+        let mirrored = if self.config.classify.mirror {
+            let encode = stages::Encode {
+                mirrored: Some((&sampled.features_key, &training)),
+                ..encode
+            };
+            let (dir, ()) = runner.run(&encode)?;
+            Some((encode.key(), dir.join("histograms.bin")))
+        } else {
+            None
+        };
+        // The test folder's photos over the same vocabulary.
+        let tested = match self.test {
+            Some(test) => {
+                let encode = stages::Encode {
+                    suffix: "-test",
+                    dataset: test,
+                    ..encode
+                };
+                let (dir, ()) = runner.run(&encode)?;
+                Some((encode.key(), dir.join("histograms.bin")))
+            }
+            None => None,
+        };
+        Ok(Encoded {
+            key,
+            histograms,
+            mirrored,
+            tested,
+        })
+    }
+}
+
+/// The encodings over one dictionary: each a step's key and its histograms.
+struct Encoded {
+    key: String,
+    histograms: PathBuf,
+    /// The training photos mirrored (`[classify] mirror`).
+    mirrored: Option<(String, PathBuf)>,
+    /// The test folder's photos.
+    tested: Option<(String, PathBuf)>,
+}
