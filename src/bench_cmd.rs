@@ -1,5 +1,6 @@
 //! `vocab bench ...`: measurements whose results are committed under `eval/`.
 
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
@@ -301,23 +302,7 @@ pub fn hog(args: &BenchHogArgs) -> anyhow::Result<()> {
 
     vocab_pipeline::output::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
-    let rows = photos
-        .iter()
-        .zip(&patches)
-        .flat_map(|((id, path, _), positions)| {
-            positions.iter().map(move |(r, c)| {
-                vec![
-                    id.to_string(),
-                    path.to_string(),
-                    r.to_string(),
-                    c.to_string(),
-                ]
-            })
-        });
-    let csv = crate::tables::csv_text(&["picture_id", "path", "row", "col"], rows)?;
-    let patches_csv = args.out.join("patches.csv");
-    vocab_pipeline::atomic::write(&patches_csv, csv.as_bytes())
-        .with_context(|| format!("cannot write {}", patches_csv.display()))?;
+    write_patches(&args.out, &photos, &patches)?;
     let threads = rayon::current_num_threads();
     let dense_mpix = pixels as f64 / dense_secs / 1e6;
     let patch_rate = n_patches as f64 / patch_secs;
@@ -338,5 +323,33 @@ pub fn hog(args: &BenchHogArgs) -> anyhow::Result<()> {
         photos.len(),
         pixels as f64 / 1e6,
     );
+    Ok(())
+}
+
+/// Writes the sampled patches of `photos` (`patches`, in the photos' order) to `patches.csv` in
+/// the folder `out`, for the other implementations (`eval/hog_bench/`) to describe the same
+/// patches.
+fn write_patches(
+    out: &Path,
+    photos: &[(u32, String, Luminance)],
+    patches: &[Vec<(usize, usize)>],
+) -> anyhow::Result<()> {
+    let rows = photos
+        .iter()
+        .zip(patches)
+        .flat_map(|((id, path, _), positions)| {
+            positions.iter().map(move |(r, c)| {
+                vec![
+                    id.to_string(),
+                    path.to_string(),
+                    r.to_string(),
+                    c.to_string(),
+                ]
+            })
+        });
+    let csv = crate::tables::csv_text(&["picture_id", "path", "row", "col"], rows)?;
+    let patches_csv = out.join("patches.csv");
+    vocab_pipeline::atomic::write(&patches_csv, csv.as_bytes())
+        .with_context(|| format!("cannot write {}", patches_csv.display()))?;
     Ok(())
 }

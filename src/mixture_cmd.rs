@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -80,35 +81,7 @@ pub fn run(
     bar.finish_and_clear();
     let file = MixtureFile::new(params, (n as u64, dims, input.checksum()), &fitted);
     file.write(&team.out)?;
-    let csv_path = vocab_pipeline::features::manifest_path(&team.out, "steps.csv");
-    let rows = steps.iter().map(|s| {
-        let r = &s.report;
-        vec![
-            if s.iteration == 0 {
-                "pca".to_string()
-            } else {
-                s.iteration.to_string()
-            },
-            s.log_likelihood.to_string(),
-            s.seconds.to_string(),
-            r.map_seconds.to_string(),
-            (r.stage1_seconds + r.stage2_seconds + r.stage3_seconds).to_string(),
-            r.workers.max(1).to_string(),
-        ]
-    });
-    let text = crate::tables::csv_text(
-        &[
-            "step",
-            "mean_log_likelihood",
-            "seconds",
-            "map_seconds",
-            "aggregation_seconds",
-            "members",
-        ],
-        rows,
-    )?;
-    vocab_pipeline::atomic::write(&csv_path, text.as_bytes())
-        .with_context(|| format!("cannot write {}", csv_path.display()))?;
+    let csv_path = write_steps(&steps, &team.out)?;
     let ems = fitted.steps.len().saturating_sub(1);
     let out = out.into_inner();
     writeln!(
@@ -138,6 +111,41 @@ pub fn run(
         csv_path.display()
     )?;
     Ok(file)
+}
+
+/// Writes the fit's steps beside the mixture file `mixture` (`steps.csv`: the PCA, then each EM
+/// step's mean log-likelihood and times); returns its path.
+fn write_steps(steps: &[StepLog], mixture: &Path) -> anyhow::Result<PathBuf> {
+    let csv_path = vocab_pipeline::features::manifest_path(mixture, "steps.csv");
+    let rows = steps.iter().map(|s| {
+        let r = &s.report;
+        vec![
+            if s.iteration == 0 {
+                "pca".to_string()
+            } else {
+                s.iteration.to_string()
+            },
+            s.log_likelihood.to_string(),
+            s.seconds.to_string(),
+            r.map_seconds.to_string(),
+            (r.stage1_seconds + r.stage2_seconds + r.stage3_seconds).to_string(),
+            r.workers.max(1).to_string(),
+        ]
+    });
+    let text = crate::tables::csv_text(
+        &[
+            "step",
+            "mean_log_likelihood",
+            "seconds",
+            "map_seconds",
+            "aggregation_seconds",
+            "members",
+        ],
+        rows,
+    )?;
+    vocab_pipeline::atomic::write(&csv_path, text.as_bytes())
+        .with_context(|| format!("cannot write {}", csv_path.display()))?;
+    Ok(csv_path)
 }
 
 /// The share of the vectors' total variance (the covariance's trace) the kept components hold.

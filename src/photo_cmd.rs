@@ -181,30 +181,7 @@ pub fn encode(
     let digest = vocab_pipeline::input::digest(&settings.vocabulary)
         .with_context(|| format!("cannot read {}", settings.vocabulary.display()))?;
     let vocabulary = read_words(&settings.vocabulary, &settings.params)?;
-    // The rules that need the vocabulary's size, before any photo is read.
-    if let Err(e) = settings.params.check(Some(vocabulary.k())) {
-        use vocab_pipeline::params::Broken as _;
-        anyhow::bail!(
-            "--{} {}: {} (the vocabulary {} has {} words)",
-            e.key(),
-            e.value(),
-            e.rule(),
-            settings.vocabulary.display(),
-            vocabulary.k()
-        );
-    }
-    // A text line holds at most MAX_LINE_BYTES, some 16 bytes a value at worst: a longer
-    // vector would be written and then never read back.
-    let values = settings.params.len(vocabulary.k());
-    let widest = values.saturating_mul(16).saturating_add(32);
-    if Format::for_path(&settings.out) == Format::Text && widest > store::MAX_LINE_BYTES {
-        anyhow::bail!(
-            "--out {}: {values} values a photo can make a text line longer than the {} bytes \
-             the text format holds; write .bin, .npy or .fvecs",
-            settings.out.display(),
-            store::MAX_LINE_BYTES
-        );
-    }
+    vocabulary_rules(settings, &vocabulary)?;
     let collection = open_collection(&settings.input, settings.labels.as_deref(), on)?;
     let bar = ui.bar(collection.photos().len() as u64, "encode");
     let progress = |p: features::Progress| {
@@ -234,21 +211,7 @@ pub fn encode(
         (summary, None)
     };
     bar.finish_and_clear();
-    let vocabulary_path =
-        std::fs::canonicalize(&settings.vocabulary).unwrap_or_else(|_| settings.vocabulary.clone());
-    let encoding = Encoding::new(
-        vocabulary_path.display().to_string(),
-        vocabulary.k(),
-        settings.params.clone(),
-    )
-    .with_context(|| format!("the vocabulary {}", settings.vocabulary.display()))?
-    .with_digest(digest);
-    let encoding_path = manifest_path(&settings.out, "encoding.json");
-    vocab_pipeline::atomic::write(
-        &encoding_path,
-        serde_json::to_string_pretty(&encoding)?.as_bytes(),
-    )
-    .with_context(|| format!("cannot write {}", encoding_path.display()))?;
+    write_encoding(settings, &vocabulary, digest)?;
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     writeln!(
         out,
@@ -281,6 +244,61 @@ pub fn encode(
     }
     skipped_line(out, summary.skipped, &settings.out)?;
     Ok(summary)
+}
+
+/// The rules of `settings` that need the vocabulary's size, checked before any photo is read:
+/// the encoding's own, and a vector that fits a line of the text format when `--out` is text.
+fn vocabulary_rules(settings: &EncodeSettings, vocabulary: &Words) -> anyhow::Result<()> {
+    if let Err(e) = settings.params.check(Some(vocabulary.k())) {
+        use vocab_pipeline::params::Broken as _;
+        anyhow::bail!(
+            "--{} {}: {} (the vocabulary {} has {} words)",
+            e.key(),
+            e.value(),
+            e.rule(),
+            settings.vocabulary.display(),
+            vocabulary.k()
+        );
+    }
+    // A text line holds at most MAX_LINE_BYTES, some 16 bytes a value at worst: a longer
+    // vector would be written and then never read back.
+    let values = settings.params.len(vocabulary.k());
+    let widest = values.saturating_mul(16).saturating_add(32);
+    if Format::for_path(&settings.out) == Format::Text && widest > store::MAX_LINE_BYTES {
+        anyhow::bail!(
+            "--out {}: {values} values a photo can make a text line longer than the {} bytes \
+             the text format holds; write .bin, .npy or .fvecs",
+            settings.out.display(),
+            store::MAX_LINE_BYTES
+        );
+    }
+    Ok(())
+}
+
+/// Writes the encoding's record beside the histograms (`encoding.json`): the vocabulary's path
+/// (made absolute where it resolves), its size and `digest` (the SHA-256 of its bytes), and the
+/// settings.
+fn write_encoding(
+    settings: &EncodeSettings,
+    vocabulary: &Words,
+    digest: String,
+) -> anyhow::Result<()> {
+    let vocabulary_path =
+        std::fs::canonicalize(&settings.vocabulary).unwrap_or_else(|_| settings.vocabulary.clone());
+    let encoding = Encoding::new(
+        vocabulary_path.display().to_string(),
+        vocabulary.k(),
+        settings.params.clone(),
+    )
+    .with_context(|| format!("the vocabulary {}", settings.vocabulary.display()))?
+    .with_digest(digest);
+    let encoding_path = manifest_path(&settings.out, "encoding.json");
+    vocab_pipeline::atomic::write(
+        &encoding_path,
+        serde_json::to_string_pretty(&encoding)?.as_bytes(),
+    )
+    .with_context(|| format!("cannot write {}", encoding_path.display()))?;
+    Ok(())
 }
 
 /// `vocab convert`.

@@ -188,24 +188,52 @@ fn line_of(text: &str, section: &str, key: &str) -> Option<usize> {
     None
 }
 
+/// A config file's path and text, for errors that name the section, the key and its line.
+struct ConfigText<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl ConfigText<'_> {
+    /// `message` about `key` in `[section]`, with the key's line when the text holds it.
+    fn fail(&self, section: &str, key: &str, message: &str) -> anyhow::Error {
+        let at =
+            line_of(self.text, section, key).map_or(String::new(), |line| format!(", line {line}"));
+        anyhow::anyhow!(
+            "invalid config {}: [{section}] {key}{at}: {message}",
+            self.path.display()
+        )
+    }
+
+    /// A stage's own check (crate::settings) broken in `[section]`, with the key's line.
+    fn invalid(&self, section: &str, e: Invalid) -> anyhow::Error {
+        self.fail(section, e.key, &e.rule)
+    }
+}
+
 /// Reads and validates a config file.
 pub fn load(path: &Path) -> anyhow::Result<Config> {
     let text = vocab_pipeline::input::read_text(path, vocab_pipeline::input::MAX_RECORD_BYTES)
         .with_context(|| format!("cannot read config {}", path.display()))?;
     let config: Config =
         toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?;
-    let fail = |section: &str, key: &str, message: &str| -> anyhow::Error {
-        let at =
-            line_of(&text, section, key).map_or(String::new(), |line| format!(", line {line}"));
-        anyhow::anyhow!(
-            "invalid config {}: [{section}] {key}{at}: {message}",
-            path.display()
-        )
-    };
+    let at = ConfigText { path, text: &text };
+    dataset_rules(&config, &at)?;
+    sample_rules(&config, &at)?;
+    dictionary_rules(&config, &at)?;
+    encode_rules(&config, &at)?;
+    classify_rules(&config, &at)?;
+    plan_rules(&config, &at)?;
+    Ok(config)
+}
+
+/// `[dataset]`: a photo folder or the synthetic set, not both, and the synthetic set's own
+/// rules.
+fn dataset_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
     let d = &config.dataset;
     match (&d.path, &d.synthetic) {
         (Some(_), Some(_)) => {
-            return Err(fail(
+            return Err(at.fail(
                 "dataset",
                 "synthetic",
                 "`path` and `synthetic` both given; choose one",
@@ -213,92 +241,101 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
         }
         (None, None) => bail!(
             "invalid config {}: [dataset] needs `path` (a photo folder) or `synthetic`",
-            path.display()
+            at.path.display()
         ),
         _ => {}
     }
-    // The stages' own checks (crate::settings), with the key's section and line.
-    let invalid = |section: &str, e: Invalid| -> anyhow::Error {
-        let at =
-            line_of(&text, section, e.key).map_or(String::new(), |line| format!(", line {line}"));
-        anyhow::anyhow!(
-            "invalid config {}: [{section}] {}{at}: {}",
-            path.display(),
-            e.key,
-            e.rule
-        )
-    };
     if let Some(s) = &d.synthetic {
         settings::PhotoSetSettings::new(Path::new(""), s.per_kind, s.seed)
-            .map_err(|e| invalid("dataset", e))?;
+            .map_err(|e| at.invalid("dataset", e))?;
     }
-    let f = &config.features;
-    f.params().map_err(|e| invalid("features", e))?;
+    Ok(())
+}
+
+/// `[features]` and `[partition]`: the patch sample's and its partitions' own rules.
+fn sample_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
+    config
+        .features
+        .params()
+        .map_err(|e| at.invalid("features", e))?;
     settings::PartitionSettings::new(
         Path::new(""),
         Path::new(""),
         Some(config.partition.parts),
         config.partition.element,
     )
-    .map_err(|e| invalid("partition", e))?;
+    .map_err(|e| at.invalid("partition", e))?;
+    Ok(())
+}
+
+/// `[kmeans] nodes`, then the dictionaries the run learns: `[mixture] components` for Fisher
+/// vectors, else `[kmeans] k`, at least one size and every size by its stage's rules.
+fn dictionary_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
     let km = &config.kmeans;
     if km.nodes > 0 {
         settings::Backend::of(None, None, Some(km.nodes)).map_err(|e| {
             // `--local-nodes` on the command line, `nodes` here.
-            invalid("kmeans", settings::Invalid { key: "nodes", ..e })
+            at.invalid("kmeans", settings::Invalid { key: "nodes", ..e })
         })?;
     }
     if config.fisher() {
         let m = &config.mixture;
         if m.components.is_empty() {
-            return Err(fail(
-                "mixture",
-                "components",
-                "list mixture sizes of at least 1",
-            ));
+            return Err(at.fail("mixture", "components", "list mixture sizes of at least 1"));
         }
         for &g in &m.components {
             // The photos' descriptors: no more principal components than a descriptor's
             // values (the count of vectors is known only when the sample is).
             m.params(g)
                 .check_for(u64::MAX, vocab_pipeline::hog::DIMS)
-                .map_err(|e| invalid("mixture", settings::Invalid::from(e)))?;
+                .map_err(|e| at.invalid("mixture", settings::Invalid::from(e)))?;
         }
     } else {
         if km.k.is_empty() {
-            return Err(fail("kmeans", "k", "list vocabulary sizes of at least 1"));
+            return Err(at.fail("kmeans", "k", "list vocabulary sizes of at least 1"));
         }
-        let assignment = km.assignment().map_err(|e| invalid("kmeans", e))?;
+        let assignment = km.assignment().map_err(|e| at.invalid("kmeans", e))?;
         for &k in &km.k {
             settings::kmeans_rules(k, (km.iterations, km.tol), Some(km.init), assignment)
-                .map_err(|e| invalid("kmeans", e))?;
+                .map_err(|e| at.invalid("kmeans", e))?;
         }
     }
-    let e = &config.encode;
+    Ok(())
+}
+
+/// `[encode]`: the encoding's rules, with those that need the dictionary's size (VLAD's and
+/// Fisher vectors' lengths) for every size, before any is learned.
+fn encode_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
     let encoding = config
         .encode_params()
-        .map_err(|err| invalid("encode", err))?;
-    // The rules that need the dictionary's size (VLAD's and Fisher vectors' lengths), for every
-    // size, before any is learned.
+        .map_err(|err| at.invalid("encode", err))?;
     for &k in config.sizes() {
         encoding
             .check(Some(k))
-            .map_err(|err| invalid("encode", settings::Invalid::from(err)))?;
+            .map_err(|err| at.invalid("encode", settings::Invalid::from(err)))?;
     }
+    Ok(())
+}
+
+/// `[classify]`: the SVMs' and the protocol's rules (and `[dataset] test_labels` only with the
+/// test folder the protocol scores), a kernel map only over L1-normalised histograms, and no
+/// attribute named `path`.
+fn classify_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
+    let (d, e) = (&config.dataset, &config.encode);
     settings::svm_rules(None, config.classify.cv, config.classify.map_order)
-        .map_err(|e| invalid("classify", e))?;
+        .map_err(|e| at.invalid("classify", e))?;
     let c = &config.classify;
     settings::protocol_rules(c.trials, c.train_per_class, d.test.is_some())
-        .map_err(|e| invalid("classify", e))?;
+        .map_err(|e| at.invalid("classify", e))?;
     if d.test_labels.is_some() && d.test.is_none() {
-        return Err(fail(
+        return Err(at.fail(
             "dataset",
             "test_labels",
             "names the labels of a test folder: set `test` too",
         ));
     }
     if config.classify.kernel_map != Mapping::None && e.norm != Norm::L1 {
-        return Err(fail(
+        return Err(at.fail(
             "classify",
             "kernel_map",
             "takes L1-normalised histograms: set [encode] norm = \"l1\"",
@@ -307,7 +344,7 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
     if config.classify.kernel_map != Mapping::None
         && e.method != vocab_pipeline::encode::Pooling::Bow
     {
-        return Err(fail(
+        return Err(at.fail(
             "classify",
             "kernel_map",
             &format!(
@@ -318,24 +355,29 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
         ));
     }
     if config.classify.attributes.iter().any(|a| a == "path") {
-        return Err(fail(
+        return Err(at.fail(
             "classify",
             "attributes",
             "`path` is the photo column, not an attribute",
         ));
     }
+    Ok(())
+}
+
+/// `[plan]`: a positive link rate, and map tasks per node from 1 to the threads a node runs.
+fn plan_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
     if config.plan.link_mbit.is_nan()
         || config.plan.link_mbit <= 0.0
         || config.plan.map_tasks_per_node == 0
     {
-        return Err(fail(
+        return Err(at.fail(
             "plan",
             "link_mbit",
             "link_mbit and map_tasks_per_node must be positive",
         ));
     }
     if config.plan.map_tasks_per_node > settings::MAX_THREADS {
-        return Err(fail(
+        return Err(at.fail(
             "plan",
             "map_tasks_per_node",
             &format!(
@@ -344,7 +386,7 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
             ),
         ));
     }
-    Ok(config)
+    Ok(())
 }
 
 #[cfg(test)]

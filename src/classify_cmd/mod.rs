@@ -1,0 +1,12 @@
+//! `vocab train`, `vocab evaluate` and `vocab classify`.
+
+mod classify;
+mod evaluate;
+mod records;
+mod split;
+mod train;
+
+pub use self::classify::classify;
+pub use self::evaluate::{Scores, evaluate, evaluate_on};
+pub(crate) use self::train::C_GRID;
+pub use self::train::{train, train_on};

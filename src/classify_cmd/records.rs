@@ -1,0 +1,96 @@
+//! The encoding records beside histograms and models (`encoding.json`): read back, and matched
+//! against the vocabulary and the histograms a model is given.
+
+use std::path::Path;
+
+use anyhow::{Context, bail, ensure};
+use vocab_pipeline::encode::Encoding;
+use vocab_pipeline::features::manifest_path;
+
+/// The encoding recorded beside a histogram file, if any.
+pub(super) fn read_encoding(histograms: &Path) -> anyhow::Result<Option<Encoding>> {
+    let path = manifest_path(histograms, "encoding.json");
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = vocab_pipeline::input::read_text(&path, vocab_pipeline::input::MAX_ENCODING_BYTES)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    // Nothing a file says is trusted: a record is read back checked by the rules of vocab encode.
+    let encoding: Encoding =
+        serde_json::from_str(&text).with_context(|| format!("invalid {}", path.display()))?;
+    Ok(Some(encoding))
+}
+
+/// The vocabulary at `words` is the one `enc` was made over, by the SHA-256 of its bytes (a
+/// record from before digests were kept is taken at its path's word). `whose` names the record:
+/// `model m.json`.
+pub(super) fn same_words(enc: &Encoding, words: &Path, whose: &str) -> anyhow::Result<()> {
+    let Some(recorded) = enc.digest() else {
+        return Ok(());
+    };
+    let now = vocab_pipeline::input::digest(words)
+        .with_context(|| format!("cannot read the vocabulary {}", words.display()))?;
+    ensure!(
+        now == recorded,
+        "{whose} was made over another vocabulary than {} holds now (SHA-256 {} recorded, {} \
+         now): the file was made again since; encode and train again over it, or give the \
+         vocabulary it was made over",
+        words.display(),
+        &recorded[..12],
+        &now[..12]
+    );
+    Ok(())
+}
+
+/// The histograms at `path` (their record `theirs`) were encoded over the vocabulary the model's
+/// record `ours` names, by digest, with the same settings.
+pub(super) fn same_encoding(
+    ours: &Encoding,
+    theirs: &Encoding,
+    model: &Path,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let record = manifest_path(path, "encoding.json");
+    match (ours.digest(), theirs.digest()) {
+        (Some(a), Some(b)) => ensure!(
+            a == b,
+            "--histograms {}: encoded over another vocabulary than model {} was trained over \
+             (SHA-256 {} in {}, {} in the model); encode them over the model's vocabulary",
+            path.display(),
+            model.display(),
+            &b[..12],
+            record.display(),
+            &a[..12]
+        ),
+        // A record without its digest beside one with it: refused, not compared by path (a
+        // record's digest removed would bring the path's word back).
+        (Some(_), None) | (None, Some(_)) => bail!(
+            "--histograms {}: the record {} and model {} do not both carry their vocabulary's \
+             SHA-256, so the histograms cannot be shown to be over the model's vocabulary; \
+             encode them again with this build",
+            path.display(),
+            record.display(),
+            model.display()
+        ),
+        // Records from before digests were kept: the vocabulary's path and size.
+        (None, None) => ensure!(
+            ours.vocabulary() == theirs.vocabulary() && ours.k() == theirs.k(),
+            "--histograms {}: encoded over {} ({} words), model {} over {} ({} words)",
+            path.display(),
+            theirs.vocabulary(),
+            theirs.k(),
+            model.display(),
+            ours.vocabulary(),
+            ours.k()
+        ),
+    }
+    ensure!(
+        ours.params() == theirs.params(),
+        "--histograms {}: encoded with other settings than model {} was trained on ({}); \
+         encode them as the model's photos were",
+        path.display(),
+        model.display(),
+        record.display()
+    );
+    Ok(())
+}

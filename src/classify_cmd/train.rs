@@ -1,0 +1,302 @@
+//! `vocab train`: the split, the solver's rows (with their mirror images), the choice of C and
+//! the model's file.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, bail, ensure};
+use vocab_pipeline::classify::{
+    MODEL_VERSION, ModelFile, Table, labelled, read_histograms, read_labels,
+};
+use vocab_pipeline::encode::{Encoding, Norm};
+use vocab_pipeline::features::manifest_path;
+use vocab_pipeline::kernel_map::KernelMap;
+use vocab_pipeline::svm::{Classifier, Labelled, Rows, SvmParams, choose_c};
+
+use indicatif::ProgressBar;
+
+use super::records::read_encoding;
+use super::split::{Pairs, spec_of, split_rows};
+use crate::settings::TrainSettings;
+
+/// C values tried by cross-validation (the scale of scikit-learn's usual grid).
+pub(crate) const C_GRID: [f64; 5] = [0.01, 0.1, 1.0, 10.0, 100.0];
+
+/// `vocab train`, reporting to `out`; a bar counts the fits (each fold at each C of the grid,
+/// then the final model).
+pub fn train(
+    args: &TrainSettings,
+    ui: &crate::progress::Ui,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    let table = read_histograms(&args.histograms)?;
+    let mirrored = (args.mirrored.as_deref())
+        .map(|path| read_histograms(path).with_context(|| format!("--mirrored {}", path.display())))
+        .transpose()?;
+    train_on(args, (&table, mirrored.as_ref()), ui, out)
+}
+
+/// [`train`] on the histograms of `args.histograms` and `args.mirrored` already read (`vocab
+/// run` reads them once for every attribute).
+pub fn train_on(
+    args: &TrainSettings,
+    (table, mirror): (&Table, Option<&Table>),
+    ui: &crate::progress::Ui,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let labels = read_labels(&args.labels, &args.attribute)?;
+    let pairs = labelled(table, &labels);
+    ensure!(
+        !pairs.is_empty(),
+        "no photo of {} has a label for {:?} in {}",
+        args.histograms.display(),
+        args.attribute,
+        args.labels.display()
+    );
+    let split = spec_of(args)?;
+    let (train, test) = split_rows(table, &pairs, &split);
+    ensure!(!train.is_empty(), "the split leaves no training photos");
+    let encoding = read_encoding(&args.histograms)?;
+    let mirrored = match (&args.mirrored, mirror) {
+        (Some(path), Some(mirror)) => Some(mirror_rows(
+            (table, mirror),
+            &train,
+            encoding.as_ref(),
+            args,
+            path,
+        )?),
+        (Some(path), None) => bail!("--mirrored {}: not read", path.display()),
+        (None, _) => None,
+    };
+    let kernel_map = kernel_map_of(args, encoding.as_ref())?;
+    let copies = mirrored.as_ref().map_or(0, Vec::len);
+    let (x, y) = solver_rows((table, &train), mirrored.as_deref(), kernel_map.as_ref());
+    let copy_of: Vec<usize> = (0..copies).collect();
+    let data = Labelled::with_copies(&x, &y, &copy_of)?;
+    let fits = match args.c {
+        Some(_) => 1,
+        None => args.cv.max(2) * C_GRID.len() + 1,
+    };
+    let bar = ui.bar(fits as u64, &args.attribute);
+    let (classifier, c, cv_accuracy) = fit(args, (&data, &x, &y), &labels.classes, &bar)?;
+    let model = ModelFile {
+        version: MODEL_VERSION,
+        attribute: args.attribute.clone(),
+        split,
+        encoding,
+        cv_accuracy,
+        kernel_map,
+        mirrored: mirrored.is_some(),
+        classifier,
+    };
+    // A weight that is not finite (or a model too large to read back) is said to come from
+    // the histograms it was trained on.
+    model
+        .save(&args.out)
+        .with_context(|| format!("training on --histograms {}", args.histograms.display()))?;
+    writeln!(
+        out,
+        "train: {:?} over classes {:?}: {} labelled photos, {} trained on{}, {} held out; {}C = {c}{} ({:.1} s)",
+        args.attribute,
+        labels.classes,
+        pairs.len(),
+        train.len(),
+        if copies > 0 {
+            format!(" (and their {copies} mirror images)")
+        } else {
+            String::new()
+        },
+        test.len(),
+        kernel_map.map_or(String::new(), |m| format!(
+            "{} kernel map of order {}, ",
+            m.kernel.name(),
+            m.order
+        )),
+        cv_accuracy.map_or(String::new(), |a| format!(
+            " (cv accuracy {a:.4} over {} folds)",
+            args.cv
+        )),
+        started.elapsed().as_secs_f64()
+    )?;
+    writeln!(out, "  wrote {}", args.out.display())?;
+    Ok(())
+}
+
+/// The kernel map of `--kernel-map`, if any: refused over the vectors of another pooling than
+/// bags of words, and over histograms not L1-normalised, as `encoding` records them.
+fn kernel_map_of(
+    args: &TrainSettings,
+    encoding: Option<&Encoding>,
+) -> anyhow::Result<Option<KernelMap>> {
+    Ok(match args.kernel_map.kernel() {
+        None => None,
+        Some(kernel) => {
+            if let Some(enc) = encoding
+                .filter(|e| e.params().method.pooling() != vocab_pipeline::encode::Pooling::Bow)
+            {
+                bail!(
+                    "--kernel-map {}: the map takes histograms, and {} holds {} vectors (signed, \
+                     already normalised for a linear SVM); drop the kernel map",
+                    kernel.name(),
+                    args.histograms.display(),
+                    enc.params().method.pooling().name()
+                );
+            }
+            if let Some(enc) = encoding.filter(|e| e.params().norm != Norm::L1) {
+                bail!(
+                    "--kernel-map {}: the map takes L1-normalised histograms, and {} were \
+                     encoded with --norm {} (itself a kernel map); encode with --norm l1",
+                    kernel.name(),
+                    args.histograms.display(),
+                    enc.params().norm.name()
+                );
+            }
+            Some(KernelMap::new(kernel, args.map_order).context("--map-order")?)
+        }
+    })
+}
+
+/// The solver's rows and their classes: the training photos' `train` of `table`, then their
+/// mirror images' `mirrored` (copies, in the same folds); mapped straight from the histograms'
+/// non-zero bins by `kernel_map` (the dense mapped vectors never exist), or as they are.
+fn solver_rows(
+    (table, train): (&Table, &Pairs),
+    mirrored: Option<&[&[f32]]>,
+    kernel_map: Option<&KernelMap>,
+) -> (Rows, Vec<usize>) {
+    let copies = mirrored.map_or(0, <[_]>::len);
+    let histograms: Vec<&[f32]> = (train.iter())
+        .map(|&(i, _)| table.rows[i].as_slice())
+        .chain(mirrored.into_iter().flatten().copied())
+        .collect();
+    let x = match kernel_map {
+        Some(map) => Rows::mapped(&histograms, map),
+        None => Rows::from_dense(&histograms),
+    };
+    let y: Vec<usize> = (train.iter().map(|&(_, c)| c))
+        .chain(train.iter().take(copies).map(|&(_, c)| c))
+        .collect();
+    (x, y)
+}
+
+/// The model's SVM over the solver's rows `x` of classes `y` (`data`, with their copies): at
+/// `--c`, or at the C of [`C_GRID`] that cross-validation over `--cv` folds chooses, the folds'
+/// duals at that C starting the fit on every row. `bar` counts the fits. Returns the
+/// classifier, its C and, when chosen, the cross-validated accuracy.
+fn fit(
+    args: &TrainSettings,
+    (data, x, y): (&Labelled, &Rows, &[usize]),
+    classes: &[String],
+    bar: &ProgressBar,
+) -> anyhow::Result<(Classifier, f64, Option<f64>)> {
+    let (c, cv_accuracy, start) = match args.c {
+        Some(c) => (c, None, None),
+        None => {
+            let fitted = |fold: usize, c: f64| {
+                bar.set_message(format!("fold {} of {}, C = {c}", fold + 1, args.cv.max(2)));
+                bar.inc(1);
+            };
+            let chosen = choose_c(
+                data,
+                classes,
+                &C_GRID,
+                args.cv,
+                args.split_seed,
+                args.solver,
+                &fitted,
+            )?;
+            // The folds' duals at the chosen C start the fit on every training photo.
+            (chosen.c, Some(chosen.accuracy), Some(chosen.start))
+        }
+    };
+    bar.set_message(format!("the model, C = {c}"));
+    let (classifier, _) = Classifier::fit_rows(
+        x,
+        y,
+        classes,
+        &SvmParams {
+            c,
+            seed: args.split_seed,
+            solver: args.solver,
+            ..SvmParams::default()
+        },
+        start.as_deref().filter(|s| !s.is_empty()),
+    )?;
+    bar.inc(1);
+    Ok((classifier, c, cv_accuracy))
+}
+
+/// The rows of `mirrored` (`vocab train --mirrored`) for the training photos `train` of
+/// `table`, in their order: the same encoding of the photos mirrored when both files record one,
+/// a row of the same length for every training photo (found by path).
+fn mirror_rows<'m>(
+    (table, mirror): (&Table, &'m Table),
+    train: &[(usize, usize)],
+    encoding: Option<&Encoding>,
+    args: &TrainSettings,
+    path: &Path,
+) -> anyhow::Result<Vec<&'m [f32]>> {
+    // Both records are needed: they are what says the rows are mirror images of the same
+    // photos over the same vocabulary (by its digest), and vocab encode always writes them.
+    let record = |histograms: &Path, flag: &str| {
+        format!(
+            "{flag} {}: has no record {} to show that --mirrored holds the mirror images of \
+             --histograms' photos over the same vocabulary; give the histograms of vocab encode \
+             (and of vocab encode --mirror) with their records",
+            histograms.display(),
+            manifest_path(histograms, "encoding.json").display()
+        )
+    };
+    let ours = encoding.with_context(|| record(&args.histograms, "--histograms"))?;
+    let theirs = read_encoding(path)?.with_context(|| record(path, "--mirrored"))?;
+    ensure!(
+        !ours.params().features.mirror,
+        "--histograms {}: holds mirrored photos (vocab encode --mirror); give the photos as \
+         they are, and their mirror images as --mirrored",
+        args.histograms.display()
+    );
+    ensure!(
+        theirs.params().features.mirror,
+        "--mirrored {}: holds the photos as they are; give the histograms of `vocab encode \
+         --mirror`",
+        path.display()
+    );
+    {
+        ensure!(
+            theirs == ours.mirror_image(),
+            "--mirrored {}: encoded otherwise than --histograms {} ({} against {}); encode both \
+             with the same vocabulary and settings",
+            path.display(),
+            args.histograms.display(),
+            manifest_path(path, "encoding.json").display(),
+            manifest_path(&args.histograms, "encoding.json").display()
+        );
+    }
+    let by_path: std::collections::HashMap<&str, usize> = (mirror.paths.iter())
+        .enumerate()
+        .map(|(i, p)| (p.as_str(), i))
+        .collect();
+    let len = table.rows.first().map_or(0, Vec::len);
+    train
+        .iter()
+        .map(|&(i, _)| {
+            let photo = &table.paths[i];
+            let row = by_path.get(photo.as_str()).map(|&m| &mirror.rows[m]);
+            let row = row.with_context(|| {
+                format!(
+                    "--mirrored {}: has no row for the training photo {photo}",
+                    path.display()
+                )
+            })?;
+            ensure!(
+                row.len() == len,
+                "--mirrored {}: rows of {} values, --histograms {} rows of {len}",
+                path.display(),
+                row.len(),
+                args.histograms.display()
+            );
+            Ok(row.as_slice())
+        })
+        .collect()
+}
