@@ -37,18 +37,14 @@ pub fn read_racks(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {
     })
 }
 
-/// Whether `command` runs under MPI.
+/// Whether `command` runs under MPI: its `--engine` says `mpi` ([`Command::engine`]), or it is
+/// the collectives' benchmark, which runs only there.
 pub fn wants_mpi(command: &Command) -> bool {
-    use TransportKind::Mpi;
-    match command {
-        Command::Kmeans(args) => args.team.engine == Some(Mpi),
-        Command::Mixture(args) => args.team.engine == Some(Mpi),
-        Command::Features(args) => args.nodes.engine == Some(Mpi),
-        Command::Encode(args) => args.nodes.engine == Some(Mpi),
-        Command::Run(args) => args.engine == Some(Mpi),
-        Command::Bench(crate::cli::BenchCommand::Collectives(_)) => true,
-        _ => false,
-    }
+    command.engine() == Some(TransportKind::Mpi)
+        || matches!(
+            command,
+            Command::Bench(crate::cli::BenchCommand::Collectives(_))
+        )
 }
 
 /// Runs `command` as one rank of an MPI job.

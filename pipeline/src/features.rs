@@ -630,9 +630,9 @@ impl StageOutput<Described> for FeatureWriter {
 }
 
 /// Writes nothing for a photo: the stage's results stay where they were made.
-struct Nowhere;
+struct WriteNothing;
 
-impl StageOutput<()> for Nowhere {
+impl StageOutput<()> for WriteNothing {
     fn write(&mut self, _: &Photo, (): ()) -> Result<(), FeaturesError> {
         Ok(())
     }
@@ -651,7 +651,7 @@ pub fn manifests_from(
     source: &mut dyn Source<()>,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<FeatureSummary, FeaturesError> {
-    run_stage(collection, out, Nowhere, source, progress)
+    run_stage(collection, out, WriteNothing, source, progress)
 }
 
 /// Runs the stage: describes every photo of `collection` into a feature file at `out`.

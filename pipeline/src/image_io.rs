@@ -421,7 +421,7 @@ pub const MAX_PIXELS: u64 = 100_000_000;
 /// to 8 bytes: 16-bit RGBA) and its luminance (4 bytes); then the luminance and the HOG grid of
 /// a dense description (about 7 bytes). Measured on 100-Mpix photos in `eval/photo_memory/`
 /// (8-bit RGB: 7.1 bytes a pixel, a dense encode the same) and bounded in
-/// `tests/cli/hardening.rs`.
+/// `tests/cli/limits.rs`.
 pub const BYTES_PER_PIXEL: u64 = 12;
 
 /// Bytes a photo's file may hold beyond its pixels (metadata: EXIF, ICC profiles, thumbnails).

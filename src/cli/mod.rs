@@ -74,6 +74,21 @@ pub enum Command {
     Bench(BenchCommand),
 }
 
+impl Command {
+    /// The `--engine` flag of a command that has one (the distributed stages and `vocab run`):
+    /// the flag as given; [`crate::settings::Backend::of`] reads it with the others.
+    pub fn engine(&self) -> Option<vocab_cluster::net::transport::Kind> {
+        match self {
+            Command::Kmeans(args) => args.team.engine,
+            Command::Mixture(args) => args.team.engine,
+            Command::Features(args) => args.nodes.engine,
+            Command::Encode(args) => args.nodes.engine,
+            Command::Run(args) => args.engine,
+            _ => None,
+        }
+    }
+}
+
 /// `vocab cluster ...`
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {

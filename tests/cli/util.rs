@@ -346,3 +346,43 @@ pub fn copy_tree(from: &Path, to: &Path) {
         to.display()
     );
 }
+
+/// Every file below `dir`, sorted (entries that vanish while it walks are left out).
+pub fn files_below(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut all: Vec<std::path::PathBuf> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.into_path())
+        .collect();
+    all.sort();
+    all
+}
+
+/// Runs vocab for at most `secs` seconds: its stderr, or a timeout named as a failure.
+pub fn fails_within(args: &[&str], secs: u64) -> String {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vocab"))
+        .args(args)
+        .arg("--quiet")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("vocab starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut err = String::new();
+            let mut pipe = child.stderr.take().expect("stderr");
+            pipe.read_to_string(&mut err).expect("stderr text");
+            assert!(!status.success(), "vocab {args:?} should fail");
+            return err;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("vocab {args:?} still running after {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -1,4 +1,4 @@
-//! The engine's errors, and the JSON in which members and root exchange control words.
+//! The engine's errors (a job's own are the job's, carried as [`EngineError::Job`]), and the JSON in which members and root exchange control words.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -29,44 +29,20 @@ pub enum EngineError {
         /// What is wrong.
         reason: String,
     },
-    /// The members' vectors do not add up to the manifest.
-    #[error("the ranks hold {got} vectors, the partition manifest lists {want}")]
-    Count {
-        /// Vectors held.
-        got: u64,
-        /// Vectors listed.
-        want: u64,
-    },
-    /// The data's values span too wide a range for exact fixed-point sums.
+    /// A job's own error (its data, its shapes: the jobs' `JobError`), carried through the
+    /// engine without the engine reading it.
     #[error(transparent)]
-    Range(#[from] vocab_pipeline::kmeans::partial::RangeError),
-    /// The k-means computation refused the data (first centroids from the members' rows).
-    #[error(transparent)]
-    KMeans(#[from] vocab_pipeline::kmeans::KMeansError),
-    /// A step before any load.
-    #[error("rank {0} was asked to step with no partitions loaded")]
-    NotLoaded(usize),
-    /// No member holds a partition (dealt by where partitions are).
-    #[error(
-        "no member holds {file}: none of the {hosts} members' folders at {dir} has it whole \
-         (describe the photos again: remove the features step's folder)"
-    )]
-    Unplaced {
-        /// The partition's file.
-        file: String,
-        /// The folder, as members see it.
-        dir: String,
-        /// Members asked.
-        hosts: usize,
-    },
-    /// A centroid set that does not match the job.
-    #[error("centroids of {got} values, {want} expected")]
-    Shape {
-        /// Values received.
-        got: usize,
-        /// Values expected.
-        want: usize,
-    },
+    Job(Box<dyn std::error::Error + Send + Sync + 'static>),
+}
+
+impl EngineError {
+    /// The job's error of type `E` this is, if it is one.
+    pub fn job<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            Self::Job(e) => e.downcast_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// `value` as JSON (control words and job commands).

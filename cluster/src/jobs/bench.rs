@@ -3,6 +3,7 @@
 //! trees and checks every copy ([`broadcast_checked`], [`gather_checked`]; any engine), and
 //! [`Broadcaster`], the same on the worker daemons with their recovery.
 
+use crate::jobs::error::JobError;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -92,10 +93,11 @@ impl Job for Bench {
 /// A benchmark size from the root, refused above what any step would move.
 fn checked_size(bytes: u64) -> Result<usize, EngineError> {
     if bytes > MAX_DATA {
-        return Err(EngineError::Shape {
+        return Err(JobError::Shape {
             got: usize::try_from(bytes).unwrap_or(usize::MAX),
             want: MAX_DATA as usize,
-        });
+        }
+        .into());
     }
     Ok(bytes as usize)
 }

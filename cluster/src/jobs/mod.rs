@@ -14,10 +14,13 @@
 
 pub mod bench;
 pub mod born;
+pub mod error;
 pub mod kmeans;
 pub mod photos;
 pub(crate) mod place;
 mod registry;
+
+pub use error::JobError;
 
 pub use self::place::member_dir;
 pub use self::registry::{members, serve};

@@ -1,6 +1,7 @@
 //! The k-means job's member half: a share of the partitions cached across iterations (and
 //! across teams of the same job), and each iteration's broadcast, map, stage 1 and stage 2.
 
+use crate::jobs::error::JobError;
 use std::borrow::Cow;
 use std::time::Instant;
 
@@ -96,7 +97,7 @@ impl Job for Kmeans {
             }
             Command::Step { .. } | Command::Moments { .. } => {
                 let (Some(s), Some(job)) = (self.share.as_ref(), self.loaded.as_ref()) else {
-                    return Err(EngineError::NotLoaded(transport.rank()));
+                    return Err(JobError::NotLoaded(transport.rank()).into());
                 };
                 let team = team_of(transport, &job.order, &job.broadcast_tree, &job.gather_tree)?;
                 let (share, received) = (Some(s), member.received());
@@ -164,10 +165,11 @@ pub(super) fn member_step(
         .checked_mul(dims)
         .filter(|&v| v > 0 && v as u64 <= MAX_STEP_BYTES / 4);
     let Some(values) = values else {
-        return Err(EngineError::Shape {
+        return Err(JobError::Shape {
             got: 0,
             want: k.saturating_mul(dims),
-        });
+        }
+        .into());
     };
     let plan = plan_of(algorithm, chunk, chains)?;
     let (broadcast_seconds, centroids) =
@@ -175,10 +177,11 @@ pub(super) fn member_step(
     let (w, me) = (team.size(), team.me());
     let Some(share) = share.filter(|_| mapper(me, w, root_maps).is_some()) else {
         // A root that only drives: no map, no range; its piece is empty statistics.
-        return Ok(stats_piece(&StepStats {
+        let stats = StepStats {
             broadcast_seconds,
             ..StepStats::default()
-        }));
+        };
+        return Ok(stats.piece(&[]));
     };
     let mapped = share.map(
         &centroids,
@@ -250,10 +253,11 @@ pub(super) fn member_moments(
     };
     let (w, me) = (team.size(), team.me());
     let Some(share) = share.filter(|_| mapper(me, w, root_maps).is_some()) else {
-        return Ok(stats_piece(&StepStats {
+        let stats = StepStats {
             broadcast_seconds,
             ..StepStats::default()
-        }));
+        };
+        return Ok(stats.piece(&[]));
     };
     if !vocab_pipeline::mixture::moments::scales_fit(statistic, scales) {
         return Err(malformed(format!(
@@ -300,7 +304,7 @@ fn reduce_and_report(
     };
     let (sum, stage2_bytes) = reduce_ranges(&mappers, &partials, k, dims, chunk)?;
     let reduced_at = received.elapsed().as_secs_f64();
-    let mut piece = stats_piece(&StepStats {
+    let stats = StepStats {
         broadcast_seconds,
         map_seconds,
         stage1_seconds,
@@ -313,9 +317,8 @@ fn reduce_and_report(
             .iter()
             .flat_map(|p| p.units.iter().map(|&(key, v)| (key, v.to_bits())))
             .collect(),
-    });
-    piece.extend_from_slice(&result(&sum));
-    Ok(piece)
+    };
+    Ok(stats.piece(&result(&sum)))
 }
 
 /// The step's `k x dims` centroids (`values` floats) broadcast by `plan` from the root, which
@@ -359,13 +362,4 @@ fn assignment_of(prune: bool, int8: bool, approx_lists: u32, approx_probes: u32)
     } else {
         Assignment::new(prune, if int8 { Kernel::Int8 } else { Kernel::F32 })
     }
-}
-
-/// The start of a stage-3 piece: the encoded `stats`, after their length (8 bytes, little
-/// endian).
-fn stats_piece(stats: &StepStats) -> Vec<u8> {
-    let stats = encode(stats);
-    let mut piece = (stats.len() as u64).to_le_bytes().to_vec();
-    piece.extend_from_slice(&stats);
-    piece
 }

@@ -2,6 +2,7 @@
 //! and loaded, the fixed-point scale agreed), then one [`Root::step`] per iteration; the k-means
 //! [`Engine`] of an MPI rank 0, and of the TCP driver on each team it forms.
 
+use crate::jobs::error::JobError;
 use std::time::Instant;
 
 use vocab_pipeline::kmeans::engine::{Engine, StepReport, StepResult};
@@ -93,22 +94,24 @@ fn find(
         });
     };
     let Some(recipes) = options.remake.as_deref() else {
-        return Err(EngineError::Unplaced {
+        return Err(JobError::Unplaced {
             file: manifest.partitions[first].file.clone(),
             dir: options.dir.clone(),
             hosts: hosts.len(),
-        });
+        }
+        .into());
     };
     // Each lost partition is made again by a mapping member with the fewest so far.
     let mappers: Vec<usize> = (usize::from(!options.root_maps)..transport.size()).collect();
     let mut which = Vec::with_capacity(lost.len());
     for &p in &lost {
         let Some(&rank) = mappers.iter().min_by_key(|&&r| (deal[r].len(), r)) else {
-            return Err(EngineError::Unplaced {
+            return Err(JobError::Unplaced {
                 file: manifest.partitions[p].file.clone(),
                 dir: options.dir.clone(),
                 hosts: hosts.len(),
-            });
+            }
+            .into());
         };
         deal[rank].push(p as u32);
         which.push((rank, p));
@@ -236,10 +239,11 @@ fn load(
         bins = vocab_pipeline::kmeans::partial::add_bins(bins, &reply.magnitudes);
     }
     if rows != manifest.count {
-        return Err(EngineError::Count {
+        return Err(JobError::Count {
             got: rows,
             want: manifest.count,
-        });
+        }
+        .into());
     }
     let scale = fixed_scale(peak, rows);
     vocab_pipeline::kmeans::partial::check_range(scale, &bins, peak)?;
@@ -553,10 +557,11 @@ impl<'t> Root<'t> {
         report.broadcast_bytes = (k * dims * 4 * (team.size() - 1)) as u64;
         let total: u64 = counts.iter().sum();
         if total != self.manifest.count {
-            return Err(EngineError::Count {
+            return Err(JobError::Count {
                 got: total,
                 want: self.manifest.count,
-            });
+            }
+            .into());
         }
         report.recalibrated = recalibrated;
         self.watch(report.broadcast_seconds);
@@ -642,16 +647,8 @@ impl<'t> Root<'t> {
         for (j, piece) in pieces.iter().enumerate() {
             let rank = self.layout.order[j];
             let malformed = |reason: String| EngineError::Malformed { rank, reason };
-            let head: [u8; 8] = piece
-                .get(..8)
-                .and_then(|h| h.try_into().ok())
-                .ok_or_else(|| malformed("stage-3 piece without a header".into()))?;
-            let stats_len = usize::try_from(u64::from_le_bytes(head))
-                .ok()
-                .filter(|&n| n <= piece.len() - 8)
-                .ok_or_else(|| malformed("stage-3 header longer than the piece".into()))?;
-            let stats: StepStats = decode(rank, &piece[8..8 + stats_len])?;
-            let blob = &piece[8 + stats_len..];
+            let (stats, blob) = StepStats::of_piece(piece)
+                .ok_or_else(|| malformed("a stage-3 piece shorter than its own words".into()))?;
             place(range_at(k, j, w, self.options.root_maps), blob)
                 .map_err(|e| malformed(e.to_string()))?;
             units.extend(

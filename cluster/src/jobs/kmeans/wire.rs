@@ -102,9 +102,9 @@ impl LoadReply {
     }
 }
 
-/// A member's stage-3 statistics (its reduced range follows in the same gathered piece).
-#[derive(Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A member's stage-3 statistics: with its reduced range, the typed piece it gathers to the
+/// root ([`StepStats::piece`], [`StepStats::of_piece`]).
+#[derive(Debug, Default, PartialEq)]
 pub(super) struct StepStats {
     pub(super) broadcast_seconds: f64,
     pub(super) map_seconds: f64,
@@ -118,5 +118,98 @@ pub(super) struct StepStats {
     pub(super) units: Vec<(u64, u64)>,
 }
 
+/// Words of a stage-3 piece before its units: five times, three counts, the count of units.
+const PIECE_HEAD: usize = 9;
+
+impl StepStats {
+    /// The member's stage-3 piece, little-endian 8-byte words: the five times (`f64` bits), the
+    /// stage-2 bytes, tasks and kept vectors, the count of units and each unit's key and
+    /// inertia bits; then its reduced `range`, as [`crate::collective::aggregate`] lays it out.
+    pub(super) fn piece(&self, range: &[u8]) -> Vec<u8> {
+        let words = PIECE_HEAD + 2 * self.units.len();
+        let mut out = Vec::with_capacity(words * 8 + range.len());
+        let head = [
+            self.broadcast_seconds.to_bits(),
+            self.map_seconds.to_bits(),
+            self.stage1_seconds.to_bits(),
+            self.mapped_at.to_bits(),
+            self.reduced_at.to_bits(),
+            self.stage2_bytes,
+            self.tasks,
+            self.kept,
+            self.units.len() as u64,
+        ];
+        let units = self.units.iter().flat_map(|&(key, bits)| [key, bits]);
+        for word in head.into_iter().chain(units) {
+            out.extend_from_slice(&word.to_le_bytes());
+        }
+        out.extend_from_slice(range);
+        out
+    }
+
+    /// A stage-3 piece read back: the statistics and the range's bytes; `None` when the piece
+    /// is shorter than its own words say.
+    pub(super) fn of_piece(piece: &[u8]) -> Option<(Self, &[u8])> {
+        let word = |i: usize| -> Option<u64> {
+            let bytes = piece.get(i.checked_mul(8)?..i.checked_add(1)?.checked_mul(8)?)?;
+            Some(u64::from_le_bytes(bytes.try_into().ok()?))
+        };
+        let units = usize::try_from(word(PIECE_HEAD - 1)?).ok()?;
+        let words = units.checked_mul(2)?.checked_add(PIECE_HEAD)?;
+        let range = piece.get(words.checked_mul(8)?..)?;
+        let stats = Self {
+            broadcast_seconds: f64::from_bits(word(0)?),
+            map_seconds: f64::from_bits(word(1)?),
+            stage1_seconds: f64::from_bits(word(2)?),
+            mapped_at: f64::from_bits(word(3)?),
+            reduced_at: f64::from_bits(word(4)?),
+            stage2_bytes: word(5)?,
+            tasks: word(6)?,
+            kept: word(7)?,
+            units: (0..units)
+                .map(|u| Some((word(PIECE_HEAD + 2 * u)?, word(PIECE_HEAD + 2 * u + 1)?)))
+                .collect::<Option<_>>()?,
+        };
+        Some((stats, range))
+    }
+}
+
 /// Largest centroid set or stage-3 piece a member accepts (bytes).
 pub(super) const MAX_STEP_BYTES: u64 = crate::collective::MAX_DATA;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stage3_piece_reads_back_and_a_short_one_is_refused() {
+        let stats = StepStats {
+            broadcast_seconds: 0.25,
+            map_seconds: 1.5,
+            stage1_seconds: f64::MIN_POSITIVE,
+            mapped_at: 2.0,
+            reduced_at: 3.0,
+            stage2_bytes: 1 << 40,
+            tasks: 7,
+            kept: u64::MAX,
+            units: vec![(3, 1.0f64.to_bits()), (u64::MAX, 0)],
+        };
+        let range = [1u8, 2, 3, 4, 5, 6, 7, 8, 9];
+        let piece = stats.piece(&range);
+        let (back, blob) = StepStats::of_piece(&piece).expect("reads back");
+        assert_eq!((back, blob), (stats, &range[..]));
+        let empty = StepStats::default().piece(&[]);
+        assert_eq!(empty.len(), PIECE_HEAD * 8);
+        assert_eq!(
+            StepStats::of_piece(&empty),
+            Some((StepStats::default(), &[][..]))
+        );
+        // Cut anywhere inside its words, or claiming more units than it holds: refused.
+        for cut in 0..piece.len() - range.len() {
+            assert_eq!(StepStats::of_piece(&piece[..cut]), None, "cut at {cut}");
+        }
+        let mut lying = empty.clone();
+        lying[64..72].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(StepStats::of_piece(&lying), None);
+    }
+}

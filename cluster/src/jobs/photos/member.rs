@@ -1,6 +1,7 @@
 //! A photo job's member half: the job received and checked, then its share of each round
 //! computed (the next round's started early on a thread of its own) and gathered at the root.
 
+use crate::jobs::error::JobError;
 use std::sync::{Arc, Mutex};
 
 use super::job::{
@@ -128,10 +129,11 @@ fn receive_job(
     let mut bufs = Vec::new();
     for bytes in [job_bytes, vocabulary_bytes] {
         if bytes > MAX_CONTROL {
-            return Err(EngineError::Shape {
+            return Err(JobError::Shape {
                 got: usize::try_from(bytes).unwrap_or(usize::MAX),
                 want: MAX_CONTROL as usize,
-            });
+            }
+            .into());
         }
         let mut data = vec![0u8; bytes as usize];
         broadcast(control, job_plan(), &mut data)?;
@@ -186,7 +188,7 @@ fn serve_shard(
 ) -> Result<(), EngineError> {
     let control = Team::ranks(transport);
     let me = transport.rank();
-    let work = work.ok_or(EngineError::NotLoaded(me))?;
+    let work = work.ok_or(JobError::NotLoaded(me))?;
     let (start, end) = my_range(work, ranges, me)?;
     let done = match ahead.take() {
         Some(a) if a.range == (start, end) => a.piece.recv().ok(),

@@ -1,6 +1,7 @@
 //! A photo job's root half: the job started on every member, then rounds of photos dealt out
 //! in contiguous ranges and each member's piece checked before anything is written.
 
+use crate::jobs::error::JobError;
 use std::ops::Range;
 
 use vocab_pipeline::encode::Words;
@@ -385,7 +386,7 @@ impl PhotoRoot<'_> {
         element: Element,
         source: &str,
     ) -> Result<Born, EngineError> {
-        let kept = self.kept.take().ok_or(EngineError::NotLoaded(0))?;
+        let kept = self.kept.take().ok_or(JobError::NotLoaded(0))?;
         let cut = Cut {
             dir: dir.to_string(),
             parts: parts as u64,

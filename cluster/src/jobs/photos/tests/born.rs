@@ -1,6 +1,7 @@
 //! Partitions born on the members: the cut gives the single machine's partitions, a kept job run
 //! again takes back the rounds its members saved, a cut unlike what members kept is refused.
 
+use crate::jobs::error::JobError;
 use std::path::PathBuf;
 
 use vocab_pipeline::features;
@@ -329,7 +330,13 @@ fn a_cut_unlike_what_the_members_kept_is_refused_naming_the_member() {
         )?;
         // Before the rounds there is nothing to cut.
         let early = job.cut(&dir, 2, vocab_pipeline::store::Element::F32, "kept");
-        assert!(matches!(early, Err(EngineError::NotLoaded(0))), "{early:?}");
+        assert!(
+            matches!(
+                early.as_ref().map_err(|e| e.job()),
+                Err(Some(JobError::NotLoaded(0)))
+            ),
+            "{early:?}"
+        );
         job.kept_rounds(&mut |_| {})?;
         if let Some(kept) = job.kept.as_mut() {
             kept.records[2] += 1;
