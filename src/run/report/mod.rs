@@ -1,0 +1,99 @@
+//! The run's report (`WORK/report/`: report.md, CSVs, PNG figures) and its one-screen summary.
+//!
+//! What the report is made of is in `results`; `tables` writes the CSVs, `figures` the PNGs and
+//! `markdown` report.md.
+
+mod figures;
+mod markdown;
+mod results;
+mod tables;
+
+use std::path::Path;
+
+use anyhow::Context;
+
+pub use self::markdown::headline;
+pub use self::results::{Dictionaries, Outcome, Run, Summary, TrialResult, Vocabulary, summarise};
+
+use self::markdown::markdown;
+use self::tables::{Stages, accuracy_csv, steps_csv, trials_csv, vocabularies, write_file};
+use super::step::Step;
+
+/// Writes the report into `dir`.
+pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
+    vocab_pipeline::output::create_dir_all(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    let summaries = summarise(run.trials);
+    accuracy_csv(dir, &summaries)?;
+    figures::accuracy(dir, &summaries, run.dictionaries)?;
+    trials_csv(dir, run.trials)?;
+    // The vocabularies of the first trial (every trial's steps are in steps.csv).
+    let first: &[Vocabulary] = run.trials.first().map_or(&[], |t| &t.vocabularies);
+    let stages = Stages::of(first);
+    write_file(dir, "kmeans.csv", &stages.csv)?;
+    let (vocab_md, iterations) = vocabularies(first);
+    write_file(dir, "kmeans-iterations.csv", &iterations)?;
+    figures::kmeans_stages(dir, &stages)?;
+    steps_csv(dir, run.steps)?;
+    let headline = headline(run, &summaries)?;
+    let vocab_md = format!("{vocab_md}{}", figures::words(dir, run));
+    write_file(
+        dir,
+        "report.md",
+        &markdown(run, &headline, &summaries, &vocab_md, &stages),
+    )
+}
+
+/// The one-screen end of a run: steps with their times, then accuracies and the best result of
+/// each attribute with the protocol that produced it.
+pub fn summary(
+    steps: &[Step],
+    summaries: &[Summary],
+    headline: &[String],
+    dictionaries: Dictionaries,
+) {
+    let size = dictionaries.letter();
+    println!("\nstage       step                  seconds  status");
+    for s in steps {
+        println!(
+            "{:<11} {:<21} {:>7.1}  {}",
+            s.stage,
+            s.label,
+            s.seconds,
+            if s.cached { "cached" } else { "ran" }
+        );
+    }
+    if !summaries.is_empty() {
+        let trials = summaries[0].trials;
+        if trials > 1 {
+            println!(
+                "\n{:>7}  {:<14} {:>9} {:>7} {:>9}",
+                size, "attribute", "accuracy", "std", "balanced"
+            );
+        } else {
+            println!(
+                "\n{:>7}  {:<14} {:>9} {:>9}",
+                size, "attribute", "accuracy", "balanced"
+            );
+        }
+        for o in summaries {
+            if trials > 1 {
+                println!(
+                    "{:>7}  {:<14} {:>9.4} {:>7.4} {:>9.4}",
+                    o.k, o.attribute, o.accuracy, o.std, o.balanced_accuracy
+                );
+            } else {
+                println!(
+                    "{:>7}  {:<14} {:>9.4} {:>9.4}",
+                    o.k, o.attribute, o.accuracy, o.balanced_accuracy
+                );
+            }
+        }
+    }
+    if !headline.is_empty() {
+        println!();
+        for line in headline {
+            println!("{line}");
+        }
+    }
+}
