@@ -108,7 +108,7 @@ fn dispatch(
                 &args.input,
                 args.labels.as_deref(),
                 &args.out,
-                &args.options,
+                (&args.options, None),
             )
             .or_flag()?;
             let engine = sharded::engine(&args.nodes, mpi)?;

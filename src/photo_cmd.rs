@@ -180,7 +180,8 @@ pub fn encode(
     // the words are read, so a file changed meanwhile is one the record does not match.
     let digest = vocab_pipeline::input::digest(&settings.vocabulary)
         .with_context(|| format!("cannot read {}", settings.vocabulary.display()))?;
-    let vocabulary = read_words(&settings.vocabulary, &settings.params)?;
+    let mixture = settings.mixture.clone();
+    let vocabulary = read_words(&settings.vocabulary, &settings.params, mixture)?;
     vocabulary_rules(settings, &vocabulary)?;
     let collection = open_collection(&settings.input, settings.labels.as_deref(), on)?;
     let bar = ui.bar(collection.photos().len() as u64, "encode");
@@ -388,8 +389,13 @@ fn over(words: &Path) -> String {
 
 /// Reads what HOG patches are encoded against for `params`: a vocabulary whose words have the
 /// descriptor's dims, or for Fisher vectors a mixture over the HOG descriptor projected onto
-/// the method's dims (the error names the file, not the histograms being written).
-pub fn read_words(path: &Path, params: &EncodeParams) -> anyhow::Result<Words> {
+/// the method's dims (the error names the file, not the histograms being written); `mixture`,
+/// that file as the settings read it (read here when not given).
+pub fn read_words(
+    path: &Path,
+    params: &EncodeParams,
+    mixture: Option<vocab_pipeline::mixture::MixtureFile>,
+) -> anyhow::Result<Words> {
     let dims = vocab_pipeline::hog::DIMS;
     let Some(projected) = params.method.projected() else {
         let vocabulary = vocab_pipeline::kmeans::files::read_vocabulary(path).map_err(|e| {
@@ -410,7 +416,10 @@ pub fn read_words(path: &Path, params: &EncodeParams) -> anyhow::Result<Words> {
         );
         return Ok(Words::Vocabulary(vocabulary));
     };
-    let file = vocab_pipeline::mixture::MixtureFile::read(path)?;
+    let file = match mixture {
+        Some(file) => file,
+        None => vocab_pipeline::mixture::MixtureFile::read(path)?,
+    };
     let model =
         FisherModel::of(&file).with_context(|| format!("the mixture {}", path.display()))?;
     ensure!(

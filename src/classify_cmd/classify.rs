@@ -27,7 +27,7 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
     vocab_pipeline::output::protect(format!("the model's vocabulary {}", words.display()), words);
     vocab_pipeline::output::claim(&args.out)?;
     same_words(&enc, words, &format!("model {}", args.model.display()))?;
-    let vocabulary = crate::photo_cmd::read_words(words, enc.params())
+    let vocabulary = crate::photo_cmd::read_words(words, enc.params(), None)
         .with_context(|| format!("the model's vocabulary {}", enc.vocabulary()))?;
     ensure!(
         vocabulary.k() == enc.k(),

@@ -156,10 +156,9 @@ impl Chain<'_> {
         let mut vocabularies = Vec::new();
         let suffix = trial.suffix();
         for &k in self.config.sizes() {
-            let (kmeans_key, vocabulary, fitted) = self.dictionary(runner, sampled, &suffix, k)?;
-            vocabularies.extend(fitted);
-            let encoded =
-                self.encodings(runner, sampled, (&kmeans_key, &vocabulary), &suffix, k)?;
+            let dictionary = self.dictionary(runner, sampled, &suffix, k)?;
+            vocabularies.extend(dictionary.vocabulary);
+            let encoded = self.encodings(runner, sampled, &dictionary.made, &suffix, k)?;
             let tables = stages::Tables::default();
             for attribute in attributes {
                 let svm = stages::Svm {
@@ -197,14 +196,14 @@ impl Chain<'_> {
     }
 
     /// The dictionary of size `k`: the mixture of Fisher vectors, or the vocabulary (and what
-    /// the report says of it); its step's key and its file.
+    /// the report says of it).
     fn dictionary(
         &self,
         runner: &mut Runner,
         sampled: &Sampled,
         suffix: &str,
         k: usize,
-    ) -> anyhow::Result<(String, PathBuf, Option<Vocabulary>)> {
+    ) -> anyhow::Result<Dictionary> {
         // One process reads partitions made on the nodes in place (their folder is whole here,
         // or the features step would have been made again).
         let placed = (sampled.placed.as_ref())
@@ -222,8 +221,16 @@ impl Chain<'_> {
                 ui: self.ui,
                 mpi: self.mpi,
             };
-            let (dir, _) = runner.run(&mixture)?;
-            return Ok((mixture.key(), dir.join("mixture.json"), None));
+            let (dir, file) = runner.run(&mixture)?;
+            let made = Made {
+                key: mixture.key(),
+                path: dir.join("mixture.json"),
+                mixture: Some(file),
+            };
+            return Ok(Dictionary {
+                made,
+                vocabulary: None,
+            });
         }
         let kmeans = stages::Kmeans {
             config: self.config,
@@ -245,16 +252,24 @@ impl Chain<'_> {
             meta: fitted.meta,
             per_iteration: fitted.per_iteration,
         };
-        Ok((kmeans.key(), vocabulary, Some(said)))
+        let made = Made {
+            key: kmeans.key(),
+            path: vocabulary,
+            mixture: None,
+        };
+        Ok(Dictionary {
+            made,
+            vocabulary: Some(said),
+        })
     }
 
-    /// Every photo encoded over the dictionary (`kmeans_key`, its file), the training photos
-    /// mirrored when they train too, and the test folder's photos.
+    /// Every photo encoded over the dictionary `made`, the training photos mirrored when they
+    /// train too, and the test folder's photos.
     fn encodings(
         &self,
         runner: &mut Runner,
         sampled: &Sampled,
-        (kmeans_key, vocabulary): (&str, &Path),
+        made: &Made,
         suffix: &str,
         k: usize,
     ) -> anyhow::Result<Encoded> {
@@ -262,12 +277,13 @@ impl Chain<'_> {
             config: self.config,
             suffix,
             dataset: self.dataset,
-            kmeans_key,
+            kmeans_key: &made.key,
             k,
-            vocabulary,
+            vocabulary: &made.path,
             on: self.on,
             ui: self.ui,
             mirrored: None,
+            mixture: made.mixture.as_ref(),
         };
         let key = encode.key();
         let (encode_dir, ()) = runner.run(&encode)?;
@@ -304,6 +320,19 @@ impl Chain<'_> {
             tested,
         })
     }
+}
+
+/// A dictionary learned: what encodes over it, and what the report says of a vocabulary.
+struct Dictionary {
+    made: Made,
+    vocabulary: Option<Vocabulary>,
+}
+
+/// A dictionary's step key and file, and the mixture itself for Fisher vectors.
+struct Made {
+    key: String,
+    path: PathBuf,
+    mixture: Option<vocab_pipeline::mixture::MixtureFile>,
 }
 
 /// The encodings over one dictionary: each a step's key and its histograms.

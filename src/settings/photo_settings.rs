@@ -167,16 +167,22 @@ pub struct EncodeSettings {
     pub out: PathBuf,
     /// The checked parameters.
     pub params: EncodeParams,
+    /// Fisher vectors: the mixture at `vocabulary`, read and checked once, here.
+    pub mixture: Option<vocab_pipeline::mixture::MixtureFile>,
 }
 
 impl EncodeSettings {
-    /// Checks the options.
+    /// Checks the options; `held`, the mixture at `vocabulary` when the caller holds it
+    /// already (Fisher vectors; read here otherwise).
     pub fn new(
         vocabulary: &Path,
         input: &Path,
         labels: Option<&Path>,
         out: &Path,
-        options: &EncodeOptions,
+        (options, held): (
+            &EncodeOptions,
+            Option<&vocab_pipeline::mixture::MixtureFile>,
+        ),
     ) -> Result<Self, Invalid> {
         output("out", out)?;
         super::rules::vectors_out("out", out, None)?;
@@ -184,16 +190,19 @@ impl EncodeSettings {
         inputs.extend(labels.map(|l| ("labels", l)));
         apart("out", out, Kind::File, &inputs)?;
         // Fisher vectors: the mixture says its projected dims.
-        let projected = match options.method {
-            Pooling::Fisher => Some(mixture_dims(vocabulary)?),
+        let mixture = match (options.method, held) {
+            (Pooling::Fisher, Some(held)) => Some(held.clone()),
+            (Pooling::Fisher, None) => Some(read_mixture(vocabulary)?),
             _ => None,
         };
+        let projected = mixture.as_ref().map(|m| m.pca.output_dims());
         Ok(Self {
             vocabulary: vocabulary.to_path_buf(),
             input: input.to_path_buf(),
             labels: labels.map(Path::to_path_buf),
             out: out.to_path_buf(),
             params: options.params_for(projected)?,
+            mixture,
         })
     }
 }
@@ -228,18 +237,16 @@ impl PhotoSetSettings {
     }
 }
 
-/// The projected dims of the mixture at `path` (read and checked whole).
-fn mixture_dims(path: &Path) -> Result<usize, Invalid> {
-    vocab_pipeline::mixture::MixtureFile::read(path)
-        .map(|m| m.pca.output_dims())
-        .map_err(|e| {
-            Invalid::new(
-                "vocabulary",
-                path.display(),
-                format!(
-                    "Fisher vectors encode over a mixture (vocab mixture): {}",
-                    vocab_pipeline::chain(&e)
-                ),
-            )
-        })
+/// The mixture at `path`, read and checked whole.
+fn read_mixture(path: &Path) -> Result<vocab_pipeline::mixture::MixtureFile, Invalid> {
+    vocab_pipeline::mixture::MixtureFile::read(path).map_err(|e| {
+        Invalid::new(
+            "vocabulary",
+            path.display(),
+            format!(
+                "Fisher vectors encode over a mixture (vocab mixture): {}",
+                vocab_pipeline::chain(&e)
+            ),
+        )
+    })
 }

@@ -190,6 +190,8 @@ pub struct Encode<'a> {
     /// Encode the training photos mirrored instead (`[classify] mirror`): the key of the step
     /// that split the photos, and its list of training photos.
     pub mirrored: Option<(&'a str, &'a Path)>,
+    /// Fisher vectors: the mixture at `vocabulary`, as its step gave it.
+    pub mixture: Option<&'a MixtureFile>,
 }
 
 impl Stage for Encode<'_> {
@@ -248,7 +250,7 @@ impl Stage for Encode<'_> {
             &self.dataset.photos,
             Some(labels),
             &tmp.join("histograms.bin"),
-            &options,
+            (&options, self.mixture),
         )?;
         crate::photo_cmd::encode(&settings, self.ui, self.on, out).map(|_| ())
     }
