@@ -176,11 +176,17 @@ pub fn encode(
     out: &mut dyn Write,
 ) -> anyhow::Result<FeatureSummary> {
     let started = Instant::now();
-    // The record binds the histograms to the vocabulary's bytes, not to its path: taken before
-    // the words are read, so a file changed meanwhile is one the record does not match.
-    let digest = vocab_pipeline::input::digest(&settings.vocabulary)
-        .with_context(|| format!("cannot read {}", settings.vocabulary.display()))?;
-    let mixture = settings.mixture.clone();
+    // The record binds the histograms to the vocabulary's bytes, not to its path: a mixture's
+    // digest is of the bytes the settings read it from; a vocabulary's is taken before its words
+    // are read, so a file changed meanwhile is one the record does not match.
+    let (digest, mixture) = match &settings.mixture {
+        Some((file, digest)) => (digest.clone(), Some(file.clone())),
+        None => {
+            let digest = vocab_pipeline::input::digest(&settings.vocabulary)
+                .with_context(|| format!("cannot read {}", settings.vocabulary.display()))?;
+            (digest, None)
+        }
+    };
     let vocabulary = read_words(&settings.vocabulary, &settings.params, mixture)?;
     vocabulary_rules(settings, &vocabulary)?;
     let collection = open_collection(&settings.input, settings.labels.as_deref(), on)?;

@@ -328,11 +328,12 @@ struct Dictionary {
     vocabulary: Option<Vocabulary>,
 }
 
-/// A dictionary's step key and file, and the mixture itself for Fisher vectors.
+/// A dictionary's step key and file, and for Fisher vectors the mixture as its step read it,
+/// with its digest.
 struct Made {
     key: String,
     path: PathBuf,
-    mixture: Option<vocab_pipeline::mixture::MixtureFile>,
+    mixture: Option<(vocab_pipeline::mixture::MixtureFile, String)>,
 }
 
 /// The encodings over one dictionary: each a step's key and its histograms.

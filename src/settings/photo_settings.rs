@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use vocab_pipeline::encode::{EncodeParams, Method, Norm, Pooling, Soft};
 use vocab_pipeline::features::FeatureParams;
 use vocab_pipeline::kmeans::{Assignment, approx};
+use vocab_pipeline::mixture::MixtureFile;
 use vocab_pipeline::patch::Sampling;
 use vocab_pipeline::store::Format;
 
@@ -167,22 +168,20 @@ pub struct EncodeSettings {
     pub out: PathBuf,
     /// The checked parameters.
     pub params: EncodeParams,
-    /// Fisher vectors: the mixture at `vocabulary`, read and checked once, here.
-    pub mixture: Option<vocab_pipeline::mixture::MixtureFile>,
+    /// Fisher vectors: the mixture at `vocabulary`, read and checked once, here, with the
+    /// SHA-256 of the bytes it was read from (what the encoding's record binds to).
+    pub mixture: Option<(MixtureFile, String)>,
 }
 
 impl EncodeSettings {
-    /// Checks the options; `held`, the mixture at `vocabulary` when the caller holds it
-    /// already (Fisher vectors; read here otherwise).
+    /// Checks the options; `held`, the mixture at `vocabulary` and its digest when the caller
+    /// holds them already (Fisher vectors; read here otherwise).
     pub fn new(
         vocabulary: &Path,
         input: &Path,
         labels: Option<&Path>,
         out: &Path,
-        (options, held): (
-            &EncodeOptions,
-            Option<&vocab_pipeline::mixture::MixtureFile>,
-        ),
+        (options, held): (&EncodeOptions, Option<&(MixtureFile, String)>),
     ) -> Result<Self, Invalid> {
         output("out", out)?;
         super::rules::vectors_out("out", out, None)?;
@@ -195,7 +194,7 @@ impl EncodeSettings {
             (Pooling::Fisher, None) => Some(read_mixture(vocabulary)?),
             _ => None,
         };
-        let projected = mixture.as_ref().map(|m| m.pca.output_dims());
+        let projected = mixture.as_ref().map(|(m, _)| m.pca.output_dims());
         Ok(Self {
             vocabulary: vocabulary.to_path_buf(),
             input: input.to_path_buf(),
@@ -237,9 +236,9 @@ impl PhotoSetSettings {
     }
 }
 
-/// The mixture at `path`, read and checked whole.
-fn read_mixture(path: &Path) -> Result<vocab_pipeline::mixture::MixtureFile, Invalid> {
-    vocab_pipeline::mixture::MixtureFile::read(path).map_err(|e| {
+/// The mixture at `path`, read and checked whole, and the digest of its bytes.
+fn read_mixture(path: &Path) -> Result<(MixtureFile, String), Invalid> {
+    MixtureFile::read_digested(path).map_err(|e| {
         Invalid::new(
             "vocabulary",
             path.display(),

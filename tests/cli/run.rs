@@ -370,6 +370,21 @@ fn a_fisher_run_learns_its_mixture_on_the_workers_and_scores_fisher_vectors() {
     // Cached on a second run.
     let again = ok(&["run", s(&config), "--work", s(&work)]);
     assert!(!again.contains("EM steps"), "{again}");
+    // Encoded again over the cached mixture (read back from its file): the histograms the first
+    // run made over the mixture it had just learned, byte for byte.
+    let histograms = |work: &Path| {
+        let step = steps(work)
+            .into_iter()
+            .find(|s| s.starts_with("encode/g3-") && !s.contains("mirrored"))
+            .expect("encode step");
+        std::fs::read(work.join(step).join("histograms.bin")).expect("histograms")
+    };
+    let first = histograms(&work);
+    ok(&["run", s(&config), "--work", s(&work), "--force", "encode"]);
+    assert!(
+        histograms(&work) == first,
+        "encoded over the cached mixture, the histograms differ"
+    );
     // Mirror images: the training photos are encoded mirrored too and train beside them; the
     // photos' histograms come from the cache.
     let mirrored = dir.path().join("mirrored.toml");

@@ -92,9 +92,17 @@ impl MixtureFile {
 
     /// Reads and checks the file at `path`.
     pub fn read(path: &Path) -> Result<Self, MixtureError> {
+        Self::read_digested(path).map(|(file, _)| file)
+    }
+
+    /// Reads and checks the file at `path`, with the SHA-256 of the very bytes it was read from
+    /// ([`crate::input::digest_bytes`]): what a record of the mixture's use binds to, with no
+    /// second read that a file changed meanwhile could slip between.
+    pub fn read_digested(path: &Path) -> Result<(Self, String), MixtureError> {
         let at = || path.display().to_string();
         let text = crate::input::read_text(path, crate::input::MAX_MIXTURE_BYTES)
             .map_err(|source| MixtureError::Io { path: at(), source })?;
+        let digest = crate::input::digest_bytes(text.as_bytes());
         let file: Self = serde_json::from_str(&text).map_err(|e| MixtureError::Invalid {
             path: at(),
             reason: e.to_string(),
@@ -103,7 +111,7 @@ impl MixtureFile {
             path: at(),
             reason: crate::chain(&e),
         })?;
-        Ok(file)
+        Ok((file, digest))
     }
 
     /// Writes the file at `path` (beside, then renamed), checked as a read checks it: a mixture

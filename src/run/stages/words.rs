@@ -129,7 +129,7 @@ pub struct Mixture<'a> {
 }
 
 impl Stage for Mixture<'_> {
-    type Output = MixtureFile;
+    type Output = (MixtureFile, String);
 
     fn stage(&self) -> &'static str {
         "mixture"
@@ -147,7 +147,7 @@ impl Stage for Mixture<'_> {
         ]))
     }
 
-    fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<MixtureFile> {
+    fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<(MixtureFile, String)> {
         let parts = (self.parts, self.placed);
         let out_file = tmp.join("mixture.json");
         let team = TeamSettings::of_config(
@@ -161,11 +161,14 @@ impl Stage for Mixture<'_> {
             params: self.config.mixture.params(self.components),
             team,
         };
-        crate::mixture_cmd::run(&settings, self.ui, self.mpi, out)
+        crate::mixture_cmd::run(&settings, self.ui, self.mpi, out)?;
+        // As the file reads back (JSON need not give back the very floats written): the
+        // encodings of a run that made it are those of a run that finds it cached.
+        Ok(MixtureFile::read_digested(&settings.team.out)?)
     }
 
-    fn cached(&self, dir: &Path) -> anyhow::Result<MixtureFile> {
-        Ok(MixtureFile::read(&dir.join("mixture.json"))?)
+    fn cached(&self, dir: &Path) -> anyhow::Result<(MixtureFile, String)> {
+        Ok(MixtureFile::read_digested(&dir.join("mixture.json"))?)
     }
 }
 
@@ -190,8 +193,8 @@ pub struct Encode<'a> {
     /// Encode the training photos mirrored instead (`[classify] mirror`): the key of the step
     /// that split the photos, and its list of training photos.
     pub mirrored: Option<(&'a str, &'a Path)>,
-    /// Fisher vectors: the mixture at `vocabulary`, as its step gave it.
-    pub mixture: Option<&'a MixtureFile>,
+    /// Fisher vectors: the mixture at `vocabulary` as its step read it, and its digest.
+    pub mixture: Option<&'a (MixtureFile, String)>,
 }
 
 impl Stage for Encode<'_> {
