@@ -237,7 +237,8 @@ pub const DEFAULT_CHUNK: usize = 1 << 20;
 
 impl TeamSettings {
     /// From a job's team flags (`--engine`, `--cluster`, `--local-nodes`, `--racks`,
-    /// `--chunk-size`, `--broadcast`, `--order`): a job over `features` writing `out`.
+    /// `--chunk-size`, `--broadcast`, `--order`): a job over `features` writing `out` (the job's
+    /// settings check [`team_rules`] after their own).
     pub fn of(
         args: &crate::cli::TeamArgs,
         features: &Path,
@@ -256,7 +257,6 @@ impl TeamSettings {
             .ok()
             .filter(|&c| c >= 8)
             .ok_or_else(|| Invalid::new("chunk_size", args.chunk_size, "at least 8 bytes"))?;
-        team_rules(&engine, args.order, features, None)?;
         Ok(Self {
             features: features.to_path_buf(),
             placed: None,

@@ -168,19 +168,15 @@ impl MixtureSettings {
         let team = TeamSettings::of(&args.team, &args.features, &args.out, Assignment::default())?;
         let params = args.options.params(args.components);
         params.check()?;
+        team_rules(&team.engine, team.order, &team.features, None)?;
         Ok(Self { params, team })
     }
 }
 
 impl KmeansSettings {
     /// `k` words by `options` (its learning keys: where it runs is `team`'s), over
-    /// `team.features` into `team.out`; checked.
-    pub fn new(
-        k: usize,
-        options: &KmeansOptions,
-        team: TeamSettings,
-        format: Format,
-    ) -> Result<Self, Invalid> {
+    /// `team.features` into `team.out`; [`KmeansSettings::checked`] checks them.
+    pub fn new(k: usize, options: &KmeansOptions, team: TeamSettings, format: Format) -> Self {
         Self {
             team,
             format,
@@ -193,7 +189,6 @@ impl KmeansSettings {
             resume: false,
             exit_after_iteration: None,
         }
-        .checked()
     }
 
     /// From `vocab kmeans`.
@@ -206,14 +201,15 @@ impl KmeansSettings {
                 .map(|c| ("init_centroids", c)),
         );
         apart("out", &args.out, Kind::File, &inputs)?;
-        let assignment = args.options.assignment()?;
-        let team = TeamSettings::of(&args.team, &args.features, &args.out, assignment)?;
+        let default = Assignment::default();
+        let mut team = TeamSettings::of(&args.team, &args.features, &args.out, default)?;
         let format = super::rules::vectors_out("out", &args.out, args.format)?;
+        team.assignment = args.options.assignment()?;
         Self {
             init_centroids: args.init_centroids.clone(),
             resume: args.resume,
             exit_after_iteration: args.exit_after_iteration,
-            ..Self::new(args.k, &args.options, team, format)?
+            ..Self::new(args.k, &args.options, team, format)
         }
         .checked()
     }

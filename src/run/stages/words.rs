@@ -95,8 +95,9 @@ impl Stage for Kmeans<'_> {
         let settings = KmeansSettings {
             resume,
             exit_after_iteration: self.exit_after_iteration,
-            ..KmeansSettings::new(self.k, km, team, vocab_pipeline::store::Format::Bin)?
-        };
+            ..KmeansSettings::new(self.k, km, team, vocab_pipeline::store::Format::Bin)
+        }
+        .checked()?;
         crate::kmeans_cmd::run(&settings, self.ui, self.mpi, out)
     }
 
