@@ -62,7 +62,9 @@ fn reset_sigpipe() {
 
 fn run() -> anyhow::Result<()> {
     let command = Cli::command();
-    let matches = command.clone().get_matches();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let matches = (command.clone().try_get_matches_from(&args))
+        .unwrap_or_else(|e| cli::hint_case(e, &command, &args).exit());
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Every path flag is an input or an output: inputs are registered before anything is
     // written, outputs refused at once when they would replace one.

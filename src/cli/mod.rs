@@ -143,3 +143,76 @@ pub enum ConfigCommand {
     /// Print a config with every default filled in.
     Show(ConfigFileArgs),
 }
+
+/// `err` with a tip when its unknown flag is a flag of the command `args` name, in another
+/// case (`--K` for `--k`): clap suggests misspellings but not a flag written in capitals.
+pub fn hint_case(
+    mut err: clap::Error,
+    command: &clap::Command,
+    args: &[std::ffi::OsString],
+) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if err.kind() != ErrorKind::UnknownArgument || err.get(ContextKind::SuggestedArg).is_some() {
+        return err;
+    }
+    let Some(ContextValue::String(given)) = err.get(ContextKind::InvalidArg) else {
+        return err;
+    };
+    let Some(flag) = given.strip_prefix("--") else {
+        return err;
+    };
+    let flag = flag.split('=').next().unwrap_or(flag).to_lowercase();
+    // The subcommand the arguments name, and the flags it takes (the global ones included).
+    let mut at = command;
+    for arg in args.iter().skip(1).filter_map(|a| a.to_str()) {
+        if let Some(sub) = at.find_subcommand(arg) {
+            at = sub;
+        }
+    }
+    let mut known =
+        (at.get_arguments()).chain(command.get_arguments().filter(|a| a.is_global_set()));
+    if known.any(|a| a.get_long() == Some(flag.as_str())) {
+        err.insert(
+            ContextKind::SuggestedArg,
+            ContextValue::String(format!("--{flag}")),
+        );
+    }
+    err
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// `vocab ARGS...`'s error, with the case tip.
+    fn error_of(args: &[&str]) -> String {
+        let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+        let command = Cli::command();
+        let err = (command.clone().try_get_matches_from(&args)).expect_err("refused");
+        hint_case(err, &command, &args).to_string()
+    }
+
+    #[test]
+    fn a_flag_in_capitals_gets_its_lower_case_name() {
+        let err = error_of(&[
+            "vocab",
+            "kmeans",
+            "--K",
+            "32",
+            "--features",
+            "f",
+            "--out",
+            "v",
+        ]);
+        assert!(err.contains("a similar argument exists: '--k'"), "{err}");
+        let err = error_of(&["vocab", "mixture", "--Components=3"]);
+        assert!(err.contains("'--components'"), "{err}");
+        // Another command's flag is not offered, nor a flag that does not exist in any case.
+        let err = error_of(&["vocab", "kmeans", "--Mirror"]);
+        assert!(!err.contains("similar argument"), "{err}");
+        let err = error_of(&["vocab", "kmeans", "--Nope"]);
+        assert!(!err.contains("similar argument"), "{err}");
+    }
+}

@@ -211,12 +211,36 @@ impl ConfigText<'_> {
     }
 }
 
+/// A hint for a single value where a key takes a list (`k = 64`: write `k = [64]`), from the
+/// line the parser's error points at; empty for any other error.
+fn list_hint(text: &str, e: &toml::de::Error) -> String {
+    let Some(span) = e
+        .span()
+        .filter(|_| e.message().contains("expected a sequence"))
+    else {
+        return String::new();
+    };
+    let start = text[..span.start.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
+    let line = text[start..].lines().next().unwrap_or("");
+    match line.split_once('=') {
+        Some((key, value)) => {
+            let (key, value) = (key.trim(), value.split('#').next().unwrap_or("").trim());
+            format!(" ({key} takes a list: write `{key} = [{value}]`)")
+        }
+        None => String::new(),
+    }
+}
+
 /// Reads and validates a config file.
 pub fn load(path: &Path) -> anyhow::Result<Config> {
     let text = vocab_pipeline::input::read_text(path, vocab_pipeline::input::MAX_RECORD_BYTES)
         .with_context(|| format!("cannot read config {}", path.display()))?;
-    let config: Config =
-        toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?;
+    let config: Config = toml::from_str(&text).map_err(|e| {
+        let hint = list_hint(&text, &e);
+        anyhow::Error::new(e).context(format!("invalid config {}{hint}", path.display()))
+    })?;
     let at = ConfigText { path, text: &text };
     dataset_rules(&config, &at)?;
     sample_rules(&config, &at)?;

@@ -199,3 +199,25 @@ fn fisher_runs_learn_mixtures_named_in_their_own_section() {
     .to_string();
     assert!(err.contains("method = \"fisher\""), "{err}");
 }
+
+#[test]
+fn a_single_value_where_a_list_is_wanted_gets_the_list_written_out() {
+    let err =
+        load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = 64  # words\n").expect_err("k = 64");
+    let shown = format!("{err:#}");
+    assert!(
+        shown.contains("(k takes a list: write `k = [64]`)") && shown.contains("line 4"),
+        "{shown}"
+    );
+    let err =
+        load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n[mixture]\ncomponents = 3\n")
+            .expect_err("components = 3");
+    assert!(
+        format!("{err:#}").contains("write `components = [3]`"),
+        "{err:#}"
+    );
+    // Other errors get no hint.
+    let err = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\niterations = \"x\"\n")
+        .expect_err("iterations");
+    assert!(!format!("{err:#}").contains("takes a list"), "{err:#}");
+}
