@@ -27,12 +27,24 @@ pub const PHOTO_EXTENSIONS: &[&str] = &["jpg", "jpeg", "png", "webp", "tif", "ti
 /// Luminance weights applied to R, G and B (ITU-R BT.709, as scikit-image `rgb2gray`).
 pub const LUMA_WEIGHTS: [f32; 3] = [0.2125, 0.7154, 0.0721];
 
+/// Refuses a `root` that is not a folder: missing, or a file.
+fn folder_of_photos(root: &Path) -> Result<(), CollectionError> {
+    match std::fs::metadata(root) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(CollectionError::NotAFolder(root.to_path_buf())),
+        Err(_) => Err(CollectionError::MissingFolder(root.to_path_buf())),
+    }
+}
+
 /// Errors that stop a collection from being opened at all.
 #[derive(Debug, Error)]
 pub enum CollectionError {
-    /// The input folder does not exist or is not a folder.
-    #[error("input folder {0} does not exist or is not a folder")]
+    /// The input folder does not exist.
+    #[error("input folder {0} does not exist")]
     MissingFolder(PathBuf),
+    /// The input is not a folder (a file: photos are read from a folder of them).
+    #[error("input {0} is a file, not a folder of photos")]
+    NotAFolder(PathBuf),
     /// The labels file could not be read.
     #[error("cannot read labels file {path}")]
     Labels {
@@ -82,9 +94,7 @@ impl Collection {
     /// A path listed in the labels file but absent from the folder stays in the collection and is
     /// reported as skipped when it is decoded, so that nothing listed is silently dropped.
     pub fn open(root: &Path, labels: Option<&Path>) -> Result<Self, CollectionError> {
-        if !root.is_dir() {
-            return Err(CollectionError::MissingFolder(root.to_path_buf()));
-        }
+        folder_of_photos(root)?;
         let mut paths = match labels {
             Some(labels) => read_label_paths(labels)?
                 .into_iter()
@@ -113,9 +123,7 @@ impl Collection {
         first: u32,
         listed: Vec<(String, Option<String>)>,
     ) -> Result<Self, CollectionError> {
-        if !root.is_dir() {
-            return Err(CollectionError::MissingFolder(root.to_path_buf()));
-        }
+        folder_of_photos(root)?;
         if listed.len() as u64 + u64::from(first) > u64::from(u32::MAX) {
             return Err(CollectionError::TooMany(root.to_path_buf()));
         }
@@ -813,6 +821,23 @@ fn image_reason(e: image::ImageError) -> Skip {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_for_the_photo_folder_is_named_a_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("rand.npy");
+        std::fs::write(&file, b"x").expect("file");
+        let err = Collection::open(&file, None).expect_err("a file");
+        assert!(matches!(err, CollectionError::NotAFolder(_)), "{err}");
+        assert!(
+            err.to_string()
+                .ends_with("rand.npy is a file, not a folder of photos"),
+            "{err}"
+        );
+        let err = Collection::open(&dir.path().join("nope"), None).expect_err("missing");
+        assert!(matches!(err, CollectionError::MissingFolder(_)), "{err}");
+        assert!(Collection::open(dir.path(), None).is_ok());
+    }
 
     #[test]
     fn jpeg_truncation_is_seen_after_the_first_scan_only() {
