@@ -180,7 +180,7 @@ pub fn encode(
     // digest is of the bytes the settings read it from; a vocabulary's is taken before its words
     // are read, so a file changed meanwhile is one the record does not match.
     let (digest, mixture) = match &settings.mixture {
-        Some((file, digest)) => (digest.clone(), Some(file.clone())),
+        Some((file, digest)) => (digest.clone(), Some(file)),
         None => {
             let digest = vocab_pipeline::input::digest(&settings.vocabulary)
                 .with_context(|| format!("cannot read {}", settings.vocabulary.display()))?;
@@ -400,7 +400,7 @@ fn over(words: &Path) -> String {
 pub fn read_words(
     path: &Path,
     params: &EncodeParams,
-    mixture: Option<vocab_pipeline::mixture::MixtureFile>,
+    mixture: Option<&vocab_pipeline::mixture::MixtureFile>,
 ) -> anyhow::Result<Words> {
     let dims = vocab_pipeline::hog::DIMS;
     let Some(projected) = params.method.projected() else {
@@ -422,12 +422,15 @@ pub fn read_words(
         );
         return Ok(Words::Vocabulary(vocabulary));
     };
+    let read;
     let file = match mixture {
         Some(file) => file,
-        None => vocab_pipeline::mixture::MixtureFile::read(path)?,
+        None => {
+            read = vocab_pipeline::mixture::MixtureFile::read(path)?;
+            &read
+        }
     };
-    let model =
-        FisherModel::of(&file).with_context(|| format!("the mixture {}", path.display()))?;
+    let model = FisherModel::of(file).with_context(|| format!("the mixture {}", path.display()))?;
     ensure!(
         model.input_dims() == dims && model.dims() == projected,
         "{}: a mixture projecting {} dims onto {}, where the HOG descriptor's {dims} onto \

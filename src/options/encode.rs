@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use vocab_pipeline::encode::{Norm, Pooling};
 use vocab_pipeline::kmeans::{Kernel, Search};
 
-use super::{DEFAULT_MAX_MPIX, DEFAULT_PROBES, is_default_mpix, is_default_probes};
+use super::{DEFAULT_MAX_MPIX, DEFAULT_PROBES, is_default, is_default_mpix, is_default_probes};
 
 /// The default of `sharpness` (soft assignment).
 pub const DEFAULT_SHARPNESS: f32 = 10.0;
@@ -51,7 +51,7 @@ pub struct EncodeOptions {
     /// How patches find their words: the f32 GEMM, or 7-bit integer products with exact
     /// re-ranking (words are the arg-min of direct distances; eval/encode_bench).
     #[arg(long, value_enum, default_value_t = EncodeOptions::default().kernel)]
-    #[serde(skip_serializing_if = "is_f32")]
+    #[serde(skip_serializing_if = "is_default")]
     pub kernel: Kernel,
     /// Patch sides in pixels, 40 first: each larger side S also describes the photo downscaled
     /// by 40/S, so its patches cover S pixels (e.g. 40,64).
@@ -61,7 +61,7 @@ pub struct EncodeOptions {
     /// Exact or approximate word search (approx: an inverted file over the words, for
     /// vocabularies of hundreds of thousands to millions of words; nearest word only, f32).
     #[arg(long, value_enum, default_value_t = EncodeOptions::default().assign)]
-    #[serde(skip_serializing_if = "is_exact")]
+    #[serde(skip_serializing_if = "is_default")]
     pub assign: Search,
     /// Lists of the approximate search's index [default: sqrt(K)].
     #[arg(long, value_name = "N")]
@@ -76,14 +76,6 @@ pub struct EncodeOptions {
     #[arg(long)]
     #[serde(skip)]
     pub mirror: bool,
-}
-
-fn is_exact(assign: &Search) -> bool {
-    *assign == Search::Exact
-}
-
-fn is_f32(kernel: &Kernel) -> bool {
-    *kernel == Kernel::F32
 }
 
 impl Default for EncodeOptions {
