@@ -263,8 +263,8 @@ pub fn run(
         }
         Err(e) => e,
     })?;
-    bar.finish_and_clear();
     let per_iteration = log.finish();
+    bar.finish();
     write_vocabulary(&args.team.out, &state.centroids, args.format)?;
     // Vectors at the nodes: measured there, from rows they sent (the same sample).
     let recall = measured.or_else(|| {

@@ -23,7 +23,7 @@ pub struct Iterations<'a, 'w> {
     n: usize,
     /// The input's checksum (the checkpoint's).
     checksum: u32,
-    bar: &'a indicatif::ProgressBar,
+    bar: &'a crate::progress::Progress,
     out: &'a RefCell<&'w mut dyn Write>,
     iterations_csv: PathBuf,
     stages_csv: PathBuf,
@@ -98,7 +98,7 @@ impl<'a, 'w> Iterations<'a, 'w> {
         n: usize,
         checksum: u32,
         start: Option<&State>,
-        bar: &'a indicatif::ProgressBar,
+        bar: &'a crate::progress::Progress,
         out: &'a RefCell<&'w mut dyn Write>,
     ) -> Self {
         let iterations_csv =

@@ -78,7 +78,10 @@ fn run() -> anyhow::Result<()> {
             .build_global()
             .context("cannot start the thread pool")?;
     }
-    let ui = progress::Ui { quiet: cli.quiet };
+    let ui = progress::Ui {
+        quiet: cli.quiet,
+        log_every: cli.log_every,
+    };
     if ranks::wants_mpi(&cli.command) {
         return ranks::main(cli.command, &ui);
     }

@@ -78,7 +78,7 @@ pub fn run(
             .and_then(|mut engine| fit_with::<_, anyhow::Error>(&mut engine, params, &mut on_step)),
     }
     .with_context(|| format!("learning a mixture from {}", team.features.display()))?;
-    bar.finish_and_clear();
+    bar.finish();
     let file = MixtureFile::new(params, (n as u64, dims, input.checksum()), &fitted);
     file.write(&team.out)?;
     let csv_path = write_steps(&steps, &team.out)?;

@@ -84,12 +84,11 @@ pub fn features_into(
     let bar = ui.bar(collection.photos().len() as u64, "features");
     let progress = |p: features::Progress| {
         bar.set_position(p.images as u64);
-        let secs = bar.elapsed().as_secs_f64().max(1e-9);
-        bar.set_message(format!(
-            "{} patches, {:.0}/s",
-            p.patches,
-            p.patches as f64 / secs
-        ));
+        // The nodes that keep their patches tell photos only: no patch count is claimed then.
+        if let Some(patches) = p.patches {
+            let secs = bar.elapsed().as_secs_f64().max(1e-9);
+            bar.set_message(format!("{patches} patches, {:.0}/s", patches as f64 / secs));
+        }
     };
     let (file, format) = (&settings.out, settings.format);
     let born = born.filter(|_| on.engine.distributed());
@@ -114,7 +113,7 @@ pub fn features_into(
         let summary = features::extract(&collection, &settings.params, file, format, &progress)?;
         (summary, None)
     };
-    bar.finish_and_clear();
+    bar.finish();
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     writeln!(
         out,
@@ -193,7 +192,9 @@ pub fn encode(
     let bar = ui.bar(collection.photos().len() as u64, "encode");
     let progress = |p: features::Progress| {
         bar.set_position(p.images as u64);
-        bar.set_message(format!("{} patches", p.patches));
+        if let Some(patches) = p.patches {
+            bar.set_message(format!("{patches} patches"));
+        }
     };
     let file = &settings.out;
     let (summary, spread) = if on.engine.distributed() {
@@ -217,7 +218,7 @@ pub fn encode(
             .with_context(|| over(&settings.vocabulary))?;
         (summary, None)
     };
-    bar.finish_and_clear();
+    bar.finish();
     write_encoding(settings, &vocabulary, digest)?;
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     writeln!(

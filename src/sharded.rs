@@ -217,7 +217,7 @@ pub fn born(
     let mut told = |photos: usize| {
         progress(Progress {
             images: photos,
-            patches: 0,
+            patches: None,
         });
     };
     let mut team = start(on, out, "the features stage", |nodes| {

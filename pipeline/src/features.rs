@@ -191,8 +191,9 @@ pub struct FeatureSummary {
 pub struct Progress {
     /// Photos processed.
     pub images: usize,
-    /// Patches written.
-    pub patches: u64,
+    /// Patches written, when this process knows them (`None` while nodes keep their patches
+    /// and only tell how many photos they have done).
+    pub patches: Option<u64>,
 }
 
 /// Path of a manifest beside `out`: `<out>.<suffix>`.
@@ -602,7 +603,7 @@ pub(crate) fn run_stage<T, O: StageOutput<T>>(
         processed += chunk.len();
         progress(Progress {
             images: processed,
-            patches: summary.patches,
+            patches: Some(summary.patches),
         });
     }
     output.finish()?;

@@ -44,7 +44,7 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
     let summary = encode::encode(&collection, &vocabulary, params, &hist, &|p| {
         bar.set_position(p.images as u64)
     })?;
-    bar.finish_and_clear();
+    bar.finish();
     let table = read_histograms(&hist)?;
     if let Some(row) = table.rows.first() {
         model.check_len(row.len(), &args.model)?;

@@ -13,7 +13,7 @@ use vocab_pipeline::features::manifest_path;
 use vocab_pipeline::kernel_map::KernelMap;
 use vocab_pipeline::svm::{Classifier, Labelled, Rows, SvmParams, choose_c};
 
-use indicatif::ProgressBar;
+use crate::progress::Progress;
 
 use super::records::read_encoding;
 use super::split::{Pairs, spec_of, split_rows};
@@ -80,6 +80,7 @@ pub fn train_on(
     };
     let bar = ui.bar(fits as u64, &args.attribute);
     let (classifier, c, cv_accuracy) = fit(args, (&data, &x, &y), &labels.classes, &bar)?;
+    bar.finish();
     let model = ModelFile {
         version: MODEL_VERSION,
         attribute: args.attribute.clone(),
@@ -188,15 +189,15 @@ fn fit(
     args: &TrainSettings,
     (data, x, y): (&Labelled, &Rows, &[usize]),
     classes: &[String],
-    bar: &ProgressBar,
+    bar: &Progress,
 ) -> anyhow::Result<(Classifier, f64, Option<f64>)> {
     let (c, cv_accuracy, start) = match args.c {
         Some(c) => (c, None, None),
         None => {
-            let fitted = |fold: usize, c: f64| {
-                bar.set_message(format!("fold {} of {}, C = {c}", fold + 1, args.cv.max(2)));
-                bar.inc(1);
-            };
+            // Folds finish in any order across the threads: the count moves, the message
+            // stays (a fold number here would jump back and forth).
+            bar.set_message(format!("choosing C, {}-fold CV", args.cv.max(2)));
+            let fitted = |_fold: usize, _c: f64| bar.inc(1);
             let chosen = choose_c(
                 data,
                 classes,
@@ -210,7 +211,7 @@ fn fit(
             (chosen.c, Some(chosen.accuracy), Some(chosen.start))
         }
     };
-    bar.set_message(format!("the model, C = {c}"));
+    bar.set_message(format!("the model at C = {c}"));
     let (classifier, _) = Classifier::fit_rows(
         x,
         y,

@@ -24,9 +24,14 @@ pub struct Cli {
     /// Worker threads for parallel stages (default: all cores).
     #[arg(long, global = true, value_name = "T")]
     pub threads: Option<usize>,
-    /// Hide progress bars (summaries are still printed).
+    /// Hide progress bars and progress lines (summaries are still printed).
     #[arg(long, global = true)]
     pub quiet: bool,
+    /// Seconds between progress lines when stderr is not a terminal (a log under Slurm,
+    /// nohup or CI); a terminal gets bars instead.
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = crate::progress::DEFAULT_LOG_EVERY,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub log_every: u64,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -1,6 +1,7 @@
 //! The `vocab` binary, run for real in temporary folders; one module per topic, helpers in
 //! `util` (as ripgrep's tests are laid out).
 
+mod batch;
 mod bound;
 mod classify;
 mod cluster;
