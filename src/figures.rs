@@ -37,8 +37,49 @@ fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
 fn save_png(path: &Path, buf: Vec<u8>) -> anyhow::Result<()> {
     let img = image::RgbImage::from_raw(WIDTH, HEIGHT, buf)
         .ok_or_else(|| anyhow!("figure buffer has the wrong size"))?;
+    write_png(path, img)
+}
+
+/// Width of the strip left of a montage that names its rows.
+const LABELS_WIDTH: u32 = 130;
+
+/// `montage` (rows of tiles `pitch` pixels apart, the first `top` pixels down) with a white
+/// strip on its left naming each row in `labels`' lines (a line break between them).
+pub fn labelled_rows(
+    montage: &image::GrayImage,
+    labels: &[String],
+    (top, pitch): (u32, u32),
+) -> anyhow::Result<image::GrayImage> {
+    register_font();
+    let (width, height) = (montage.width() + LABELS_WIDTH, montage.height());
+    let mut buf = vec![255u8; width as usize * height as usize * 3];
+    {
+        let area = BitMapBackend::with_buffer(&mut buf, (width, height)).into_drawing_area();
+        let style = ("sans-serif", 13).into_font().color(&BLACK);
+        for (r, label) in labels.iter().enumerate() {
+            let y = i64::from(top) + r as i64 * i64::from(pitch) + 4;
+            for (i, line) in label.lines().enumerate() {
+                let at = (6, (y + 16 * i as i64).min(i64::from(i32::MAX)) as i32);
+                area.draw(&Text::new(line.to_string(), at, style.clone()))
+                    .map_err(plot_err)?;
+            }
+        }
+        area.present().map_err(plot_err)?;
+    }
+    let rgb = image::RgbImage::from_raw(width, height, buf)
+        .ok_or_else(|| anyhow!("figure buffer has the wrong size"))?;
+    let mut gray = image::DynamicImage::ImageRgb8(rgb).to_luma8();
+    for (x, y, p) in montage.enumerate_pixels() {
+        gray.put_pixel(x + LABELS_WIDTH, y, *p);
+    }
+    Ok(gray)
+}
+
+/// `img` as PNG at `path` (temp file + rename).
+pub fn write_png<I: Into<image::DynamicImage>>(path: &Path, img: I) -> anyhow::Result<()> {
     let mut bytes = std::io::Cursor::new(Vec::new());
-    img.write_to(&mut bytes, image::ImageFormat::Png)
+    img.into()
+        .write_to(&mut bytes, image::ImageFormat::Png)
         .context("cannot encode PNG")?;
     vocab_pipeline::atomic::write(path, bytes.get_ref())
         .with_context(|| format!("cannot write {}", path.display()))

@@ -388,6 +388,7 @@ fn finish(
         args.team.out.display(),
         meta_path.display()
     )?;
+    crate::tables::how_to_read(out, &args.team.out, args.format)?;
     Ok(())
 }
 

@@ -30,7 +30,7 @@ pub struct Started<'a> {
 pub struct Place {
     /// For summaries: `MPI ranks`, `loopback workers, logs in DIR`, `the workers of FILE`.
     pub what: String,
-    /// For errors: `the MPI ranks`, `the cluster of FILE`.
+    /// For errors: `the MPI ranks`, `the cluster of FILE`, `2 loopback workers (logs in DIR)`.
     pub whence: String,
     /// Loopback workers started for the job: how many, and where they log.
     pub loopback: Option<(usize, PathBuf)>,
@@ -87,16 +87,28 @@ pub fn start<'a>(
         Some((local, _)) => (Cluster::load(&path)?, local.secret.clone()),
         None => crate::daemons::load(&path)?,
     };
-    let what = match &local {
-        Some(_) => format!("loopback workers, logs in {}", logs.display()),
-        None => format!("the workers of {}", path.display()),
+    // The loopback workers' cluster file is a temporary one: messages name the workers and
+    // their logs, never that file.
+    let (what, whence) = match &local {
+        Some(_) => (
+            format!("loopback workers, logs in {}", logs.display()),
+            format!(
+                "{} loopback workers (logs in {})",
+                engine.local_nodes(),
+                logs.display()
+            ),
+        ),
+        None => (
+            format!("the workers of {}", path.display()),
+            format!("the cluster of {}", path.display()),
+        ),
     };
     Ok(Started {
         nodes: Nodes::Workers { cluster, secret },
         racks: BTreeMap::new(),
         place: Place {
             what,
-            whence: format!("the cluster of {}", path.display()),
+            whence,
             loopback: local
                 .as_ref()
                 .map(|_| (engine.local_nodes(), logs.to_path_buf())),

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use std::io::Write;
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
 use vocab_pipeline::encode::fisher::FisherModel;
 use vocab_pipeline::encode::{self, EncodeParams, Encoding, Words};
 use vocab_pipeline::features::{self, FeatureSummary, manifest_path};
@@ -41,11 +41,7 @@ fn open_collection(input: &Path, labels: Option<&Path>, on: On<'_>) -> anyhow::R
     } else {
         input.to_path_buf()
     };
-    let collection = Collection::open(&root, labels)?;
-    if collection.photos().is_empty() {
-        bail!("no photos found in {}", input.display());
-    }
-    Ok(collection)
+    Ok(Collection::open(&root, labels)?)
 }
 
 /// Removes the rounds a sharded run of a photo stage writing `file` left when it was interrupted
@@ -135,13 +131,16 @@ pub fn features_into(
             born.dir.display(),
             describe_sampling(&settings.params.sampling),
         )?,
-        _ => writeln!(
-            out,
-            "  wrote {} ({}, {DESCRIPTOR_NAME}, {})",
-            settings.out.display(),
-            settings.format.name(),
-            describe_sampling(&settings.params.sampling),
-        )?,
+        _ => {
+            writeln!(
+                out,
+                "  wrote {} ({}, {DESCRIPTOR_NAME}, {})",
+                settings.out.display(),
+                settings.format.name(),
+                describe_sampling(&settings.params.sampling),
+            )?;
+            crate::tables::how_to_read(out, &settings.out, settings.format)?;
+        }
     }
     writeln!(
         out,
@@ -344,6 +343,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
         to.name(),
         started.elapsed().as_secs_f64()
     );
+    crate::tables::how_to_read(&mut std::io::stdout(), &args.out, to)?;
     // (CSV keeps positions only under a picture_id,row,col header; vocab's formats always.)
     if !args.vocabulary && matches!(from, Format::Bin | Format::Text) && !to.keeps_positions() {
         println!(

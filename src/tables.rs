@@ -32,6 +32,19 @@ where
     Ok(String::from_utf8(bytes)?)
 }
 
+/// `  v.csv (csv): a header line, ...`: how numpy or pandas reads the vectors just written to
+/// `path` in `format`, when the format has a one-line answer.
+pub fn how_to_read(
+    out: &mut dyn std::io::Write,
+    path: &std::path::Path,
+    format: vocab_pipeline::store::Format,
+) -> std::io::Result<()> {
+    match format.reading() {
+        Some(how) => writeln!(out, "  {} ({}): {how}", path.display(), format.name()),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

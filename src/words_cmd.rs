@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::Context;
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::kmeans::files::read_vocabulary;
-use vocab_pipeline::montage::{Montage, MontageParams, draw, write_png};
+use vocab_pipeline::montage::{GAP, Montage, MontageParams, draw};
 
 use crate::cli::WordsArgs;
 
@@ -38,7 +38,7 @@ pub fn csv(montage: &Montage) -> anyhow::Result<String> {
         &[
             "row",
             "word",
-            "won",
+            "patches_nearest",
             "column",
             "picture_id",
             "path",
@@ -59,9 +59,14 @@ pub fn montage(
 ) -> anyhow::Result<Montage> {
     let centroids = read_vocabulary(vocabulary)
         .with_context(|| format!("--vocabulary {}", vocabulary.display()))?;
-    let montage = draw(collection, &centroids, params)
+    let mut montage = draw(collection, &centroids, params)
         .with_context(|| format!("drawing the words of {}", vocabulary.display()))?;
-    write_png(&montage.image, out).with_context(|| format!("cannot write {}", out.display()))?;
+    // Each row named by its word and the sample's patches nearest it (the CSV's columns).
+    let labels: Vec<String> = (montage.rows.iter())
+        .map(|row| format!("word {}\n{} patches", row.word, row.won))
+        .collect();
+    montage.image = crate::figures::labelled_rows(&montage.image, &labels, (GAP, montage.pitch()))?;
+    crate::figures::write_png(out, montage.image.clone())?;
     let table = csv_path(out);
     vocab_pipeline::atomic::write(&table, csv(&montage)?.as_bytes())
         .with_context(|| format!("cannot write {}", table.display()))?;

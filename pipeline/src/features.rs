@@ -47,6 +47,16 @@ pub enum FeaturesError {
         /// Photos not yet written.
         left: usize,
     },
+    /// Not one photo of the collection could be used.
+    #[error("none of the {skipped} photos of {root} could be read ({reasons})")]
+    NoneRead {
+        /// The collection's folder.
+        root: PathBuf,
+        /// Photos skipped: all of them.
+        skipped: usize,
+        /// The first few photos' reasons, `a.jpg: not a JPEG; ...`.
+        reasons: String,
+    },
     /// Writing a manifest failed.
     #[error("cannot write manifest {path}")]
     Manifest {
@@ -565,6 +575,7 @@ pub(crate) fn run_stage<T, O: StageOutput<T>>(
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<FeatureSummary, FeaturesError> {
     let mut manifests = Manifests::create(out)?;
+    let mut unread = Unread::default();
     let mut summary = FeatureSummary::default();
     let photos = collection.photos();
     let mut processed = 0;
@@ -596,6 +607,7 @@ pub(crate) fn run_stage<T, O: StageOutput<T>>(
                 }
                 Outcome::Skipped(reason) => {
                     summary.skipped += 1;
+                    unread.note(&photo.rel_path, &reason);
                     Manifests::row(&mut manifests.skipped, &[&id, &photo.rel_path, &reason])?;
                 }
             }
@@ -606,9 +618,47 @@ pub(crate) fn run_stage<T, O: StageOutput<T>>(
             patches: Some(summary.patches),
         });
     }
+    unread.check(collection, summary.images)?;
     output.finish()?;
     manifests.finish()?;
     Ok(summary)
+}
+
+/// The first reasons photos were skipped, for the error when none could be read.
+#[derive(Debug, Default)]
+pub struct Unread {
+    skipped: usize,
+    first: Vec<String>,
+}
+
+impl Unread {
+    /// Reasons the error names.
+    const SHOWN: usize = 3;
+
+    /// `path` was skipped for `reason`.
+    pub fn note(&mut self, path: &str, reason: &str) {
+        self.skipped += 1;
+        if self.first.len() < Self::SHOWN {
+            self.first.push(format!("{path}: {reason}"));
+        }
+    }
+
+    /// Refuses a stage over `collection` that read no photo (`read` of them): nothing it
+    /// would write can serve, and the run after it would fail far from the cause.
+    pub fn check(&self, collection: &Collection, read: usize) -> Result<(), FeaturesError> {
+        if read > 0 || self.skipped == 0 {
+            return Ok(());
+        }
+        let mut reasons = self.first.join("; ");
+        if self.skipped > self.first.len() {
+            reasons.push_str("; ...");
+        }
+        Err(FeaturesError::NoneRead {
+            root: collection.root().to_path_buf(),
+            skipped: self.skipped,
+            reasons,
+        })
+    }
 }
 
 impl StageOutput<Described> for FeatureWriter {

@@ -63,6 +63,12 @@ pub enum CollectionError {
         /// What is wrong.
         message: String,
     },
+    /// The folder holds no photo (nor anything that looks like one).
+    #[error("no photos in {0} (JPEG, PNG, WebP, TIFF or BMP files, in it or its subfolders)")]
+    NoPhotos(PathBuf),
+    /// The labels file lists no photo.
+    #[error("labels file {0} lists no photos")]
+    NoneListed(PathBuf),
     /// More photos than picture ids (u32) can number.
     #[error("input folder {0} holds more than 4,294,967,295 photos")]
     TooMany(PathBuf),
@@ -102,9 +108,25 @@ impl Collection {
                 .collect(),
             None => walk_photos(root),
         };
+        if paths.is_empty() {
+            return Err(match labels {
+                Some(labels) => CollectionError::NoneListed(labels.to_path_buf()),
+                None => CollectionError::NoPhotos(root.to_path_buf()),
+            });
+        }
         paths.sort_unstable();
         paths.dedup_by(|a, b| a.0 == b.0);
         Self::listed(root, paths)
+    }
+
+    /// Refuses a `root` that is missing, a file, or holds no photo, before anything else
+    /// (a labels file) is looked for.
+    pub fn check_folder(root: &Path) -> Result<(), CollectionError> {
+        folder_of_photos(root)?;
+        if walk_photos(root).is_empty() {
+            return Err(CollectionError::NoPhotos(root.to_path_buf()));
+        }
+        Ok(())
     }
 
     /// The collection of `root` whose photos are `listed` (relative path, why unusable), in
@@ -836,7 +858,29 @@ mod tests {
         );
         let err = Collection::open(&dir.path().join("nope"), None).expect_err("missing");
         assert!(matches!(err, CollectionError::MissingFolder(_)), "{err}");
-        assert!(Collection::open(dir.path(), None).is_ok());
+    }
+
+    #[test]
+    fn a_folder_without_photos_is_named_before_its_labels() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("notes.txt"), b"x").expect("file");
+        let err = Collection::check_folder(dir.path()).expect_err("no photos");
+        assert!(matches!(err, CollectionError::NoPhotos(_)), "{err}");
+        assert!(err.to_string().starts_with("no photos in "), "{err}");
+        let err = Collection::open(dir.path(), None).expect_err("no photos");
+        assert!(matches!(err, CollectionError::NoPhotos(_)), "{err}");
+        let labels = dir.path().join("labels.csv");
+        std::fs::write(&labels, "path,kind\n").expect("labels");
+        let err = Collection::open(dir.path(), Some(&labels)).expect_err("none listed");
+        assert!(matches!(err, CollectionError::NoneListed(_)), "{err}");
+        std::fs::write(dir.path().join("a.jpg"), b"not a jpeg").expect("photo");
+        assert!(Collection::check_folder(dir.path()).is_ok());
+        assert_eq!(
+            Collection::open(dir.path(), None)
+                .map(|c| c.photos().len())
+                .ok(),
+            Some(1)
+        );
     }
 
     #[test]

@@ -6,8 +6,6 @@
 //! exact f32 assignment. A word's row shows the patches nearest to it among those it won, nearest
 //! first; the words shown are those that won the most patches (ties to the lower index).
 
-use std::path::Path;
-
 use image::{GrayImage, Luma};
 use rayon::prelude::*;
 
@@ -154,6 +152,14 @@ pub struct Montage {
     pub patches: usize,
 }
 
+impl Montage {
+    /// Picture rows from one word's row of tiles to the next's (a tile and its gap).
+    pub fn pitch(&self) -> u32 {
+        let rows = self.rows.len().max(1) as u32;
+        self.image.height().saturating_sub(GAP) / rows
+    }
+}
+
 /// A described patch with its pixels.
 struct Sample {
     photo: usize,
@@ -163,7 +169,7 @@ struct Sample {
 }
 
 /// Gap between tiles, in picture pixels.
-const GAP: u32 = 2;
+pub const GAP: u32 = 2;
 
 /// Draws the montage of `centroids` over `collection`.
 pub fn draw(
@@ -314,18 +320,6 @@ fn picture(
         }
     }
     image
-}
-
-/// Writes the picture as PNG beside nothing else (the caller writes the CSV), atomically.
-pub fn write_png(image: &GrayImage, path: &Path) -> std::io::Result<()> {
-    let mut bytes = Vec::new();
-    image
-        .write_to(
-            &mut std::io::Cursor::new(&mut bytes),
-            image::ImageFormat::Png,
-        )
-        .map_err(std::io::Error::other)?;
-    crate::atomic::write(path, &bytes)
 }
 
 #[cfg(test)]

@@ -94,6 +94,8 @@ impl Source {
             },
             args.config.display()
         );
+        // An empty folder is named as such before its labels file is looked for.
+        vocab_pipeline::image_io::Collection::check_folder(&photos)?;
         let labels = match (&args.labels, &d.labels, &args.dataset) {
             (Some(l), _, _) => l.to_path_buf(),
             (None, Some(l), None) => base.join(l),

@@ -12,6 +12,7 @@ mod formats;
 mod kept_inputs;
 mod kmeans;
 mod limits;
+mod mistakes;
 mod mixture;
 mod models;
 mod network;

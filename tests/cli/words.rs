@@ -2,6 +2,9 @@
 
 use crate::util::*;
 
+/// Width of the strip that names the rows, left of the tiles.
+const LABELS: u32 = 130;
+
 #[test]
 fn words_are_drawn_as_their_nearest_patches_beside_a_csv_of_them() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -45,15 +48,28 @@ fn words_are_drawn_as_their_nearest_patches_beside_a_csv_of_them() {
         said.contains("words: 5 words x 6 patches from 320 patches of 16 photos"),
         "{said}"
     );
-    // Rows of 6 tiles of 40 x 40 px at zoom 2, 2-px gaps.
+    // Rows of 6 tiles of 40 x 40 px at zoom 2, 2-px gaps, right of a strip naming the rows.
     let image = image::open(path("w.png")).expect("png").to_luma8();
-    assert_eq!(image.dimensions(), (2 + 6 * 82, 2 + 5 * 82));
+    assert_eq!(image.dimensions(), (LABELS + 2 + 6 * 82, 2 + 5 * 82));
+    for r in 0..5 {
+        // Each row's name is written in its strip (dark text on white), within the row.
+        let inked = (0..LABELS)
+            .flat_map(|x| (2 + r * 82..2 + r * 82 + 80).map(move |y| (x, y)))
+            .filter(|&(x, y)| image.get_pixel(x, y).0[0] < 128)
+            .count();
+        assert!(inked > 50, "row {r}: {inked} dark pixels in its label");
+    }
+    let header = std::fs::read_to_string(path("w.png.csv")).expect("csv");
+    assert!(
+        header.starts_with("row,word,patches_nearest,column,"),
+        "{header}"
+    );
     let rows = csv_rows(&path("w.png.csv"));
     assert_eq!(rows.len(), 5 * 6);
     let mut last_won = usize::MAX;
     for row in rows.chunks(6) {
         // Most used words first; within a word, nearest patches first.
-        let won: usize = row[0][2].parse().expect("won");
+        let won: usize = row[0][2].parse().expect("patches nearest");
         assert!(won <= last_won && won >= 6, "{row:?}");
         last_won = won;
         let distances: Vec<f64> = row
@@ -85,7 +101,7 @@ fn words_are_drawn_as_their_nearest_patches_beside_a_csv_of_them() {
     );
     for (y, x) in [(0, 0), (13, 27), (39, 39)] {
         let want = photo.get_pixel(c + x, r + y).0[0];
-        let got = image.get_pixel(2 + 2 * x, 2 + 2 * y).0[0];
+        let got = image.get_pixel(LABELS + 2 + 2 * x, 2 + 2 * y).0[0];
         assert!(want.abs_diff(got) <= 1, "({y}, {x}): {want} vs {got}");
     }
     // Seeded: the same picture again; another seed, other patches.
@@ -123,7 +139,7 @@ fn words_are_drawn_as_their_nearest_patches_beside_a_csv_of_them() {
     );
     assert!(said.contains("of 3 photos"), "{said}");
     let small = image::open(path("small.png")).expect("png").to_luma8();
-    assert_eq!(small.width(), 2 + 6 * 42);
+    assert_eq!(small.width(), LABELS + 2 + 6 * 42);
     for tile in csv_rows(&path("small.png.csv")) {
         assert!(tile[5].starts_with("field/"), "{tile:?}");
         let (r, c): (usize, usize) = (tile[6].parse().expect("row"), tile[7].parse().expect("col"));

@@ -170,6 +170,20 @@ impl Format {
         }
     }
 
+    /// How numpy and pandas read a file of this format, for summaries; `None` where the
+    /// reading is the format's own (vocab's, faiss's).
+    pub fn reading(self) -> Option<&'static str> {
+        match self {
+            Self::Csv => Some(
+                "a header line, then a vector a line: numpy.loadtxt(f, delimiter=\",\", \
+                 skiprows=1) or pandas.read_csv(f)",
+            ),
+            Self::Npy => Some("numpy.load(f)"),
+            Self::Text => Some("numpy.loadtxt(f)"),
+            Self::Bin | Self::Fvecs | Self::Bvecs => None,
+        }
+    }
+
     /// Whether records in this format keep their picture id, row and column.
     pub fn keeps_positions(self) -> bool {
         matches!(self, Self::Text | Self::Bin | Self::Csv)

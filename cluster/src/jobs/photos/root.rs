@@ -5,7 +5,7 @@ use crate::jobs::error::JobError;
 use std::ops::Range;
 
 use vocab_pipeline::encode::Words;
-use vocab_pipeline::features::{FeatureParams, Outcome};
+use vocab_pipeline::features::{FeatureParams, Outcome, Unread};
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::store::Element;
 
@@ -45,6 +45,8 @@ pub struct PhotoRoot<'t> {
     bytes: u64,
     /// Photos in the collection.
     photos: usize,
+    /// The collection, to name the photos none of which could be read.
+    collection: Collection,
     /// What the members keep after [`PhotoRoot::kept_rounds`].
     pub(super) kept: Option<Kept>,
 }
@@ -181,6 +183,7 @@ impl<'t> PhotoRoot<'t> {
             times,
             bytes,
             photos: collection.photos().len(),
+            collection: collection.clone(),
             kept: None,
         })
     }
@@ -351,6 +354,16 @@ impl<'t> PhotoRoot<'t> {
             rank: 0,
             reason: "the shards left photos undone".into(),
         })?;
+        // Not one photo read: said as the features stage says it, before any cut.
+        let mut unread = Unread::default();
+        let mut read = 0;
+        for (photo, outcome) in self.collection.photos().iter().zip(&results) {
+            match outcome {
+                Outcome::Skipped(reason) => unread.note(&photo.rel_path, reason),
+                Outcome::Done { .. } => read += 1,
+            }
+        }
+        (unread.check(&self.collection, read)).map_err(|e| EngineError::Job(Box::new(e)))?;
         self.kept = Some(Kept { shards, records });
         Ok(results)
     }
