@@ -10,7 +10,9 @@ use std::time::Instant;
 use anyhow::Context;
 use vocab_pipeline::kmeans::Shard;
 use vocab_pipeline::mixture::moments::{Head, values_len};
-use vocab_pipeline::mixture::{Local, MixtureFile, StepLog, fit_with};
+use vocab_pipeline::mixture::{
+    Checkpoint, Gmm, Identity, Local, MixtureFile, Pca, Resumed, StepLog, checkpoint_path, fit_from,
+};
 
 use crate::kmeans_cmd::Input;
 use crate::progress::Ui;
@@ -46,15 +48,28 @@ pub fn run(
         params.pca_dims,
         params.max_iter,
     )?;
+    let identity = Identity::of(params, (n as u64, dims, input.checksum()));
+    let from = resumed(settings, &identity, &mut **out.borrow_mut())?;
     let bar = ui.bar(params.max_iter as u64 + 1, "mixture");
     let started = Instant::now();
-    let mut steps: Vec<StepLog> = Vec::new();
-    let mut on_step = |step: &StepLog| -> anyhow::Result<()> {
+    let mut steps: Vec<StepLog> = from.as_ref().map_or_else(Vec::new, |r| r.steps.clone());
+    bar.set_position(steps.len() as u64);
+    let checkpoint = checkpoint_path(&team.out);
+    let mut on_step = |step: &StepLog, pca: &Pca, gmm: Option<&Gmm>| -> anyhow::Result<()> {
         bar.inc(1);
-        if step.iteration > 0 {
-            bar.set_message(format!("log-likelihood {:.4}", step.log_likelihood));
-        }
         steps.push(step.clone());
+        let Some(gmm) = gmm else {
+            return Ok(());
+        };
+        bar.set_message(format!("log-likelihood {:.4}", step.log_likelihood));
+        Checkpoint::new(identity.clone(), &steps, pca, gmm).save(&checkpoint)?;
+        if settings.exit_after_iteration == Some(step.iteration as u64) {
+            eprintln!(
+                "mixture: exiting after EM step {} (fault injection)",
+                step.iteration
+            );
+            std::process::exit(3);
+        }
         Ok(())
     };
     let fitted = match input.at().filter(|_| distributed) {
@@ -68,49 +83,93 @@ pub fn run(
             let bytes = values_len(&head).unwrap_or(0) as f64 * 8.0;
             teams::start(team, at, mpi, ("mixture", bytes), &out).and_then(|mut t| {
                 writeln!(out.borrow_mut(), "mixture: on {}", t.job.describe())?;
-                let fitted = fit_with::<_, anyhow::Error>(&mut t.job, params, &mut on_step);
+                let fitted = fit_from::<_, anyhow::Error>(&mut t.job, params, from, &mut on_step);
                 teams::keep_links(&t.job, team);
                 fitted
             })
         }
         None => Local::new(Shard::numbered(&parts))
             .map_err(anyhow::Error::from)
-            .and_then(|mut engine| fit_with::<_, anyhow::Error>(&mut engine, params, &mut on_step)),
+            .and_then(|mut e| fit_from::<_, anyhow::Error>(&mut e, params, from, &mut on_step)),
     }
     .with_context(|| format!("learning a mixture from {}", team.features.display()))?;
     bar.finish();
     let file = MixtureFile::new(params, (n as u64, dims, input.checksum()), &fitted);
     file.write(&team.out)?;
     let csv_path = write_steps(&steps, &team.out)?;
-    let ems = fitted.steps.len().saturating_sub(1);
-    let out = out.into_inner();
-    writeln!(
-        out,
-        "mixture: PCA kept {:.1}% of the variance in {} of {dims} dims",
-        100.0 * explained(&fitted.pca.variances, &file),
-        params.pca_dims,
+    let seconds = started.elapsed().as_secs_f64();
+    summary(
+        &file,
+        &fitted,
+        seconds,
+        (&team.out, &csv_path),
+        out.into_inner(),
     )?;
+    Ok(file)
+}
+
+/// The run's last lines: what the PCA kept, the EM steps, the files.
+fn summary(
+    file: &MixtureFile,
+    fitted: &vocab_pipeline::mixture::Fitted,
+    seconds: f64,
+    (mixture, csv_path): (&Path, &Path),
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let ems = fitted.steps.len().saturating_sub(1);
     writeln!(
         out,
-        "mixture: {ems} EM steps{} in {:.1} s, mean log-likelihood {:.4}; weights {:.4} to {:.4}",
+        "mixture: PCA kept {:.1}% of the variance in {} of {} dims",
+        100.0 * explained(&fitted.pca.variances, file),
+        file.params.pca_dims,
+        file.dims,
+    )?;
+    let weights = &fitted.gmm.weights;
+    writeln!(
+        out,
+        "mixture: {ems} EM steps{} in {seconds:.1} s, mean log-likelihood {:.4}; weights {:.4} \
+         to {:.4}",
         if fitted.converged { " (converged)" } else { "" },
-        started.elapsed().as_secs_f64(),
         file.log_likelihood.last().copied().unwrap_or(f64::NAN),
-        fitted
-            .gmm
-            .weights
-            .iter()
-            .copied()
-            .fold(f64::INFINITY, f64::min),
-        fitted.gmm.weights.iter().copied().fold(0.0, f64::max),
+        weights.iter().copied().fold(f64::INFINITY, f64::min),
+        weights.iter().copied().fold(0.0, f64::max),
     )?;
     writeln!(
         out,
         "  wrote {} and {}",
-        team.out.display(),
+        mixture.display(),
         csv_path.display()
     )?;
-    Ok(file)
+    Ok(())
+}
+
+/// With `--resume` (a run's interrupted step), the run to take up from the checkpoint beside
+/// the mixture file: it must be of this run (`identity`) and not past its end.
+fn resumed(
+    settings: &MixtureSettings,
+    identity: &Identity,
+    out: &mut dyn Write,
+) -> anyhow::Result<Option<Resumed>> {
+    if !settings.resume {
+        return Ok(None);
+    }
+    let path = checkpoint_path(&settings.team.out);
+    let checkpoint = Checkpoint::load(&path)?;
+    anyhow::ensure!(
+        checkpoint.ems() <= settings.params.max_iter,
+        "checkpoint {}: says {} EM steps are done, more than the {} this run makes; remove it \
+         (or run without --resume) to start over",
+        path.display(),
+        checkpoint.ems(),
+        settings.params.max_iter
+    );
+    writeln!(
+        out,
+        "mixture: resuming after EM step {} from {}",
+        checkpoint.ems(),
+        path.display()
+    )?;
+    Ok(Some(checkpoint.resumed(identity, &path)?))
 }
 
 /// Writes the fit's steps beside the mixture file `mixture` (`steps.csv`: the PCA, then each EM

@@ -45,7 +45,8 @@ pub struct RunArgs {
     /// Print the stages, data sizes and the cost model's per-iteration traffic, without running.
     #[arg(long)]
     pub plan: bool,
-    /// Fault injection for tests: exit right after k-means checkpoints iteration N (a crash).
+    /// Fault injection for tests: exit right after k-means checkpoints iteration N, or the
+    /// mixture EM step N (a crash).
     #[arg(long, value_name = "N", hide = true)]
     pub exit_after_iteration: Option<u64>,
     /// Fault injection for tests (`--engine mpi`): rank R exits when given photo round N.

@@ -166,7 +166,16 @@ pub struct MixtureArgs {
     /// Where it runs.
     #[command(flatten)]
     pub team: TeamArgs,
-    /// Mixture file (JSON: the PCA and the mixture); beside it <out>.steps.csv.
+    /// Mixture file (JSON: the PCA and the mixture); beside it <out>.steps.csv and the
+    /// checkpoint <out>.ckpt, written after every EM step.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
+    /// Take up an interrupted run from its checkpoint (the same --out, features, Gaussians,
+    /// projection, seed and reg; more or fewer steps may be asked): the same mixture as a run
+    /// never interrupted.
+    #[arg(long)]
+    pub resume: bool,
+    /// Fault injection for tests: exit right after checkpointing EM step N (a crash).
+    #[arg(long, value_name = "N", hide = true)]
+    pub exit_after_iteration: Option<u64>,
 }

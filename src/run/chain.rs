@@ -220,6 +220,7 @@ impl Chain<'_> {
                 placed,
                 ui: self.ui,
                 mpi: self.mpi,
+                exit_after_iteration: self.exit_after_iteration,
             };
             let (dir, file) = runner.run(&mixture)?;
             let made = Made {

@@ -153,6 +153,10 @@ pub struct MixtureSettings {
     pub params: vocab_pipeline::mixture::Params,
     /// Where it runs; `team.out` is the mixture file.
     pub team: TeamSettings,
+    /// Take up the run from the checkpoint beside `team.out`.
+    pub resume: bool,
+    /// Fault injection: exit after checkpointing this EM step.
+    pub exit_after_iteration: Option<u64>,
 }
 
 impl MixtureSettings {
@@ -169,7 +173,12 @@ impl MixtureSettings {
         let params = args.options.params(args.components);
         params.check()?;
         team_rules(&team.engine, team.order, &team.features, None)?;
-        Ok(Self { params, team })
+        Ok(Self {
+            params,
+            team,
+            resume: args.resume,
+            exit_after_iteration: args.exit_after_iteration,
+        })
     }
 }
 

@@ -101,3 +101,81 @@ fn bad_mixture_requests_are_refused_naming_them() {
     let err = fails(&["mixture", "--features", s(&parts), "--out", s(&parts)]);
     assert!(err.contains("out"), "{err}");
 }
+
+#[test]
+fn a_mixture_killed_after_an_em_step_resumes_to_the_same_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let parts = synth_parts(dir.path(), 3000, 24, 9, 5, 5);
+    let whole = dir.path().join("whole.json");
+    mixture(&parts, &whole, &[]);
+    for (name, more) in [
+        ("one.json", &[][..]),
+        ("workers.json", &["--local-nodes", "2"][..]),
+    ] {
+        let out = dir.path().join(name);
+        let mut args = vec![
+            "mixture",
+            "--features",
+            s(&parts),
+            "--components",
+            "5",
+            "--pca-dims",
+            "6",
+        ];
+        args.extend_from_slice(&["--iterations", "6", "--tol", "0", "--seed", "4"]);
+        args.extend_from_slice(&["--out", s(&out), "--exit-after-iteration", "3"]);
+        args.extend_from_slice(more);
+        let crashed = vocab(&args);
+        assert!(
+            !crashed.status.success() && !out.exists(),
+            "{name}: stopped after step 3"
+        );
+        let log = mixture(&parts, &out, &[&["--resume"][..], more].concat());
+        assert!(log.contains("resuming after EM step 3"), "{log}");
+        let read = |p: &std::path::Path| std::fs::read(p).expect("read");
+        assert!(
+            read(&whole) == read(&out),
+            "{name}: the resumed mixture differs"
+        );
+        let steps = csv_rows(&dir.path().join(format!("{name}.steps.csv")));
+        assert_eq!(
+            steps.len(),
+            7,
+            "the PCA and 6 EM steps, those before the crash kept"
+        );
+    }
+    // A checkpoint of another run is refused, saying so; one past the run's end too.
+    let other = dir.path().join("one.json");
+    let err = fails(&[
+        "mixture",
+        "--features",
+        s(&parts),
+        "--components",
+        "5",
+        "--pca-dims",
+        "6",
+        "--seed",
+        "5",
+        "--out",
+        s(&other),
+        "--resume",
+    ]);
+    assert!(err.contains("a checkpoint of another run"), "{err}");
+    let err = fails(&[
+        "mixture",
+        "--features",
+        s(&parts),
+        "--components",
+        "5",
+        "--pca-dims",
+        "6",
+        "--iterations",
+        "2",
+        "--seed",
+        "4",
+        "--out",
+        s(&other),
+        "--resume",
+    ]);
+    assert!(err.contains("more than the 2 this run makes"), "{err}");
+}

@@ -1,5 +1,5 @@
-//! `vocab run` stopped and run again: a run killed in k-means or interrupted by Ctrl-C resumes
-//! to the same vocabulary, a step left half-written starts afresh, and a work directory that
+//! `vocab run` stopped and run again: a run killed in k-means or its mixture, or interrupted by
+//! Ctrl-C, resumes to the same vocabulary or mixture, a step left half-written starts afresh, and a work directory that
 //! another run holds is refused.
 
 use std::path::Path;
@@ -46,6 +46,45 @@ fn a_run_killed_in_kmeans_resumes_to_the_same_vocabulary() {
         vocabulary(&a) == vocabulary(&b),
         "resumed vocabulary differs"
     );
+}
+
+#[test]
+fn a_run_killed_in_its_mixture_resumes_after_its_last_em_step() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("c.toml");
+    std::fs::write(
+        &config,
+        "[dataset]\nsynthetic = { per_kind = 4 }\n[features]\nper_image = 40\n\
+         [kmeans]\nk = [4]\nnodes = 2\n[encode]\nmethod = \"fisher\"\nstride = 16\n\
+         [mixture]\ncomponents = [3]\npca_dims = 6\niterations = 8\ntol = 0\n\
+         [classify]\nattributes = [\"urbanicity\"]\ncv = 2\n",
+    )
+    .expect("config");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    ok(&["run", s(&config), "--work", s(&a)]);
+    let crashed = vocab(&[
+        "run",
+        s(&config),
+        "--work",
+        s(&b),
+        "--exit-after-iteration",
+        "5",
+    ]);
+    assert!(!crashed.status.success());
+    assert!(
+        steps(&b).iter().any(|s| s.starts_with("mixture/.tmp-g3-")),
+        "the interrupted step stays temporary: {:?}",
+        steps(&b)
+    );
+    let out = ok(&["run", s(&config), "--work", s(&b)]);
+    assert!(out.contains("resuming after EM step 5"), "{out}");
+    let mixture = |w: &Path| {
+        let step = (steps(w).into_iter())
+            .find(|s| s.starts_with("mixture/g3-"))
+            .expect("mixture step");
+        std::fs::read(w.join(step).join("mixture.json")).expect("mixture")
+    };
+    assert!(mixture(&a) == mixture(&b), "resumed mixture differs");
 }
 
 #[test]

@@ -45,6 +45,22 @@ pub struct Fitted {
     pub converged: bool,
 }
 
+/// Where a run takes up an earlier one (a checkpoint's): its projection, its mixture after its
+/// last EM step, and its steps (the covariance first).
+#[derive(Debug, Clone)]
+pub struct Resumed {
+    /// The projection.
+    pub pca: Pca,
+    /// The mixture after the last step.
+    pub gmm: Gmm,
+    /// The steps done, the covariance first.
+    pub steps: Vec<StepLog>,
+}
+
+/// What a step's callback sees: the step, the projection, and the mixture after it (none after
+/// the covariance).
+pub type OnStep<'a, E> = dyn FnMut(&StepLog, &Pca, Option<&Gmm>) -> Result<(), E> + 'a;
+
 /// Learns the PCA and the mixture of `params` over the vectors of `engine`. `on_step` sees
 /// every step as it ends (to log it); an error from it stops the run.
 pub fn fit_with<En, E>(
@@ -56,23 +72,44 @@ where
     En: Engine + ?Sized,
     E: From<En::Error> + From<MixtureError>,
 {
+    fit_from(engine, params, None, &mut |step, _, _| on_step(step))
+}
+
+/// [`fit_with`], taking up `from` when given (its EM steps are not done again: the result is
+/// the uninterrupted run's bit for bit), and showing `on_step` the mixture after each step (to
+/// checkpoint it).
+pub fn fit_from<En, E>(
+    engine: &mut En,
+    params: &Params,
+    from: Option<Resumed>,
+    on_step: &mut OnStep<'_, E>,
+) -> Result<Fitted, E>
+where
+    En: Engine + ?Sized,
+    E: From<En::Error> + From<MixtureError>,
+{
     let (n, dims) = engine.shape();
     if let Err(e) = params.check_for(n, dims) {
         return Err(E::from(MixtureError::Params(e)));
     }
-    let started = Instant::now();
-    let covariance = engine.moments(1, &Statistic::Covariance { dims })?;
-    let pca = Pca::from_moments(&covariance, params.pca_dims).map_err(E::from)?;
-    let log = StepLog {
-        iteration: 0,
-        log_likelihood: 0.0,
-        seconds: started.elapsed().as_secs_f64(),
-        report: covariance.report,
+    let (pca, first, done) = match from {
+        Some(Resumed { pca, gmm, steps }) => (pca, gmm, steps),
+        None => {
+            let started = Instant::now();
+            let covariance = engine.moments(1, &Statistic::Covariance { dims })?;
+            let pca = Pca::from_moments(&covariance, params.pca_dims).map_err(E::from)?;
+            let log = StepLog {
+                iteration: 0,
+                log_likelihood: 0.0,
+                seconds: started.elapsed().as_secs_f64(),
+                report: covariance.report,
+            };
+            on_step(&log, &pca, None)?;
+            let first = initial::<En, E>(engine, &pca, params)?;
+            (pca, first, vec![log])
+        }
     };
-    on_step(&log)?;
-    let first = initial::<En, E>(engine, &pca, params)?;
-    let (gmm, mut steps, converged) = em::<En, E>(engine, &pca, first, params, on_step)?;
-    steps.insert(0, log);
+    let (gmm, steps, converged) = em::<En, E>(engine, &pca, (first, done), params, on_step)?;
     Ok(Fitted {
         pca,
         gmm,
@@ -107,22 +144,34 @@ where
     Gmm::new(vec![1.0 / k as f64; k], means, variances).map_err(E::from)
 }
 
-/// EM steps from `gmm` over the vectors of `engine` projected by `pca`: the mixture, the log
-/// of each step, and whether it stopped on `tol`.
+/// EM steps from `gmm` over the vectors of `engine` projected by `pca`, after the steps `done`
+/// (the covariance's and any EM steps of an earlier run, which `gmm` is the mixture after):
+/// the mixture, the log of every step, and whether it stopped on `tol`.
 pub fn em<En, E>(
     engine: &mut En,
     pca: &Pca,
-    mut gmm: Gmm,
+    (mut gmm, mut steps): (Gmm, Vec<StepLog>),
     params: &Params,
-    on_step: &mut dyn FnMut(&StepLog) -> Result<(), E>,
+    on_step: &mut OnStep<'_, E>,
 ) -> Result<(Gmm, Vec<StepLog>, bool), E>
 where
     En: Engine + ?Sized,
     E: From<En::Error> + From<MixtureError>,
 {
     let (n, _) = engine.shape();
-    let mut steps: Vec<StepLog> = Vec::new();
-    for iteration in 1..=params.max_iter {
+    let ems = |steps: &[StepLog]| -> Vec<f64> {
+        (steps.iter().filter(|s| s.iteration > 0))
+            .map(|s| s.log_likelihood)
+            .collect()
+    };
+    // An earlier run that had already met `tol` is done.
+    if let [.., a, b] = ems(&steps)[..]
+        && (b - a).abs() < params.tol
+    {
+        return Ok((gmm, steps, true));
+    }
+    let first = steps.iter().map(|s| s.iteration).max().unwrap_or(0) + 1;
+    for iteration in first..=params.max_iter {
         let started = Instant::now();
         let statistic = Statistic::Mixture {
             pca: pca.clone(),
@@ -143,8 +192,8 @@ where
             seconds: started.elapsed().as_secs_f64(),
             report: moments.report,
         };
-        on_step(&log)?;
-        let before = steps.last().map(|s| s.log_likelihood);
+        on_step(&log, pca, Some(&gmm))?;
+        let before = ems(&steps).last().copied();
         let moved = before.map(|b| (log.log_likelihood - b).abs());
         steps.push(log);
         if moved.is_some_and(|m| m < params.tol) {

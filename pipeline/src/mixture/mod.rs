@@ -10,6 +10,7 @@
 //! (scikit-learn's formulas, checked against it on `eval/mixture/`'s fixture); [`params`] the
 //! rules; [`linalg`] the products.
 
+pub mod checkpoint;
 pub mod error;
 pub mod file;
 pub mod fit;
@@ -20,9 +21,10 @@ pub mod params;
 pub mod pca;
 pub mod sums;
 
+pub use self::checkpoint::{Checkpoint, Identity, checkpoint_path};
 pub use self::error::MixtureError;
 pub use self::file::MixtureFile;
-pub use self::fit::{Fitted, StepLog, fit_with};
+pub use self::fit::{Fitted, Resumed, StepLog, fit_from, fit_with};
 pub use self::gmm::Gmm;
 pub use self::moments::{Engine, Local, Statistic};
 pub use self::params::{Params, ParamsError};

@@ -93,9 +93,9 @@ fn em_steps_are_scikit_learns() {
     let (gmm, steps, converged) = fit::em::<_, MixtureError>(
         &mut local,
         &f.pca,
-        f.first.clone(),
+        (f.first.clone(), Vec::new()),
         &params,
-        &mut |_| Ok(()),
+        &mut |_, _, _| Ok(()),
     )
     .expect("em");
     assert!(!converged);
@@ -147,6 +147,76 @@ fn a_known_mixture_is_found_from_random_starts() {
         close(&weights, &truth, 0.04, "weights");
         assert_eq!(fitted.steps[0].iteration, 0);
     }
+}
+
+/// A run taken up from the checkpoint of its third EM step ends where the run never stopped
+/// ends, bit for bit, whether the checkpoint went through its file or not; another run's
+/// checkpoint is refused.
+#[test]
+fn a_run_taken_up_from_its_checkpoint_ends_bit_for_bit_where_it_would_have() {
+    let f = fixture();
+    let parts = parts(&f);
+    let mut local = Local::new(Shard::numbered(&parts)).expect("engine");
+    let params = Params {
+        components: f.components,
+        pca_dims: f.projected,
+        max_iter: 7,
+        tol: 0.0,
+        seed: 2,
+        reg: f.reg,
+    };
+    let identity = Identity::of(&params, (f.x.len() as u64 / f.dims as u64, f.dims, 77));
+    let whole = fit_with::<_, MixtureError>(&mut local, &params, &mut |_| Ok(())).expect("fit");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = checkpoint_path(&dir.path().join("m.json"));
+    let mut steps = Vec::new();
+    let mut stop = |step: &StepLog, pca: &Pca, gmm: Option<&Gmm>| -> Result<(), MixtureError> {
+        steps.push(step.clone());
+        if let Some(gmm) = gmm {
+            Checkpoint::new(identity.clone(), &steps, pca, gmm).save(&path)?;
+        }
+        // Stops the run, as a crash would, after the third EM step.
+        if step.iteration == 3 {
+            Err(MixtureError::Empty)
+        } else {
+            Ok(())
+        }
+    };
+    assert!(fit_from(&mut local, &params, None, &mut stop).is_err());
+    let checkpoint = Checkpoint::load(&path).expect("load");
+    assert_eq!(checkpoint.ems(), 3);
+    let resumed = checkpoint
+        .clone()
+        .resumed(&identity, &path)
+        .expect("this run's");
+    let mut seen = Vec::new();
+    let taken_up =
+        fit_from::<_, MixtureError>(&mut local, &params, Some(resumed), &mut |s, _, _| {
+            seen.push(s.iteration);
+            Ok(())
+        })
+        .expect("fit");
+    assert_eq!(seen, [4, 5, 6, 7], "only the steps not done");
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&taken_up.gmm.means), bits(&whole.gmm.means));
+    assert_eq!(bits(&taken_up.gmm.variances), bits(&whole.gmm.variances));
+    assert_eq!(bits(&taken_up.gmm.weights), bits(&whole.gmm.weights));
+    let lls = |f: &Fitted| {
+        f.steps
+            .iter()
+            .map(|s| s.log_likelihood.to_bits())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(lls(&taken_up), lls(&whole));
+    let other = Identity {
+        seed: 3,
+        ..identity
+    };
+    let err = checkpoint.resumed(&other, &path).expect_err("another run");
+    assert!(
+        err.to_string().contains("a checkpoint of another run"),
+        "{err}"
+    );
 }
 
 /// Sums of any grouping of the partitions, any thread count, and u8 codes against their decoded

@@ -127,6 +127,8 @@ pub struct Mixture<'a> {
     pub ui: &'a Ui,
     /// The MPI job, under `--engine mpi`.
     pub mpi: Option<&'a Mpi<'a>>,
+    /// Fault injection (`--exit-after-iteration`: here an EM step).
+    pub exit_after_iteration: Option<u64>,
 }
 
 impl Stage for Mixture<'_> {
@@ -148,6 +150,11 @@ impl Stage for Mixture<'_> {
         ]))
     }
 
+    /// From the checkpoint its interrupted run left, after its last EM step.
+    fn resumes(&self) -> bool {
+        true
+    }
+
     fn run(&self, tmp: &Path, out: &mut dyn Write) -> anyhow::Result<(MixtureFile, String)> {
         let parts = (self.parts, self.placed);
         let out_file = tmp.join("mixture.json");
@@ -158,9 +165,13 @@ impl Stage for Mixture<'_> {
             &out_file,
             Assignment::default(),
         );
+        // An interrupted step's checkpoint (kept in its folder) is taken up.
+        let resume = vocab_pipeline::mixture::checkpoint_path(&out_file).is_file();
         let settings = MixtureSettings {
             params: self.config.mixture.params(self.components),
             team,
+            resume,
+            exit_after_iteration: self.exit_after_iteration,
         };
         crate::mixture_cmd::run(&settings, self.ui, self.mpi, out)?;
         // As the file reads back (JSON need not give back the very floats written): the
