@@ -155,6 +155,7 @@ fn dispatch(
             mixture_cmd::run(&settings, &ui, mpi, &mut stdout()).map(|_| ())
         }
         Command::Run(args) => run::run(&args, &ui, mpi),
+        Command::Clean(args) => run::clean::clean(&args, &mut stdout()),
         Command::Config(ConfigCommand::Check(args)) => run::check::check(&args),
         Command::Config(ConfigCommand::Show(args)) => run::check::show(&args.config),
         Command::Bench(BenchCommand::Hog(args)) => bench_cmd::hog(&args),

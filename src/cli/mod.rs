@@ -66,6 +66,9 @@ pub enum Command {
     Words(WordsArgs),
     /// Run the stages of a TOML config in a work directory (cached, resumable).
     Run(RunArgs),
+    /// Drop what a finished run no longer needs from its work directory: interrupted runs'
+    /// folders, steps of settings no longer used, and (--encodings) trained models' encodings.
+    Clean(CleanArgs),
     /// Check or show a config file.
     #[command(subcommand)]
     Config(ConfigCommand),

@@ -67,3 +67,20 @@ pub struct ConfigFileArgs {
     /// The TOML config.
     pub config: PathBuf,
 }
+
+/// Arguments of `vocab clean`.
+#[derive(Debug, Args)]
+pub struct CleanArgs {
+    /// The run's config (its work directory is work/<config name>, unless --work says).
+    pub config: Option<PathBuf>,
+    /// The run's work directory.
+    #[arg(long, value_name = "DIR")]
+    pub work: Option<PathBuf>,
+    /// Also drop the encodings whose models are trained (the largest part of a run; a later
+    /// run makes them again only for a model that needs them).
+    #[arg(long)]
+    pub encodings: bool,
+    /// Say what would be removed, and how much it frees, without removing it.
+    #[arg(long)]
+    pub dry_run: bool,
+}

@@ -9,6 +9,7 @@
 
 mod check;
 mod cost;
+mod disk;
 mod encode;
 mod learning;
 mod rates;
@@ -17,6 +18,7 @@ mod time;
 
 pub use self::check::check_sizes;
 
+use self::disk::{Disk, print_disk};
 use self::encode::{print_encode, print_svm};
 use self::learning::{print_key, print_kmeans, print_mixture};
 use self::sample::print_sample;
@@ -87,6 +89,8 @@ pub fn print(
     print_encode(config, engine, nodes, photos)?;
     print_svm(config);
     print_key(config);
+    let born = config.partition.at == crate::config::PartitionAt::Nodes && engine.distributed();
+    let disk = Disk::of(config, (photos, training, n), classes, born)?;
     // The photo stages' rates are a whole machine's: loopback workers share its cores. (The
     // k-means rates are a node's, and a 2-core machine running two measured alike.)
     let machines = if engine.nodes_here().is_some() {
@@ -105,7 +109,9 @@ pub fn print(
         classes,
         per_iteration: &per_iteration,
     };
-    print_time(config, &estimate, trials)
+    print_time(config, &estimate, trials)?;
+    print_disk(&disk, trials);
+    Ok(())
 }
 
 /// Mean width and height of up to 64 of `paths` (relative to `folder`), spread over them,

@@ -158,8 +158,11 @@ impl Chain<'_> {
         for &k in self.config.sizes() {
             let dictionary = self.dictionary(runner, sampled, &suffix, k)?;
             vocabularies.extend(dictionary.vocabulary);
-            let encoded = self.encodings(runner, sampled, &dictionary.made, &suffix, k)?;
+            // The encodings are made only when a model needs them: a finished run whose
+            // encodings were dropped (`vocab clean --encodings`) keeps its models.
+            let encoded = self.encodings(runner, sampled, &dictionary.made, &suffix, k, false)?;
             let tables = stages::Tables::default();
+            let mut svms = Vec::new();
             for attribute in attributes {
                 let svm = stages::Svm {
                     config: self.config,
@@ -184,7 +187,15 @@ impl Chain<'_> {
                         },
                     ),
                 };
-                let (_, scores) = runner.run(&svm)?;
+                svms.push(svm);
+            }
+            if !svms.iter().all(|svm| runner.done(svm)) {
+                // (The same steps: their folders are those the models were given.)
+                let made = self.encodings(runner, sampled, &dictionary.made, &suffix, k, true)?;
+                debug_assert_eq!(made.histograms, encoded.histograms);
+            }
+            for (svm, attribute) in svms.iter().zip(attributes) {
+                let (_, scores) = runner.run(svm)?;
                 outcomes.push(Outcome {
                     k,
                     attribute: attribute.clone(),
@@ -265,7 +276,8 @@ impl Chain<'_> {
     }
 
     /// Every photo encoded over the dictionary `made`, the training photos mirrored when they
-    /// train too, and the test folder's photos.
+    /// train too, and the test folder's photos: made when `make` (else only where they would
+    /// be, and their keys).
     fn encodings(
         &self,
         runner: &mut Runner,
@@ -273,7 +285,15 @@ impl Chain<'_> {
         made: &Made,
         suffix: &str,
         k: usize,
+        make: bool,
     ) -> anyhow::Result<Encoded> {
+        let mut step = |encode: &stages::Encode<'_>| -> anyhow::Result<PathBuf> {
+            if make {
+                Ok(runner.run(encode)?.0)
+            } else {
+                Ok(runner.folder(encode))
+            }
+        };
         let encode = stages::Encode {
             config: self.config,
             suffix,
@@ -287,8 +307,7 @@ impl Chain<'_> {
             mixture: made.mixture.as_ref(),
         };
         let key = encode.key();
-        let (encode_dir, ()) = runner.run(&encode)?;
-        let histograms = encode_dir.join("histograms.bin");
+        let histograms = step(&encode)?.join("histograms.bin");
         // The training photos mirrored, to train beside them.
         let training = sampled.split_csv.with_file_name("train.csv");
         let mirrored = if self.config.classify.mirror {
@@ -296,8 +315,7 @@ impl Chain<'_> {
                 mirrored: Some((&sampled.features_key, &training)),
                 ..encode
             };
-            let (dir, ()) = runner.run(&encode)?;
-            Some((encode.key(), dir.join("histograms.bin")))
+            Some((encode.key(), step(&encode)?.join("histograms.bin")))
         } else {
             None
         };
@@ -309,8 +327,7 @@ impl Chain<'_> {
                     dataset: test,
                     ..encode
                 };
-                let (dir, ()) = runner.run(&encode)?;
-                Some((encode.key(), dir.join("histograms.bin")))
+                Some((encode.key(), step(&encode)?.join("histograms.bin")))
             }
             None => None,
         };

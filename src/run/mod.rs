@@ -11,6 +11,7 @@
 
 mod chain;
 pub mod check;
+pub mod clean;
 mod dataset;
 mod interrupt;
 mod protocol;
@@ -296,14 +297,7 @@ fn plan_without_photos(
 /// The run's work folder (`--work`, or `work/<config name>`), refused inside the photos it
 /// reads; the config's photos and labels become inputs no step writes to.
 fn work_folder(args: &RunArgs, source: &Source, protocol: &Protocol) -> anyhow::Result<PathBuf> {
-    let work = args.work.clone().unwrap_or_else(|| {
-        let stem = args
-            .experiment
-            .config
-            .file_stem()
-            .map_or("run".into(), |s| s.to_string_lossy().into_owned());
-        PathBuf::from("work").join(stem)
-    });
+    let work = (args.work.clone()).unwrap_or_else(|| step::default_work(&args.experiment.config));
     // Steps written inside the photo folder would change its fingerprint on every run: nothing
     // would ever be cached, and old steps would pile up.
     for (photos, what) in [

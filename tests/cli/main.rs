@@ -4,6 +4,7 @@
 mod batch;
 mod bound;
 mod classify;
+mod clean;
 mod cluster;
 mod datasets;
 mod encode;

@@ -20,7 +20,7 @@ mod keys;
 mod work;
 
 pub use keys::{digest, file_fingerprint, folder_fingerprint, short_hash};
-pub use work::{WorkLock, check_work_folder};
+pub use work::{WorkLock, check_work_folder, default_work};
 
 /// The stages, in order (the names `--force` takes).
 pub const STAGES: [&str; 8] = [
@@ -118,6 +118,21 @@ impl Runner {
             force_from,
             steps: Vec::new(),
         })
+    }
+
+    /// The folder `stage` finishes in.
+    pub fn folder<S: Stage>(&self, stage: &S) -> PathBuf {
+        let (name, label, key) = (stage.stage(), stage.label(), stage.key());
+        self.work.join(name).join(format!("{label}-{key}"))
+    }
+
+    /// Whether [`Runner::run`] would find `stage` finished (its folder there, usable, and not
+    /// forced): what depends only on it need not be made again.
+    pub fn done<S: Stage>(&self, stage: &S) -> bool {
+        let done = self.folder(stage);
+        let index = STAGES.iter().position(|s| *s == stage.stage()).unwrap_or(0);
+        let forced = self.force_from.is_some_and(|f| index >= f);
+        done.is_dir() && !forced && stage.usable(&done)
     }
 
     /// Runs `stage` unless its folder exists; returns the finished folder and the output.

@@ -6,6 +6,12 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 
+/// The work directory of a config when `--work` does not name one: `work/<config name>`.
+pub fn default_work(config: &Path) -> std::path::PathBuf {
+    let stem = (config.file_stem()).map_or("run".into(), |s| s.to_string_lossy().into_owned());
+    Path::new("work").join(stem)
+}
+
 /// A work directory is new, empty, or one that `vocab run` made (it holds the lock file
 /// `.lock`): anything else is refused before a byte is written into it, so a run never
 /// overwrites a folder of the user's (`report/report.md` of another tool, say). The lock file
