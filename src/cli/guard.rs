@@ -212,6 +212,8 @@ mod tests {
         "vocab run work out",
         "vocab run cluster in",
         "vocab run racks in",
+        "vocab clean config in",
+        "vocab clean work out",
         "vocab config check config in",
         "vocab config check dataset in",
         "vocab config check labels in",

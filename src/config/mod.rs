@@ -157,6 +157,9 @@ pub struct PlanConfig {
     pub map_tasks_per_node: usize,
     /// Link rate of every node, Mbit/s.
     pub link_mbit: f64,
+    /// Measure this machine's rates when planning (about a second); false: the reference
+    /// machine's, the same plan everywhere.
+    pub calibrate: bool,
 }
 
 impl Default for PlanConfig {
@@ -166,6 +169,7 @@ impl Default for PlanConfig {
             classes: None,
             map_tasks_per_node: 8,
             link_mbit: 1000.0,
+            calibrate: true,
         }
     }
 }

@@ -7,6 +7,7 @@
 //! vocabularies or mixtures (`learning`), the encodings and models (`encode`) and the time
 //! (`time`), from the bytes of `cost` and the measured rates of `rates`; `check` holds the checks.
 
+mod calibrate;
 mod check;
 mod cost;
 mod disk;
@@ -18,6 +19,7 @@ mod time;
 
 pub use self::check::check_sizes;
 
+use self::calibrate::Calibration;
 use self::disk::{Disk, print_disk};
 use self::encode::{print_encode, print_svm};
 use self::learning::{print_key, print_kmeans, print_mixture};
@@ -42,6 +44,9 @@ pub struct Photos<'a> {
     pub sizes: Option<(f64, f64)>,
     /// Classes of each attribute learned (from the labels; `[plan] classes` or 2 without them).
     pub classes: Vec<usize>,
+    /// The photo folder and its photos (relative paths), when they are here: the rates are
+    /// measured on some of them.
+    pub here: Option<(&'a std::path::Path, &'a [String])>,
 }
 
 /// Prints the plan.
@@ -58,6 +63,7 @@ pub fn print(
         trials,
         sizes,
         ref classes,
+        here,
     } = photos;
     let NodeCount {
         nodes,
@@ -101,6 +107,11 @@ pub fn print(
     let per_iteration: Vec<(u64, f64)> = (iterations.into_iter())
         .map(|(k, map, comm)| (k, map + comm))
         .collect();
+    let calibration = if config.plan.calibrate {
+        Calibration::measure(config, here)?
+    } else {
+        Calibration::REFERENCE
+    };
     let estimate = Estimate {
         photos,
         training,
@@ -108,6 +119,7 @@ pub fn print(
         sizes,
         classes,
         per_iteration: &per_iteration,
+        calibration,
     };
     print_time(config, &estimate, trials)?;
     print_disk(&disk, trials);

@@ -1,5 +1,6 @@
 //! The plan's estimate of time: about how long a trial, and the run, take at the measured rates.
 
+use super::calibrate::Calibration;
 use super::rates;
 use crate::config::Config;
 
@@ -13,6 +14,8 @@ pub(super) struct Estimate<'a> {
     pub(super) classes: &'a [usize],
     /// Seconds per k-means iteration, per vocabulary size.
     pub(super) per_iteration: &'a [(u64, f64)],
+    /// This machine's speed against the reference machine's.
+    pub(super) calibration: Calibration,
 }
 
 /// The plan's last lines: about how long a trial, and the run, take.
@@ -83,6 +86,10 @@ pub(super) fn print_time(config: &Config, e: &Estimate<'_>, trials: usize) -> an
             };
         }
     }
+    // At this machine's rates: the photo stages at its photos', the rest at its kernel's.
+    let c = e.calibration;
+    let (features, encode) = (features / c.photos, encode / c.photos);
+    let (kmeans, svm) = (kmeans / c.math, svm / c.math);
     let trial = features + kmeans + encode + svm;
     let total = if trials > 1 {
         format!(
@@ -93,22 +100,46 @@ pub(super) fn print_time(config: &Config, e: &Estimate<'_>, trials: usize) -> an
         String::new()
     };
     println!(
-        "  time        about {} a trial{total}: features {}, {} {}, encode {}, svm {}",
-        duration(trial),
+        "  time        {} a trial{total}: features {}, {} {}, encode {}, svm {}",
+        match duration(trial) {
+            d if trial < 1.0 => d,
+            d => format!("about {d}"),
+        },
         duration(features),
         if fisher { "mixture" } else { "k-means" },
         duration(kmeans),
         duration(encode),
         duration(svm)
     );
-    println!(
-        "    (rough: at the rates eval/scene15-run measured on 2 AVX2 cores per machine; {})",
-        match e.sizes {
-            Some((w, h)) => format!("photos of {w:.0} x {h:.0} px on average"),
-            None => "photos of 15-Scene's size, about 300 x 250 px, assumed".to_string(),
-        }
-    );
+    print_rates(c, e.sizes);
     Ok(())
+}
+
+/// What the times were reckoned at: the reference rates, or this machine's, and its load.
+fn print_rates(c: Calibration, sizes: Option<(f64, f64)>) {
+    let photos = match sizes {
+        Some((w, h)) => format!("photos of {w:.0} x {h:.0} px on average"),
+        None => "photos of 15-Scene's size, about 300 x 250 px, assumed".to_string(),
+    };
+    if c == Calibration::REFERENCE {
+        println!(
+            "    (rough: at the rates eval/scene15-run measured on 2 AVX2 cores per machine, not \
+             measured here ([plan] calibrate = false); {photos})"
+        );
+    } else {
+        println!(
+            "    (rough: the rates eval/scene15-run measured on 2 AVX2 cores per machine, scaled \
+             by this machine's measured just now: the photo stages {:.2}x, learning and models \
+             {:.2}x; {photos})",
+            c.photos, c.math
+        );
+    }
+    if let Some((load, cores)) = c.busy {
+        println!(
+            "    the machine is busy (load {load:.1} on {cores} cores): the rates were measured \
+             beside that load, and the times hold only while it lasts"
+        );
+    }
 }
 
 /// Seconds for people: `45 s`, `12 min`, `1.5 h`.

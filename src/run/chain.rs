@@ -160,7 +160,7 @@ impl Chain<'_> {
             vocabularies.extend(dictionary.vocabulary);
             // The encodings are made only when a model needs them: a finished run whose
             // encodings were dropped (`vocab clean --encodings`) keeps its models.
-            let encoded = self.encodings(runner, sampled, &dictionary.made, &suffix, k, false)?;
+            let encoded = self.encodings(runner, sampled, &dictionary.made, (&suffix, k), Locate)?;
             let tables = stages::Tables::default();
             let mut svms = Vec::new();
             for attribute in attributes {
@@ -189,11 +189,14 @@ impl Chain<'_> {
                 };
                 svms.push(svm);
             }
-            if !svms.iter().all(|svm| runner.done(svm)) {
-                // (The same steps: their folders are those the models were given.)
-                let made = self.encodings(runner, sampled, &dictionary.made, &suffix, k, true)?;
-                debug_assert_eq!(made.histograms, encoded.histograms);
-            }
+            // (The same steps: their folders are those the models were given.)
+            let make = if svms.iter().all(|svm| runner.done(svm)) {
+                Cached
+            } else {
+                Make
+            };
+            let made = self.encodings(runner, sampled, &dictionary.made, (&suffix, k), make)?;
+            debug_assert_eq!(made.histograms, encoded.histograms);
             for (svm, attribute) in svms.iter().zip(attributes) {
                 let (_, scores) = runner.run(svm)?;
                 outcomes.push(Outcome {
@@ -275,23 +278,21 @@ impl Chain<'_> {
         })
     }
 
-    /// Every photo encoded over the dictionary `made`, the training photos mirrored when they
-    /// train too, and the test folder's photos: made when `make` (else only where they would
-    /// be, and their keys).
+    /// Every photo encoded over the dictionary `made` (at size `k`), the training photos
+    /// mirrored when they train too, and the test folder's photos, as `make` says.
     fn encodings(
         &self,
         runner: &mut Runner,
         sampled: &Sampled,
         made: &Made,
-        suffix: &str,
-        k: usize,
-        make: bool,
+        (suffix, k): (&str, usize),
+        make: Encodings,
     ) -> anyhow::Result<Encoded> {
         let mut step = |encode: &stages::Encode<'_>| -> anyhow::Result<PathBuf> {
-            if make {
-                Ok(runner.run(encode)?.0)
-            } else {
-                Ok(runner.folder(encode))
+            match make {
+                Make => Ok(runner.run(encode)?.0),
+                Cached if runner.done(encode) => Ok(runner.run(encode)?.0),
+                Cached | Locate => Ok(runner.folder(encode)),
             }
         };
         let encode = stages::Encode {
@@ -339,6 +340,18 @@ impl Chain<'_> {
         })
     }
 }
+
+/// What [`Chain::encodings`] does with the encode steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encodings {
+    /// Only where they are and their keys.
+    Locate,
+    /// Read those that are finished (listed among the run's steps); make none.
+    Cached,
+    /// Run them (made, or read when finished).
+    Make,
+}
+use Encodings::{Cached, Locate, Make};
 
 /// A dictionary learned: what encodes over it, and what the report says of a vocabulary.
 struct Dictionary {

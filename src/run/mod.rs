@@ -42,17 +42,8 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
     let base = args.experiment.config.parent().unwrap_or(Path::new("."));
     let engine = engine(&config, base, args.cluster.as_deref(), args.engine, mpi)?;
     let overrides = Overrides::of(&args.experiment);
-    let print_plan = |photos, training, protocol: &str, trials, sizes, classes: Vec<usize>| {
-        let photos = crate::plan::Photos {
-            photos,
-            training,
-            protocol,
-            trials,
-            sizes,
-            classes,
-        };
-        crate::plan::print(&config, args, &engine, &photos)
-    };
+    let print_plan =
+        |photos: crate::plan::Photos<'_>| crate::plan::print(&config, args, &engine, &photos);
     let source = match Source::resolve(&config, base, &overrides) {
         Ok(source) => source,
         // A plan of photos not at hand: `[plan] photos` says how many.
@@ -60,7 +51,16 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
             let (photos, training, protocol, classes) =
                 plan_without_photos(&config, base, &overrides, &engine)?;
             let trials = config.classify.trials;
-            return print_plan(photos, training, &protocol, trials, None, classes);
+            let (protocol, sizes, here) = (protocol.as_str(), None, None);
+            return print_plan(crate::plan::Photos {
+                photos,
+                training,
+                protocol,
+                trials,
+                sizes,
+                classes,
+                here,
+            });
         }
         Err(e) => return Err(e),
     };
@@ -75,14 +75,9 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
     // Refused before any stage runs: a vocabulary larger than its sample, or too large here.
     crate::plan::check_sizes(&config, &engine, training)?;
     if args.plan {
-        let folder = source.folder().unwrap_or(Path::new("the synthetic set"));
-        let trials = protocol.trials().len();
-        let (paths, classes) = dataset::paths_and_classes(&labels_text, &attributes)?;
-        let sizes = source
-            .folder()
-            .and_then(|f| crate::plan::photo_sizes(f, &paths));
-        let protocol = protocol.describe(&split_by, folder);
-        return print_plan(photos, training, &protocol, trials, sizes, classes);
+        let counted = (photos, training, attributes.as_slice(), split_by.as_str());
+        let photos = (&source, &protocol, labels_text.as_str(), counted);
+        return plan_here(&config, args, &engine, photos);
     }
     let work = work_folder(args, &source, &protocol)?;
     step::check_work_folder(&work)?;
@@ -244,6 +239,36 @@ fn montage(config: &Config) -> vocab_pipeline::montage::MontageParams {
 
 /// What `--plan` says of photos that are not at hand (`[plan] photos` says how many): the
 /// photos, those that train, the protocol, and the classes of each attribute.
+/// Photos, training photos, the attributes learned and the one the split is by.
+type Counts<'a> = (u64, u64, &'a [String], &'a str);
+
+/// `--plan` of photos at hand: `source`, split by `protocol`, labelled by `labels`, of which
+/// `training` of the `photos` train (attributes learned and the one split by).
+fn plan_here(
+    config: &Config,
+    args: &RunArgs,
+    engine: &Backend,
+    (source, protocol, labels, counted): (&Source, &Protocol, &str, Counts<'_>),
+) -> anyhow::Result<()> {
+    let (photos, training, attributes, split_by) = counted;
+    let folder = source.folder().unwrap_or(Path::new("the synthetic set"));
+    let trials = protocol.trials().len();
+    let (paths, classes) = dataset::paths_and_classes(labels, attributes)?;
+    let sizes = (source.folder()).and_then(|f| crate::plan::photo_sizes(f, &paths));
+    let protocol = &protocol.describe(split_by, folder);
+    let here = source.folder().map(|f| (f, paths.as_slice()));
+    let photos = crate::plan::Photos {
+        photos,
+        training,
+        protocol,
+        trials,
+        sizes,
+        classes,
+        here,
+    };
+    crate::plan::print(config, args, engine, &photos)
+}
+
 fn plan_without_photos(
     config: &Config,
     base: &Path,

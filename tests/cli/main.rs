@@ -19,6 +19,7 @@ mod models;
 mod network;
 mod outputs;
 mod placement;
+mod plan;
 mod protocol;
 mod recover;
 mod resume;
