@@ -160,7 +160,8 @@ impl Chain<'_> {
             vocabularies.extend(dictionary.vocabulary);
             // The encodings are made only when a model needs them: a finished run whose
             // encodings were dropped (`vocab clean --encodings`) keeps its models.
-            let encoded = self.encodings(runner, sampled, &dictionary.made, (&suffix, k), Locate)?;
+            let encoded =
+                self.encodings(runner, sampled, &dictionary.made, (&suffix, k), Locate)?;
             let tables = stages::Tables::default();
             let mut svms = Vec::new();
             for attribute in attributes {
