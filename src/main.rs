@@ -6,6 +6,7 @@ mod cli;
 mod cluster_cmd;
 mod config;
 mod daemons;
+mod encode_cmd;
 mod faults;
 mod figures;
 mod kmeans_cmd;
@@ -116,12 +117,16 @@ fn dispatch(
                 (&args.options, None),
             )
             .or_flag()?;
+            let settings = EncodeSettings {
+                from: args.from.clone(),
+                ..settings
+            };
             let engine = sharded::engine(&args.nodes, mpi)?;
             let on = sharded::On {
                 engine: &engine,
                 mpi,
             };
-            photo_cmd::encode(&settings, &ui, on, &mut stdout()).map(|_| ())
+            encode_cmd::encode(&settings, &ui, on, &mut stdout()).map(|_| ())
         }
         Command::Train(args) => {
             let settings = TrainSettings::from_args(&args).or_flag()?;

@@ -6,8 +6,7 @@ use std::time::Instant;
 use std::io::Write;
 
 use anyhow::{Context, ensure};
-use vocab_pipeline::encode::fisher::FisherModel;
-use vocab_pipeline::encode::{self, EncodeParams, Encoding, Words};
+use vocab_pipeline::descriptors::{self, Foreign};
 use vocab_pipeline::features::{self, FeatureSummary, manifest_path};
 use vocab_pipeline::hog::DESCRIPTOR_NAME;
 use vocab_pipeline::image_io::Collection;
@@ -17,7 +16,7 @@ use vocab_pipeline::synth;
 
 use crate::cli::ConvertArgs;
 use crate::progress::Ui;
-use crate::settings::{EncodeSettings, FeatureSettings, OrFlag, PhotoSetSettings};
+use crate::settings::{FeatureSettings, OrFlag, PhotoSetSettings};
 use crate::sharded::On;
 use vocab_cluster::jobs::photos::PhotoStage;
 
@@ -34,7 +33,11 @@ fn describe_sampling(s: &Sampling) -> String {
 }
 
 /// The photos of a photo stage: the folder made absolute when other nodes read it too.
-fn open_collection(input: &Path, labels: Option<&Path>, on: On<'_>) -> anyhow::Result<Collection> {
+pub(crate) fn open_collection(
+    input: &Path,
+    labels: Option<&Path>,
+    on: On<'_>,
+) -> anyhow::Result<Collection> {
     let root = if on.engine.distributed() {
         std::fs::canonicalize(input)
             .with_context(|| format!("cannot resolve {}", input.display()))?
@@ -46,7 +49,7 @@ fn open_collection(input: &Path, labels: Option<&Path>, on: On<'_>) -> anyhow::R
 
 /// Removes the rounds a sharded run of a photo stage writing `file` left when it was interrupted
 /// (this run does every photo here).
-fn forget_rounds(file: &Path) -> anyhow::Result<()> {
+pub(crate) fn forget_rounds(file: &Path) -> anyhow::Result<()> {
     let dir = crate::sharded::journal_dir(file);
     if dir.exists() {
         std::fs::remove_dir_all(&dir)
@@ -77,6 +80,12 @@ pub fn features_into(
 ) -> anyhow::Result<(FeatureSummary, Option<crate::sharded::Placed>)> {
     let started = Instant::now();
     let collection = open_collection(&settings.input, settings.labels.as_deref(), on)?;
+    if let Some(from) = &settings.from {
+        return Ok((
+            foreign_sample(settings, &collection, from, (ui, on), out)?,
+            None,
+        ));
+    }
     let bar = ui.bar(collection.photos().len() as u64, "features");
     let progress = |p: features::Progress| {
         bar.set_position(p.images as u64);
@@ -154,8 +163,62 @@ pub fn features_into(
     Ok((summary, placed))
 }
 
+/// The features stage from descriptors made elsewhere in `from`: `per_image` of each photo's
+/// rows, drawn from the seed (on this process).
+fn foreign_sample(
+    settings: &FeatureSettings,
+    collection: &Collection,
+    from: &Path,
+    (ui, on): (&Ui, On<'_>),
+    out: &mut dyn Write,
+) -> anyhow::Result<FeatureSummary> {
+    ensure!(
+        !on.engine.distributed(),
+        "--from {}: descriptors made elsewhere are read on one process (no --local-nodes, \
+         --cluster or --engine mpi yet)",
+        from.display()
+    );
+    let started = Instant::now();
+    let foreign = Foreign::new(from)?;
+    let Sampling::Random { per_image, seed } = settings.params.sampling else {
+        anyhow::bail!(
+            "--from {}: the sample is random rows (--per-image)",
+            from.display()
+        );
+    };
+    let bar = ui.bar(collection.photos().len() as u64, "features");
+    let progress = |p: features::Progress| bar.set_position(p.images as u64);
+    forget_rounds(&settings.out)?;
+    let file = (settings.out.as_path(), settings.format);
+    let (summary, dims) =
+        descriptors::sample(collection, &foreign, (per_image, seed), file, &progress)?;
+    bar.finish();
+    writeln!(
+        out,
+        "features: {} photos, {} skipped, {} descriptors of {dims} values from {} in {:.1} s",
+        summary.images,
+        summary.skipped,
+        summary.patches,
+        from.display(),
+        started.elapsed().as_secs_f64()
+    )?;
+    writeln!(
+        out,
+        "  wrote {} ({}, {per_image} rows a photo at most, seed {seed})",
+        settings.out.display(),
+        settings.format.name()
+    )?;
+    crate::tables::how_to_read(out, &settings.out, settings.format)?;
+    skipped_line(out, summary.skipped, &settings.out)?;
+    Ok(summary)
+}
+
 /// The line naming the skipped photos' manifest, when there are any.
-fn skipped_line(out: &mut dyn Write, skipped: usize, file: &Path) -> std::io::Result<()> {
+pub(crate) fn skipped_line(
+    out: &mut dyn Write,
+    skipped: usize,
+    file: &Path,
+) -> std::io::Result<()> {
     if skipped > 0 {
         writeln!(
             out,
@@ -163,148 +226,6 @@ fn skipped_line(out: &mut dyn Write, skipped: usize, file: &Path) -> std::io::Re
             manifest_path(file, "skipped.csv").display()
         )?;
     }
-    Ok(())
-}
-
-/// Runs the encode stage (here, or sharded over the nodes of `on`) and reports it to `out`.
-pub fn encode(
-    settings: &EncodeSettings,
-    ui: &Ui,
-    on: On<'_>,
-    out: &mut dyn Write,
-) -> anyhow::Result<FeatureSummary> {
-    let started = Instant::now();
-    // The record binds the histograms to the vocabulary's bytes, not to its path: a mixture's
-    // digest is of the bytes the settings read it from; a vocabulary's is taken before its words
-    // are read, so a file changed meanwhile is one the record does not match.
-    let (digest, mixture) = match &settings.mixture {
-        Some((file, digest)) => (digest.clone(), Some(file)),
-        None => {
-            let digest = vocab_pipeline::input::digest(&settings.vocabulary)
-                .with_context(|| format!("cannot read {}", settings.vocabulary.display()))?;
-            (digest, None)
-        }
-    };
-    let vocabulary = read_words(&settings.vocabulary, &settings.params, mixture)?;
-    vocabulary_rules(settings, &vocabulary)?;
-    let collection = open_collection(&settings.input, settings.labels.as_deref(), on)?;
-    let bar = ui.bar(collection.photos().len() as u64, "encode");
-    let progress = |p: features::Progress| {
-        bar.set_position(p.images as u64);
-        if let Some(patches) = p.patches {
-            bar.set_message(format!("{patches} patches"));
-        }
-    };
-    let file = &settings.out;
-    let (summary, spread) = if on.engine.distributed() {
-        // The workers quantise the vocabulary; the driver only writes histograms.
-        let stage = PhotoStage::Encode(settings.params.clone());
-        let len = stage.histogram_len(vocabulary.k());
-        let (summary, spread) = crate::sharded::run(
-            on,
-            &collection,
-            stage,
-            Some(&vocabulary),
-            file,
-            &mut |source| encode::encode_from(&collection, len, file, source, &progress),
-        )
-        .with_context(|| over(&settings.vocabulary))?;
-        (summary, Some(spread))
-    } else {
-        forget_rounds(file)?;
-        let params = &settings.params;
-        let summary = encode::encode(&collection, &vocabulary, params, file, &progress)
-            .with_context(|| over(&settings.vocabulary))?;
-        (summary, None)
-    };
-    bar.finish();
-    write_encoding(settings, &vocabulary, digest)?;
-    let secs = started.elapsed().as_secs_f64().max(1e-9);
-    writeln!(
-        out,
-        "encode: {} photos{}, {} skipped, {} patches over {} {} in {secs:.1} s ({:.0} photos/s); {} values each",
-        summary.images,
-        if settings.params.features.mirror {
-            " mirrored"
-        } else {
-            ""
-        },
-        summary.skipped,
-        summary.patches,
-        vocabulary.k(),
-        if vocabulary.centroids().is_some() {
-            "words"
-        } else {
-            "Gaussians"
-        },
-        summary.images as f64 / secs,
-        settings.params.len(vocabulary.k()),
-    )?;
-    writeln!(
-        out,
-        "  wrote {} and {}",
-        settings.out.display(),
-        manifest_path(&settings.out, "images.csv").display()
-    )?;
-    if let Some(spread) = spread {
-        spread.write(out)?;
-    }
-    skipped_line(out, summary.skipped, &settings.out)?;
-    Ok(summary)
-}
-
-/// The rules of `settings` that need the vocabulary's size, checked before any photo is read:
-/// the encoding's own, and a vector that fits a line of the text format when `--out` is text.
-fn vocabulary_rules(settings: &EncodeSettings, vocabulary: &Words) -> anyhow::Result<()> {
-    if let Err(e) = settings.params.check(Some(vocabulary.k())) {
-        use vocab_pipeline::params::Broken as _;
-        anyhow::bail!(
-            "--{} {}: {} (the vocabulary {} has {} words)",
-            e.key(),
-            e.value(),
-            e.rule(),
-            settings.vocabulary.display(),
-            vocabulary.k()
-        );
-    }
-    // A text line holds at most MAX_LINE_BYTES, some 16 bytes a value at worst: a longer
-    // vector would be written and then never read back.
-    let values = settings.params.len(vocabulary.k());
-    let widest = values.saturating_mul(16).saturating_add(32);
-    if Format::for_path(&settings.out) == Format::Text && widest > store::MAX_LINE_BYTES {
-        anyhow::bail!(
-            "--out {}: {values} values a photo can make a text line longer than the {} bytes \
-             the text format holds; write .bin, .npy or .fvecs",
-            settings.out.display(),
-            store::MAX_LINE_BYTES
-        );
-    }
-    Ok(())
-}
-
-/// Writes the encoding's record beside the histograms (`encoding.json`): the vocabulary's path
-/// (made absolute where it resolves), its size and `digest` (the SHA-256 of its bytes), and the
-/// settings.
-fn write_encoding(
-    settings: &EncodeSettings,
-    vocabulary: &Words,
-    digest: String,
-) -> anyhow::Result<()> {
-    let vocabulary_path =
-        std::fs::canonicalize(&settings.vocabulary).unwrap_or_else(|_| settings.vocabulary.clone());
-    let encoding = Encoding::new(
-        vocabulary_path.display().to_string(),
-        vocabulary.k(),
-        settings.params.clone(),
-    )
-    .with_context(|| format!("the vocabulary {}", settings.vocabulary.display()))?
-    .with_digest(digest);
-    let encoding_path = manifest_path(&settings.out, "encoding.json");
-    vocab_pipeline::atomic::write(
-        &encoding_path,
-        serde_json::to_string_pretty(&encoding)?.as_bytes(),
-    )
-    .with_context(|| format!("cannot write {}", encoding_path.display()))?;
     Ok(())
 }
 
@@ -386,59 +307,4 @@ pub fn photos(args: &PhotoSetSettings, out: &mut dyn Write) -> anyhow::Result<()
         summary.labels.display()
     )?;
     Ok(())
-}
-
-/// What an encode's error is said to be over: the file whose words (or mixture) made the values,
-/// which is the one to look at when a value is not finite.
-fn over(words: &Path) -> String {
-    format!("encoding over {}", words.display())
-}
-
-/// Reads what HOG patches are encoded against for `params`: a vocabulary whose words have the
-/// descriptor's dims, or for Fisher vectors a mixture over the HOG descriptor projected onto
-/// the method's dims (the error names the file, not the histograms being written); `mixture`,
-/// that file as the settings read it (read here when not given).
-pub fn read_words(
-    path: &Path,
-    params: &EncodeParams,
-    mixture: Option<&vocab_pipeline::mixture::MixtureFile>,
-) -> anyhow::Result<Words> {
-    let dims = vocab_pipeline::hog::DIMS;
-    let Some(projected) = params.method.projected() else {
-        let vocabulary = vocab_pipeline::kmeans::files::read_vocabulary(path).map_err(|e| {
-            // A mixture given for words: say what it is for.
-            match vocab_pipeline::mixture::MixtureFile::read(path) {
-                Ok(_) => anyhow::anyhow!(
-                    "{} is a mixture (vocab mixture): it encodes Fisher vectors, --method fisher",
-                    path.display()
-                ),
-                Err(_) => e.into(),
-            }
-        })?;
-        ensure!(
-            vocabulary.dims() == dims,
-            "{}: words of {} dims, the HOG descriptor has {dims}",
-            path.display(),
-            vocabulary.dims(),
-        );
-        return Ok(Words::Vocabulary(vocabulary));
-    };
-    let read;
-    let file = match mixture {
-        Some(file) => file,
-        None => {
-            read = vocab_pipeline::mixture::MixtureFile::read(path)?;
-            &read
-        }
-    };
-    let model = FisherModel::of(file).with_context(|| format!("the mixture {}", path.display()))?;
-    ensure!(
-        model.input_dims() == dims && model.dims() == projected,
-        "{}: a mixture projecting {} dims onto {}, where the HOG descriptor's {dims} onto \
-         {projected} are wanted",
-        path.display(),
-        model.input_dims(),
-        model.dims(),
-    );
-    Ok(Words::Mixture(Box::new(model)))
 }

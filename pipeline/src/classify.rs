@@ -498,7 +498,7 @@ impl ModelFile {
         let len = c.models[0].w.len();
         let want = self.encoding.as_ref().map(|e| {
             // The method's values per cell (k, or k x 512 for VLAD), over the pyramid's cells.
-            let hist = (e.params().method.cell_len(e.k()))
+            let hist = (e.params().method.cell_len(e.k(), e.params().dims))
                 .checked_mul(crate::encode::encoded_len(1, e.params().levels));
             hist.and_then(|h| h.checked_mul(self.kernel_map.map_or(1, |m| m.mapped_len(1))))
         });

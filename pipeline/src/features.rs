@@ -663,10 +663,11 @@ impl Unread {
 
 impl StageOutput<Described> for FeatureWriter {
     fn write(&mut self, photo: &Photo, described: Described) -> Result<(), FeaturesError> {
+        let dims = self.dims();
         for (&(r, c), values) in described
             .positions
             .iter()
-            .zip(described.values.chunks_exact(DIMS))
+            .zip(described.values.chunks_exact(dims))
         {
             // Both fit: `describe` skipped photos with a side above u16::MAX.
             FeatureWriter::write(self, photo.picture_id, r as u16, c as u16, values)?;

@@ -11,6 +11,7 @@
 
 pub mod atomic;
 pub mod classify;
+pub mod descriptors;
 pub mod encode;
 pub mod features;
 pub mod hog;

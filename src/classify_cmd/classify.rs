@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
-use anyhow::{Context, ensure};
+use anyhow::{Context, bail, ensure};
 use vocab_pipeline::classify::{ModelFile, read_histograms};
+use vocab_pipeline::descriptors::Foreign;
 use vocab_pipeline::encode;
 use vocab_pipeline::features::manifest_path;
 use vocab_pipeline::image_io::Collection;
@@ -27,7 +28,7 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
     vocab_pipeline::output::protect(format!("the model's vocabulary {}", words.display()), words);
     vocab_pipeline::output::claim(&args.out)?;
     same_words(&enc, words, &format!("model {}", args.model.display()))?;
-    let vocabulary = crate::photo_cmd::read_words(words, enc.params(), None)
+    let vocabulary = crate::encode_cmd::read_words(words, enc.params(), None)
         .with_context(|| format!("the model's vocabulary {}", enc.vocabulary()))?;
     ensure!(
         vocabulary.k() == enc.k(),
@@ -41,9 +42,26 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
     let tmp = tempfile::tempdir().context("cannot create a temporary folder")?;
     let hist = tmp.path().join("histograms.bin");
     let bar = ui.bar(collection.photos().len() as u64, "classify");
-    let summary = encode::encode(&collection, &vocabulary, params, &hist, &|p| {
-        bar.set_position(p.images as u64)
-    })?;
+    let progress = |p: vocab_pipeline::features::Progress| bar.set_position(p.images as u64);
+    // A model of descriptors made elsewhere scores the photos' own, from --from.
+    let foreign = args.from.as_deref().map(Foreign::new).transpose()?;
+    let summary = match (&foreign, params.dims == vocab_pipeline::hog::DIMS) {
+        (None, true) => encode::encode(&collection, &vocabulary, params, &hist, &progress)?,
+        (Some(foreign), false) => {
+            encode::encode_foreign(&collection, &vocabulary, params, foreign, &hist, &progress)?
+        }
+        (None, false) => bail!(
+            "model {} was trained on descriptors made elsewhere ({} values): give the photos' \
+             own with --from DIR",
+            args.model.display(),
+            params.dims
+        ),
+        (Some(foreign), true) => bail!(
+            "--from {}: model {} was trained on HOG patches, which vocab describes itself",
+            foreign.dir.display(),
+            args.model.display()
+        ),
+    };
     bar.finish();
     let table = read_histograms(&hist)?;
     if let Some(row) = table.rows.first() {

@@ -70,4 +70,8 @@ pub struct ClassifyArgs {
     /// CSV to write: picture_id,path,<attribute>.
     #[arg(long, value_name = "CSV")]
     pub out: PathBuf,
+    /// The photos' descriptors made elsewhere, for a model trained on such (a folder that
+    /// mirrors --input's, a file per photo: a.npy or a.csv for a.jpg).
+    #[arg(long, value_name = "DIR")]
+    pub from: Option<PathBuf>,
 }

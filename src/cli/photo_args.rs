@@ -69,6 +69,11 @@ pub struct EncodeArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub options: crate::options::EncodeOptions,
+    /// Descriptors made elsewhere instead of HOG (the vocabulary's): a folder that mirrors the
+    /// photos', a file per photo (for street/a.jpg: street/a.npy or street/a.csv) of rows x, y,
+    /// size, then the descriptor's values; every row is encoded.
+    #[arg(long, value_name = "DIR")]
+    pub from: Option<PathBuf>,
     #[command(flatten)]
     pub nodes: NodesArgs,
 }

@@ -241,10 +241,14 @@ fn list_hint(text: &str, e: &toml::de::Error) -> String {
 pub fn load(path: &Path) -> anyhow::Result<Config> {
     let text = vocab_pipeline::input::read_text(path, vocab_pipeline::input::MAX_RECORD_BYTES)
         .with_context(|| format!("cannot read config {}", path.display()))?;
-    let config: Config = toml::from_str(&text).map_err(|e| {
+    let mut config: Config = toml::from_str(&text).map_err(|e| {
         let hint = list_hint(&text, &e);
         anyhow::Error::new(e).context(format!("invalid config {}{hint}", path.display()))
     })?;
+    // Descriptors made elsewhere: their folder, relative to the config.
+    if let Some(from) = &mut config.features.from {
+        *from = path.parent().unwrap_or(Path::new(".")).join(&*from);
+    }
     let at = ConfigText { path, text: &text };
     dataset_rules(&config, &at)?;
     sample_rules(&config, &at)?;
@@ -293,6 +297,31 @@ fn sample_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
         config.partition.element,
     )
     .map_err(|e| at.invalid("partition", e))?;
+    if config.features.from.is_some() {
+        // What descriptors made elsewhere do not do yet.
+        let (d, c) = (&config.dataset, &config.classify);
+        if config.kmeans.nodes > 0 {
+            return Err(at.fail(
+                "features",
+                "from",
+                "descriptors made elsewhere are read on one process: set [kmeans] nodes = 0",
+            ));
+        }
+        if c.mirror {
+            return Err(at.fail(
+                "features",
+                "from",
+                "no mirror images of descriptors made elsewhere: drop [classify] mirror",
+            ));
+        }
+        if d.test.is_some() {
+            return Err(at.fail(
+                "features",
+                "from",
+                "a test folder's descriptors are not read yet: score by trials instead",
+            ));
+        }
+    }
     Ok(())
 }
 

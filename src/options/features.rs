@@ -1,6 +1,7 @@
 //! `[features]` and `vocab features`: the vocabulary's sample, random patches of the photos.
 
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 use vocab_pipeline::store::Format;
 
 use super::{DEFAULT_MAX_MPIX, is_default_mpix};
@@ -31,6 +32,12 @@ pub struct FeaturesOptions {
     #[arg(long, value_name = "MPIX", default_value_t = FeaturesOptions::default().max_pixels)]
     #[serde(skip_serializing_if = "is_default_mpix")]
     pub max_pixels: u64,
+    /// Descriptors made elsewhere instead of HOG: a folder that mirrors the photos', a file per
+    /// photo (for street/a.jpg: street/a.npy or street/a.csv) of rows x, y, size, then the
+    /// descriptor's values (a config's: relative to the config).
+    #[arg(long, value_name = "DIR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<PathBuf>,
 }
 
 impl Default for FeaturesOptions {
@@ -41,6 +48,7 @@ impl Default for FeaturesOptions {
             format: Format::Bin,
             max_side: None,
             max_pixels: DEFAULT_MAX_MPIX,
+            from: None,
         }
     }
 }

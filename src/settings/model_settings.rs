@@ -191,21 +191,25 @@ pub struct ClassifySettings {
     pub input: PathBuf,
     /// CSV to write.
     pub out: PathBuf,
+    /// The photos' descriptors made elsewhere (a model trained on such).
+    pub from: Option<PathBuf>,
 }
 
 impl ClassifySettings {
     /// From `vocab classify`.
     pub fn from_args(args: &crate::cli::ClassifyArgs) -> Result<Self, Invalid> {
         output("out", &args.out)?;
-        let inputs = [
+        let mut inputs = vec![
             ("model", args.model.as_path()),
             ("input", args.input.as_path()),
         ];
+        inputs.extend(args.from.as_deref().map(|f| ("from", f)));
         apart("out", &args.out, Kind::File, &inputs)?;
         Ok(Self {
             model: args.model.clone(),
             input: args.input.clone(),
             out: args.out.clone(),
+            from: args.from.clone(),
         })
     }
 }

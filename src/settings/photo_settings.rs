@@ -57,6 +57,8 @@ pub struct FeatureSettings {
     pub format: Format,
     /// Sampling and decoding parameters.
     pub params: FeatureParams,
+    /// Descriptors made elsewhere, instead of HOG: their folder.
+    pub from: Option<PathBuf>,
 }
 
 impl FeatureSettings {
@@ -68,13 +70,23 @@ impl FeatureSettings {
         let params = feature_params(args.mode, shape, o.max_side, o.max_pixels)?;
         let mut inputs = vec![("input", args.input.as_path())];
         inputs.extend(args.labels.as_deref().map(|l| ("labels", l)));
+        inputs.extend(o.from.as_deref().map(|f| ("from", f)));
         apart("out", &args.out, Kind::File, &inputs)?;
+        if o.from.is_some() && args.mode == Mode::Dense {
+            return Err(Invalid::new(
+                "mode",
+                "dense",
+                "descriptors made elsewhere (--from) are sampled at random (--per-image); an \
+                 encoding takes every one",
+            ));
+        }
         Ok(Self {
             input: args.input.clone(),
             labels: args.labels.clone(),
             out: args.out.clone(),
             format: super::rules::vectors_out("out", &args.out, args.format)?,
             params,
+            from: o.from.clone(),
         })
     }
 
@@ -91,6 +103,7 @@ impl FeatureSettings {
             out: out.to_path_buf(),
             format: f.format,
             params: f.params()?,
+            from: f.from.clone(),
         })
     }
 }
@@ -132,6 +145,7 @@ impl EncodeOptions {
             }
         };
         let params = EncodeParams {
+            dims: vocab_pipeline::hog::DIMS,
             features: FeatureParams {
                 sampling: Sampling::Dense {
                     stride: self.stride,
@@ -171,6 +185,9 @@ pub struct EncodeSettings {
     /// Fisher vectors: the mixture at `vocabulary`, read and checked once, here, with the
     /// SHA-256 of the bytes it was read from (what the encoding's record binds to).
     pub mixture: Option<(MixtureFile, String)>,
+    /// Descriptors made elsewhere, instead of HOG: their folder (`params.dims` is set from
+    /// their files when the stage runs).
+    pub from: Option<PathBuf>,
 }
 
 impl EncodeSettings {
@@ -202,6 +219,7 @@ impl EncodeSettings {
             out: out.to_path_buf(),
             params: options.params_for(projected)?,
             mixture,
+            from: None,
         })
     }
 }

@@ -7,6 +7,7 @@ mod classify;
 mod clean;
 mod cluster;
 mod datasets;
+mod descriptors;
 mod encode;
 mod features;
 mod formats;

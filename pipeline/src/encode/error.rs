@@ -64,6 +64,8 @@ pub enum EncodeParamsError {
         /// The dims given.
         projected: usize,
     },
+    /// Descriptors of no values, or more than [`crate::descriptors::MAX_DIMS`].
+    Dims(usize),
     /// A VLAD or Fisher vector past [`MAX_VLAD_VALUES`] values.
     VladTooLong {
         /// A Fisher vector (else VLAD).
@@ -97,6 +99,7 @@ impl Broken for EncodeParamsError {
             | Self::FisherDims(_)
             | Self::Projected { .. } => "method",
             Self::VladNorm(_) => "norm",
+            Self::Dims(_) => "dims",
         }
     }
 
@@ -119,6 +122,7 @@ impl Broken for EncodeParamsError {
             Self::FisherSoft | Self::FisherSearch | Self::FisherDims(_) => "fisher".into(),
             Self::Projected { pooling, .. } => (*pooling).into(),
             Self::VladNorm(norm) => norm.name().into(),
+            Self::Dims(d) => d.to_string(),
         }
     }
 
@@ -148,6 +152,10 @@ impl Broken for EncodeParamsError {
                  own vectors (signed square root, L2): leave norm at l1"
                 .into(),
             Self::FisherSoft => "weighs every component by its posterior: drop soft".into(),
+            Self::Dims(_) => format!(
+                "must be 1 to {} values a descriptor",
+                crate::descriptors::MAX_DIMS
+            ),
             Self::FisherSearch => "searches no word: drop the kernel and assign settings".into(),
             Self::FisherDims(None) => {
                 "encodes over a mixture: its projected dims come from the mixture file".into()

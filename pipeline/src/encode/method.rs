@@ -9,7 +9,6 @@ use super::error::{EncodeParamsError, MAX_SOFT};
 use super::fisher::{FisherShape, FisherSums};
 use super::vlad::{VladShape, VladSums};
 use super::words::Words;
-use crate::hog::DIMS;
 
 /// How patches and their words are pooled into a photo's vector.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -152,18 +151,19 @@ impl Method {
         }
     }
 
-    /// Values per pyramid cell over a vocabulary of `k` words (a mixture of `k` components).
-    pub fn cell_len(&self, k: usize) -> usize {
+    /// Values per pyramid cell over a vocabulary of `k` words of `dims` values (a mixture of
+    /// `k` components).
+    pub fn cell_len(&self, k: usize, dims: usize) -> usize {
         match self {
             Self::Hard | Self::Soft(_) => k,
-            Self::Vlad(_) => k.saturating_mul(DIMS),
+            Self::Vlad(_) => k.saturating_mul(dims),
             Self::Fisher { dims } => k.saturating_mul(*dims).saturating_mul(2),
         }
     }
 
-    /// The accumulator of a photo's patches for a method that needs their descriptors (none for
-    /// bag of words, which pools the words found).
-    pub fn accumulator(&self, shape: Shape) -> Option<Accumulator> {
+    /// The accumulator of a photo's patches (descriptors of `dims` values) for a method that
+    /// needs their descriptors (none for bag of words, which pools the words found).
+    pub fn accumulator(&self, shape: Shape, dims: usize) -> Option<Accumulator> {
         match self {
             Self::Hard | Self::Soft(_) => None,
             Self::Fisher { dims } => Some(Accumulator::Fisher(FisherSums::new(FisherShape {
@@ -175,7 +175,7 @@ impl Method {
             }))),
             Self::Vlad(_) => Some(Accumulator::Vlad(VladSums::new(VladShape {
                 k: shape.k,
-                dims: DIMS,
+                dims,
                 width: shape.width,
                 height: shape.height,
                 levels: shape.levels,
@@ -258,11 +258,11 @@ impl Method {
                 Words::Vocabulary(_) => Vec::new(),
             },
             // No strip reached an accumulator: a photo without patches, all zeros.
-            (Self::Fisher { .. }, None) => match (self.accumulator(shape), words) {
+            (Self::Fisher { .. }, None) => match (self.accumulator(shape, words.dims()), words) {
                 (Some(Accumulator::Fisher(sums)), Words::Mixture(model)) => sums.finish(model),
                 _ => Vec::new(),
             },
-            (Self::Vlad(_), None) => match self.accumulator(shape) {
+            (Self::Vlad(_), None) => match self.accumulator(shape, words.dims()) {
                 Some(Accumulator::Vlad(sums)) => sums.finish(),
                 _ => Vec::new(),
             },

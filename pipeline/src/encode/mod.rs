@@ -45,6 +45,7 @@ use std::path::{Path, PathBuf};
 
 use std::ops::Range;
 
+use crate::descriptors::{Foreign, Keypoints};
 use crate::features::{
     Describers, FeatureSummary, FeaturesError, Layout, Outcome, Progress, STRIP, Source,
     StageOutput, compute_range, here, lay_out, run_stage,
@@ -183,10 +184,12 @@ impl Encoder {
         let (mut quantized, mut index) = (None, None);
         match (&words, params.method.projected()) {
             (Words::Vocabulary(vocabulary), None) => {
-                if vocabulary.dims() != DIMS {
+                if vocabulary.dims() != params.dims {
                     return Err(mismatch(format!(
-                        "vocabulary has {} dims, the HOG descriptor {DIMS}",
-                        vocabulary.dims()
+                        "vocabulary has {} dims, the {} {}",
+                        vocabulary.dims(),
+                        descriptor_name(params.dims),
+                        params.dims
                     )));
                 }
                 // Centroids are quantised once; each scale's patches when they are described.
@@ -199,12 +202,14 @@ impl Encoder {
                 };
             }
             (Words::Mixture(model), Some(d)) => {
-                if model.input_dims() != DIMS || model.dims() != d {
+                if model.input_dims() != params.dims || model.dims() != d {
                     return Err(mismatch(format!(
-                        "the mixture projects {} dims onto {}, the encoding wants the HOG \
-                         descriptor's {DIMS} onto {d}",
+                        "the mixture projects {} dims onto {}, the encoding wants the {}'s {} \
+                         onto {d}",
                         model.input_dims(),
-                        model.dims()
+                        model.dims(),
+                        descriptor_name(params.dims),
+                        params.dims
                     )));
                 }
             }
@@ -292,7 +297,7 @@ impl Encoder {
         values: &[f32],
     ) -> (Vec<u32>, Vec<f32>) {
         let r = self.params.method.words();
-        let x = Matrix::dense(values, DIMS);
+        let x = Matrix::dense(values, vocabulary.dims());
         let n = x.rows();
         let (mut words, mut dists) = (vec![0u32; n * r], vec![0f32; n * r]);
         if let Some((index, probes)) = &self.index {
@@ -339,7 +344,7 @@ impl Encoder {
             norm: params.norm,
         };
         let (mut words, mut dists) = (Vec::new(), Vec::new());
-        let mut acc = params.method.accumulator(shape);
+        let mut acc = params.method.accumulator(shape, params.dims);
         let base = (lum, &layout, layout.positions.as_slice());
         self.find_words(describers, base, (&mut words, &mut dists), acc.as_mut());
         let mut positions = layout.positions;
@@ -366,6 +371,70 @@ impl Encoder {
         )
     }
 
+    /// One photo's vector from descriptors made elsewhere (`keypoints` of a `width x height`
+    /// photo), searched a strip at a time as patches are, each placed in the pyramid by its
+    /// centre (one within [`PATCH_SIDE`]` / 2` px of the top or left edge as if that far in:
+    /// the same cell whenever a cell of the finest level is that wide), and the keypoints used.
+    fn keypoints(
+        &self,
+        describers: &mut Describers,
+        (width, height): (usize, usize),
+        keypoints: &Keypoints,
+    ) -> (Vec<f32>, usize) {
+        let params = &self.params;
+        let shape = Shape {
+            k: self.words.k(),
+            width,
+            height,
+            levels: params.levels.max(1),
+            norm: params.norm,
+        };
+        let half = PATCH_SIDE / 2;
+        // Top-left corners of patches of the base side centred on the keypoints.
+        let positions: Vec<(usize, usize)> = (keypoints.places.iter())
+            .map(|&(x, y, _)| {
+                (
+                    (y as usize).saturating_sub(half),
+                    (x as usize).saturating_sub(half),
+                )
+            })
+            .collect();
+        let (mut words, mut dists) = (Vec::new(), Vec::new());
+        let mut acc = params.method.accumulator(shape, params.dims);
+        let dims = keypoints.dims;
+        let n = positions.len();
+        for start in (0..n).step_by(STRIP) {
+            let end = n.min(start + STRIP);
+            let values = &keypoints.values[start * dims..end * dims];
+            let (w, d) = match &self.words {
+                Words::Vocabulary(vocabulary) if params.method.words() > 0 => {
+                    self.strip_words(vocabulary, describers, values)
+                }
+                _ => (Vec::new(), Vec::new()),
+            };
+            match acc.as_mut() {
+                Some(acc) => params.method.accumulate(
+                    acc,
+                    values,
+                    (&w, &d),
+                    &positions[start..end],
+                    &self.words,
+                ),
+                None => {
+                    words.extend(w);
+                    dists.extend(d);
+                }
+            }
+        }
+        let found = Found {
+            words: params.method.words(),
+            ids: &words,
+            dists: &dists,
+            positions: &positions,
+        };
+        (params.method.pool(found, shape, acc, &self.words), n)
+    }
+
     /// Encodes the photos `range` of `collection` (what one node does of a sharded encode;
     /// [`encode_from`] writes the results).
     pub fn encode_range(
@@ -375,6 +444,15 @@ impl Encoder {
     ) -> Vec<Outcome<Vec<f32>>> {
         let compute = |ds: &mut Describers, p: &Photo, l: &Luminance, d| self.compute(ds, p, l, d);
         compute_range(collection, &self.params.features, range, &compute)
+    }
+}
+
+/// The descriptor's name in messages: HOG's, or one made elsewhere.
+fn descriptor_name(dims: usize) -> &'static str {
+    if dims == DIMS {
+        "HOG descriptor"
+    } else {
+        "descriptors made elsewhere"
     }
 }
 
@@ -393,6 +471,24 @@ pub fn encode(
     // thread per batch, as for a stage holding a dense grid's descriptors; histograms are small.
     let large = params.method.pooling().is_dense();
     let mut source = here(collection, &params.features, &compute, large);
+    encode_from(collection, encoder.len(), out, &mut source, progress)
+}
+
+/// [`encode`] from descriptors made elsewhere (`foreign`, of `params.dims` values): the same
+/// file and manifests, each photo's vector pooled from its file's descriptors.
+pub fn encode_foreign(
+    collection: &Collection,
+    words: &Words,
+    params: &EncodeParams,
+    foreign: &Foreign,
+    out: &Path,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<FeatureSummary, FeaturesError> {
+    let encoder = Encoder::new(words.clone(), params.clone(), out)?;
+    let compute = |ds: &mut Describers, _: &Photo, size: (usize, usize), k: &Keypoints| {
+        encoder.keypoints(ds, size, k)
+    };
+    let mut source = crate::descriptors::Here::new(collection, (foreign, params.dims), &compute);
     encode_from(collection, encoder.len(), out, &mut source, progress)
 }
 
@@ -462,6 +558,7 @@ mod tests {
             kernel: Kernel::F32,
             scales,
             approx: None,
+            dims: crate::hog::DIMS,
         }
     }
 

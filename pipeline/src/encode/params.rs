@@ -118,6 +118,10 @@ struct Record {
     /// The SHA-256 of the vocabulary's bytes (absent in older records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     vocabulary_sha256: Option<String>,
+    /// Values per descriptor; absent: HOG's (else descriptors made elsewhere, whose files a
+    /// photo needs to be encoded alike).
+    #[serde(default = "hog_dims", skip_serializing_if = "is_hog_dims")]
+    dims: usize,
 }
 
 impl TryFrom<Record> for Encoding {
@@ -138,6 +142,7 @@ impl TryFrom<Record> for Encoding {
             kernel: r.kernel,
             scales: r.scales,
             approx: r.approx,
+            dims: r.dims,
         };
         if let Some(digest) = &r.vocabulary_sha256
             && (digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -175,6 +180,7 @@ impl From<Encoding> for Record {
             approx: p.approx,
             mirror: p.features.mirror,
             vocabulary_sha256: e.digest,
+            dims: p.dims,
         }
     }
 }
@@ -211,6 +217,19 @@ pub struct EncodeParams {
     /// vocabularies; hard assignment with the f32 kernel only: ignored with `soft`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approx: Option<approx::Search>,
+    /// Values per descriptor: the HOG descriptor's [`crate::hog::DIMS`], or those of descriptors made
+    /// elsewhere ([`crate::descriptors`]; then sampling and scales do not apply). Absent from
+    /// records when HOG's, so their files and keys stay what they were.
+    #[serde(default = "hog_dims", skip_serializing_if = "is_hog_dims")]
+    pub dims: usize,
+}
+
+fn hog_dims() -> usize {
+    crate::hog::DIMS
+}
+
+fn is_hog_dims(dims: &usize) -> bool {
+    *dims == crate::hog::DIMS
 }
 
 fn default_max_pixels() -> u64 {
@@ -230,6 +249,9 @@ impl EncodeParams {
     /// kernel with at least one probe.
     pub fn check(&self, k: Option<usize>) -> Result<(), EncodeParamsError> {
         self.features.check().map_err(EncodeParamsError::Features)?;
+        if !(1..=crate::descriptors::MAX_DIMS).contains(&self.dims) {
+            return Err(EncodeParamsError::Dims(self.dims));
+        }
         if let Sampling::Random { .. } = self.features.sampling {
             return Err(EncodeParamsError::NotDense);
         }
@@ -246,8 +268,8 @@ impl EncodeParams {
         }
         if let Some(k) = k.filter(|_| pooling.is_dense()) {
             // Checked: `k` may come from a file.
-            let values =
-                (self.method.cell_len(k)).saturating_mul(encoded_len(1, self.levels.max(1)));
+            let values = (self.method.cell_len(k, self.dims))
+                .saturating_mul(encoded_len(1, self.levels.max(1)));
             if values > MAX_VLAD_VALUES {
                 return Err(EncodeParamsError::VladTooLong {
                     fisher: pooling == Pooling::Fisher,
@@ -284,7 +306,7 @@ impl EncodeParams {
     /// Values of an encoding of a vocabulary of `k` words with these parameters: the method's
     /// values per cell, over the pyramid's cells.
     pub fn len(&self, k: usize) -> usize {
-        encoded_len(self.method.cell_len(k), self.levels.max(1))
+        encoded_len(self.method.cell_len(k, self.dims), self.levels.max(1))
     }
 
     /// The most memory encoding holds for one photo of at most the pixel limit: its working
@@ -319,7 +341,7 @@ impl EncodeParams {
     /// components): VLAD's and the Fisher vector's sums and vector (8 + 4 bytes a value, both
     /// held while it is finished; the Fisher vector's sums per finest cell besides) come on top.
     pub fn photo_memory_at(&self, k: usize) -> u64 {
-        let vector = (self.method.cell_len(k) as u64)
+        let vector = (self.method.cell_len(k, self.dims) as u64)
             .saturating_mul(encoded_len(1, self.levels.max(1)) as u64)
             .saturating_mul(12);
         let sums = match self.method {
@@ -358,6 +380,7 @@ mod tests {
             kernel: Kernel::F32,
             scales: base_scale(),
             approx: None,
+            dims: crate::hog::DIMS,
         }
     }
 

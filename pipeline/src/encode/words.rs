@@ -25,6 +25,14 @@ impl Words {
         }
     }
 
+    /// Values per descriptor the words are of (a mixture's: before its projection).
+    pub fn dims(&self) -> usize {
+        match self {
+            Self::Vocabulary(c) => c.dims(),
+            Self::Mixture(m) => m.input_dims(),
+        }
+    }
+
     /// The vocabulary's words, if that is what it is.
     pub fn centroids(&self) -> Option<&Centroids> {
         match self {

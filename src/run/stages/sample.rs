@@ -128,6 +128,12 @@ impl Stage for Features<'_> {
             json!(self.trial.seed),
             json!(vocab_pipeline::image_io::DECODING),
         ];
+        // Descriptors made elsewhere: their files' names, sizes and times too.
+        if let Some(from) = &self.config.features.from {
+            // (An unreadable folder is named when the step reads it.)
+            let files = crate::run::step::folder_fingerprint(from).ok();
+            parts.push(json!(["from", files]));
+        }
         // The 50/50 split's keys stay what they were.
         match self.trial.rule {
             SplitRule::Half => {}

@@ -267,7 +267,11 @@ impl Stage for Encode<'_> {
             &tmp.join("histograms.bin"),
             (&options, self.mixture),
         )?;
-        crate::photo_cmd::encode(&settings, self.ui, self.on, out).map(|_| ())
+        let settings = EncodeSettings {
+            from: self.config.features.from.clone(),
+            ..settings
+        };
+        crate::encode_cmd::encode(&settings, self.ui, self.on, out).map(|_| ())
     }
 
     fn cached(&self, _dir: &Path) -> anyhow::Result<()> {

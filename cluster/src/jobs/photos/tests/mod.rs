@@ -65,6 +65,7 @@ pub(super) fn encode_params() -> EncodeParams {
         kernel: Kernel::Int8,
         scales: vec![40, 64],
         approx: None,
+        dims: vocab_pipeline::hog::DIMS,
     }
 }
 

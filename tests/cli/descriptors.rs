@@ -1,0 +1,248 @@
+//! Descriptors made elsewhere (`--from`, `[features] from`): a file of rows x, y, size, values
+//! per photo, through the sample, k-means or a mixture, every encoding, the models, `classify`
+//! and `vocab run`.
+
+use std::path::{Path, PathBuf};
+
+use crate::util::*;
+
+/// Values per descriptor of the stand-in.
+const DIMS: usize = 12;
+
+/// `dir/desc`: for every photo of `photos` (its labels), a file of 40 keypoints inside the photo
+/// whose 12 values sit near a point of the photo's kind (so the kinds can be told apart),
+/// `.csv` with a header for even photos and `.npy` (float32) for odd ones.
+fn descriptors(dir: &Path, photos: &Path) -> PathBuf {
+    let desc = dir.join("desc");
+    let labels = std::fs::read_to_string(photos.join("labels.csv")).expect("labels");
+    for (i, line) in labels.lines().skip(1).enumerate() {
+        let mut fields = line.split(',');
+        let (path, kind) = (fields.next().expect("path"), fields.next().expect("kind"));
+        let kinds = ["city", "field", "hilltown", "mountain"];
+        let which = kinds.iter().position(|k| *k == kind).expect("a kind");
+        let (w, h) = image::image_dimensions(photos.join(path)).expect("size");
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        for r in 0..40u32 {
+            let noise = |j: usize| ((r as usize * 31 + j * 17 + i * 7) % 13) as f32 / 40.0;
+            let mut row = vec![(r * 7 % w) as f32, (r * 11 % h) as f32, 16.0];
+            row.extend((0..DIMS).map(|j| f32::from(u8::from(j % 4 == which)) + noise(j)));
+            rows.push(row);
+        }
+        let file = desc.join(path);
+        std::fs::create_dir_all(file.parent().expect("folder")).expect("folder");
+        if i % 2 == 0 {
+            let text: String = rows
+                .iter()
+                .map(|r| r.iter().map(f32::to_string).collect::<Vec<_>>().join(",") + "\n")
+                .collect();
+            let names: Vec<String> = (1..=DIMS).map(|j| format!("d{j}")).collect();
+            let header = format!("x,y,size,{}\n", names.join(","));
+            std::fs::write(file.with_extension("csv"), header + &text).expect("csv");
+        } else {
+            write_npy(&file.with_extension("npy"), &rows);
+        }
+    }
+    desc
+}
+
+/// A 2-D float32 `.npy` of `rows`.
+fn write_npy(path: &Path, rows: &[Vec<f32>]) {
+    let cols = rows[0].len();
+    let mut header = format!(
+        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {cols}), }}",
+        rows.len()
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((header.len() as u16).to_le_bytes());
+    bytes.extend(header.as_bytes());
+    for v in rows.iter().flatten() {
+        bytes.extend(v.to_le_bytes());
+    }
+    std::fs::write(path, bytes).expect("npy");
+}
+
+#[test]
+fn descriptors_made_elsewhere_go_through_every_stage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set(dir.path());
+    let desc = descriptors(dir.path(), &photos);
+    let path = |name: &str| dir.path().join(name);
+    let said = ok(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--from",
+        s(&desc),
+        "--per-image",
+        "10",
+        "--out",
+        s(&path("s.bin")),
+    ]);
+    let skipped = std::fs::read_to_string(path("s.bin.skipped.csv")).unwrap_or_default();
+    assert!(
+        said.contains("8 photos, 0 skipped, 80 descriptors of 12 values"),
+        "{said}{skipped}"
+    );
+    ok(&[
+        "kmeans",
+        "--features",
+        s(&path("s.bin")),
+        "--k",
+        "4",
+        "--out",
+        s(&path("v.bin")),
+    ]);
+    let labels = photos.join("labels.csv");
+    // Bag of words, soft, VLAD: each scores the kinds, which the descriptors tell apart.
+    for (name, more) in [
+        ("h.bin", &[][..]),
+        ("soft.bin", &["--soft", "2", "--pyramid", "2"][..]),
+        ("vlad.bin", &["--method", "vlad"][..]),
+    ] {
+        let (words, out) = (path("v.bin"), path(name));
+        let mut args = vec!["encode", "--vocabulary", s(&words), "--input", s(&photos)];
+        args.extend(["--from", s(&desc), "--out", s(&out)]);
+        args.extend(more);
+        let said = ok(&args);
+        assert!(said.contains("8 photos, 0 skipped, 320 patches"), "{said}");
+    }
+    let said = ok(&[
+        "train",
+        "--histograms",
+        s(&path("h.bin")),
+        "--labels",
+        s(&labels),
+        "--attribute",
+        "kind",
+        "--cv",
+        "2",
+        "--out",
+        s(&path("m.json")),
+    ]);
+    assert!(said.contains("train: \"kind\""), "{said}");
+    // A mixture of the same descriptors, and Fisher vectors over it.
+    ok(&[
+        "mixture",
+        "--features",
+        s(&path("s.bin")),
+        "--components",
+        "2",
+        "--pca-dims",
+        "4",
+        "--out",
+        s(&path("g.json")),
+    ]);
+    ok(&[
+        "encode",
+        "--vocabulary",
+        s(&path("g.json")),
+        "--method",
+        "fisher",
+        "--input",
+        s(&photos),
+        "--from",
+        s(&desc),
+        "--out",
+        s(&path("f.bin")),
+    ]);
+    // New photos are scored from their own descriptors; without them, said so.
+    let err = fails(&[
+        "classify",
+        "--model",
+        s(&path("m.json")),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&path("l.csv")),
+    ]);
+    assert!(
+        err.contains("give the photos' own with --from DIR"),
+        "{err}"
+    );
+    ok(&[
+        "classify",
+        "--model",
+        s(&path("m.json")),
+        "--input",
+        s(&photos),
+        "--from",
+        s(&desc),
+        "--out",
+        s(&path("l.csv")),
+    ]);
+    let rows = csv_rows(&path("l.csv"));
+    let right = rows
+        .iter()
+        .filter(|r| r[1].starts_with(&format!("{}/", r[2])))
+        .count();
+    assert!(right >= 7, "{rows:?}");
+    // HOG words for descriptors made elsewhere: refused, naming both.
+    let hog = sample_of(dir.path(), &photos);
+    ok(&[
+        "kmeans",
+        "--features",
+        s(&hog),
+        "--k",
+        "4",
+        "--out",
+        s(&path("hog.bin")),
+    ]);
+    let err = fails(&[
+        "encode",
+        "--vocabulary",
+        s(&path("hog.bin")),
+        "--input",
+        s(&photos),
+        "--from",
+        s(&desc),
+        "--out",
+        s(&path("x.bin")),
+    ]);
+    assert!(
+        err.contains("words of 512 dims") && err.contains("made elsewhere have 12"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_photo_without_its_file_is_skipped_and_a_run_takes_them_from_its_config() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set(dir.path());
+    let desc = descriptors(dir.path(), &photos);
+    // One photo's file gone: skipped, with the reason.
+    let gone = std::fs::read_dir(desc.join("city"))
+        .expect("city")
+        .next()
+        .expect("a file");
+    std::fs::remove_file(gone.expect("entry").path()).expect("remove");
+    let out = dir.path().join("s.bin");
+    let said = ok(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--from",
+        s(&desc),
+        "--out",
+        s(&out),
+    ]);
+    assert!(said.contains("7 photos, 1 skipped"), "{said}");
+    let skipped = csv_rows(&dir.path().join("s.bin.skipped.csv"));
+    assert!(skipped[0][2].contains("no descriptor file"), "{skipped:?}");
+
+    let config = small_config(dir.path(), &photos);
+    let text = std::fs::read_to_string(&config).expect("config");
+    let text = text.replace("[features]\n", "[features]\nfrom = \"desc\"\n");
+    std::fs::write(&config, &text).expect("config");
+    let work = dir.path().join("work");
+    let said = ok(&["run", s(&config), "--work", s(&work)]);
+    assert!(said.contains("descriptors of 12 values"), "{said}");
+    assert!(work.join("report").join("accuracy.csv").is_file());
+    // On nodes: refused up front, saying what to do.
+    std::fs::write(&config, text.replace("nodes = 0", "nodes = 2")).expect("config");
+    let err = fails(&["config", "check", s(&config)]);
+    assert!(err.contains("[kmeans] nodes = 0"), "{err}");
+}
