@@ -138,8 +138,11 @@ fn with_foreign_dims(
     let (dims, _) = foreign.dims_of(&collection)?;
     let params = EncodeParams {
         dims,
+        foreign: true,
         ..settings.params.clone()
     };
+    // (Nothing of vocab's own description applies to them: refused by the parameters' rules.)
+    params.check(None).map_err(crate::settings::Invalid::from)?;
     Ok(EncodeSettings {
         params,
         ..settings.clone()
@@ -217,10 +220,10 @@ pub fn read_words(
     mixture: Option<&vocab_pipeline::mixture::MixtureFile>,
 ) -> anyhow::Result<Words> {
     let dims = params.dims;
-    let descriptor = if dims == vocab_pipeline::hog::DIMS {
-        "the HOG descriptor has"
-    } else {
+    let descriptor = if params.foreign {
         "the descriptors made elsewhere have"
+    } else {
+        "the HOG descriptor has"
     };
     let Some(projected) = params.method.projected() else {
         let vocabulary = vocab_pipeline::kmeans::files::read_vocabulary(path).map_err(|e| {

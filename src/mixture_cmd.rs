@@ -155,21 +155,14 @@ fn resumed(
     }
     let path = checkpoint_path(&settings.team.out);
     let checkpoint = Checkpoint::load(&path)?;
-    anyhow::ensure!(
-        checkpoint.ems() <= settings.params.max_iter,
-        "checkpoint {}: says {} EM steps are done, more than the {} this run makes; remove it \
-         (or run without --resume) to start over",
-        path.display(),
-        checkpoint.ems(),
-        settings.params.max_iter
-    );
+    let ems = checkpoint.ems();
+    let resumed = checkpoint.resumed((identity, settings.params.max_iter), &path)?;
     writeln!(
         out,
-        "mixture: resuming after EM step {} from {}",
-        checkpoint.ems(),
+        "mixture: resuming after EM step {ems} from {}",
         path.display()
     )?;
-    Ok(Some(checkpoint.resumed(identity, &path)?))
+    Ok(Some(resumed))
 }
 
 /// Writes the fit's steps beside the mixture file `mixture` (`steps.csv`: the PCA, then each EM

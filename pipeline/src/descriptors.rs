@@ -33,6 +33,8 @@ pub const MAX_DIMS: usize = 4096;
 pub const MAX_ROWS: usize = 1 << 20;
 /// Values before a descriptor's in a row: x, y, size.
 pub const HEAD: usize = 3;
+/// Most descriptor values one photo's file may hold (256 MB as f32), whatever its shape.
+pub const MAX_VALUES: usize = 1 << 26;
 
 /// What stops descriptors made elsewhere from being used at all.
 #[derive(Debug, Error)]
@@ -40,6 +42,14 @@ pub enum DescriptorError {
     /// The folder does not exist.
     #[error("descriptor folder {0} does not exist")]
     MissingFolder(PathBuf),
+    /// Two photos would read one descriptor file.
+    #[error("photos {a} and {b} would read the same descriptor file: rename one")]
+    Shared {
+        /// One photo.
+        a: String,
+        /// The other.
+        b: String,
+    },
     /// No photo has a readable file.
     #[error(
         "no photo of {photos} has a descriptor file in {dir} (for a.jpg: a.npy or a.csv){first}"
@@ -107,6 +117,17 @@ impl Foreign {
     /// The dimension of the collection's descriptors: the first photo's that has a readable
     /// file, with that file.
     pub fn dims_of(&self, collection: &Collection) -> Result<(usize, PathBuf), DescriptorError> {
+        // Two photos may not share a file (a.jpg and a.png both name a.npy).
+        let mut names = std::collections::HashMap::new();
+        for photo in collection.photos() {
+            let base = Path::new(&photo.rel_path).with_extension("");
+            if let Some(other) = names.insert(base, &photo.rel_path) {
+                return Err(DescriptorError::Shared {
+                    a: other.clone(),
+                    b: photo.rel_path.clone(),
+                });
+            }
+        }
         let mut first = None;
         for photo in collection.photos() {
             let read = self.file_of(&photo.rel_path).and_then(|path| {
@@ -157,8 +178,10 @@ pub fn read(path: &Path, dims: Option<usize>) -> Result<Keypoints, String> {
         if let Some(want) = dims.filter(|&w| w != d) {
             return Err(format!("descriptors of {d} values, the run's have {want}"));
         }
-        if keypoints.places.len() >= MAX_ROWS {
-            return Err(format!("more than {MAX_ROWS} keypoints"));
+        if keypoints.places.len() >= MAX_ROWS || keypoints.values.len() + d > MAX_VALUES {
+            return Err(format!(
+                "more than {MAX_ROWS} keypoints or {MAX_VALUES} descriptor values"
+            ));
         }
         if !row.iter().all(|v| v.is_finite()) {
             return Err(format!(
@@ -203,9 +226,8 @@ pub(crate) fn compute_range<T: Send>(
                 if let Some(reason) = &photo.unusable {
                     return Err(reason.clone());
                 }
-                let (width, height) = image::image_dimensions(collection.path_of(photo))
+                let (width, height) = crate::image_io::oriented_size(&collection.path_of(photo))
                     .map_err(|e| format!("cannot read the photo's size: {e}"))?;
-                let (width, height) = (width as usize, height as usize);
                 let path = foreign.file_of(&photo.rel_path)?;
                 let keypoints = read(&path, Some(dims))?;
                 // Places are kept as u16 records; outside the photo they belong to no cell.

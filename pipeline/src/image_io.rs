@@ -550,6 +550,27 @@ impl fmt::Display for Skip {
     }
 }
 
+/// The size of the photo at `path` as decoding gives it, EXIF orientation applied, read from its
+/// header alone (no pixel decoded): the frame descriptors made elsewhere place keypoints in.
+pub fn oriented_size(path: &Path) -> Result<(usize, usize), Skip> {
+    let reader = image::ImageReader::open(path)
+        .and_then(|r| r.with_guessed_format())
+        .map_err(|e| Skip::Unreadable(e.to_string()))?;
+    let mut decoder = reader.into_decoder().map_err(image_reason)?;
+    let (width, height) = decoder.dimensions();
+    use image::metadata::Orientation as O;
+    let turned = matches!(
+        decoder.orientation().unwrap_or(O::NoTransforms),
+        O::Rotate90 | O::Rotate270 | O::Rotate90FlipH | O::Rotate270FlipH
+    );
+    let (width, height) = (width as usize, height as usize);
+    Ok(if turned {
+        (height, width)
+    } else {
+        (width, height)
+    })
+}
+
 /// Decodes a photo to luminance, applying EXIF orientation and the optional downscale; a photo
 /// whose header declares more than `max_pixels` pixels is skipped before decoding.
 pub fn load_luminance(

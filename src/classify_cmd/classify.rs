@@ -45,7 +45,7 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
     let progress = |p: vocab_pipeline::features::Progress| bar.set_position(p.images as u64);
     // A model of descriptors made elsewhere scores the photos' own, from --from.
     let foreign = args.from.as_deref().map(Foreign::new).transpose()?;
-    let summary = match (&foreign, params.dims == vocab_pipeline::hog::DIMS) {
+    let summary = match (&foreign, !params.foreign) {
         (None, true) => encode::encode(&collection, &vocabulary, params, &hist, &progress)?,
         (Some(foreign), false) => {
             encode::encode_foreign(&collection, &vocabulary, params, foreign, &hist, &progress)?

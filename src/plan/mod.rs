@@ -86,6 +86,13 @@ pub fn print(
              sample, vocabularies, encodings and models)"
         );
     }
+    if let Some(from) = &config.features.from {
+        println!(
+            "    descriptors made elsewhere, in {}: the sizes and times below are reckoned for \
+             HOG's 512 values a vector and scale with their dimension",
+            from.display()
+        );
+    }
     print_sample(config, engine, n, nodes, link)?;
     let iterations = if config.fisher() {
         print_mixture(config, n, (nodes, racks), link)
@@ -107,7 +114,9 @@ pub fn print(
     let per_iteration: Vec<(u64, f64)> = (iterations.into_iter())
         .map(|(k, map, comm)| (k, map + comm))
         .collect();
-    let calibration = if config.plan.calibrate {
+    // This machine speaks for the nodes only when they run on it.
+    let here_only = !engine.distributed() || engine.nodes_here().is_some();
+    let calibration = if config.plan.calibrate && here_only {
         Calibration::measure(config, here)?
     } else {
         Calibration::REFERENCE

@@ -124,7 +124,7 @@ fn print_rates(c: Calibration, sizes: Option<(f64, f64)>) {
     if c == Calibration::REFERENCE {
         println!(
             "    (rough: at the rates eval/scene15-run measured on 2 AVX2 cores per machine, not \
-             measured here ([plan] calibrate = false); {photos})"
+             measured here ([plan] calibrate = false, or nodes on other machines); {photos})"
         );
     } else {
         println!(

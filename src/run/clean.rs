@@ -13,7 +13,7 @@ use anyhow::{Context, bail};
 
 use crate::cli::CleanArgs;
 use crate::memory::human;
-use crate::run::step::{WorkLock, default_work};
+use crate::run::step::{STAGES, WorkLock, default_work};
 
 /// What a clean drops, and why.
 #[derive(Debug, PartialEq, Eq)]
@@ -46,7 +46,13 @@ pub fn clean(args: &CleanArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         )
     })?;
     let used = used_steps(&text).with_context(|| format!("reading {}", steps.display()))?;
-    let drops = to_drop(&work, &used, args.encodings)?;
+    // The partitions made at the nodes are in `nodes/` unless the config puts them elsewhere;
+    // without the config they are left alone.
+    let nodes = match &args.config {
+        Some(config) => crate::config::load(config)?.partition.folder.is_none(),
+        None => false,
+    };
+    let drops = to_drop(&work, &used, (args.encodings, nodes))?;
     let mut freed = 0u64;
     for drop in &drops {
         let bytes = size(&drop.path);
@@ -97,8 +103,14 @@ fn used_steps(text: &str) -> anyhow::Result<BTreeSet<String>> {
     Ok(used)
 }
 
-/// The folders of `work` to drop, given the steps `used` by its last finished run.
-fn to_drop(work: &Path, used: &BTreeSet<String>, encodings: bool) -> anyhow::Result<Vec<Drop>> {
+/// The folders of `work` to drop, given the steps `used` by its last finished run: in the
+/// stages' folders, with `encodings` the encode steps too, and with `nodes` the partitions
+/// made at the nodes in `nodes/`. Nothing else of the work directory is touched.
+fn to_drop(
+    work: &Path,
+    used: &BTreeSet<String>,
+    (encodings, nodes): (bool, bool),
+) -> anyhow::Result<Vec<Drop>> {
     let mut drops = Vec::new();
     // The partitions made at the nodes are kept per sample: `nodes/parts-<features key>`.
     let samples: BTreeSet<&str> = (used.iter())
@@ -107,7 +119,8 @@ fn to_drop(work: &Path, used: &BTreeSet<String>, encodings: bool) -> anyhow::Res
         .collect();
     for stage in entries(work)? {
         let name = file_name(&stage);
-        if !stage.is_dir() || stage.is_symlink() || name == "report" {
+        let known = STAGES.contains(&name.as_str()) && name != "report";
+        if !stage.is_dir() || stage.is_symlink() || !(known || (nodes && name == "nodes")) {
             continue;
         }
         for entry in entries(&stage)? {
@@ -196,7 +209,8 @@ mod tests {
             let rel = |p: &Path| p.strip_prefix(work).expect("below").display().to_string();
             drops.iter().map(|d| rel(&d.path)).collect()
         };
-        let dropped = names(to_drop(work, &used, false).expect("drops"));
+        std::fs::create_dir_all(work.join("mine/keep")).expect("a folder of the user's");
+        let dropped = names(to_drop(work, &used, (false, true)).expect("drops"));
         assert_eq!(
             dropped,
             [
@@ -206,9 +220,14 @@ mod tests {
                 "nodes/parts-old"
             ]
         );
-        let dropped = names(to_drop(work, &used, true).expect("drops"));
+        let dropped = names(to_drop(work, &used, (true, false)).expect("drops"));
         assert!(
             dropped.contains(&"encode/k8-eee".to_string()),
+            "{dropped:?}"
+        );
+        // Without the config's word, the nodes' partitions are left alone.
+        assert!(
+            !dropped.iter().any(|d| d.starts_with("nodes/")),
             "{dropped:?}"
         );
         assert!(used_steps("stage,step,key\nfeatures\n").is_err());

@@ -146,6 +146,7 @@ impl EncodeOptions {
         };
         let params = EncodeParams {
             dims: vocab_pipeline::hog::DIMS,
+            foreign: false,
             features: FeatureParams {
                 sampling: Sampling::Dense {
                     stride: self.stride,

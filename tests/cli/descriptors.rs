@@ -206,6 +206,62 @@ fn descriptors_made_elsewhere_go_through_every_stage() {
         err.contains("words of 512 dims") && err.contains("made elsewhere have 12"),
         "{err}"
     );
+    // The record says where the descriptors came from, whatever their dimension: a HOG
+    // model is refused descriptors made elsewhere, a model of those is refused HOG.
+    let (hh, hm) = (path("hh.bin"), path("hm.json"));
+    ok(&[
+        "encode",
+        "--vocabulary",
+        s(&path("hog.bin")),
+        "--input",
+        s(&photos),
+        "--out",
+        s(&hh),
+    ]);
+    ok(&[
+        "train",
+        "--histograms",
+        s(&hh),
+        "--labels",
+        s(&labels),
+        "--attribute",
+        "kind",
+        "--cv",
+        "2",
+        "--out",
+        s(&hm),
+    ]);
+    let err = fails(&[
+        "classify",
+        "--model",
+        s(&hm),
+        "--input",
+        s(&photos),
+        "--from",
+        s(&desc),
+        "--out",
+        s(&path("l2.csv")),
+    ]);
+    assert!(err.contains("trained on HOG patches"), "{err}");
+    let record = std::fs::read_to_string(path("h.bin.encoding.json")).expect("record");
+    assert!(
+        record.contains("\"foreign\": true") && record.contains("\"dims\": 12"),
+        "{record}"
+    );
+    // Nothing of vocab's own description applies to them.
+    let err = fails(&[
+        "encode",
+        "--vocabulary",
+        s(&path("v.bin")),
+        "--input",
+        s(&photos),
+        "--from",
+        s(&desc),
+        "--mirror",
+        "--out",
+        s(&path("mm.bin")),
+    ]);
+    assert!(err.contains("no mirror images"), "{err}");
 }
 
 #[test]
@@ -241,6 +297,16 @@ fn a_photo_without_its_file_is_skipped_and_a_run_takes_them_from_its_config() {
     let said = ok(&["run", s(&config), "--work", s(&work)]);
     assert!(said.contains("descriptors of 12 values"), "{said}");
     assert!(work.join("report").join("accuracy.csv").is_file());
+    // The same files through another spelling of the config's path: every step cached.
+    let spelt = dir.path().join(".").join("c.toml");
+    let again = ok(&["run", s(&spelt), "--work", s(&work)]);
+    assert!(again.contains("== features sample: cached"), "{again}");
+    // One file changed: the sample, and all that follows, made again.
+    let file = desc.join("field").join("field_000.csv");
+    let text_of = std::fs::read_to_string(&file).expect("csv");
+    std::fs::write(&file, text_of.replacen("16,", "24,", 1)).expect("csv");
+    let changed = ok(&["run", s(&config), "--work", s(&work)]);
+    assert!(changed.contains("== features sample\n"), "{changed}");
     // On nodes: refused up front, saying what to do.
     std::fs::write(&config, text.replace("nodes = 0", "nodes = 2")).expect("config");
     let err = fails(&["config", "check", s(&config)]);

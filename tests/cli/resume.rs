@@ -76,7 +76,15 @@ fn a_run_killed_in_its_mixture_resumes_after_its_last_em_step() {
         "the interrupted step stays temporary: {:?}",
         steps(&b)
     );
-    let out = ok(&["run", s(&config), "--work", s(&b)]);
+    // (The same fault again: a mixture started over would stop at step 5 once more.)
+    let out = ok(&[
+        "run",
+        s(&config),
+        "--work",
+        s(&b),
+        "--exit-after-iteration",
+        "5",
+    ]);
     assert!(out.contains("resuming after EM step 5"), "{out}");
     let mixture = |w: &Path| {
         let step = (steps(w).into_iter())

@@ -64,8 +64,12 @@ pub enum EncodeParamsError {
         /// The dims given.
         projected: usize,
     },
-    /// Descriptors of no values, or more than [`crate::descriptors::MAX_DIMS`].
+    /// Descriptors of no values, or more than [`crate::descriptors::MAX_DIMS`] (or HOG's of
+    /// other than 512).
     Dims(usize),
+    /// Descriptors made elsewhere with a setting of vocab's own description (mirror images,
+    /// a downscale, other patch sides).
+    Foreign,
     /// A VLAD or Fisher vector past [`MAX_VLAD_VALUES`] values.
     VladTooLong {
         /// A Fisher vector (else VLAD).
@@ -100,6 +104,7 @@ impl Broken for EncodeParamsError {
             | Self::Projected { .. } => "method",
             Self::VladNorm(_) => "norm",
             Self::Dims(_) => "dims",
+            Self::Foreign => "from",
         }
     }
 
@@ -123,6 +128,7 @@ impl Broken for EncodeParamsError {
             Self::Projected { pooling, .. } => (*pooling).into(),
             Self::VladNorm(norm) => norm.name().into(),
             Self::Dims(d) => d.to_string(),
+            Self::Foreign => "a folder".into(),
         }
     }
 
@@ -153,9 +159,12 @@ impl Broken for EncodeParamsError {
                 .into(),
             Self::FisherSoft => "weighs every component by its posterior: drop soft".into(),
             Self::Dims(_) => format!(
-                "must be 1 to {} values a descriptor",
+                "must be 1 to {} values a descriptor made elsewhere, HOG's 512",
                 crate::descriptors::MAX_DIMS
             ),
+            Self::Foreign => "descriptors made elsewhere are taken as they are: no mirror \
+                 images, max_side or scales"
+                .into(),
             Self::FisherSearch => "searches no word: drop the kernel and assign settings".into(),
             Self::FisherDims(None) => {
                 "encodes over a mixture: its projected dims come from the mixture file".into()

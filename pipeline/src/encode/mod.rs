@@ -50,7 +50,7 @@ use crate::features::{
     Describers, FeatureSummary, FeaturesError, Layout, Outcome, Progress, STRIP, Source,
     StageOutput, compute_range, here, lay_out, run_stage,
 };
-use crate::hog::{DIMS, PATCH_SIDE};
+use crate::hog::PATCH_SIDE;
 use crate::image_io::{Collection, Luminance, Photo};
 use crate::kmeans::{Centroids, Kernel, approx, assign, nearest_few, quant};
 use crate::partition::Matrix;
@@ -188,7 +188,7 @@ impl Encoder {
                     return Err(mismatch(format!(
                         "vocabulary has {} dims, the {} {}",
                         vocabulary.dims(),
-                        descriptor_name(params.dims),
+                        descriptor_name(&params),
                         params.dims
                     )));
                 }
@@ -208,7 +208,7 @@ impl Encoder {
                          onto {d}",
                         model.input_dims(),
                         model.dims(),
-                        descriptor_name(params.dims),
+                        descriptor_name(&params),
                         params.dims
                     )));
                 }
@@ -448,11 +448,11 @@ impl Encoder {
 }
 
 /// The descriptor's name in messages: HOG's, or one made elsewhere.
-fn descriptor_name(dims: usize) -> &'static str {
-    if dims == DIMS {
-        "HOG descriptor"
-    } else {
+fn descriptor_name(params: &EncodeParams) -> &'static str {
+    if params.foreign {
         "descriptors made elsewhere"
+    } else {
+        "HOG descriptor"
     }
 }
 
@@ -531,6 +531,7 @@ pub fn encode_from(
 mod tests {
     use super::*;
     use crate::features::FeatureParams;
+    use crate::hog::DIMS;
 
     #[test]
     fn plain_histograms_sum_to_one_and_hellinger_is_the_root() {
@@ -559,6 +560,7 @@ mod tests {
             scales,
             approx: None,
             dims: crate::hog::DIMS,
+            foreign: false,
         }
     }
 

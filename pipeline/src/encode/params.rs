@@ -122,6 +122,9 @@ struct Record {
     /// photo needs to be encoded alike).
     #[serde(default = "hog_dims", skip_serializing_if = "is_hog_dims")]
     dims: usize,
+    /// Descriptors made elsewhere (absent: HOG).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    foreign: bool,
 }
 
 impl TryFrom<Record> for Encoding {
@@ -143,6 +146,7 @@ impl TryFrom<Record> for Encoding {
             scales: r.scales,
             approx: r.approx,
             dims: r.dims,
+            foreign: r.foreign,
         };
         if let Some(digest) = &r.vocabulary_sha256
             && (digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -181,6 +185,7 @@ impl From<Encoding> for Record {
             mirror: p.features.mirror,
             vocabulary_sha256: e.digest,
             dims: p.dims,
+            foreign: p.foreign,
         }
     }
 }
@@ -222,6 +227,11 @@ pub struct EncodeParams {
     /// records when HOG's, so their files and keys stay what they were.
     #[serde(default = "hog_dims", skip_serializing_if = "is_hog_dims")]
     pub dims: usize,
+    /// The descriptors were made elsewhere ([`crate::descriptors`]), whatever their dimension
+    /// (a CNN's may have HOG's 512): a photo is encoded alike only from its own file. Absent
+    /// from records when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub foreign: bool,
 }
 
 fn hog_dims() -> usize {
@@ -249,8 +259,18 @@ impl EncodeParams {
     /// kernel with at least one probe.
     pub fn check(&self, k: Option<usize>) -> Result<(), EncodeParamsError> {
         self.features.check().map_err(EncodeParamsError::Features)?;
-        if !(1..=crate::descriptors::MAX_DIMS).contains(&self.dims) {
+        if !(1..=crate::descriptors::MAX_DIMS).contains(&self.dims)
+            || (!self.foreign && self.dims != crate::hog::DIMS)
+        {
             return Err(EncodeParamsError::Dims(self.dims));
+        }
+        // Made elsewhere: nothing of vocab's own description applies.
+        if self.foreign
+            && (self.features.mirror
+                || self.features.max_side.is_some()
+                || !is_base_scale(&self.scales))
+        {
+            return Err(EncodeParamsError::Foreign);
         }
         if let Sampling::Random { .. } = self.features.sampling {
             return Err(EncodeParamsError::NotDense);
@@ -381,6 +401,7 @@ mod tests {
             scales: base_scale(),
             approx: None,
             dims: crate::hog::DIMS,
+            foreign: false,
         }
     }
 

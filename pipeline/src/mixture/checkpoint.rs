@@ -23,7 +23,8 @@ pub fn checkpoint_path(out: &Path) -> PathBuf {
 }
 
 /// What makes two runs the same run up to where they stop: the vectors and every parameter
-/// but `max_iter` and `tol` (a run may be taken up to go further, or stop sooner).
+/// but `max_iter` (a run may be taken up to go further; `tol` is kept, since a run that would
+/// have stopped earlier cannot be taken up where it did).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Identity {
@@ -41,6 +42,8 @@ pub struct Identity {
     pub seed: u64,
     /// `reg`'s bits.
     pub reg: u64,
+    /// `tol`'s bits.
+    pub tol: u64,
 }
 
 impl Identity {
@@ -54,6 +57,7 @@ impl Identity {
             pca_dims: params.pca_dims,
             seed: params.seed,
             reg: params.reg.to_bits(),
+            tol: params.tol.to_bits(),
         }
     }
 }
@@ -152,13 +156,25 @@ impl Checkpoint {
         Ok(file)
     }
 
-    /// The run to take up, when this checkpoint is of run `identity` (else an error saying
-    /// what differs); the projection and mixture checked as a mixture file's are.
-    pub fn resumed(self, identity: &Identity, path: &Path) -> Result<Resumed, MixtureError> {
+    /// The run to take up, when this checkpoint is of run `identity` and not past its
+    /// `max_iter` EM steps (else an error saying what differs); the projection and mixture
+    /// checked as a mixture file's are.
+    pub fn resumed(
+        self,
+        (identity, max_iter): (&Identity, usize),
+        path: &Path,
+    ) -> Result<Resumed, MixtureError> {
         let invalid = |reason: String| MixtureError::Invalid {
             path: path.display().to_string(),
             reason,
         };
+        if self.ems() > max_iter {
+            return Err(invalid(format!(
+                "says {} EM steps are done, more than the {max_iter} this run makes; remove it \
+                 (or run without --resume) to start over",
+                self.ems()
+            )));
+        }
         if &self.identity != identity {
             return Err(invalid(format!(
                 "a checkpoint of another run ({:?}; this run: {identity:?}): remove it to start \

@@ -187,7 +187,7 @@ fn a_run_taken_up_from_its_checkpoint_ends_bit_for_bit_where_it_would_have() {
     assert_eq!(checkpoint.ems(), 3);
     let resumed = checkpoint
         .clone()
-        .resumed(&identity, &path)
+        .resumed((&identity, 7), &path)
         .expect("this run's");
     let mut seen = Vec::new();
     let taken_up =
@@ -212,9 +212,18 @@ fn a_run_taken_up_from_its_checkpoint_ends_bit_for_bit_where_it_would_have() {
         seed: 3,
         ..identity
     };
-    let err = checkpoint.resumed(&other, &path).expect_err("another run");
+    let err = (checkpoint.clone())
+        .resumed((&other, 7), &path)
+        .expect_err("another run");
     assert!(
         err.to_string().contains("a checkpoint of another run"),
+        "{err}"
+    );
+    let err = checkpoint
+        .resumed((&identity, 2), &path)
+        .expect_err("past its end");
+    assert!(
+        err.to_string().contains("more than the 2 this run makes"),
         "{err}"
     );
 }

@@ -175,7 +175,7 @@ impl Format {
     pub fn reading(self) -> Option<&'static str> {
         match self {
             Self::Csv => Some(
-                "a header line, then a vector a line: numpy.loadtxt(f, delimiter=\",\", \
+                "a header line, then a row a line: numpy.loadtxt(f, delimiter=\",\", \
                  skiprows=1) or pandas.read_csv(f)",
             ),
             Self::Npy => Some("numpy.load(f)"),

@@ -121,9 +121,14 @@ impl Stage for Features<'_> {
     }
 
     fn key(&self) -> String {
+        // Descriptors made elsewhere are keyed by their files, not by how the path is spelt.
+        let features = crate::options::FeaturesOptions {
+            from: None,
+            ..self.config.features.clone()
+        };
         let mut parts = vec![
             json!(self.dataset.key),
-            json!(self.config.features),
+            json!(features),
             json!(self.split_by),
             json!(self.trial.seed),
             json!(vocab_pipeline::image_io::DECODING),

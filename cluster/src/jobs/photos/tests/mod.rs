@@ -66,6 +66,7 @@ pub(super) fn encode_params() -> EncodeParams {
         scales: vec![40, 64],
         approx: None,
         dims: vocab_pipeline::hog::DIMS,
+        foreign: false,
     }
 }
 
