@@ -28,7 +28,7 @@ fn a_plan_states_its_disk_and_times_at_this_machines_rates() {
     std::fs::write(&fixed, format!("{text}\n[plan]\ncalibrate = false\n")).expect("config");
     let a = ok(&["run", s(&fixed), "--plan"]);
     assert!(
-        a.contains("not measured here ([plan] calibrate = false)"),
+        a.contains("not measured here ([plan] calibrate = false"),
         "{a}"
     );
     assert_eq!(a, ok(&["run", s(&fixed), "--plan"]));
