@@ -6,93 +6,59 @@ use std::path::Path;
 
 use crate::util::*;
 
-#[test]
-fn a_run_killed_in_kmeans_resumes_to_the_same_vocabulary() {
+/// A run of `config` killed after step `at` of its learning (`stage/label-`: the step) takes
+/// it up (saying `resumed`), and writes the `file` a run never killed writes. The resumed run
+/// is given the same fault: one that started the learning over would stop there once more.
+fn killed_and_resumed(config: &str, (step, file): (&str, &str), at: &str, resumed: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("c.toml");
-    std::fs::write(
-        &config,
-        "[dataset]\nsynthetic = { per_kind = 6, seed = 3 }\n[features]\nper_image = 30\n\
-         [kmeans]\nk = [24]\niterations = 8\ntol = 0\nseed = 2\nnodes = 2\n\
-         [classify]\nattributes = [\"elevation\"]\ncv = 2\n",
-    )
-    .expect("config");
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, config).expect("config");
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    ok(&["run", s(&config), "--work", s(&a)]);
-    let crashed = vocab(&[
+    ok(&["run", s(&path), "--work", s(&a)]);
+    let fault = [
         "run",
-        s(&config),
+        s(&path),
         "--work",
         s(&b),
         "--exit-after-iteration",
-        "3",
-    ]);
-    assert!(!crashed.status.success());
+        at,
+    ];
+    assert!(!vocab(&fault).status.success());
+    let (stage, label) = step.split_once('/').expect("stage/label");
+    let temporary = format!("{stage}/.tmp-{label}");
     assert!(
-        steps(&b).iter().any(|s| s.starts_with("kmeans/.tmp-k24-")),
+        steps(&b).iter().any(|s| s.starts_with(&temporary)),
         "the interrupted step stays temporary: {:?}",
         steps(&b)
     );
-    let out = ok(&["run", s(&config), "--work", s(&b)]);
-    assert!(out.contains("resuming after iteration 3"), "{out}");
-    let vocabulary = |w: &Path| {
-        let step = steps(w)
-            .into_iter()
-            .find(|s| s.starts_with("kmeans/k24-"))
-            .expect("kmeans step");
-        std::fs::read(w.join(step).join("vocabulary.bin")).expect("vocabulary")
+    let out = ok(&fault);
+    assert!(out.contains(resumed), "{out}");
+    let made = |w: &Path| {
+        let done = (steps(w).into_iter())
+            .find(|s| s.starts_with(step))
+            .expect("the step");
+        std::fs::read(w.join(done).join(file)).expect("its file")
     };
-    assert!(
-        vocabulary(&a) == vocabulary(&b),
-        "resumed vocabulary differs"
-    );
+    assert!(made(&a) == made(&b), "the resumed {file} differs");
+}
+
+#[test]
+fn a_run_killed_in_kmeans_resumes_to_the_same_vocabulary() {
+    let config = "[dataset]\nsynthetic = { per_kind = 6, seed = 3 }\n[features]\nper_image = 30\n\
+                  [kmeans]\nk = [24]\niterations = 8\ntol = 0\nseed = 2\nnodes = 2\n\
+                  [classify]\nattributes = [\"elevation\"]\ncv = 2\n";
+    let step = ("kmeans/k24-", "vocabulary.bin");
+    killed_and_resumed(config, step, "3", "resuming after iteration 3");
 }
 
 #[test]
 fn a_run_killed_in_its_mixture_resumes_after_its_last_em_step() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("c.toml");
-    std::fs::write(
-        &config,
-        "[dataset]\nsynthetic = { per_kind = 4 }\n[features]\nper_image = 40\n\
-         [kmeans]\nk = [4]\nnodes = 2\n[encode]\nmethod = \"fisher\"\nstride = 16\n\
-         [mixture]\ncomponents = [3]\npca_dims = 6\niterations = 8\ntol = 0\n\
-         [classify]\nattributes = [\"urbanicity\"]\ncv = 2\n",
-    )
-    .expect("config");
-    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    ok(&["run", s(&config), "--work", s(&a)]);
-    let crashed = vocab(&[
-        "run",
-        s(&config),
-        "--work",
-        s(&b),
-        "--exit-after-iteration",
-        "5",
-    ]);
-    assert!(!crashed.status.success());
-    assert!(
-        steps(&b).iter().any(|s| s.starts_with("mixture/.tmp-g3-")),
-        "the interrupted step stays temporary: {:?}",
-        steps(&b)
-    );
-    // (The same fault again: a mixture started over would stop at step 5 once more.)
-    let out = ok(&[
-        "run",
-        s(&config),
-        "--work",
-        s(&b),
-        "--exit-after-iteration",
-        "5",
-    ]);
-    assert!(out.contains("resuming after EM step 5"), "{out}");
-    let mixture = |w: &Path| {
-        let step = (steps(w).into_iter())
-            .find(|s| s.starts_with("mixture/g3-"))
-            .expect("mixture step");
-        std::fs::read(w.join(step).join("mixture.json")).expect("mixture")
-    };
-    assert!(mixture(&a) == mixture(&b), "resumed mixture differs");
+    let config = "[dataset]\nsynthetic = { per_kind = 4 }\n[features]\nper_image = 40\n\
+                  [kmeans]\nk = [4]\nnodes = 2\n[encode]\nmethod = \"fisher\"\nstride = 16\n\
+                  [mixture]\ncomponents = [3]\npca_dims = 6\niterations = 8\ntol = 0\n\
+                  [classify]\nattributes = [\"urbanicity\"]\ncv = 2\n";
+    let step = ("mixture/g3-", "mixture.json");
+    killed_and_resumed(config, step, "5", "resuming after EM step 5");
 }
 
 #[test]
