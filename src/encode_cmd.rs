@@ -12,9 +12,10 @@ use vocab_pipeline::descriptors::Foreign;
 use vocab_pipeline::encode::fisher::FisherModel;
 use vocab_pipeline::encode::{self, EncodeParams, Encoding, Words};
 use vocab_pipeline::features::{self, FeatureSummary, manifest_path};
+use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::store::{self, Format};
 
-use crate::photo_cmd::{forget_rounds, open_collection, skipped_line};
+use crate::photo_cmd::{foreign_here, forget_rounds, open_collection, skipped_line};
 use crate::progress::Ui;
 use crate::settings::EncodeSettings;
 use crate::sharded::On;
@@ -27,30 +28,27 @@ pub fn encode(
     out: &mut dyn Write,
 ) -> anyhow::Result<FeatureSummary> {
     let started = Instant::now();
-    // The record binds the histograms to the vocabulary's bytes, not to its path: a mixture's
-    // digest is of the bytes the settings read it from; a vocabulary's is taken before its words
-    // are read, so a file changed meanwhile is one the record does not match.
-    let (digest, mixture) = match &settings.mixture {
-        Some((file, digest)) => (digest.clone(), Some(file)),
-        None => {
-            let digest = vocab_pipeline::input::digest(&settings.vocabulary)
-                .with_context(|| format!("cannot read {}", settings.vocabulary.display()))?;
-            (digest, None)
-        }
-    };
-    // Descriptors made elsewhere: their dimension is the first readable file's.
-    let foreign = settings.from.as_deref().map(Foreign::new).transpose()?;
+    let (digest, mixture) = digest_of(settings)?;
+    // Descriptors made elsewhere: their dimension is the first readable file's (the photos
+    // are listed once, first, to find it).
+    let foreign = (settings.from.as_deref())
+        .map(|from| foreign_here(from, on))
+        .transpose()?;
     let owned;
-    let settings = match &foreign {
+    let (settings, listed) = match &foreign {
         Some(foreign) => {
-            owned = with_foreign_dims(settings, foreign, on)?;
-            &owned
+            let listed = open_collection(&settings.input, settings.labels.as_deref(), on)?;
+            owned = with_foreign_dims(settings, foreign, &listed)?;
+            (&owned, Some(listed))
         }
-        None => settings,
+        None => (settings, None),
     };
     let vocabulary = read_words(&settings.vocabulary, &settings.params, mixture)?;
     vocabulary_rules(settings, &vocabulary)?;
-    let collection = open_collection(&settings.input, settings.labels.as_deref(), on)?;
+    let collection = match listed {
+        Some(collection) => collection,
+        None => open_collection(&settings.input, settings.labels.as_deref(), on)?,
+    };
     let bar = ui.bar(collection.photos().len() as u64, "encode");
     let progress = |p: features::Progress| {
         bar.set_position(p.images as u64);
@@ -121,21 +119,31 @@ pub fn encode(
     Ok(summary)
 }
 
+/// The digest the encoding's record binds to, and the mixture the settings hold. The record
+/// binds the histograms to the vocabulary's bytes, not to its path: a mixture's digest is of
+/// the bytes the settings read it from; a vocabulary's is taken before its words are read, so
+/// a file changed meanwhile is one the record does not match.
+fn digest_of(
+    settings: &EncodeSettings,
+) -> anyhow::Result<(String, Option<&vocab_pipeline::mixture::MixtureFile>)> {
+    Ok(match &settings.mixture {
+        Some((file, digest)) => (digest.clone(), Some(file)),
+        None => {
+            let digest = vocab_pipeline::input::digest(&settings.vocabulary)
+                .with_context(|| format!("cannot read {}", settings.vocabulary.display()))?;
+            (digest, None)
+        }
+    })
+}
+
 /// `settings` over descriptors made elsewhere in `foreign`: their dimension is the first
-/// photo's file's (read on this process only, for now).
+/// readable file's among `collection`'s photos.
 fn with_foreign_dims(
     settings: &EncodeSettings,
     foreign: &Foreign,
-    on: On<'_>,
+    collection: &Collection,
 ) -> anyhow::Result<EncodeSettings> {
-    ensure!(
-        !on.engine.distributed(),
-        "--from {}: descriptors made elsewhere are encoded on one process (no --local-nodes, \
-         --cluster or --engine mpi yet)",
-        foreign.dir.display()
-    );
-    let collection = open_collection(&settings.input, settings.labels.as_deref(), on)?;
-    let (dims, _) = foreign.dims_of(&collection)?;
+    let (dims, _) = foreign.dims_of(collection)?;
     let params = EncodeParams {
         dims,
         foreign: true,

@@ -172,14 +172,8 @@ fn foreign_sample(
     (ui, on): (&Ui, On<'_>),
     out: &mut dyn Write,
 ) -> anyhow::Result<FeatureSummary> {
-    ensure!(
-        !on.engine.distributed(),
-        "--from {}: descriptors made elsewhere are read on one process (no --local-nodes, \
-         --cluster or --engine mpi yet)",
-        from.display()
-    );
     let started = Instant::now();
-    let foreign = Foreign::new(from)?;
+    let foreign = foreign_here(from, on)?;
     let Sampling::Random { per_image, seed } = settings.params.sampling else {
         anyhow::bail!(
             "--from {}: the sample is random rows (--per-image)",
@@ -211,6 +205,18 @@ fn foreign_sample(
     crate::tables::how_to_read(out, &settings.out, settings.format)?;
     skipped_line(out, summary.skipped, &settings.out)?;
     Ok(summary)
+}
+
+/// The descriptors made elsewhere in `from`, for a photo stage on `on`: read on this process
+/// only, for now (the one refusal of every photo stage on nodes).
+pub(crate) fn foreign_here(from: &Path, on: On<'_>) -> anyhow::Result<Foreign> {
+    ensure!(
+        !on.engine.distributed(),
+        "--from {}: descriptors made elsewhere are read on one process (no --local-nodes, \
+         --cluster or --engine mpi yet)",
+        from.display()
+    );
+    Ok(Foreign::new(from)?)
 }
 
 /// The line naming the skipped photos' manifest, when there are any.
