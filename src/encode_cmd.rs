@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
-use vocab_cluster::jobs::photos::PhotoStage;
+use vocab_cluster::jobs::photos::{Elsewhere, PhotoStage};
 use vocab_pipeline::descriptors::Foreign;
 use vocab_pipeline::encode::fisher::FisherModel;
 use vocab_pipeline::encode::{self, EncodeParams, Encoding, Words};
@@ -15,7 +15,7 @@ use vocab_pipeline::features::{self, FeatureSummary, manifest_path};
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::store::{self, Format};
 
-use crate::photo_cmd::{foreign_here, forget_rounds, open_collection, skipped_line};
+use crate::photo_cmd::{foreign_of, forget_rounds, open_collection, skipped_line};
 use crate::progress::Ui;
 use crate::settings::EncodeSettings;
 use crate::sharded::On;
@@ -32,7 +32,7 @@ pub fn encode(
     // Descriptors made elsewhere: their dimension is the first readable file's (the photos
     // are listed once, first, to find it).
     let foreign = (settings.from.as_deref())
-        .map(|from| foreign_here(from, on))
+        .map(|from| foreign_of(from, on))
         .transpose()?;
     let owned;
     let (settings, listed) = match &foreign {
@@ -59,7 +59,8 @@ pub fn encode(
     let file = &settings.out;
     let (summary, spread) = if on.engine.distributed() {
         // The workers quantise the vocabulary; the driver only writes histograms.
-        let stage = PhotoStage::Encode(settings.params.clone());
+        let from = (foreign.as_ref()).map(|f| Elsewhere::new(&f.dir, settings.params.dims));
+        let stage = PhotoStage::Encode(settings.params.clone(), from);
         let len = stage.histogram_len(vocabulary.k());
         let (summary, spread) = crate::sharded::run(
             on,

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use std::io::Write;
 
-use anyhow::{Context, ensure};
+use anyhow::Context;
 use vocab_pipeline::descriptors::{self, Foreign};
 use vocab_pipeline::features::{self, FeatureSummary, manifest_path};
 use vocab_pipeline::hog::DESCRIPTOR_NAME;
@@ -18,7 +18,7 @@ use crate::cli::ConvertArgs;
 use crate::progress::Ui;
 use crate::settings::{FeatureSettings, OrFlag, PhotoSetSettings};
 use crate::sharded::On;
-use vocab_cluster::jobs::photos::PhotoStage;
+use vocab_cluster::jobs::photos::{Elsewhere, PhotoStage};
 
 fn describe_sampling(s: &Sampling) -> String {
     match s {
@@ -80,12 +80,21 @@ pub fn features_into(
 ) -> anyhow::Result<(FeatureSummary, Option<crate::sharded::Placed>)> {
     let started = Instant::now();
     let collection = open_collection(&settings.input, settings.labels.as_deref(), on)?;
-    if let Some(from) = &settings.from {
-        return Ok((
-            foreign_sample(settings, &collection, from, (ui, on), out)?,
-            None,
-        ));
-    }
+    let foreign = (settings.from.as_deref())
+        .map(|from| foreign_of(from, on))
+        .transpose()?;
+    let from = match &foreign {
+        Some(foreign) if !on.engine.distributed() => {
+            let summary = foreign_sample(settings, &collection, foreign, ui, out)?;
+            return Ok((summary, None));
+        }
+        // The nodes read the files of the dimension the first readable one has.
+        Some(foreign) => Some(Elsewhere::new(
+            &foreign.dir,
+            foreign.dims_of(&collection)?.0,
+        )),
+        None => None,
+    };
     let bar = ui.bar(collection.photos().len() as u64, "features");
     let progress = |p: features::Progress| {
         bar.set_position(p.images as u64);
@@ -98,20 +107,18 @@ pub fn features_into(
     let (file, format) = (&settings.out, settings.format);
     let born = born.filter(|_| on.engine.distributed());
     let mut placed = None;
+    let stage = PhotoStage::Features(settings.params, from.clone());
+    let dims = stage.expect(0).dims;
     let (summary, spread) = if let Some(born) = born {
         let (summary, spread, at) =
-            crate::sharded::born(on, &collection, settings.params, file, born, &progress)?;
+            crate::sharded::born(on, &collection, stage, file, born, &progress)?;
         placed = Some(at);
         (summary, Some(spread))
     } else if on.engine.distributed() {
-        let (summary, spread) = crate::sharded::run(
-            on,
-            &collection,
-            PhotoStage::Features(settings.params),
-            None,
-            file,
-            &mut |source| features::extract_from(&collection, file, format, source, &progress),
-        )?;
+        let (summary, spread) =
+            crate::sharded::run(on, &collection, stage, None, file, &mut |source| {
+                features::extract_from(&collection, (file, format, dims), source, &progress)
+            })?;
         (summary, Some(spread))
     } else {
         forget_rounds(file)?;
@@ -120,33 +127,62 @@ pub fn features_into(
     };
     bar.finish();
     let secs = started.elapsed().as_secs_f64().max(1e-9);
-    writeln!(
-        out,
-        "features: {} photos, {} skipped, {} patches in {:.1} s ({:.0} photos/s, {:.0} patches/s, {:.1} Mpix/s)",
-        summary.images,
-        summary.skipped,
-        summary.patches,
-        secs,
-        summary.images as f64 / secs,
-        summary.patches as f64 / secs,
-        summary.pixels as f64 / secs / 1e6,
-    )?;
-    match (&placed, born) {
-        (Some(crate::sharded::Placed { manifest: m, .. }), Some(born)) => writeln!(
-            out,
-            "  kept at the nodes as {} partitions in {} ({DESCRIPTOR_NAME}, {}; the sample was \
-             not gathered here)",
-            m.partitions.len(),
-            born.dir.display(),
-            describe_sampling(&settings.params.sampling),
-        )?,
-        _ => {
+    let whence = (from.as_ref(), placed.as_ref().zip(born));
+    write_features(out, settings, (&summary, secs), whence)?;
+    if let Some(spread) = spread {
+        spread.write(out)?;
+    }
+    skipped_line(out, summary.skipped, &settings.out)?;
+    Ok((summary, placed))
+}
+
+/// The features stage's summary: what it read (HOG patches, or descriptors made elsewhere
+/// `from`) and where it left them (a file, or partitions kept at the nodes).
+fn write_features(
+    out: &mut dyn Write,
+    settings: &FeatureSettings,
+    (summary, secs): (&FeatureSummary, f64),
+    (from, kept): (
+        Option<&Elsewhere>,
+        Option<(&crate::sharded::Placed, &crate::sharded::Born)>,
+    ),
+) -> std::io::Result<()> {
+    let how = describe_sampling(&settings.params.sampling);
+    let what = match from {
+        None => {
             writeln!(
                 out,
-                "  wrote {} ({}, {DESCRIPTOR_NAME}, {})",
+                "features: {} photos, {} skipped, {} patches in {:.1} s ({:.0} photos/s, {:.0} patches/s, {:.1} Mpix/s)",
+                summary.images,
+                summary.skipped,
+                summary.patches,
+                secs,
+                summary.images as f64 / secs,
+                summary.patches as f64 / secs,
+                summary.pixels as f64 / secs / 1e6,
+            )?;
+            DESCRIPTOR_NAME.to_string()
+        }
+        Some(from) => {
+            let dims = from.dims as usize;
+            foreign_line(out, summary, (dims, Path::new(&from.dir)), secs)?;
+            format!("{dims} values a descriptor")
+        }
+    };
+    match kept {
+        Some((placed, born)) => writeln!(
+            out,
+            "  kept at the nodes as {} partitions in {} ({what}, {how}; the sample was not \
+             gathered here)",
+            placed.manifest.partitions.len(),
+            born.dir.display(),
+        )?,
+        None => {
+            writeln!(
+                out,
+                "  wrote {} ({}, {what}, {how})",
                 settings.out.display(),
                 settings.format.name(),
-                describe_sampling(&settings.params.sampling),
             )?;
             crate::tables::how_to_read(out, &settings.out, settings.format)?;
         }
@@ -155,29 +191,41 @@ pub fn features_into(
         out,
         "  manifest {}",
         manifest_path(&settings.out, "images.csv").display()
-    )?;
-    if let Some(spread) = spread {
-        spread.write(out)?;
-    }
-    skipped_line(out, summary.skipped, &settings.out)?;
-    Ok((summary, placed))
+    )
 }
 
-/// The features stage from descriptors made elsewhere in `from`: `per_image` of each photo's
+/// The first line of a features stage's summary from descriptors made elsewhere (`dims`
+/// values each, in `from`).
+fn foreign_line(
+    out: &mut dyn Write,
+    summary: &FeatureSummary,
+    (dims, from): (usize, &Path),
+    secs: f64,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "features: {} photos, {} skipped, {} descriptors of {dims} values from {} in {secs:.1} s",
+        summary.images,
+        summary.skipped,
+        summary.patches,
+        from.display(),
+    )
+}
+
+/// The features stage from descriptors made elsewhere in `foreign`: `per_image` of each photo's
 /// rows, drawn from the seed (on this process).
 fn foreign_sample(
     settings: &FeatureSettings,
     collection: &Collection,
-    from: &Path,
-    (ui, on): (&Ui, On<'_>),
+    foreign: &Foreign,
+    ui: &Ui,
     out: &mut dyn Write,
 ) -> anyhow::Result<FeatureSummary> {
     let started = Instant::now();
-    let foreign = foreign_here(from, on)?;
     let Sampling::Random { per_image, seed } = settings.params.sampling else {
         anyhow::bail!(
             "--from {}: the sample is random rows (--per-image)",
-            from.display()
+            foreign.dir.display()
         );
     };
     let bar = ui.bar(collection.photos().len() as u64, "features");
@@ -185,17 +233,10 @@ fn foreign_sample(
     forget_rounds(&settings.out)?;
     let file = (settings.out.as_path(), settings.format);
     let (summary, dims) =
-        descriptors::sample(collection, &foreign, (per_image, seed), file, &progress)?;
+        descriptors::sample(collection, foreign, (per_image, seed), file, &progress)?;
     bar.finish();
-    writeln!(
-        out,
-        "features: {} photos, {} skipped, {} descriptors of {dims} values from {} in {:.1} s",
-        summary.images,
-        summary.skipped,
-        summary.patches,
-        from.display(),
-        started.elapsed().as_secs_f64()
-    )?;
+    let secs = started.elapsed().as_secs_f64();
+    foreign_line(out, &summary, (dims, &foreign.dir), secs)?;
     writeln!(
         out,
         "  wrote {} ({}, {per_image} rows a photo at most, seed {seed})",
@@ -207,16 +248,16 @@ fn foreign_sample(
     Ok(summary)
 }
 
-/// The descriptors made elsewhere in `from`, for a photo stage on `on`: read on this process
-/// only, for now (the one refusal of every photo stage on nodes).
-pub(crate) fn foreign_here(from: &Path, on: On<'_>) -> anyhow::Result<Foreign> {
-    ensure!(
-        !on.engine.distributed(),
-        "--from {}: descriptors made elsewhere are read on one process (no --local-nodes, \
-         --cluster or --engine mpi yet)",
-        from.display()
-    );
-    Ok(Foreign::new(from)?)
+/// The descriptors made elsewhere in `from`, for a photo stage on `on`: the folder made
+/// absolute when other nodes read it too (as the photo folder is, [`open_collection`]).
+pub(crate) fn foreign_of(from: &Path, on: On<'_>) -> anyhow::Result<Foreign> {
+    let foreign = Foreign::new(from)?;
+    if !on.engine.distributed() {
+        return Ok(foreign);
+    }
+    let dir = std::fs::canonicalize(from)
+        .with_context(|| format!("cannot resolve {}", from.display()))?;
+    Ok(Foreign::new(&dir)?)
 }
 
 /// The line naming the skipped photos' manifest, when there are any.

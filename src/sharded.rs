@@ -110,7 +110,7 @@ pub fn run<T: Value>(
     let journal = Journal::open(
         &rounds,
         &job_key(collection, &stage, vocabulary)?,
-        stage.histogram_len(vocabulary.map_or(0, |v| v.k())),
+        stage.expect(vocabulary.map_or(0, |v| v.k())),
     )
     .with_context(|| format!("cannot create {}", rounds.display()))?;
     let done = sharded(on, collection, stage, vocabulary, out, &journal, write)?;
@@ -198,20 +198,24 @@ pub struct Born {
     pub element: vocab_pipeline::store::Element,
 }
 
-/// The features stage with partitions born on the nodes of `on` (which must be distributed):
-/// every node describes one contiguous shard of `collection` and keeps its patches, the driver
+/// The features stage (`stage`, HOG or descriptors made elsewhere) with partitions born on the
+/// nodes of `on` (which must be distributed): every node describes one contiguous shard of
+/// `collection` and keeps its patches, the driver
 /// writes the image and skip manifests of `out` (no feature file), then the nodes cut their
 /// patches into `born.parts` partitions in `born.dir` (only records across shard boundaries
 /// travel). Returns the summary, how it spread, and where the partitions are.
 pub fn born(
     on: On<'_>,
     collection: &Collection,
-    params: vocab_pipeline::features::FeatureParams,
+    stage: PhotoStage,
     out: &Path,
     born: &Born,
     progress: &(dyn Fn(vocab_pipeline::features::Progress) + Sync),
 ) -> anyhow::Result<(FeatureSummary, Spread, Placed)> {
     use vocab_pipeline::features::{Given, Progress, manifests_from};
+    let PhotoStage::Features(params, from) = &stage else {
+        anyhow::bail!("partitions are born on the nodes of the features stage only");
+    };
     let dir = born.dir.display().to_string();
     let source = out.display().to_string();
     let mut told = |photos: usize| {
@@ -221,14 +225,15 @@ pub fn born(
         });
     };
     let mut team = start(on, out, "the features stage", |nodes| {
-        PhotoTeam::start_keeping(nodes, collection, params, &dir)
+        PhotoTeam::start_keeping(nodes, collection, &stage, &dir)
     })?;
     let (sized, placed) = (team.crew)
         .born(&dir, born.parts, born.element, &source, &mut told)
         .with_context(|| format!("the features stage on {}", team.place.whence))?;
     let spread = team.spread(0);
+    let described = (*params, from.clone());
     let recipes =
-        vocab_cluster::jobs::born::Recipes::of(collection, params, &sized, &placed.manifest);
+        vocab_cluster::jobs::born::Recipes::of(collection, described, &sized, &placed.manifest);
     let summary = manifests_from(collection, out, &mut Given(Some(sized)), progress)?;
     let placed = Placed {
         manifest: placed.manifest,
@@ -246,7 +251,8 @@ pub struct Placed {
 }
 
 /// The digest of everything a photo job's results depend on: the stage's settings, the photos
-/// (folder and listing), the decoders and the vocabulary's bytes.
+/// (folder and listing), the decoders, the vocabulary's bytes, and the files of descriptors
+/// made elsewhere (names, sizes, times).
 fn job_key(
     collection: &Collection,
     stage: &PhotoStage,
@@ -259,6 +265,10 @@ fn job_key(
         vocab_pipeline::image_io::DECODING,
     ))?;
     bytes.extend(vocabulary.map(Words::to_bytes).unwrap_or_default());
+    if let Some(from) = stage.elsewhere() {
+        let files = crate::run::step::folder_fingerprint(Path::new(&from.dir))?;
+        bytes.extend(files.as_bytes());
+    }
     Ok(crate::run::step::short_hash(&bytes))
 }
 

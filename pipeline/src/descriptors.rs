@@ -306,6 +306,47 @@ pub fn sample_rows(keypoints: usize, per_image: usize, seed: u64, picture_id: u3
     rows
 }
 
+/// One photo's part of the vocabulary's sample: `per_image` of its rows drawn from `seed`, each
+/// record at its keypoint's centre (row y, column x, rounded down).
+fn sampled(
+    photo: &Photo,
+    (width, height): (usize, usize),
+    k: &Keypoints,
+    (per_image, seed): (usize, u64),
+) -> (Described, usize) {
+    let dims = k.dims;
+    let rows = sample_rows(k.places.len(), per_image, seed, photo.picture_id);
+    let mut described = Described {
+        width,
+        height,
+        positions: Vec::with_capacity(rows.len()),
+        values: Vec::with_capacity(rows.len() * dims),
+    };
+    for &i in &rows {
+        let (x, y, _) = k.places[i];
+        described.positions.push((y as usize, x as usize));
+        described
+            .values
+            .extend_from_slice(&k.values[i * dims..(i + 1) * dims]);
+    }
+    (described, rows.len())
+}
+
+/// The vocabulary's sample of the photos `range` from `foreign` (descriptors of `dims`
+/// values): what one node does of a sharded sample ([`crate::features::extract_from`] writes
+/// the results, as [`sample`] does here).
+pub fn sample_range(
+    collection: &Collection,
+    foreign: (&Foreign, usize),
+    draw: (usize, u64),
+    range: Range<usize>,
+) -> Vec<Outcome<Described>> {
+    let compute = |_: &mut Describers, photo: &Photo, size: (usize, usize), k: &Keypoints| {
+        sampled(photo, size, k, draw)
+    };
+    compute_range(collection, foreign, range, &compute)
+}
+
 /// The vocabulary's sample from descriptors made elsewhere: `per_image` rows of each photo's
 /// file (drawn from `seed`) into a feature file at `out` of their dimension, each record at its
 /// keypoint's centre (row y, column x, rounded down); the manifests as the features stage
@@ -313,30 +354,15 @@ pub fn sample_rows(keypoints: usize, per_image: usize, seed: u64, picture_id: u3
 pub fn sample(
     collection: &Collection,
     foreign: &Foreign,
-    (per_image, seed): (usize, u64),
+    draw: (usize, u64),
     (out, format): (&Path, Format),
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<(FeatureSummary, usize), FeaturesError> {
     let (dims, _) = foreign.dims_of(collection).map_err(boxed)?;
     let writer = FeatureWriter::create(out, format, dims)?;
-    let compute =
-        |_: &mut Describers, photo: &Photo, (width, height): (usize, usize), k: &Keypoints| {
-            let rows = sample_rows(k.places.len(), per_image, seed, photo.picture_id);
-            let mut described = Described {
-                width,
-                height,
-                positions: Vec::with_capacity(rows.len()),
-                values: Vec::with_capacity(rows.len() * dims),
-            };
-            for &i in &rows {
-                let (x, y, _) = k.places[i];
-                described.positions.push((y as usize, x as usize));
-                described
-                    .values
-                    .extend_from_slice(&k.values[i * dims..(i + 1) * dims]);
-            }
-            (described, rows.len())
-        };
+    let compute = |_: &mut Describers, photo: &Photo, size: (usize, usize), k: &Keypoints| {
+        sampled(photo, size, k, draw)
+    };
     let mut source = Here::new(collection, (foreign, dims), &compute);
     let summary = run_stage(collection, out, writer, &mut source, progress)?;
     Ok((summary, dims))

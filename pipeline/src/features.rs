@@ -719,8 +719,7 @@ pub fn extract(
 ) -> Result<FeatureSummary, FeaturesError> {
     extract_from(
         collection,
-        out,
-        format,
+        (out, format, DIMS),
         &mut here(collection, params, &patches_of, true),
         progress,
     )
@@ -747,16 +746,16 @@ pub fn describe_range(
     compute_range(collection, params, range, &patches_of)
 }
 
-/// [`extract`] with the photos' patches from `source` (computed elsewhere, by
-/// [`describe_range`]): the same file and manifests, byte for byte.
+/// [`extract`] with the photos' patches of `dims` values from `source` (computed elsewhere, by
+/// [`describe_range`] or `descriptors::sample_range`): the same file and manifests, byte for
+/// byte.
 pub fn extract_from(
     collection: &Collection,
-    out: &Path,
-    format: Format,
+    (out, format, dims): (&Path, Format, usize),
     source: &mut dyn Source<Described>,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<FeatureSummary, FeaturesError> {
     // Create the output first so an unwritable destination fails before any decoding.
-    let writer = FeatureWriter::create(out, format, DIMS)?;
+    let writer = FeatureWriter::create(out, format, dims)?;
     run_stage(collection, out, writer, source, progress)
 }

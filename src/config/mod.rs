@@ -300,13 +300,6 @@ fn sample_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
     if config.features.from.is_some() {
         // What descriptors made elsewhere do not do yet.
         let (d, c) = (&config.dataset, &config.classify);
-        if config.kmeans.nodes > 0 {
-            return Err(at.fail(
-                "features",
-                "from",
-                "descriptors made elsewhere are read on one process: set [kmeans] nodes = 0",
-            ));
-        }
         if c.mirror {
             return Err(at.fail(
                 "features",

@@ -307,8 +307,111 @@ fn a_photo_without_its_file_is_skipped_and_a_run_takes_them_from_its_config() {
     std::fs::write(&file, text_of.replacen("16,", "24,", 1)).expect("csv");
     let changed = ok(&["run", s(&config), "--work", s(&work)]);
     assert!(changed.contains("== features sample\n"), "{changed}");
-    // On nodes: refused up front, saying what to do.
+    // On 2 loopback nodes (the sample born there as partitions, k-means and the encodings
+    // there): the one-process run's accuracies, to the digit.
+    let here = std::fs::read(work.join("report").join("accuracy.csv")).expect("accuracy");
     std::fs::write(&config, text.replace("nodes = 0", "nodes = 2")).expect("config");
-    let err = fails(&["config", "check", s(&config)]);
-    assert!(err.contains("[kmeans] nodes = 0"), "{err}");
+    let nodes = dir.path().join("nodes-work");
+    let said = ok(&["run", s(&config), "--work", s(&nodes)]);
+    assert!(said.contains("kept at the nodes as"), "{said}");
+    let there = std::fs::read(nodes.join("report").join("accuracy.csv")).expect("accuracy");
+    assert!(here == there, "{said}");
+}
+
+#[test]
+fn descriptors_on_loopback_workers_give_the_one_process_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set(dir.path());
+    let desc = descriptors(dir.path(), &photos);
+    let path = |name: &str| dir.path().join(name);
+    // Runs `args` writing `--out <name>` here and on 2 loopback workers: the same bytes.
+    let both = |args: &[&str], name: &str, beside: &[&str]| -> String {
+        let (one, two) = (path(&format!("one-{name}")), path(&format!("two-{name}")));
+        ok(&[args, &["--out", s(&one)]].concat());
+        let said = ok(&[args, &["--out", s(&two), "--local-nodes", "2"]].concat());
+        assert!(said.contains("(2 nodes)"), "{said}");
+        for suffix in [&[""][..], beside].concat() {
+            let read = |p: &Path| std::fs::read(format!("{}{suffix}", p.display())).expect("read");
+            assert!(
+                read(&one) == read(&two),
+                "{name}{suffix} differs on nodes: {said}"
+            );
+        }
+        said
+    };
+    let from = ["--input", s(&photos), "--from", s(&desc)];
+    let said = both(
+        &[&["features"][..], &from, &["--per-image", "10"]].concat(),
+        "s.bin",
+        &[".images.csv", ".skipped.csv"],
+    );
+    assert!(said.contains("80 descriptors of 12 values"), "{said}");
+    let (sample, vocabulary) = (path("one-s.bin"), path("v.bin"));
+    ok(&[
+        "kmeans",
+        "--features",
+        s(&sample),
+        "--k",
+        "4",
+        "--out",
+        s(&vocabulary),
+    ]);
+    let words = ["--vocabulary", s(&vocabulary)];
+    both(&[&["encode"][..], &from, &words].concat(), "h.bin", &[]);
+    let mixture = path("g.json");
+    let components = ["--components", "2", "--pca-dims", "4"];
+    ok(&[
+        &["mixture", "--features", s(&sample)][..],
+        &components,
+        &["--out", s(&mixture)],
+    ]
+    .concat());
+    let fisher = [
+        "--vocabulary",
+        s(&mixture),
+        "--method",
+        "fisher",
+        "--pyramid",
+        "2",
+    ];
+    both(&[&["encode"][..], &from, &fisher].concat(), "f.bin", &[]);
+    // A worker that cannot see the folder says so, naming it.
+    let gone = path("gone");
+    let err = fails(
+        &[
+            &["features", "--input", s(&photos), "--from", s(&gone)][..],
+            &["--out", s(&path("x.bin")), "--local-nodes", "2"],
+        ]
+        .concat(),
+    );
+    assert!(err.contains("gone"), "{err}");
+}
+
+#[test]
+fn partitions_of_descriptors_lost_with_a_node_are_made_again_from_their_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set(dir.path());
+    descriptors(dir.path(), &photos);
+    let config = small_config(dir.path(), &photos);
+    let text = std::fs::read_to_string(&config).expect("config");
+    let text = text
+        .replace("[features]\n", "[features]\nfrom = \"desc\"\n")
+        .replace(
+            "parts = 2",
+            "parts = 5\nat = \"nodes\"\nfolder = \"nodes/{node}\"",
+        );
+    std::fs::write(&config, &text).expect("config");
+    let here = dir.path().join("here");
+    ok(&["run", s(&config), "--work", s(&here)]);
+    // Worker w1 ends in k-means, taking its partitions: the next team samples their photos'
+    // files again, and the run is the one-process run.
+    let lost = dir.path().join("lost");
+    let said = run_losing_w1_in_kmeans(dir.path(), &config, &lost);
+    let accuracy = |work: &Path| std::fs::read(work.join("report/accuracy.csv")).expect("read");
+    assert!(accuracy(&here) == accuracy(&lost), "{said}");
+    let vocabulary = |work: &Path| {
+        let step = step_dir(work, "kmeans");
+        std::fs::read(step.join("vocabulary.bin")).expect("vocabulary")
+    };
+    assert!(vocabulary(&here) == vocabulary(&lost), "{said}");
 }

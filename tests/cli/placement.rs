@@ -233,22 +233,9 @@ fn partitions_born_on_the_nodes_give_the_one_machine_run() {
 
     // A worker lost in k-means takes its partitions with it: the next team makes them again
     // from their photos, and the results are still the one machine's.
-    let (strict, _workers) =
-        workers_with_a_fault(dir.path(), "strict.toml", 3, 2, 1, &["--exit-at-step", "2"]);
     let lost = p("lost");
     let config = config("on-strict.toml", 0, "nodes/{node}");
-    let out = ok(&[
-        "run",
-        s(&config),
-        "--work",
-        s(&lost),
-        "--cluster",
-        s(&strict),
-    ]);
-    assert!(
-        out.contains("dropped w1") && out.contains("made again from their photos: part-000"),
-        "{out}"
-    );
+    let out = run_losing_w1_in_kmeans(dir.path(), &config, &lost);
     assert!(
         made(&lost) == want,
         "the run that lost w1 in k-means differs:\n{out}"

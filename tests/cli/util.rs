@@ -386,3 +386,17 @@ pub fn fails_within(args: &[&str], secs: u64) -> String {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// `vocab run config --work work` on 3 worker daemons (cluster file `dir/strict.toml`) of which
+/// w1 ends in k-means, taking the partitions born there: checks the next team made them again
+/// from their photos and returns what the run said.
+pub fn run_losing_w1_in_kmeans(dir: &Path, config: &Path, work: &Path) -> String {
+    let (strict, _workers) =
+        workers_with_a_fault(dir, "strict.toml", 3, 2, 1, &["--exit-at-step", "2"]);
+    let said = ok(&["run", s(config), "--work", s(work), "--cluster", s(&strict)]);
+    assert!(
+        said.contains("dropped w1") && said.contains("made again from their photos: part-000"),
+        "{said}"
+    );
+    said
+}

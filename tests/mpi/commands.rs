@@ -182,3 +182,74 @@ fn fisher_encode_under_mpi_writes_the_single_process_vectors() {
     let files = (one.as_path(), three.as_path());
     one_process_equals_three_ranks(&args, files, &["", ".images.csv", ".encoding.json"]);
 }
+
+/// `dir/desc`: for every photo of `photos`, a CSV of 30 keypoints inside it, each with 6 values
+/// that differ from photo to photo (descriptors made elsewhere).
+pub fn descriptors(dir: &Path, photos: &Path) -> std::path::PathBuf {
+    let desc = dir.join("desc");
+    let labels = std::fs::read_to_string(photos.join("labels.csv")).expect("labels");
+    for (i, line) in labels.lines().skip(1).enumerate() {
+        let path = line.split(',').next().expect("path");
+        let (w, h) = image::image_dimensions(photos.join(path)).expect("size");
+        let mut text = String::from("x,y,size,a,b,c,d,e,f\n");
+        for r in 0..30u32 {
+            let values: Vec<String> = (0..6u32)
+                .map(|j| format!("{}", (r * 13 + j * 7 + i as u32 * 5) % 17))
+                .collect();
+            text += &format!("{},{},16,{}\n", r * 7 % w, r * 11 % h, values.join(","));
+        }
+        let file = desc.join(path).with_extension("csv");
+        std::fs::create_dir_all(file.parent().expect("folder")).expect("folder");
+        std::fs::write(file, text).expect("csv");
+    }
+    desc
+}
+
+#[test]
+fn descriptors_made_elsewhere_under_mpi_give_the_single_process_files() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let photos = tmp.path().join("photos");
+    vocab(&["datasets", "photos", "--out", s(&photos), "--per-kind", "3"]);
+    let desc = descriptors(tmp.path(), &photos);
+    let owned = |args: &[&str]| -> Vec<String> { args.iter().map(|a| a.to_string()).collect() };
+    let from = ["--input", s(&photos), "--from", s(&desc)];
+    // The vocabulary's sample.
+    let (one, three) = (tmp.path().join("one.bin"), tmp.path().join("three.bin"));
+    let args = |out: &Path| {
+        owned(
+            &[
+                &["features"][..],
+                &from,
+                &["--per-image", "8"],
+                &["--out", s(out)],
+            ]
+            .concat(),
+        )
+    };
+    let files = (one.as_path(), three.as_path());
+    one_process_equals_three_ranks(&args, files, &["", ".images.csv", ".skipped.csv"]);
+    // Bag of words over a vocabulary of it.
+    let words = tmp.path().join("v.bin");
+    vocab(&[
+        "kmeans",
+        "--features",
+        s(&one),
+        "--k",
+        "3",
+        "--out",
+        s(&words),
+    ]);
+    let (one, three) = (tmp.path().join("h1.bin"), tmp.path().join("h3.bin"));
+    let args = |out: &Path| {
+        owned(
+            &[
+                &["encode", "--vocabulary", s(&words)][..],
+                &from,
+                &["--out", s(out)],
+            ]
+            .concat(),
+        )
+    };
+    let files = (one.as_path(), three.as_path());
+    one_process_equals_three_ranks(&args, files, &["", ".images.csv", ".encoding.json"]);
+}

@@ -226,3 +226,38 @@ fn an_mpi_run_that_loses_a_rank_in_a_photo_stage_resumes_from_its_saved_rounds()
         "the resumed sample differs"
     );
 }
+
+#[test]
+fn a_run_of_descriptors_made_elsewhere_under_mpi_is_the_single_process_run() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let photos = tmp.path().join("photos");
+    vocab(&["datasets", "photos", "--out", s(&photos), "--per-kind", "3"]);
+    let desc = crate::commands::descriptors(tmp.path(), &photos);
+    let config = tmp.path().join("c.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[dataset]\npath = {:?}\n\n[features]\nfrom = {:?}\nper_image = 10\nseed = 1\n\n\
+             [partition]\nparts = 4\n\n[kmeans]\nk = [4]\niterations = 3\nseed = 1\nnodes = 2\n\n\
+             [classify]\nsplit_by = \"kind\"\ncv = 2\n",
+            s(&photos),
+            s(&desc)
+        ),
+    )
+    .expect("config");
+    let (mpi, single) = (tmp.path().join("mpi"), tmp.path().join("single"));
+    let stdout = mpi_ok(
+        2,
+        &["run", s(&config), "--work", s(&mpi), "--engine", "mpi"],
+    );
+    // The sample born on the ranks as partitions, the encodings sharded over them.
+    assert!(
+        stdout.contains("kept at the nodes as 4 partitions"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("on MPI ranks (2 nodes): 0@"), "{stdout}");
+    vocab(&["run", s(&config), "--work", s(&single)]);
+    assert_eq!(vocabularies(&mpi), vocabularies(&single), "{stdout}");
+    let accuracy = |work: &Path| std::fs::read(work.join("report/accuracy.csv")).expect("read");
+    assert!(accuracy(&mpi) == accuracy(&single), "{stdout}");
+}

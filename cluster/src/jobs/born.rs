@@ -21,7 +21,6 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use vocab_pipeline::features::Outcome;
-use vocab_pipeline::hog::DIMS;
 use vocab_pipeline::partition::{
     Manifest, PartReport, PartWriter, partition_sizes, write_manifest,
 };
@@ -29,14 +28,16 @@ use vocab_pipeline::store::Element;
 
 use crate::collective::{MAX_CONTROL, Team, broadcast_message, gather, tags};
 use crate::engine::{EngineError, Job, Member, decode, encode, send_json};
-use crate::jobs::photos::job::{PhotoStage, Work, check_stage, inside};
+use crate::jobs::photos::job::{Describe, Elsewhere, Work, inside};
 use crate::jobs::photos::member::Slot;
 use crate::jobs::place::{lock, my_dir};
 use crate::net::transport::{Recv, Send, Transport};
 
-/// Bytes of one record on the wire: picture id, row, column, then the values (`f32`), the
-/// binary record layout of a feature file.
-const RECORD: usize = 8 + DIMS * 4;
+/// Bytes of one record of `dims` values on the wire: picture id, row, column, then the values
+/// (`f32`), the binary record layout of a feature file.
+fn record_len(dims: usize) -> usize {
+    8 + dims * 4
+}
 
 /// The tag of the born partitions' commands.
 pub const TAG: &str = "born";
@@ -101,6 +102,8 @@ pub(crate) struct Cut {
     pub parts: u64,
     /// Element type of the stored values.
     pub element: String,
+    /// Values of a record.
+    pub dims: u64,
     /// Photos of each rank.
     pub shards: Vec<(u64, u64)>,
     /// Records each rank holds.
@@ -228,13 +231,14 @@ struct Verdict {
     manifest: Option<Manifest>,
 }
 
-/// This member's kept records in record order, in the wire layout, after checking that they
-/// cover its shard exactly and number what the root counted.
-fn flatten(work: &Work, shard: (u64, u64), want: u64) -> Result<Vec<u8>, String> {
+/// This member's kept records of `dims` values in record order, in the wire layout, after
+/// checking that they cover its shard exactly and number what the root counted.
+fn flatten(work: &Work, dims: usize, shard: (u64, u64), want: u64) -> Result<Vec<u8>, String> {
     let held = std::mem::take(&mut *lock(&work.held));
+    let record = record_len(dims);
     let bytes = usize::try_from(want)
         .ok()
-        .and_then(|n| n.checked_mul(RECORD))
+        .and_then(|n| n.checked_mul(record))
         .ok_or_else(|| format!("{want} records do not fit in memory"))?;
     let mut out = Vec::with_capacity(bytes);
     let mut cursor = shard.0 as usize;
@@ -250,7 +254,7 @@ fn flatten(work: &Work, shard: (u64, u64), want: u64) -> Result<Vec<u8>, String>
                 continue;
             };
             let id = photos.get(start + i).map_or(0, |p| p.picture_id);
-            for (&(r, c), values) in value.positions.iter().zip(value.values.chunks_exact(DIMS)) {
+            for (&(r, c), values) in value.positions.iter().zip(value.values.chunks_exact(dims)) {
                 out.extend_from_slice(&id.to_le_bytes());
                 // Both fit: `describe` skips photos with a side above u16::MAX.
                 out.extend_from_slice(&(r as u16).to_le_bytes());
@@ -271,7 +275,7 @@ fn flatten(work: &Work, shard: (u64, u64), want: u64) -> Result<Vec<u8>, String>
     if out.len() != bytes {
         return Err(format!(
             "it kept {} records, the root counted {want}",
-            out.len() / RECORD
+            out.len() / record
         ));
     }
     Ok(out)
@@ -297,18 +301,19 @@ fn forget_rounds(work: Option<&Work>) {
     }
 }
 
-/// Writes partition `index` into `dir` from its pieces' bytes, in order.
+/// Writes partition `index` of records of `dims` values into `dir` from its pieces' bytes, in
+/// order.
 fn write_part(
     dir: &Path,
-    index: usize,
+    (index, dims): (usize, usize),
     element: Element,
     pieces: &[&[u8]],
 ) -> Result<PartReport, String> {
     let mut writer =
-        PartWriter::create(dir, index, DIMS, element).map_err(|e| vocab_pipeline::chain(&e))?;
-    let mut values = vec![0f32; DIMS];
+        PartWriter::create(dir, index, dims, element).map_err(|e| vocab_pipeline::chain(&e))?;
+    let mut values = vec![0f32; dims];
     for bytes in pieces {
-        for record in bytes.chunks_exact(RECORD) {
+        for record in bytes.chunks_exact(record_len(dims)) {
             let id = u32::from_le_bytes([record[0], record[1], record[2], record[3]]);
             let row = u16::from_le_bytes([record[4], record[5]]);
             let col = u16::from_le_bytes([record[6], record[7]]);
@@ -334,6 +339,7 @@ struct Ready {
     records: Vec<u8>,
     plan: Vec<Planned>,
     element: Element,
+    dims: usize,
 }
 
 fn prepare(transport: &dyn Transport, work: Option<&Work>, cut: &Cut) -> Result<Ready, String> {
@@ -349,9 +355,13 @@ fn prepare(transport: &dyn Transport, work: Option<&Work>, cut: &Cut) -> Result<
         .ok_or_else(|| format!("element type {:?}", cut.element))?;
     let parts = usize::try_from(cut.parts).map_err(|_| format!("{} partitions", cut.parts))?;
     let plan = plan(&cut.records, parts)?;
+    let dims = usize::try_from(cut.dims)
+        .ok()
+        .filter(|d| (1..=vocab_pipeline::descriptors::MAX_DIMS).contains(d))
+        .ok_or_else(|| format!("records of {} values", cut.dims))?;
     let (shard, want) = (cut.shards[me], cut.records[me]);
     let records = match work {
-        Some(work) => flatten(work, shard, want)?,
+        Some(work) => flatten(work, dims, shard, want)?,
         None if want == 0 && shard.0 == shard.1 => Vec::new(),
         None => return Err("it has no features job".into()),
     };
@@ -359,6 +369,7 @@ fn prepare(transport: &dyn Transport, work: Option<&Work>, cut: &Cut) -> Result<
         records,
         plan,
         element,
+        dims,
     })
 }
 
@@ -370,7 +381,7 @@ fn exchange_and_write(
     dir: &str,
 ) -> Result<Result<Vec<(u64, PartReport)>, String>, EngineError> {
     let me = transport.rank();
-    let bytes_of = |count: u64| count as usize * RECORD;
+    let bytes_of = |count: u64| count as usize * record_len(ready.dims);
     let mut sends = Vec::new();
     let mut inbox: Vec<Vec<u8>> = Vec::new();
     let mut froms = Vec::new();
@@ -430,7 +441,7 @@ fn exchange_and_write(
                 pieces.push(received.next().map_or(&[], Vec::as_slice));
             }
         }
-        match write_part(folder, index, ready.element, &pieces) {
+        match write_part(folder, (index, ready.dims), ready.element, &pieces) {
             Ok(report) => reports.push((index as u64, report)),
             Err(e) => return Ok(Err(e)),
         }
@@ -560,7 +571,7 @@ pub(crate) fn root(
     let (all, refused) = answers(hosts, pieces)?;
     let manifest = match refused {
         Some(e) => Err(e),
-        None => assemble(&ready.plan, ready.element, source, all),
+        None => assemble(&ready.plan, (ready.dims, ready.element), source, all),
     };
     let manifest = match manifest {
         Ok(m) => m,
@@ -594,7 +605,7 @@ pub(crate) fn root(
     forget_rounds(own);
     let bytes = (ready.plan.iter())
         .flat_map(|p| p.pieces.iter().filter(move |q| q.rank != p.owner))
-        .map(|q| q.count * RECORD as u64)
+        .map(|q| q.count * record_len(ready.dims) as u64)
         .sum();
     Ok(Born {
         manifest,
@@ -607,7 +618,7 @@ pub(crate) fn root(
 /// planned count.
 fn assemble(
     plan: &[Planned],
-    element: Element,
+    (dims, element): (usize, Element),
     source: &str,
     answers: Vec<Answer>,
 ) -> Result<Manifest, EngineError> {
@@ -637,7 +648,7 @@ fn assemble(
         reason: "a partition nobody wrote".into(),
     })?;
     Ok(Manifest::assemble(
-        DIMS,
+        dims,
         element,
         source.to_string(),
         &reports,
@@ -704,6 +715,9 @@ pub struct Recipes {
     pub root: String,
     /// The features stage's settings.
     pub params: vocab_pipeline::features::FeatureParams,
+    /// The descriptors made elsewhere it sampled (none: HOG).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Elsewhere>,
     /// The collection's listing (relative path, why unusable), in picture-id order.
     pub listing: Vec<(String, Option<String>)>,
     /// Element type of the stored values.
@@ -735,6 +749,9 @@ pub(crate) struct Remake {
     /// The photo folder, as members see it.
     pub root: String,
     pub params: vocab_pipeline::features::FeatureParams,
+    /// The descriptors made elsewhere sampled (none: HOG).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Elsewhere>,
     pub element: String,
     /// The manifest the partitions must match (written beside them).
     pub manifest: Manifest,
@@ -743,10 +760,11 @@ pub(crate) struct Remake {
 
 impl Recipes {
     /// The recipes of the partitions of `manifest` cut from the photos of `collection`
-    /// described with `params` (`sized`: each photo's outcome, in picture-id order).
+    /// described with `params`, or sampled from the descriptors made elsewhere `from`
+    /// (`sized`: each photo's outcome, in picture-id order).
     pub fn of(
         collection: &vocab_pipeline::image_io::Collection,
-        params: vocab_pipeline::features::FeatureParams,
+        (params, from): (vocab_pipeline::features::FeatureParams, Option<Elsewhere>),
         sized: &[Outcome<()>],
         manifest: &Manifest,
     ) -> Self {
@@ -755,6 +773,7 @@ impl Recipes {
         Self {
             root: collection.root().display().to_string(),
             params,
+            from,
             listing: collection.listing(),
             element: manifest.element.clone(),
             recipes: recipes(&counts, &sizes),
@@ -790,6 +809,7 @@ impl Recipes {
             dir: dir.to_string(),
             root: self.root.clone(),
             params: self.params,
+            from: self.from.clone(),
             element: self.element.clone(),
             manifest: manifest.clone(),
             tasks,
@@ -805,7 +825,8 @@ pub(crate) fn remake_here(transport: &dyn Transport, remake: &Remake) -> Result<
     if mine.is_empty() {
         return Ok(());
     }
-    check_stage(&PhotoStage::Features(remake.params), 0)?;
+    let describe = Describe::new(remake.params, remake.from.as_ref())?;
+    let dims = describe.dims();
     let element = Element::from_name(&remake.element)
         .ok_or_else(|| format!("element type {:?}", remake.element))?;
     let folder = my_dir(&remake.dir, transport);
@@ -829,19 +850,15 @@ pub(crate) fn remake_here(transport: &dyn Transport, remake: &Remake) -> Result<
             task.photos.clone(),
         )
         .map_err(|e| vocab_pipeline::chain(&e))?;
-        let outcomes = vocab_pipeline::features::describe_range(
-            &collection,
-            &remake.params,
-            0..collection.photos().len(),
-        );
-        let mut writer = PartWriter::create(folder, index, DIMS, element)
+        let outcomes = describe.range(&collection, 0..collection.photos().len());
+        let mut writer = PartWriter::create(folder, index, dims, element)
             .map_err(|e| vocab_pipeline::chain(&e))?;
         let (mut skip, mut left) = (task.recipe.skip, task.recipe.count);
         for (photo, outcome) in collection.photos().iter().zip(&outcomes) {
             let Outcome::Done { value, .. } = outcome else {
                 continue;
             };
-            for (&(r, c), values) in value.positions.iter().zip(value.values.chunks_exact(DIMS)) {
+            for (&(r, c), values) in value.positions.iter().zip(value.values.chunks_exact(dims)) {
                 if skip > 0 {
                     skip -= 1;
                     continue;

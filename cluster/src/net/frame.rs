@@ -22,9 +22,12 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
-/// Protocol version spoken by this build (6: k-means' stage-3 piece is typed words, no JSON;
-/// 5: every frame after the handshake is sealed, see [`crate::net::connection`]; 4: a photo job's description may ask for mirrored photos).
-pub const PROTOCOL_VERSION: u8 = 6;
+/// Protocol version spoken by this build (7: a photo job's stage names the descriptors made
+/// elsewhere it reads, and a cut of partitions born on the nodes its records' values; 6:
+/// k-means' stage-3 piece is typed words, no JSON; 5: every frame after the handshake is
+/// sealed, see [`crate::net::connection`]; 4: a photo job's description may ask for mirrored
+/// photos).
+pub const PROTOCOL_VERSION: u8 = 7;
 /// Magic bytes opening every frame.
 pub const MAGIC: [u8; 2] = *b"VC";
 /// Header length in bytes.

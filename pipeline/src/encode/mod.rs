@@ -445,6 +445,20 @@ impl Encoder {
         let compute = |ds: &mut Describers, p: &Photo, l: &Luminance, d| self.compute(ds, p, l, d);
         compute_range(collection, &self.params.features, range, &compute)
     }
+
+    /// [`Encoder::encode_range`] from descriptors made elsewhere (`foreign`, of the params'
+    /// dims): what one node does of a sharded encode of such.
+    pub fn encode_foreign_range(
+        &self,
+        collection: &Collection,
+        foreign: &Foreign,
+        range: Range<usize>,
+    ) -> Vec<Outcome<Vec<f32>>> {
+        let compute = |ds: &mut Describers, _: &Photo, size: (usize, usize), k: &Keypoints| {
+            self.keypoints(ds, size, k)
+        };
+        crate::descriptors::compute_range(collection, (foreign, self.params.dims), range, &compute)
+    }
 }
 
 /// The descriptor's name in messages: HOG's, or one made elsewhere.

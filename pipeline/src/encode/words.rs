@@ -3,7 +3,6 @@
 //! sharded encode (`f32`s of the words, `f64`s of the mixture, little-endian).
 
 use super::fisher::FisherModel;
-use crate::hog::DIMS;
 use crate::kmeans::Centroids;
 use crate::mixture::moments::{Head, values_len};
 
@@ -41,14 +40,15 @@ impl Words {
         }
     }
 
-    /// Bytes that carry `k` words, or a mixture of `k` components over `projected` dims (the
-    /// method's, `Method::projected`); `None` past what can be counted.
-    pub fn wire_len(projected: Option<usize>, k: usize) -> Option<u64> {
+    /// Bytes that carry `k` words of `dims` values, or a mixture of `k` components over
+    /// `projected` dims of `dims` (the method's, `Method::projected`); `None` past what can be
+    /// counted.
+    pub fn wire_len(dims: usize, projected: Option<usize>, k: usize) -> Option<u64> {
         match projected {
-            None => (k as u64).checked_mul(DIMS as u64 * 4),
+            None => (k as u64).checked_mul(dims as u64)?.checked_mul(4),
             Some(d) => {
                 let head = Head {
-                    dims: DIMS as u64,
+                    dims: dims as u64,
                     projected: d as u64,
                     components: k as u64,
                 };
@@ -65,10 +65,16 @@ impl Words {
         }
     }
 
-    /// What `bytes` carry for `k` words, or a mixture of `k` components over `projected` dims
-    /// (checked: length, finite values, a mixture's own rules), or why they cannot be used.
-    pub fn from_bytes(projected: Option<usize>, k: usize, bytes: &[u8]) -> Result<Self, String> {
-        let want = Self::wire_len(projected, k).ok_or_else(|| format!("{k} words"))?;
+    /// What `bytes` carry for `k` words of `dims` values, or a mixture of `k` components over
+    /// `projected` dims of `dims` (checked: length, finite values, a mixture's own rules), or
+    /// why they cannot be used.
+    pub fn from_bytes(
+        dims: usize,
+        projected: Option<usize>,
+        k: usize,
+        bytes: &[u8],
+    ) -> Result<Self, String> {
+        let want = Self::wire_len(dims, projected, k).ok_or_else(|| format!("{k} words"))?;
         if bytes.len() as u64 != want {
             return Err(format!(
                 "{} bytes of words where {want} were due",
@@ -84,14 +90,14 @@ impl Words {
                 if values.iter().any(|v| !v.is_finite()) {
                     return Err("the vocabulary holds values that are not finite".into());
                 }
-                Ok(Self::Vocabulary(Centroids::new(values, DIMS)))
+                Ok(Self::Vocabulary(Centroids::new(values, dims)))
             }
             Some(d) => {
                 let values: Vec<f64> = bytes
                     .chunks_exact(8)
                     .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
                     .collect();
-                FisherModel::from_values((DIMS, d, k), &values)
+                FisherModel::from_values((dims, d, k), &values)
                     .map(|m| Self::Mixture(Box::new(m)))
                     .map_err(|e| crate::chain(&e))
             }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use vocab_pipeline::encode::Words;
-use vocab_pipeline::features::{FeatureParams, Outcome};
+use vocab_pipeline::features::Outcome;
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::store::Element;
 
@@ -60,11 +60,11 @@ fn start_photos(
             hosts: transport.names().to_vec(),
         };
         match (keep, stage) {
-            (Some(dir), PhotoStage::Features(params)) => PhotoRoot::start_keeping(
+            (Some(dir), stage) => PhotoRoot::start_keeping(
                 Box::new(transport),
                 &members,
                 collection,
-                *params,
+                stage,
                 false,
                 dir,
             ),
@@ -104,10 +104,9 @@ impl PhotoDriver {
         cluster: Cluster,
         secret: Secret,
         collection: Collection,
-        params: FeatureParams,
+        stage: PhotoStage,
         dir: Option<String>,
     ) -> Result<Self, DriverError> {
-        let stage = PhotoStage::Features(params);
         Self::begin(cluster, secret, collection, stage, None, Some(dir))
     }
 

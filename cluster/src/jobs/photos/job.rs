@@ -7,12 +7,15 @@ use std::path::{Component, Path};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use vocab_pipeline::descriptors::{self, Foreign};
 use vocab_pipeline::encode::{EncodeParams, Encoder, Words};
 use vocab_pipeline::features::{self, Described, FeatureParams, Outcome};
+use vocab_pipeline::hog::{DIMS, PATCH_SIDE};
 use vocab_pipeline::image_io::Collection;
+use vocab_pipeline::patch::Sampling;
 
 use super::source::Journal;
-use super::wire::put_outcomes;
+use super::wire::{Expect, put_outcomes};
 use crate::collective::{Algorithm, BroadcastPlan, MAX_CONTROL};
 use crate::jobs::place::{lock, member_dir};
 
@@ -46,21 +49,138 @@ pub(super) const MAX_PIECE: u64 = 1 << 34;
 /// Photos the root checks are present at every member.
 pub(super) const PRESENT: usize = 16;
 
-/// Which stage a photo job runs.
+/// Descriptors made elsewhere, as a photo job reads them (`vocab_pipeline::descriptors`): their
+/// folder, mirroring the photo folder, as every member sees it, and their values each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Elsewhere {
+    /// The folder.
+    pub dir: String,
+    /// Values of a descriptor.
+    pub dims: u64,
+}
+
+impl Elsewhere {
+    /// The descriptors in `dir` (as every member sees it), of `dims` values.
+    pub fn new(dir: &Path, dims: usize) -> Self {
+        Self {
+            dir: dir.display().to_string(),
+            dims: dims as u64,
+        }
+    }
+
+    /// Their values each, within the readers' bounds.
+    fn dims(&self) -> Result<usize, String> {
+        usize::try_from(self.dims)
+            .ok()
+            .filter(|d| (1..=descriptors::MAX_DIMS).contains(d))
+            .ok_or_else(|| format!("descriptors of {} values", self.dims))
+    }
+
+    /// The folder as this member sees it, which must be there.
+    fn open(&self) -> Result<Foreign, String> {
+        Foreign::new(Path::new(&self.dir)).map_err(|e| e.to_string())
+    }
+}
+
+/// Which stage a photo job runs, on HOG or (with [`Elsewhere`]) on descriptors made elsewhere.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum PhotoStage {
-    /// Patches of every photo (the features stage).
-    Features(FeatureParams),
+    /// Patches of every photo (the features stage); from descriptors made elsewhere, the
+    /// vocabulary's sample: `per_image` rows of each photo's file drawn from the seed.
+    Features(FeatureParams, Option<Elsewhere>),
     /// A histogram of every photo over the vocabulary sent with the job (encode).
-    Encode(EncodeParams),
+    Encode(EncodeParams, Option<Elsewhere>),
 }
 
 impl PhotoStage {
     /// Values of a result's histogram with a vocabulary of `k` words (0 for features).
     pub fn histogram_len(&self, k: usize) -> usize {
         match self {
-            Self::Encode(p) => p.len(k),
-            Self::Features(_) => 0,
+            Self::Encode(p, _) => p.len(k),
+            Self::Features(..) => 0,
+        }
+    }
+
+    /// The descriptors made elsewhere it reads (none: HOG).
+    pub fn elsewhere(&self) -> Option<&Elsewhere> {
+        match self {
+            Self::Features(_, from) | Self::Encode(_, from) => from.as_ref(),
+        }
+    }
+
+    /// What each member's piece must hold with a vocabulary of `k` words (photos left 0): the
+    /// histogram's values, or each patch's and the smallest patch's side (a keypoint's: 1).
+    pub fn expect(&self, k: usize) -> Expect {
+        let (dims, side) = match self {
+            Self::Features(_, Some(from)) => (usize::try_from(from.dims).unwrap_or(0), 1),
+            Self::Features(_, None) | Self::Encode(..) => (DIMS, PATCH_SIDE),
+        };
+        Expect {
+            photos: 0,
+            histogram: self.histogram_len(k),
+            dims,
+            side,
+        }
+    }
+}
+
+/// How a member describes photos for a features job, or to make a partition born on the nodes
+/// again: HOG patches, or rows of descriptor files made elsewhere.
+#[derive(Debug)]
+pub(crate) enum Describe {
+    /// HOG of patches cut by the params.
+    Hog(FeatureParams),
+    /// `per_image` rows of each photo's file (of `dims` values), drawn from `seed`.
+    Read {
+        foreign: Foreign,
+        dims: usize,
+        draw: (usize, u64),
+    },
+}
+
+impl Describe {
+    /// The describing of a features stage of `params` (`from`: descriptors made elsewhere,
+    /// whose folder must be at this member), or why it cannot be.
+    pub(crate) fn new(params: FeatureParams, from: Option<&Elsewhere>) -> Result<Self, String> {
+        params.check().map_err(|e| e.to_string())?;
+        let Some(from) = from else {
+            return Ok(Self::Hog(params));
+        };
+        let Sampling::Random { per_image, seed } = params.sampling else {
+            return Err("descriptors made elsewhere are sampled as random rows".into());
+        };
+        if params.mirror {
+            return Err("no mirror images of descriptors made elsewhere".into());
+        }
+        Ok(Self::Read {
+            foreign: from.open()?,
+            dims: from.dims()?,
+            draw: (per_image, seed),
+        })
+    }
+
+    /// Values of each patch.
+    pub(crate) fn dims(&self) -> usize {
+        match self {
+            Self::Hog(_) => DIMS,
+            Self::Read { dims, .. } => *dims,
+        }
+    }
+
+    /// The photos `range` of `collection` described.
+    pub(crate) fn range(
+        &self,
+        collection: &Collection,
+        range: Range<usize>,
+    ) -> Vec<Outcome<Described>> {
+        match self {
+            Self::Hog(params) => features::describe_range(collection, params, range),
+            Self::Read {
+                foreign,
+                dims,
+                draw,
+            } => descriptors::sample_range(collection, (foreign, *dims), *draw, range),
         }
     }
 }
@@ -90,9 +210,9 @@ pub(super) struct Spec {
 }
 
 /// Where a member saves the rounds it keeps (`.kept-<job digest>-<rank>@<node>` in its partition
-/// folder).
+/// folder), rounds that hold what `expect` says.
 fn kept_journal(
-    keep_dir: Option<&str>,
+    (keep_dir, expect): (Option<&str>, Expect),
     digest: &str,
     me: usize,
     node: &str,
@@ -101,7 +221,7 @@ fn kept_journal(
     // One per member: members may share the folder (one filesystem, no `{node}` in it).
     let own = format!(".kept-{digest}-{me}@{}", node.replace('/', "_"));
     let folder = Path::new(&member_dir(dir, me, node)).join(own);
-    Some(Journal::open(&folder, digest, 0))
+    Some(Journal::open(&folder, digest, expect))
 }
 
 /// A kept features job's setting ([`PhotoRoot::start_keeping`]).
@@ -133,25 +253,48 @@ pub(crate) struct Work {
 
 #[derive(Debug)]
 pub(super) enum Stage {
-    Features(FeatureParams),
-    Encode(Box<Encoder>),
+    Features(Describe),
+    /// The encoder, and the descriptors made elsewhere it encodes (none: HOG).
+    Encode(Box<Encoder>, Option<Foreign>),
 }
 
 /// Bytes of `k` words (or a mixture of `k` components) for an encoding of `params`, if they
 /// can be counted.
 fn vocabulary_bytes(params: &EncodeParams, k: u64) -> Option<u64> {
-    Words::wire_len(params.method.projected(), usize::try_from(k).ok()?)
+    Words::wire_len(
+        params.dims,
+        params.method.projected(),
+        usize::try_from(k).ok()?,
+    )
 }
 
 /// Checks settings that came over the network before any photo is touched: by the rules of
 /// the stage's parameters (`FeatureParams::check`, `EncodeParams::check` with the vocabulary's
-/// size), and a vocabulary the control messages can carry.
+/// size), descriptors made elsewhere that agree with them, and a vocabulary the control
+/// messages can carry. The folder of descriptors made elsewhere is looked for by
+/// [`open_work`].
 pub(crate) fn check_stage(stage: &PhotoStage, k: u64) -> Result<(), String> {
     match stage {
-        PhotoStage::Features(p) => p.check().map_err(|e| e.to_string()),
-        PhotoStage::Encode(p) => {
+        PhotoStage::Features(p, from) => {
+            p.check().map_err(|e| e.to_string())?;
+            from.as_ref().map(Elsewhere::dims).transpose().map(drop)
+        }
+        PhotoStage::Encode(p, from) => {
             let words = usize::try_from(k).ok();
             p.check(words).map_err(|e| e.to_string())?;
+            match from {
+                Some(from) if !p.foreign || from.dims()? != p.dims => {
+                    return Err(format!(
+                        "descriptors of {} values made elsewhere for an encoding of {}",
+                        from.dims,
+                        if p.foreign { "others" } else { "HOG" }
+                    ));
+                }
+                None if p.foreign => {
+                    return Err("an encoding of descriptors made elsewhere without them".into());
+                }
+                _ => {}
+            }
             if k == 0 || vocabulary_bytes(p, k).is_none_or(|b| b > MAX_CONTROL) {
                 return Err(format!("a vocabulary of {k} words"));
             }
@@ -181,6 +324,7 @@ pub(super) fn open_work(
         return Err(format!("photo path {bad:?} leaves the photo folder"));
     }
     let keep_dir = job.keep_dir.clone().filter(|_| job.keep);
+    let expect = job.stage.expect(0);
     let root = Path::new(&job.root);
     let collection = Collection::listed(root, job.photos).map_err(|e| vocab_pipeline::chain(&e))?;
     for &id in &job.present {
@@ -197,18 +341,19 @@ pub(super) fn open_work(
         }
     }
     let stage = match job.stage {
-        PhotoStage::Features(p) => Stage::Features(p),
-        PhotoStage::Encode(p) => {
+        PhotoStage::Features(p, from) => Stage::Features(Describe::new(p, from.as_ref())?),
+        PhotoStage::Encode(p, from) => {
             let k = usize::try_from(job.k).map_err(|_| format!("{} words", job.k))?;
-            let words = Words::from_bytes(p.method.projected(), k, &vocabulary)?;
+            let words = Words::from_bytes(p.dims, p.method.projected(), k, &vocabulary)?;
+            let foreign = from.as_ref().map(Elsewhere::open).transpose()?;
             let encoder = Encoder::new(words, p, root).map_err(|e| vocab_pipeline::chain(&e))?;
-            Stage::Encode(Box::new(encoder))
+            Stage::Encode(Box::new(encoder), foreign)
         }
     };
     if job.keep && !matches!(stage, Stage::Features(_)) {
         return Err("only the features stage keeps its results at the members".into());
     }
-    let journal = kept_journal(keep_dir.as_deref(), digest, me.0, me.1)
+    let journal = kept_journal((keep_dir.as_deref(), expect), digest, me.0, me.1)
         .transpose()
         .map_err(|e| format!("cannot keep rounds under {keep_dir:?}: {e}"))?;
     Ok(Work {
@@ -227,7 +372,7 @@ impl Work {
         // The seconds go first, written once the results are in.
         let mut piece = vec![0u8; 8];
         match &self.stage {
-            Stage::Features(p) if self.keep => {
+            Stage::Features(describe) if self.keep => {
                 let (start, photos) = (range.start, range.len());
                 let total = self.collection.photos().len();
                 // A round saved by an interrupted run of the job is taken as it is.
@@ -235,7 +380,7 @@ impl Work {
                     .and_then(|j| j.load::<Described>(start, total))
                     .filter(|o| o.len() == photos);
                 let outcomes = saved.unwrap_or_else(|| {
-                    let described = features::describe_range(&self.collection, p, range);
+                    let described = describe.range(&self.collection, range);
                     if let Some(j) = &self.journal {
                         // Without it the round is described again if the job is interrupted.
                         let _ = j.save(start, &described);
@@ -246,12 +391,15 @@ impl Work {
                 put_outcomes(&mut piece, &sizes);
                 lock(&self.held).insert(start, outcomes);
             }
-            Stage::Features(p) => {
-                let outcomes = features::describe_range(&self.collection, p, range);
-                put_outcomes(&mut piece, &outcomes);
+            Stage::Features(describe) => {
+                put_outcomes(&mut piece, &describe.range(&self.collection, range));
             }
-            Stage::Encode(encoder) => {
+            Stage::Encode(encoder, None) => {
                 put_outcomes(&mut piece, &encoder.encode_range(&self.collection, range));
+            }
+            Stage::Encode(encoder, Some(foreign)) => {
+                let outcomes = encoder.encode_foreign_range(&self.collection, foreign, range);
+                put_outcomes(&mut piece, &outcomes);
             }
         }
         piece[..8].copy_from_slice(&started.elapsed().as_secs_f64().to_le_bytes());
@@ -262,8 +410,8 @@ impl Work {
 /// Vocabulary bytes a job comes with.
 pub(super) fn vocabulary_bytes_of(job: &Spec) -> Option<u64> {
     match job.stage {
-        PhotoStage::Features(_) => Some(0),
-        PhotoStage::Encode(ref p) => vocabulary_bytes(p, job.k),
+        PhotoStage::Features(..) => Some(0),
+        PhotoStage::Encode(ref p, _) => vocabulary_bytes(p, job.k),
     }
 }
 

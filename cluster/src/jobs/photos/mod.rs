@@ -30,7 +30,7 @@ mod wire;
 mod tests;
 
 pub use self::driver::PhotoDriver;
-pub use self::job::{PhotoStage, TAG};
+pub use self::job::{Elsewhere, PhotoStage, TAG};
 pub use self::member::{Current, Photos, Slot};
 pub use self::root::{MemberTime, PhotoRoot, shard_photos};
 pub use self::source::{Journal, Journaled, Rounds};

@@ -5,7 +5,7 @@ use crate::jobs::error::JobError;
 use std::ops::Range;
 
 use vocab_pipeline::encode::Words;
-use vocab_pipeline::features::{FeatureParams, Outcome, Unread};
+use vocab_pipeline::features::{Outcome, Unread};
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::store::Element;
 
@@ -37,8 +37,8 @@ pub struct PhotoRoot<'t> {
     /// The root does a share of the photos too (an MPI rank 0), else only the others.
     root_works: bool,
     own: Option<Work>,
-    /// Values of a histogram (encode), for checking pieces.
-    histogram: usize,
+    /// What a piece holds (its photos aside), for checking pieces.
+    expect: Expect,
     /// Per rank.
     times: Vec<MemberTime>,
     /// Bytes of results gathered so far, and of the job's broadcasts.
@@ -76,7 +76,8 @@ impl<'t> PhotoRoot<'t> {
         )
     }
 
-    /// Starts a features job whose members keep the patches they describe
+    /// Starts a features job (`stage`, which members refuse to keep unless it is
+    /// [`PhotoStage::Features`]) whose members keep the patches they describe
     /// ([`PhotoRoot::kept_rounds`], then [`PhotoRoot::cut`] makes them partitions). With
     /// `dir` (the partition folder the cut will write, as members see it), members also save
     /// each kept round there, so that the job run again after an interruption takes them back
@@ -85,11 +86,10 @@ impl<'t> PhotoRoot<'t> {
         transport: Box<dyn Transport + 't>,
         members: &Members,
         collection: &Collection,
-        params: FeatureParams,
+        stage: &PhotoStage,
         root_works: bool,
         dir: Option<&str>,
     ) -> Result<Self, EngineError> {
-        let stage = PhotoStage::Features(params);
         let keep = Keep {
             dir: dir.map(str::to_string),
         };
@@ -97,7 +97,7 @@ impl<'t> PhotoRoot<'t> {
             transport,
             members,
             collection,
-            &stage,
+            stage,
             None,
             root_works,
             Some(keep),
@@ -114,7 +114,7 @@ impl<'t> PhotoRoot<'t> {
         keep: Option<Keep>,
     ) -> Result<Self, EngineError> {
         let k = vocabulary.map_or(0, |v| v.k() as u64);
-        let histogram = stage.histogram_len(k as usize);
+        let expect = stage.expect(k as usize);
         let job = Spec {
             root: collection.root().display().to_string(),
             photos: collection.listing(),
@@ -179,7 +179,7 @@ impl<'t> PhotoRoot<'t> {
             transport,
             root_works,
             own,
-            histogram,
+            expect,
             times,
             bytes,
             photos: collection.photos().len(),
@@ -278,10 +278,7 @@ impl<'t> PhotoRoot<'t> {
         let mut outcomes: Vec<Vec<Outcome<T>>> = (0..pieces.len()).map(|_| Vec::new()).collect();
         for (rank, piece) in pieces.iter().enumerate().skip(first) {
             let (start, end) = ranges.get(rank).copied().unwrap_or_default();
-            let expect = Expect {
-                photos: (end - start) as usize,
-                histogram: self.histogram,
-            };
+            let expect = self.expect.of((end - start) as usize);
             let (seconds, got) =
                 take_piece::<T>(piece, &expect).map_err(|reason| EngineError::Malformed {
                     rank,
@@ -404,6 +401,7 @@ impl PhotoRoot<'_> {
             dir: dir.to_string(),
             parts: parts as u64,
             element: element.name().to_string(),
+            dims: self.expect.dims as u64,
             shards: kept.shards,
             records: kept.records,
         };

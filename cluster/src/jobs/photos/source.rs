@@ -63,8 +63,8 @@ where
 #[derive(Debug)]
 pub struct Journal {
     dir: PathBuf,
-    /// Values of a histogram (encode), for checking saved rounds.
-    histogram: usize,
+    /// What a round holds (its photos aside), for checking saved rounds.
+    expect: Expect,
 }
 
 /// Opens a saved round's file.
@@ -72,10 +72,10 @@ const ROUND_MAGIC: [u8; 8] = *b"VOCABRND";
 
 impl Journal {
     /// The journal in `dir` (created if absent) of the job named `key` (a digest of everything
-    /// its results depend on: settings, photos, vocabulary), whose histograms hold `histogram`
-    /// values (0 for features). Rounds saved under another key (an earlier run with other
+    /// its results depend on: settings, photos, vocabulary), whose rounds hold what `expect`
+    /// says (`PhotoStage::expect`). Rounds saved under another key (an earlier run with other
     /// settings writing the same file) are removed.
-    pub fn open(dir: &Path, key: &str, histogram: usize) -> std::io::Result<Self> {
+    pub fn open(dir: &Path, key: &str, expect: Expect) -> std::io::Result<Self> {
         // The run's own folder: a link there would be read, cleared or written through.
         vocab_pipeline::output::not_a_link(dir)?;
         let key_file = dir.join("job.key");
@@ -89,7 +89,7 @@ impl Journal {
         }
         Ok(Self {
             dir: dir.to_path_buf(),
-            histogram,
+            expect,
         })
     }
 
@@ -121,10 +121,7 @@ impl Journal {
             if crc32fast::hash(input.bytes) != crc {
                 return Err("checksum mismatch".into());
             }
-            let expect = Expect {
-                photos: (end - start) as usize,
-                histogram: self.histogram,
-            };
+            let expect = self.expect.of((end - start) as usize);
             take_piece::<T>(input.bytes, &expect).map(|(_, outcomes)| outcomes)
         };
         match read() {

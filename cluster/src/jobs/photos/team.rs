@@ -6,7 +6,7 @@
 use std::ops::Range;
 
 use vocab_pipeline::encode::Words;
-use vocab_pipeline::features::{FeatureParams, Outcome};
+use vocab_pipeline::features::Outcome;
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::store::Element;
 
@@ -66,12 +66,12 @@ impl<'a> PhotoTeam<'a> {
     pub fn start_keeping(
         nodes: Nodes<'a>,
         collection: &Collection,
-        params: FeatureParams,
+        stage: &PhotoStage,
         dir: &str,
     ) -> Result<Self, DriverError> {
         Ok(match nodes {
             Nodes::Ranks { transport, members } => Self::Ranks(Box::new(
-                PhotoRoot::start_keeping(transport, members, collection, params, true, Some(dir))
+                PhotoRoot::start_keeping(transport, members, collection, stage, true, Some(dir))
                     .map_err(DriverError::Engine)?,
             )),
             Nodes::Workers { cluster, secret } => {
@@ -79,7 +79,7 @@ impl<'a> PhotoTeam<'a> {
                     cluster,
                     secret,
                     collection.clone(),
-                    params,
+                    stage.clone(),
                     Some(dir.to_string()),
                 )?))
             }

@@ -2,15 +2,26 @@
 //! (or why it was skipped), each value checked as it is read ([`take_piece`]).
 
 use vocab_pipeline::features::{Described, Outcome};
-use vocab_pipeline::hog::{DIMS, PATCH_SIDE};
 
-/// What a piece must hold.
-#[derive(Debug, Clone, Copy)]
+/// What a piece must hold (`crate::jobs::photos::PhotoStage::expect`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expect {
     /// Photos in it.
     pub photos: usize,
     /// Values of a histogram (encode).
     pub histogram: usize,
+    /// Values of a patch (features).
+    pub dims: usize,
+    /// Side of the smallest patch (features): a patch at `(r, c)` ends inside the photo. A
+    /// keypoint made elsewhere is placed at its centre, of side 1.
+    pub side: usize,
+}
+
+impl Expect {
+    /// The same for `photos` photos.
+    pub fn of(self, photos: usize) -> Self {
+        Self { photos, ..self }
+    }
 }
 
 /// A stage's result for one photo, as it travels.
@@ -100,7 +111,7 @@ impl Value for Described {
         width: usize,
         height: usize,
         patches: usize,
-        _: &Expect,
+        expect: &Expect,
     ) -> Result<Self, String> {
         let n = input.u32()? as usize;
         if n != patches {
@@ -109,14 +120,14 @@ impl Value for Described {
         let mut positions = Vec::with_capacity(n.min(input.bytes.len() / 4));
         for _ in 0..n {
             let (r, c) = (usize::from(input.u16()?), usize::from(input.u16()?));
-            if r + PATCH_SIDE > height || c + PATCH_SIDE > width {
+            if r + expect.side > height || c + expect.side > width {
                 return Err(format!(
                     "a patch at ({r}, {c}) of a {width} x {height} photo"
                 ));
             }
             positions.push((r, c));
         }
-        let values = input.f32s(n.checked_mul(DIMS).ok_or("too many patches")?)?;
+        let values = input.f32s(n.checked_mul(expect.dims).ok_or("too many patches")?)?;
         Ok(Self {
             width,
             height,
@@ -243,4 +254,47 @@ pub fn take_piece<T: Value>(
         return Err(format!("{} bytes after the last result", input.bytes.len()));
     }
     Ok((seconds.max(0.0), outcomes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_piece_of_keypoints_is_read_with_their_values_and_side() {
+        // A keypoint made elsewhere is placed at its centre: anywhere inside the photo.
+        let done = Outcome::Done {
+            width: 50,
+            height: 45,
+            patches: 1,
+            value: Described {
+                width: 50,
+                height: 45,
+                positions: vec![(44, 49)],
+                values: vec![0.1; 5],
+            },
+        };
+        let mut piece = 0f64.to_le_bytes().to_vec();
+        put_outcomes(&mut piece, std::slice::from_ref(&done));
+        let elsewhere = Expect {
+            photos: 1,
+            histogram: 0,
+            dims: 5,
+            side: 1,
+        };
+        let (_, back) = take_piece::<Described>(&piece, &elsewhere).expect("a keypoint");
+        assert_eq!(back, [done]);
+        // As HOG's 16-pixel patch it leaves the photo; read as 6 values, the piece is short.
+        let hog = Expect {
+            side: 16,
+            ..elsewhere
+        };
+        let err = take_piece::<Described>(&piece, &hog).expect_err("outside");
+        assert!(err.contains("patch at (44, 49)"), "{err}");
+        let six = Expect {
+            dims: 6,
+            ..elsewhere
+        };
+        assert!(take_piece::<Described>(&piece, &six).is_err());
+    }
 }

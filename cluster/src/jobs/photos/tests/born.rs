@@ -9,6 +9,7 @@ use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::kmeans::Kernel;
 use vocab_pipeline::store::Format;
 
+use super::super::job::PhotoStage;
 use super::super::root::*;
 use super::{feature_params, files, folder, on_team, photos};
 use crate::engine::EngineError;
@@ -69,7 +70,7 @@ fn partitions_born_on_the_nodes_are_the_single_machine_partitions() {
                     Box::new(first),
                     members,
                     &collection,
-                    params,
+                    &PhotoStage::Features(params, None),
                     root_works,
                     Some(&dir),
                 )?;
@@ -148,7 +149,7 @@ fn partitions_born_on_the_nodes_are_the_single_machine_partitions() {
                     // file, and the same run.
                     let recipes = crate::jobs::born::Recipes::of(
                         &collection,
-                        params,
+                        (params, None),
                         &kept_sizes,
                         &born.manifest,
                     );
@@ -268,7 +269,7 @@ fn a_kept_job_run_again_takes_back_the_rounds_its_members_saved() {
                 Box::new(first),
                 members,
                 &collection,
-                feature_params(),
+                &PhotoStage::Features(feature_params(), None),
                 false,
                 Some(&dir),
             )?;
@@ -324,7 +325,7 @@ fn a_cut_unlike_what_the_members_kept_is_refused_naming_the_member() {
             Box::new(first),
             members,
             &collection,
-            feature_params(),
+            &PhotoStage::Features(feature_params(), None),
             false,
             None,
         )?;

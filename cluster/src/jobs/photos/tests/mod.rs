@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use vocab_pipeline::encode::{EncodeParams, Encoder, Method, Norm, Soft, Words};
 use vocab_pipeline::features::FeatureSummary;
 use vocab_pipeline::features::{self, Described, FeatureParams, FeaturesError, Outcome, Source};
-use vocab_pipeline::hog::DIMS;
+use vocab_pipeline::hog::{DIMS, PATCH_SIDE};
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::kmeans::Centroids;
 use vocab_pipeline::kmeans::Kernel;
@@ -200,9 +200,11 @@ fn sharded_features_and_encode_write_the_single_machine_bytes() {
             size,
             root_works,
             &collection,
-            &PhotoStage::Features(params),
+            &PhotoStage::Features(params, None),
             None,
-            &mut |source| features::extract_from(&collection, &out, Format::Bin, source, &none),
+            &mut |source| {
+                features::extract_from(&collection, (&out, Format::Bin, 512), source, &none)
+            },
         )
         .expect("sharded features");
         assert_eq!(s, summary, "{size} members");
@@ -221,7 +223,7 @@ fn sharded_features_and_encode_write_the_single_machine_bytes() {
             size,
             root_works,
             &collection,
-            &PhotoStage::Encode(ep.clone()),
+            &PhotoStage::Encode(ep.clone(), None),
             Some(&vocabulary),
             &mut |source| {
                 vocab_pipeline::encode::encode_from(&collection, encoder.len(), &out, source, &none)
@@ -248,7 +250,7 @@ fn sharded_features_and_encode_write_the_single_machine_bytes() {
         3,
         true,
         &collection,
-        &PhotoStage::Encode(ap.clone()),
+        &PhotoStage::Encode(ap.clone(), None),
         Some(&vocabulary),
         &mut |source| {
             vocab_pipeline::encode::encode_from(&collection, encoder.len(), &out, source, &none)
@@ -279,7 +281,7 @@ fn members_without_the_photos_or_with_bad_settings_refuse_the_job() {
         root: elsewhere.display().to_string(),
         photos: collection.listing(),
         present: present(&collection),
-        stage: PhotoStage::Features(feature_params()),
+        stage: PhotoStage::Features(feature_params(), None),
         k: 0,
         keep: false,
         keep_dir: None,
@@ -288,34 +290,43 @@ fn members_without_the_photos_or_with_bad_settings_refuse_the_job() {
     assert!(err.contains("must hold the same photos"), "{err}");
     for (stage, k, what) in [
         (
-            PhotoStage::Features(FeatureParams {
-                sampling: Sampling::Dense { stride: 0 },
-                ..feature_params()
-            }),
+            PhotoStage::Features(
+                FeatureParams {
+                    sampling: Sampling::Dense { stride: 0 },
+                    ..feature_params()
+                },
+                None,
+            ),
             0,
             "stride = 0",
         ),
         (
-            PhotoStage::Features(FeatureParams {
-                sampling: Sampling::Random {
-                    per_image: MAX_PER_IMAGE + 1,
-                    seed: 0,
+            PhotoStage::Features(
+                FeatureParams {
+                    sampling: Sampling::Random {
+                        per_image: MAX_PER_IMAGE + 1,
+                        seed: 0,
+                    },
+                    ..feature_params()
                 },
-                ..feature_params()
-            }),
+                None,
+            ),
             0,
             "patches per photo",
         ),
         (
-            PhotoStage::Encode(encode_params()),
+            PhotoStage::Encode(encode_params(), None),
             2,
             "soft = 3: more words than the vocabulary's 2",
         ),
         (
-            PhotoStage::Encode(EncodeParams {
-                levels: 40,
-                ..encode_params()
-            }),
+            PhotoStage::Encode(
+                EncodeParams {
+                    levels: 40,
+                    ..encode_params()
+                },
+                None,
+            ),
             12,
             "pyramid",
         ),
@@ -337,7 +348,7 @@ fn members_without_the_photos_or_with_bad_settings_refuse_the_job() {
         root: root.display().to_string(),
         photos: vec![("../outside.jpg".into(), None)],
         present: Vec::new(),
-        stage: PhotoStage::Features(feature_params()),
+        stage: PhotoStage::Features(feature_params(), None),
         k: 0,
         keep: false,
         keep_dir: None,
@@ -351,7 +362,7 @@ fn members_without_the_photos_or_with_bad_settings_refuse_the_job() {
         root: root.display().to_string(),
         photos: collection.listing(),
         present: Vec::new(),
-        stage: PhotoStage::Encode(encode_params()),
+        stage: PhotoStage::Encode(encode_params(), None),
         k: 12,
         keep: true,
         keep_dir: None,
@@ -367,7 +378,7 @@ fn members_without_the_photos_or_with_bad_settings_refuse_the_job() {
         let (root, members) = team.split_first().expect("a root");
         s.spawn(move || serve(&members[0], &NoHooks));
         let members = hello(root).expect("hello");
-        let stage = PhotoStage::Features(feature_params());
+        let stage = PhotoStage::Features(feature_params(), None);
         let refused = PhotoRoot::start(Box::new(root), &members, &outside, &stage, None, false)
             .expect_err("refused");
         let text = refused.to_string();
@@ -384,6 +395,8 @@ fn hostile_pieces_are_errors() {
     let expect = Expect {
         photos: 2,
         histogram: 3,
+        dims: DIMS,
+        side: PATCH_SIDE,
     };
     let good: Vec<Outcome<Vec<f32>>> = vec![
         Outcome::Done {
@@ -454,6 +467,8 @@ fn hostile_pieces_are_errors() {
     let one = Expect {
         photos: 1,
         histogram: 0,
+        dims: DIMS,
+        side: PATCH_SIDE,
     };
     for (patches, d, what) in [
         (1, d.clone(), None),
@@ -485,11 +500,21 @@ fn hostile_pieces_are_errors() {
     }
 }
 
+/// What a round of histograms of `n` values holds.
+fn histograms(n: usize) -> Expect {
+    Expect {
+        photos: 0,
+        histogram: n,
+        dims: DIMS,
+        side: PATCH_SIDE,
+    }
+}
+
 #[test]
 fn saved_rounds_come_back_whole_or_are_done_again() {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("j.rounds");
-    let journal = Journal::open(&dir, "job-a", 2).expect("journal");
+    let journal = Journal::open(&dir, "job-a", histograms(2)).expect("journal");
     let round: Vec<Outcome<Vec<f32>>> = vec![
         Outcome::Skipped("cannot decode".into()),
         Outcome::Done {
@@ -502,9 +527,9 @@ fn saved_rounds_come_back_whole_or_are_done_again() {
     journal.save(6, &round).expect("save");
     assert_eq!(journal.load::<Vec<f32>>(6, 10), Some(round.clone()));
     // Reopened for the same job the round is there; for another job it is gone.
-    let same = Journal::open(&dir, "job-a", 2).expect("journal");
+    let same = Journal::open(&dir, "job-a", histograms(2)).expect("journal");
     assert_eq!(same.load::<Vec<f32>>(6, 10), Some(round.clone()));
-    let other = Journal::open(&dir, "job-b", 2).expect("journal");
+    let other = Journal::open(&dir, "job-b", histograms(2)).expect("journal");
     assert_eq!(other.load::<Vec<f32>>(6, 10), None);
     journal.save(6, &round).expect("save");
     // Nothing saved there; a round past the collection's end; a damaged file.
