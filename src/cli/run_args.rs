@@ -23,6 +23,10 @@ pub struct ExperimentArgs {
     /// The test folder's labels CSV.
     #[arg(long, value_name = "CSV")]
     pub test_labels: Option<PathBuf>,
+    /// Descriptors made elsewhere of the test folder's photos (with [features] from): a folder
+    /// mirroring the test folder's.
+    #[arg(long, value_name = "DIR")]
+    pub test_from: Option<PathBuf>,
 }
 
 /// Arguments of `vocab run`.

@@ -69,6 +69,10 @@ pub struct DatasetConfig {
     /// The test folder's labels CSV, relative to the config [default: `labels.csv` in it].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub test_labels: Option<PathBuf>,
+    /// With `[features] from`: the descriptors made elsewhere of the test folder's photos, a
+    /// folder mirroring the test folder's, relative to the config (or `vocab run --test-from`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test_from: Option<PathBuf>,
 }
 
 /// `[partition]`.
@@ -297,23 +301,15 @@ fn sample_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
         config.partition.element,
     )
     .map_err(|e| at.invalid("partition", e))?;
-    if config.features.from.is_some() {
-        // What descriptors made elsewhere do not do yet.
-        let (d, c) = (&config.dataset, &config.classify);
-        if c.mirror {
-            return Err(at.fail(
-                "features",
-                "from",
-                "no mirror images of descriptors made elsewhere: drop [classify] mirror",
-            ));
-        }
-        if d.test.is_some() {
-            return Err(at.fail(
-                "features",
-                "from",
-                "a test folder's descriptors are not read yet: score by trials instead",
-            ));
-        }
+    // vocab mirrors a photo before describing it; descriptors made elsewhere would need files
+    // of the mirrored photos.
+    if config.features.from.is_some() && config.classify.mirror {
+        return Err(at.fail(
+            "features",
+            "from",
+            "no mirror images of descriptors made elsewhere (their files describe the photos as \
+             they are): drop [classify] mirror",
+        ));
     }
     Ok(())
 }

@@ -111,6 +111,7 @@ pub fn fill_label_defaults(config: &mut Config, path: &Path) -> anyhow::Result<O
         labels: None,
         test: None,
         test_labels: None,
+        test_from: None,
     };
     let Ok(source) = Source::resolve(config, base, &overrides) else {
         return Ok(None);

@@ -21,8 +21,10 @@ pub struct Dataset {
     pub photos: PathBuf,
     /// Labels CSV.
     pub labels: PathBuf,
-    /// Key of the photos and labels.
+    /// Key of the photos and labels (and of the descriptors made elsewhere, when read).
     pub key: String,
+    /// The photos' descriptors made elsewhere, read instead of HOG.
+    pub from: Option<PathBuf>,
 }
 
 /// What the command line says of the dataset.
@@ -37,6 +39,8 @@ pub struct Overrides<'a> {
     pub test: Option<&'a Path>,
     /// `--test-labels`.
     pub test_labels: Option<&'a Path>,
+    /// `--test-from`.
+    pub test_from: Option<&'a Path>,
 }
 
 impl<'a> Overrides<'a> {
@@ -48,6 +52,7 @@ impl<'a> Overrides<'a> {
             labels: args.labels.as_deref(),
             test: args.test.as_deref(),
             test_labels: args.test_labels.as_deref(),
+            test_from: args.test_from.as_deref(),
         }
     }
 }
@@ -189,6 +194,22 @@ impl Dataset {
             photos: photos.to_path_buf(),
             labels: labels.to_path_buf(),
             key,
+            from: None,
+        })
+    }
+
+    /// The dataset read from the descriptors made elsewhere in `from` (none: HOG), whose
+    /// files' names, sizes and times join its key (how the folder's path is spelt does not).
+    pub fn reading(self, from: Option<&Path>) -> anyhow::Result<Self> {
+        let Some(from) = from else {
+            return Ok(self);
+        };
+        let files = folder_fingerprint(from)
+            .with_context(|| format!("descriptors made elsewhere in {}", from.display()))?;
+        Ok(Self {
+            key: digest(&json!([self.key, "from", files])),
+            from: Some(from.to_path_buf()),
+            ..self
         })
     }
 
@@ -198,6 +219,7 @@ impl Dataset {
             photos: dir.join("photos"),
             labels: dir.join("photos").join("labels.csv"),
             key,
+            from: None,
         }
     }
 }

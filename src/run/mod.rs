@@ -96,7 +96,8 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
         mpi,
     };
 
-    let dataset = Dataset::of_source(&source, &mut runner)?;
+    let dataset =
+        Dataset::of_source(&source, &mut runner)?.reading(config.features.from.as_deref())?;
     let test = datasets_checked(&dataset, &protocol, &attributes)?;
     let chain = Chain {
         config: &config,
@@ -368,7 +369,7 @@ fn datasets_checked(
         return Ok(None);
     };
     protocol::check_test_labels(attributes, &dataset.labels, labels)?;
-    let test = Dataset::of_folder(photos, labels)?;
+    let test = Dataset::of_folder(photos, labels)?.reading(protocol.test_descriptors())?;
     protocol::check_test_apart(dataset, &test)?;
     Ok(Some(test))
 }

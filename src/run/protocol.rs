@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, ensure};
+use anyhow::{Context, bail, ensure};
 
 pub use super::dataset::SplitRule;
 use super::dataset::{Dataset, Overrides, Source};
@@ -35,6 +35,8 @@ pub enum Protocol {
         photos: PathBuf,
         /// Labels CSV.
         labels: PathBuf,
+        /// The photos' descriptors made elsewhere (with `[features] from`).
+        from: Option<PathBuf>,
         /// `split_seed`: the seed of the SVMs' cross-validation folds.
         seed: u64,
     },
@@ -85,6 +87,10 @@ impl Protocol {
             args.test_labels.is_none() || test.is_some(),
             "--test-labels names the labels of a test folder: give --test DIR too"
         );
+        ensure!(
+            args.test_from.is_none() || test.is_some(),
+            "--test-from names the descriptors of a test folder's photos: give --test DIR too"
+        );
         crate::settings::protocol_rules(c.trials, c.train_per_class, test.is_some()).map_err(
             |e| {
                 anyhow::anyhow!(
@@ -134,9 +140,11 @@ impl Protocol {
             "test labels {} do not exist: give --test-labels FILE (or set [dataset] test_labels)",
             labels.display()
         );
+        let from = test_descriptors(config, base, args, &test)?;
         Ok(Self::TestFolder {
             photos: test,
             labels,
+            from,
             seed: c.split_seed,
         })
     }
@@ -196,6 +204,59 @@ impl Protocol {
             Self::Splits { .. } => None,
         }
     }
+
+    /// The test folder's descriptors made elsewhere, when the run reads such.
+    pub fn test_descriptors(&self) -> Option<&Path> {
+        match self {
+            Self::TestFolder { from, .. } => from.as_deref(),
+            Self::Splits { .. } => None,
+        }
+    }
+}
+
+/// The descriptors made elsewhere of the test folder `test`'s photos (`--test-from`, or the
+/// config's `[dataset] test_from` with its test folder): there exactly when the run reads
+/// descriptors made elsewhere (`[features] from`), and a folder.
+fn test_descriptors(
+    config: &Config,
+    base: &Path,
+    args: &Overrides<'_>,
+    test: &Path,
+) -> anyhow::Result<Option<PathBuf>> {
+    let from = match (args.test_from, &config.dataset.test_from, args.test) {
+        (Some(f), _, _) => Some(f.to_path_buf()),
+        (None, Some(f), None) => Some(base.join(f)),
+        _ => None,
+    };
+    match (&config.features.from, &from) {
+        (Some(_), None) => bail!(
+            "the run reads descriptors made elsewhere ([features] from in {}): the test folder \
+             {}'s photos need theirs too, in a folder mirroring it (give --test-from DIR, or \
+             set [dataset] test_from)",
+            args.config.display(),
+            test.display()
+        ),
+        (None, Some(f)) => bail!(
+            "{} holds descriptors of the test folder's photos, but the run describes its photos \
+             with HOG: set [features] from in {} too, or drop {}",
+            f.display(),
+            args.config.display(),
+            if args.test_from.is_some() {
+                "--test-from"
+            } else {
+                "[dataset] test_from"
+            }
+        ),
+        _ => {}
+    }
+    if let Some(f) = &from {
+        ensure!(
+            f.is_dir(),
+            "descriptor folder {} of the test folder's photos does not exist",
+            f.display()
+        );
+    }
+    Ok(from)
 }
 
 /// Checks, before any stage, that the test folder's labels give every attribute the classes
@@ -371,6 +432,7 @@ mod tests {
         let test = Protocol::TestFolder {
             photos: "t".into(),
             labels: "t/labels.csv".into(),
+            from: None,
             seed: 5,
         };
         let trials = test.trials();

@@ -415,3 +415,54 @@ fn partitions_of_descriptors_lost_with_a_node_are_made_again_from_their_files() 
     };
     assert!(vocabulary(&here) == vocabulary(&lost), "{said}");
 }
+
+#[test]
+fn a_test_folder_is_scored_from_its_own_descriptors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set(dir.path());
+    descriptors(dir.path(), &photos);
+    let held = dir.path().join("t");
+    let test = photo_set_of(&held, 2, 11);
+    descriptors(&held, &test);
+    let config = small_config(dir.path(), &photos);
+    let text = std::fs::read_to_string(&config).expect("config");
+    let text = text
+        .replace("[features]\n", "[features]\nfrom = \"desc\"\n")
+        .replace(
+            "[dataset]\n",
+            "[dataset]\ntest = \"t/photos\"\ntest_from = \"t/desc\"\n",
+        );
+    std::fs::write(&config, &text).expect("config");
+    let work = dir.path().join("work");
+    let said = ok(&["run", s(&config), "--work", s(&work)]);
+    assert!(said.contains("== encode k4-test\n"), "{said}");
+    assert!(said.contains("on 8 test photos"), "{said}");
+    // The test photos' files are read: one gone is skipped, with the reason.
+    std::fs::remove_file(held.join("desc/city/city_000.csv")).expect("remove");
+    let again = ok(&["run", s(&config), "--work", s(&work)]);
+    assert!(again.contains("== encode k4-test\n"), "{again}");
+    assert!(!again.contains("== features sample\n"), "{again}");
+    let skipped = std::fs::read_dir(work.join("encode"))
+        .expect("encode steps")
+        .flatten()
+        .map(|e| e.path().join("histograms.bin.skipped.csv"))
+        .find(|p| p.is_file() && p.to_string_lossy().contains("-test-"))
+        .expect("the test photos' skipped manifest");
+    let rows = csv_rows(&skipped);
+    assert!(rows[0][2].contains("no descriptor file"), "{rows:?}");
+    // Descriptors made elsewhere for one folder, HOG for the other: refused, saying which.
+    let without = text.replace("test_from = \"t/desc\"\n", "");
+    std::fs::write(&config, &without).expect("config");
+    let err = fails(&["config", "check", s(&config)]);
+    assert!(
+        err.contains("need theirs too") && err.contains("--test-from"),
+        "{err}"
+    );
+    std::fs::write(&config, text.replace("from = \"desc\"\n", "")).expect("config");
+    let err = fails(&["config", "check", s(&config)]);
+    assert!(err.contains("with HOG"), "{err}");
+    let untested = text.replace("test = \"t/photos\"\ntest_from = \"t/desc\"\n", "");
+    std::fs::write(&config, untested).expect("config");
+    let err = fails(&["run", s(&config), "--test-from", s(&held)]);
+    assert!(err.contains("give --test DIR too"), "{err}");
+}

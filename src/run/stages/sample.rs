@@ -121,7 +121,8 @@ impl Stage for Features<'_> {
     }
 
     fn key(&self) -> String {
-        // Descriptors made elsewhere are keyed by their files, not by how the path is spelt.
+        // Descriptors made elsewhere are keyed by their files (in the dataset's key), not by how
+        // the path is spelt.
         let features = crate::options::FeaturesOptions {
             from: None,
             ..self.config.features.clone()
@@ -133,12 +134,6 @@ impl Stage for Features<'_> {
             json!(self.trial.seed),
             json!(vocab_pipeline::image_io::DECODING),
         ];
-        // Descriptors made elsewhere: their files' names, sizes and times too.
-        if let Some(from) = &self.config.features.from {
-            // (An unreadable folder is named when the step reads it.)
-            let files = crate::run::step::folder_fingerprint(from).ok();
-            parts.push(json!(["from", files]));
-        }
         // The 50/50 split's keys stay what they were.
         match self.trial.rule {
             SplitRule::Half => {}
@@ -189,6 +184,11 @@ impl Stage for Features<'_> {
             &tmp.join("train.csv"),
             &tmp.join(self.file()),
         )?;
+        // The dataset's descriptors made elsewhere, the ones its key holds.
+        let settings = FeatureSettings {
+            from: self.dataset.from.clone(),
+            ..settings
+        };
         let born = self.born.then(|| crate::sharded::Born {
             dir: self.nodes_dir(),
             parts: self.config.partition.parts,

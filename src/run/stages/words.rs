@@ -268,7 +268,7 @@ impl Stage for Encode<'_> {
             (&options, self.mixture),
         )?;
         let settings = EncodeSettings {
-            from: self.config.features.from.clone(),
+            from: self.dataset.from.clone(),
             ..settings
         };
         crate::encode_cmd::encode(&settings, self.ui, self.on, out).map(|_| ())
