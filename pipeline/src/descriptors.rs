@@ -93,7 +93,9 @@ impl Foreign {
         })
     }
 
-    /// The file of the photo at `rel_path`: `.npy`, else `.csv`; a reason when neither is there.
+    /// The file of the photo at `rel_path`: `.npy`, else `.csv`; a reason when neither is there
+    /// (naming the file under the folder: the same however the folder's path is spelt, here or
+    /// on nodes).
     pub fn file_of(&self, rel_path: &str) -> Result<PathBuf, String> {
         let base = self.dir.join(rel_path);
         let found: Vec<PathBuf> = ["npy", "csv"]
@@ -101,15 +103,13 @@ impl Foreign {
             .map(|ext| base.with_extension(ext))
             .filter(|p| p.is_file())
             .collect();
+        let npy = Path::new(rel_path).with_extension("npy");
         match found.as_slice() {
             [one] => Ok(one.clone()),
-            [] => Err(format!(
-                "no descriptor file ({} or .csv)",
-                base.with_extension("npy").display()
-            )),
+            [] => Err(format!("no descriptor file ({} or .csv)", npy.display())),
             _ => Err(format!(
                 "two descriptor files ({} and .csv): keep one",
-                base.with_extension("npy").display()
+                npy.display()
             )),
         }
     }
@@ -226,18 +226,24 @@ pub(crate) fn compute_range<T: Send>(
                 if let Some(reason) = &photo.unusable {
                     return Err(reason.clone());
                 }
-                let (width, height) = crate::image_io::oriented_size(&collection.path_of(photo))
-                    .map_err(|e| format!("cannot read the photo's size: {e}"))?;
+                let at = collection.path_of(photo);
+                let (width, height) = crate::image_io::oriented_size(&at).map_err(|e| {
+                    let reason = format!("cannot read the photo's size: {e}");
+                    named(reason, &at, &photo.rel_path)
+                })?;
                 let path = foreign.file_of(&photo.rel_path)?;
-                let keypoints = read(&path, Some(dims))?;
+                let file = (path.strip_prefix(&foreign.dir).unwrap_or(&path))
+                    .display()
+                    .to_string();
+                let keypoints = read(&path, Some(dims)).map_err(|r| named(r, &path, &file))?;
                 // Places are kept as u16 records; outside the photo they belong to no cell.
                 let outside = (keypoints.places.iter())
                     .position(|&(x, y, _)| x >= width as f32 || y >= height as f32);
                 if let Some(i) = outside {
                     let (x, y, _) = keypoints.places[i];
                     return Err(format!(
-                        "{}: keypoint {} at ({x}, {y}) lies outside the {width} x {height} photo",
-                        path.display(),
+                        "{file}: keypoint {} at ({x}, {y}) lies outside the {width} x {height} \
+                         photo",
                         i + 1
                     ));
                 }
@@ -255,6 +261,12 @@ pub(crate) fn compute_range<T: Send>(
             done.unwrap_or_else(Outcome::Skipped)
         })
         .collect()
+}
+
+/// `reason` naming the file at `path` as `name` (its path under the folder the stage was
+/// given): a skipped manifest reads the same however that folder was spelt, here or on nodes.
+fn named(reason: String, path: &Path, name: &str) -> String {
+    reason.replace(&path.display().to_string(), name)
 }
 
 /// The photos' results read here, a few batches of threads at a time.

@@ -332,8 +332,13 @@ fn dictionary_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
         for &g in &m.components {
             // The photos' descriptors: no more principal components than a descriptor's
             // values (the count of vectors is known only when the sample is).
+            // Descriptors made elsewhere: their dimension is known when their files are read.
+            let dims = match config.features.from {
+                Some(_) => vocab_pipeline::descriptors::MAX_DIMS,
+                None => vocab_pipeline::hog::DIMS,
+            };
             m.params(g)
-                .check_for(u64::MAX, vocab_pipeline::hog::DIMS)
+                .check_for(u64::MAX, dims)
                 .map_err(|e| at.invalid("mixture", settings::Invalid::from(e)))?;
         }
     } else {

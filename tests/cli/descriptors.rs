@@ -316,13 +316,29 @@ fn a_photo_without_its_file_is_skipped_and_a_run_takes_them_from_its_config() {
     assert!(said.contains("kept at the nodes as"), "{said}");
     let there = std::fs::read(nodes.join("report").join("accuracy.csv")).expect("accuracy");
     assert!(here == there, "{said}");
+    // The nodes' vocabulary is the one-process step's (keys say what, never where).
+    let step = step_dir(&nodes, "kmeans");
+    let name = step.file_name().expect("a step");
+    let vocabulary = |dir: &Path| std::fs::read(dir.join("vocabulary.bin")).expect("vocabulary");
+    assert!(
+        vocabulary(&step) == vocabulary(&work.join("kmeans").join(name)),
+        "{said}"
+    );
 }
 
 #[test]
 fn descriptors_on_loopback_workers_give_the_one_process_files() {
     let dir = tempfile::tempdir().expect("tempdir");
     let photos = photo_set(dir.path());
-    let desc = descriptors(dir.path(), &photos);
+    descriptors(dir.path(), &photos);
+    // One photo without its file, one with a keypoint outside the photo: skipped alike, the
+    // reasons naming the files as they lie in the folder, however its path is spelt (the nodes
+    // are given it made absolute).
+    let desc = dir.path().join(".").join("desc");
+    std::fs::remove_file(desc.join("city/city_000.csv")).expect("remove");
+    let bad = desc.join("field/field_000.csv");
+    let text = std::fs::read_to_string(&bad).expect("csv");
+    std::fs::write(&bad, text.replacen("\n0,0,16,", "\n99999,0,16,", 1)).expect("csv");
     let path = |name: &str| dir.path().join(name);
     // Runs `args` writing `--out <name>` here and on 2 loopback workers: the same bytes.
     let both = |args: &[&str], name: &str, beside: &[&str]| -> String {
@@ -345,7 +361,16 @@ fn descriptors_on_loopback_workers_give_the_one_process_files() {
         "s.bin",
         &[".images.csv", ".skipped.csv"],
     );
-    assert!(said.contains("80 descriptors of 12 values"), "{said}");
+    assert!(
+        said.contains("6 photos, 2 skipped, 60 descriptors of 12 values"),
+        "{said}"
+    );
+    let skipped = std::fs::read_to_string(path("two-s.bin.skipped.csv")).expect("skipped");
+    assert!(
+        skipped.contains("field/field_000.csv: keypoint 1 at (99999, 0)"),
+        "{skipped}"
+    );
+    assert!(!skipped.contains(s(dir.path())), "{skipped}");
     let (sample, vocabulary) = (path("one-s.bin"), path("v.bin"));
     ok(&[
         "kmeans",
@@ -357,7 +382,12 @@ fn descriptors_on_loopback_workers_give_the_one_process_files() {
         s(&vocabulary),
     ]);
     let words = ["--vocabulary", s(&vocabulary)];
-    both(&[&["encode"][..], &from, &words].concat(), "h.bin", &[]);
+    let manifests = [".images.csv", ".skipped.csv"];
+    both(
+        &[&["encode"][..], &from, &words].concat(),
+        "h.bin",
+        &manifests,
+    );
     let mixture = path("g.json");
     let components = ["--components", "2", "--pca-dims", "4"];
     ok(&[
@@ -374,8 +404,12 @@ fn descriptors_on_loopback_workers_give_the_one_process_files() {
         "--pyramid",
         "2",
     ];
-    both(&[&["encode"][..], &from, &fisher].concat(), "f.bin", &[]);
-    // A worker that cannot see the folder says so, naming it.
+    both(
+        &[&["encode"][..], &from, &fisher].concat(),
+        "f.bin",
+        &manifests,
+    );
+    // A folder that is not there is named.
     let gone = path("gone");
     let err = fails(
         &[
@@ -442,14 +476,16 @@ fn a_test_folder_is_scored_from_its_own_descriptors() {
     let again = ok(&["run", s(&config), "--work", s(&work)]);
     assert!(again.contains("== encode k4-test\n"), "{again}");
     assert!(!again.contains("== features sample\n"), "{again}");
-    let skipped = std::fs::read_dir(work.join("encode"))
+    // (The test photos' encode step of this run: its key holds their files.)
+    let skipped: Vec<Vec<String>> = std::fs::read_dir(work.join("encode"))
         .expect("encode steps")
         .flatten()
         .map(|e| e.path().join("histograms.bin.skipped.csv"))
-        .find(|p| p.is_file() && p.to_string_lossy().contains("-test-"))
-        .expect("the test photos' skipped manifest");
-    let rows = csv_rows(&skipped);
-    assert!(rows[0][2].contains("no descriptor file"), "{rows:?}");
+        .filter(|p| p.is_file() && p.to_string_lossy().contains("-test-"))
+        .flat_map(|p| csv_rows(&p))
+        .collect();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(skipped[0][2].contains("no descriptor file (city/city_000"), "{skipped:?}");
     // Descriptors made elsewhere for one folder, HOG for the other: refused, saying which.
     let without = text.replace("test_from = \"t/desc\"\n", "");
     std::fs::write(&config, &without).expect("config");

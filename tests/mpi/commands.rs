@@ -252,4 +252,31 @@ fn descriptors_made_elsewhere_under_mpi_give_the_single_process_files() {
     };
     let files = (one.as_path(), three.as_path());
     one_process_equals_three_ranks(&args, files, &["", ".images.csv", ".encoding.json"]);
+    // Fisher vectors over a mixture of it.
+    let mixture = tmp.path().join("g.json");
+    vocab(
+        &[
+            "mixture",
+            "--features",
+            s(&tmp.path().join("one.bin")),
+            "--components",
+            "2",
+        ]
+        .iter()
+        .copied()
+        .chain(["--pca-dims", "4", "--out", s(&mixture)])
+        .collect::<Vec<_>>(),
+    );
+    let (one, three) = (tmp.path().join("f1.bin"), tmp.path().join("f3.bin"));
+    let fisher = [
+        "--vocabulary",
+        s(&mixture),
+        "--method",
+        "fisher",
+        "--pyramid",
+        "2",
+    ];
+    let args = |out: &Path| owned(&[&["encode"][..], &from, &fisher, &["--out", s(out)]].concat());
+    let files = (one.as_path(), three.as_path());
+    one_process_equals_three_ranks(&args, files, &["", ".images.csv", ".encoding.json"]);
 }

@@ -28,7 +28,7 @@ use vocab_pipeline::store::Element;
 
 use crate::collective::{MAX_CONTROL, Team, broadcast_message, gather, tags};
 use crate::engine::{EngineError, Job, Member, decode, encode, send_json};
-use crate::jobs::photos::job::{Describe, Elsewhere, Work, inside};
+use crate::jobs::photos::job::{Describe, Elsewhere, MAX_PIECE, Work, inside};
 use crate::jobs::photos::member::Slot;
 use crate::jobs::place::{lock, my_dir};
 use crate::net::transport::{Recv, Send, Transport};
@@ -254,6 +254,13 @@ fn flatten(work: &Work, dims: usize, shard: (u64, u64), want: u64) -> Result<Vec
                 continue;
             };
             let id = photos.get(start + i).map_or(0, |p| p.picture_id);
+            if Some(value.values.len()) != value.positions.len().checked_mul(dims) {
+                return Err(format!(
+                    "photo {id}: {} values for {} patches of {dims}",
+                    value.values.len(),
+                    value.positions.len()
+                ));
+            }
             for (&(r, c), values) in value.positions.iter().zip(value.values.chunks_exact(dims)) {
                 out.extend_from_slice(&id.to_le_bytes());
                 // Both fit: `describe` skips photos with a side above u16::MAX.
@@ -359,8 +366,29 @@ fn prepare(transport: &dyn Transport, work: Option<&Work>, cut: &Cut) -> Result<
         .ok()
         .filter(|d| (1..=vocab_pipeline::descriptors::MAX_DIMS).contains(d))
         .ok_or_else(|| format!("records of {} values", cut.dims))?;
+    // Every piece that travels fits a message (the counts are the root's).
+    let record = record_len(dims) as u64;
+    for piece in plan.iter().flat_map(|p| &p.pieces) {
+        if piece
+            .count
+            .checked_mul(record)
+            .is_none_or(|b| b > MAX_PIECE)
+        {
+            return Err(format!(
+                "{} records of {dims} values in one piece",
+                piece.count
+            ));
+        }
+    }
     let (shard, want) = (cut.shards[me], cut.records[me]);
     let records = match work {
+        Some(work) if work.dims() != Some(dims) => {
+            return Err(format!(
+                "a cut of records of {dims} values, where it kept {}",
+                work.dims()
+                    .map_or("no features".to_string(), |d| format!("{d} values"))
+            ));
+        }
         Some(work) => flatten(work, dims, shard, want)?,
         None if want == 0 && shard.0 == shard.1 => Vec::new(),
         None => return Err("it has no features job".into()),
@@ -827,6 +855,13 @@ pub(crate) fn remake_here(transport: &dyn Transport, remake: &Remake) -> Result<
     }
     let describe = Describe::new(remake.params, remake.from.as_ref())?;
     let dims = describe.dims();
+    if dims != remake.manifest.dims {
+        return Err(format!(
+            "partitions of {} values, where the features stage gives {dims}{}",
+            remake.manifest.dims,
+            (remake.from.as_ref()).map_or(String::new(), |f| format!(" (from {})", f.dir))
+        ));
+    }
     let element = Element::from_name(&remake.element)
         .ok_or_else(|| format!("element type {:?}", remake.element))?;
     let folder = my_dir(&remake.dir, transport);

@@ -44,7 +44,7 @@ pub(super) enum Command {
 
 /// Largest piece of one round a member sends (bytes): far above a round of dense photos, it
 /// only stops a corrupt size from allocating.
-pub(super) const MAX_PIECE: u64 = 1 << 34;
+pub(crate) const MAX_PIECE: u64 = 1 << 34;
 
 /// Photos the root checks are present at every member.
 pub(super) const PRESENT: usize = 16;
@@ -139,25 +139,44 @@ pub(crate) enum Describe {
     },
 }
 
+/// The rules of a features stage of `params` (`from`: descriptors made elsewhere): the
+/// params' own, and for descriptors made elsewhere random rows of each file drawn from the seed
+/// (`per_image`, `seed`), no mirror images, their values within the readers' bounds.
+fn features_rules(
+    params: &FeatureParams,
+    from: Option<&Elsewhere>,
+) -> Result<Option<(usize, u64, usize)>, String> {
+    params.check().map_err(|e| e.to_string())?;
+    let Some(from) = from else {
+        return Ok(None);
+    };
+    let Sampling::Random { per_image, seed } = params.sampling else {
+        return Err(format!(
+            "descriptors made elsewhere in {} are sampled as random rows",
+            from.dir
+        ));
+    };
+    if params.mirror {
+        return Err(format!(
+            "no mirror images of descriptors made elsewhere in {}",
+            from.dir
+        ));
+    }
+    Ok(Some((per_image, seed, from.dims()?)))
+}
+
 impl Describe {
     /// The describing of a features stage of `params` (`from`: descriptors made elsewhere,
     /// whose folder must be at this member), or why it cannot be.
     pub(crate) fn new(params: FeatureParams, from: Option<&Elsewhere>) -> Result<Self, String> {
-        params.check().map_err(|e| e.to_string())?;
-        let Some(from) = from else {
-            return Ok(Self::Hog(params));
-        };
-        let Sampling::Random { per_image, seed } = params.sampling else {
-            return Err("descriptors made elsewhere are sampled as random rows".into());
-        };
-        if params.mirror {
-            return Err("no mirror images of descriptors made elsewhere".into());
+        match (features_rules(&params, from)?, from) {
+            (Some((per_image, seed, dims)), Some(from)) => Ok(Self::Read {
+                foreign: from.open()?,
+                dims,
+                draw: (per_image, seed),
+            }),
+            _ => Ok(Self::Hog(params)),
         }
-        Ok(Self::Read {
-            foreign: from.open()?,
-            dims: from.dims()?,
-            draw: (per_image, seed),
-        })
     }
 
     /// Values of each patch.
@@ -275,10 +294,7 @@ fn vocabulary_bytes(params: &EncodeParams, k: u64) -> Option<u64> {
 /// [`open_work`].
 pub(crate) fn check_stage(stage: &PhotoStage, k: u64) -> Result<(), String> {
     match stage {
-        PhotoStage::Features(p, from) => {
-            p.check().map_err(|e| e.to_string())?;
-            from.as_ref().map(Elsewhere::dims).transpose().map(drop)
-        }
+        PhotoStage::Features(p, from) => features_rules(p, from.as_ref()).map(drop),
         PhotoStage::Encode(p, from) => {
             let words = usize::try_from(k).ok();
             p.check(words).map_err(|e| e.to_string())?;
@@ -366,6 +382,14 @@ pub(super) fn open_work(
 }
 
 impl Work {
+    /// Values of each patch a features job's work keeps (none: an encode).
+    pub(crate) fn dims(&self) -> Option<usize> {
+        match &self.stage {
+            Stage::Features(describe) => Some(describe.dims()),
+            Stage::Encode(..) => None,
+        }
+    }
+
     /// The results of the photos `range`, as a piece: compute seconds, then the outcomes.
     pub(super) fn piece(&self, range: Range<usize>) -> Vec<u8> {
         let started = Instant::now();
@@ -431,4 +455,91 @@ pub struct Kept {
     pub shards: Vec<(u64, u64)>,
     /// Records each rank holds.
     pub records: Vec<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vocab_pipeline::encode::{Method, Norm};
+    use vocab_pipeline::kmeans::Kernel;
+
+    /// Descriptors of `dims` values in `dir`.
+    fn at(dir: &Path, dims: u64) -> Option<Elsewhere> {
+        Some(Elsewhere {
+            dir: dir.display().to_string(),
+            dims,
+        })
+    }
+
+    #[test]
+    fn a_stage_of_descriptors_made_elsewhere_is_checked_before_any_photo() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let random = FeatureParams {
+            sampling: Sampling::Random {
+                per_image: 10,
+                seed: 1,
+            },
+            max_side: None,
+            max_pixels: vocab_pipeline::image_io::MAX_PIXELS,
+            mirror: false,
+        };
+        let dense = FeatureParams {
+            sampling: Sampling::Dense { stride: 8 },
+            ..random
+        };
+        let made = EncodeParams {
+            features: dense,
+            norm: Norm::L1,
+            levels: 1,
+            method: Method::Hard,
+            kernel: Kernel::F32,
+            scales: vec![PATCH_SIDE],
+            approx: None,
+            dims: 12,
+            foreign: true,
+        };
+        let hog = EncodeParams {
+            dims: DIMS,
+            foreign: false,
+            ..made.clone()
+        };
+        let dir = tmp.path();
+        // What passes: the sample's random rows, an encoding of their dimension.
+        check_stage(&PhotoStage::Features(random, at(dir, 12)), 0).expect("a sample");
+        check_stage(&PhotoStage::Encode(made.clone(), at(dir, 12)), 4).expect("an encode");
+        let mirrored = FeatureParams {
+            mirror: true,
+            ..random
+        };
+        for (stage, k, want) in [
+            (PhotoStage::Features(dense, at(dir, 12)), 0, "random rows"),
+            (PhotoStage::Features(mirrored, at(dir, 12)), 0, "mirror"),
+            (PhotoStage::Features(random, at(dir, 0)), 0, "of 0 values"),
+            (
+                PhotoStage::Features(random, at(dir, 4097)),
+                0,
+                "of 4097 values",
+            ),
+            (
+                PhotoStage::Encode(made.clone(), at(dir, 13)),
+                4,
+                "13 values",
+            ),
+            (PhotoStage::Encode(hog, at(dir, 512)), 4, "encoding of HOG"),
+            (PhotoStage::Encode(made, None), 4, "without them"),
+        ] {
+            let err = check_stage(&stage, k).expect_err(want);
+            assert!(err.contains(want), "{want}: {err}");
+        }
+        // A member without the folder says so, naming it.
+        let gone = tmp.path().join("gone");
+        let err = Describe::new(random, at(&gone, 12).as_ref()).expect_err("no folder");
+        assert!(
+            err.contains("gone") && err.contains("does not exist"),
+            "{err}"
+        );
+        let read = Describe::new(random, at(dir, 12).as_ref()).expect("a folder");
+        assert_eq!(read.dims(), 12);
+        assert_eq!(Describe::new(random, None).expect("HOG").dims(), DIMS);
+    }
 }
