@@ -7,7 +7,7 @@ use anyhow::Context;
 
 use super::dataset::Dataset;
 use super::protocol::Trial;
-use super::report::{Outcome, Vocabulary};
+use super::report::{Mixture, Outcome, Vocabulary};
 use super::stages;
 use super::step::{Runner, Stage};
 use crate::config::{self, Config};
@@ -151,13 +151,19 @@ impl Chain<'_> {
         sampled: &Sampled,
         attributes: &[String],
         trial: &Trial,
-    ) -> anyhow::Result<(Vec<Outcome>, Vec<Vocabulary>)> {
+    ) -> anyhow::Result<(Vec<Outcome>, Vec<Vocabulary>, Vec<Mixture>)> {
         let mut outcomes = Vec::new();
         let mut vocabularies = Vec::new();
+        let mut mixtures = Vec::new();
         let suffix = trial.suffix();
         for &k in self.config.sizes() {
             let dictionary = self.dictionary(runner, sampled, &suffix, k)?;
             vocabularies.extend(dictionary.vocabulary);
+            if let Some((file, _)) = &dictionary.made.mixture {
+                let steps =
+                    vocab_pipeline::features::manifest_path(&dictionary.made.path, "steps.csv");
+                mixtures.push(Mixture::of(k, file, &steps));
+            }
             // The encodings are made only when a model needs them: a finished run whose
             // encodings were dropped (`vocab clean --encodings`) keeps its models.
             let encoded =
@@ -207,7 +213,7 @@ impl Chain<'_> {
                 });
             }
         }
-        Ok((outcomes, vocabularies))
+        Ok((outcomes, vocabularies, mixtures))
     }
 
     /// The dictionary of size `k`: the mixture of Fisher vectors, or the vocabulary (and what

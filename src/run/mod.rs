@@ -165,12 +165,14 @@ fn trials(
             );
         }
         let sampled = chain.sample(runner, work, &trial)?;
-        let (outcomes, vocabularies) = chain.vocabularies(runner, &sampled, attributes, &trial)?;
+        let (outcomes, vocabularies, mixtures) =
+            chain.vocabularies(runner, &sampled, attributes, &trial)?;
         trials.push(TrialResult {
             trial,
             sample: sampled.sample,
             outcomes,
             vocabularies,
+            mixtures,
             split_csv: sampled.split_csv.clone(),
         });
     }

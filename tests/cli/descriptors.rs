@@ -485,7 +485,10 @@ fn a_test_folder_is_scored_from_its_own_descriptors() {
         .flat_map(|p| csv_rows(&p))
         .collect();
     assert_eq!(skipped.len(), 1, "{skipped:?}");
-    assert!(skipped[0][2].contains("no descriptor file (city/city_000"), "{skipped:?}");
+    assert!(
+        skipped[0][2].contains("no descriptor file (city/city_000"),
+        "{skipped:?}"
+    );
     // Descriptors made elsewhere for one folder, HOG for the other: refused, saying which.
     let without = text.replace("test_from = \"t/desc\"\n", "");
     std::fs::write(&config, &without).expect("config");

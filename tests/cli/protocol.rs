@@ -102,8 +102,9 @@ fn each_trial_learns_only_from_its_own_training_photos() {
         let mean = (scores[0] + scores[1]) / 2.0;
         let std = (scores[0] - scores[1]).abs() / 2f64.sqrt();
         let got: (f64, f64) = (row[2].parse().expect("mean"), row[5].parse().expect("std"));
+        // (Rates are written to 4 decimals.)
         assert!(
-            (got.0 - mean).abs() < 1e-12 && (got.1 - std).abs() < 1e-12,
+            (got.0 - mean).abs() < 2e-4 && (got.1 - std).abs() < 2e-4,
             "{row:?} {scores:?}"
         );
         // Three of each kind's six photos are held out per trial.
@@ -178,7 +179,7 @@ fn a_test_folder_is_scored_whole_and_never_learned_from() {
     let accuracy = csv_rows(&first.join("report/accuracy.csv"));
     for row in &accuracy {
         // Every labelled test photo scored, once.
-        assert_eq!((&row[4][..], &row[5][..], &row[6][..]), ("12", "0", "1"));
+        assert_eq!((&row[4][..], &row[5][..], &row[6][..]), ("12", "0.0000", "1"));
     }
     let md = std::fs::read_to_string(first.join("report/report.md")).expect("report");
     assert!(

@@ -350,6 +350,29 @@ fn a_fisher_run_learns_its_mixture_on_the_workers_and_scores_fisher_vectors() {
         !md.contains("## Vocabularies") && !md.contains("k-means per iteration"),
         "{md}"
     );
+    // Its EM steps instead: a row per mixture, every step; no empty k-means tables.
+    let report = work.join("report");
+    assert!(
+        md.contains("## Mixtures") && md.contains("| G | vectors | EM steps"),
+        "{md}"
+    );
+    let mixtures = csv_rows(&report.join("mixture.csv"));
+    let em: usize = mixtures[0][2].parse().expect("EM steps");
+    assert!(
+        mixtures.len() == 1 && mixtures[0][0] == "3" && em >= 1,
+        "{mixtures:?}"
+    );
+    let em_steps = csv_rows(&report.join("mixture-steps.csv"));
+    assert_eq!(
+        em_steps.len(),
+        em + 1,
+        "the PCA, then each EM step: {em_steps:?}"
+    );
+    assert!(!report.join("kmeans.csv").exists() && !report.join("kmeans-iterations.csv").exists());
+    // Rates to 4 decimals.
+    let places = |v: &str| v.split_once('.').map_or(0, |(_, d)| d.len());
+    let rates = [&accuracy[0][2], &accuracy[0][3], &accuracy[0][5]];
+    assert!(rates.iter().all(|v| places(v) == 4), "{accuracy:?}");
     // The same run on one process: the same mixture, byte for byte.
     let single = dir.path().join("single.toml");
     let text = std::fs::read_to_string(&config).expect("config");

@@ -161,7 +161,16 @@ fn accuracy_section(md: &mut String, run: &Run<'_>, summaries: &[Summary]) {
 /// mean seconds by stage, when the run learns vocabularies.
 fn vocabularies_section(md: &mut String, run: &Run<'_>, vocab_md: &str, stages: &Stages) {
     let trials = run.trials.len();
-    // Vocabularies and their k-means (a Fisher-vector run learns mixtures: its steps say when).
+    let of_first = if trials > 1 { " (trial 1)" } else { "" };
+    // Mixtures and their EM (Fisher vectors).
+    if run.trials.first().is_some_and(|t| !t.mixtures.is_empty()) {
+        let _ = write!(
+            md,
+            "\n## Mixtures{of_first} (every EM step in mixture-steps.csv)\n\n{vocab_md}"
+        );
+        return;
+    }
+    // Vocabularies and their k-means.
     if run
         .trials
         .first()

@@ -13,10 +13,14 @@ use std::path::Path;
 use anyhow::Context;
 
 pub use self::markdown::headline;
-pub use self::results::{Dictionaries, Outcome, Run, Summary, TrialResult, Vocabulary, summarise};
+pub use self::results::{
+    Dictionaries, Mixture, Outcome, Run, Summary, TrialResult, Vocabulary, summarise,
+};
 
 use self::markdown::markdown;
-use self::tables::{Stages, accuracy_csv, steps_csv, trials_csv, vocabularies, write_file};
+use self::tables::{
+    Stages, accuracy_csv, mixtures, steps_csv, trials_csv, vocabularies, write_file,
+};
 use super::step::Step;
 
 /// Writes the report into `dir`.
@@ -27,13 +31,23 @@ pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
     accuracy_csv(dir, &summaries)?;
     figures::accuracy(dir, &summaries, run.dictionaries)?;
     trials_csv(dir, run.trials)?;
-    // The vocabularies of the first trial (every trial's steps are in steps.csv).
+    // The vocabularies (or mixtures) of the first trial (every trial's steps are in
+    // steps.csv); a run that learns none writes no table of them.
     let first: &[Vocabulary] = run.trials.first().map_or(&[], |t| &t.vocabularies);
     let stages = Stages::of(first);
-    write_file(dir, "kmeans.csv", &stages.csv)?;
-    let (vocab_md, iterations) = vocabularies(first);
-    write_file(dir, "kmeans-iterations.csv", &iterations)?;
+    let (mut vocab_md, iterations) = vocabularies(first);
+    if !first.is_empty() {
+        write_file(dir, "kmeans.csv", &stages.csv)?;
+        write_file(dir, "kmeans-iterations.csv", &iterations)?;
+    }
     figures::kmeans_stages(dir, &stages)?;
+    let learned: &[Mixture] = run.trials.first().map_or(&[], |t| &t.mixtures);
+    if !learned.is_empty() {
+        let (md, summary, steps) = mixtures(learned)?;
+        write_file(dir, "mixture.csv", &summary)?;
+        write_file(dir, "mixture-steps.csv", &steps)?;
+        vocab_md = md;
+    }
     steps_csv(dir, run.steps)?;
     let headline = headline(run, &summaries)?;
     let vocab_md = format!("{vocab_md}{}", figures::words(dir, run));

@@ -36,6 +36,36 @@ pub struct Vocabulary {
     pub per_iteration: PerIteration,
 }
 
+/// One mixture of the run (Fisher vectors): how its EM went.
+#[derive(Debug, Clone)]
+pub struct Mixture {
+    /// Its Gaussians.
+    pub g: usize,
+    /// Vectors it learned from.
+    pub vectors: u64,
+    /// Whether EM stopped on its tolerance.
+    pub converged: bool,
+    /// The mean log-likelihood per vector before each EM step's M-step.
+    pub log_likelihood: Vec<f64>,
+    /// Its step's `steps.csv` (the PCA, then each EM step with its seconds), when there.
+    pub steps_csv: Option<String>,
+}
+
+impl Mixture {
+    /// The mixture of `g` Gaussians of `file`, its steps' CSV at `steps` (read if there).
+    pub fn of(g: usize, file: &vocab_pipeline::mixture::MixtureFile, steps: &Path) -> Self {
+        let steps_csv =
+            vocab_pipeline::input::read_text(steps, vocab_pipeline::input::MAX_RECORD_BYTES).ok();
+        Self {
+            g,
+            vectors: file.vectors,
+            converged: file.converged,
+            log_likelihood: file.log_likelihood.clone(),
+            steps_csv,
+        }
+    }
+}
+
 /// What one trial made.
 #[derive(Debug, Clone)]
 pub struct TrialResult {
@@ -47,6 +77,8 @@ pub struct TrialResult {
     pub outcomes: Vec<Outcome>,
     /// Its vocabularies.
     pub vocabularies: Vec<Vocabulary>,
+    /// Its mixtures (Fisher vectors).
+    pub mixtures: Vec<Mixture>,
     /// Its split (`path,train|test`).
     pub split_csv: std::path::PathBuf,
 }
