@@ -202,6 +202,7 @@ pub const SIDE_FILES: &[&str] = &[
     "metrics.csv",
     "metrics.md",
     "predictions.csv",
+    "confusion.csv",
     "ckpt",
     "workers",
     "rounds",

@@ -9,13 +9,14 @@ use vocab_pipeline::classify::{ModelFile, Table, labelled, read_histograms, read
 use vocab_pipeline::features::manifest_path;
 use vocab_pipeline::svm::{Metrics, metrics};
 
+use super::confusion::Confusion;
 use super::records::{read_encoding, same_encoding};
 use super::split::{Pairs, split_rows};
 use crate::settings::EvaluateSettings;
 use crate::tables;
 
 /// What an evaluation found.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Scores {
     /// Accuracy.
     pub accuracy: f64,
@@ -23,6 +24,8 @@ pub struct Scores {
     pub balanced_accuracy: f64,
     /// Photos scored.
     pub scored: usize,
+    /// Photos by true and predicted class (none from a model evaluated before it was kept).
+    pub confusion: Option<Confusion>,
 }
 
 /// `vocab evaluate`, reporting to `out`.
@@ -111,17 +114,25 @@ pub fn evaluate_on(
     )?;
     let (csv_path, md_path, predictions_path) =
         write_metrics(args, &model, scope, &m, classes, (&test, &predicted), table)?;
+    let confusion = Confusion {
+        classes: classes.clone(),
+        counts: m.confusion,
+    };
+    let confusion_path = manifest_path(&args.model, "confusion.csv");
+    confusion.write(&confusion_path)?;
     writeln!(
         out,
-        "  wrote {}, {} and {}",
+        "  wrote {}, {}, {} and {}",
         csv_path.display(),
         md_path.display(),
-        predictions_path.display()
+        predictions_path.display(),
+        confusion_path.display()
     )?;
     Ok(Scores {
         accuracy: m.accuracy,
         balanced_accuracy: m.balanced_accuracy,
         scored: test.len(),
+        confusion: Some(confusion),
     })
 }
 

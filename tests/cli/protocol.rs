@@ -116,6 +116,34 @@ fn each_trial_learns_only_from_its_own_training_photos() {
         opening.starts_with("- kind, 4 classes: ") && opening.contains(protocol),
         "{md}"
     );
+    // Where it errs, for the attribute of more than two classes: each kind's accuracy and the
+    // confusion, the mean over the trials, the diagonal the classes' accuracies; the trials'
+    // mean accuracy is their mean, each kind held out as often as the others.
+    assert!(md.contains("## Where it errs: kind at K = ") && md.contains("(mean of 2 trials)"));
+    assert!(
+        !report.join("classes-urbanicity.csv").exists(),
+        "two classes: no confusion"
+    );
+    let classes = csv_rows(&report.join("classes-kind.csv"));
+    let confusion = csv_rows(&report.join("confusion-kind.csv"));
+    assert_eq!((classes.len(), confusion.len()), (4, 4));
+    let value = |v: &String| v.parse::<f64>().expect("a number");
+    for (i, (class, row)) in classes.iter().zip(&confusion).enumerate() {
+        assert_eq!(
+            (class[0].as_str(), class[3].as_str()),
+            (row[0].as_str(), "3.0")
+        );
+        let shares: Vec<f64> = row[1..].iter().map(value).collect();
+        assert!((shares.iter().sum::<f64>() - 1.0).abs() < 1e-3, "{row:?}");
+        assert_eq!(class[1], row[i + 1], "{class:?} {row:?}");
+    }
+    let kind = (accuracy.iter()).find(|r| r[1] == "kind").expect("kind");
+    let per_class = classes.iter().map(|c| value(&c[1])).sum::<f64>() / 4.0;
+    assert!(
+        (per_class - value(&kind[2])).abs() < 2e-4,
+        "{classes:?} {kind:?}"
+    );
+    assert!(report.join("confusion-kind.png").is_file());
 
     // Trial 1 trains on three photos of each kind, none of them held out.
     let split = csv_rows(&step(&first, "features", "sample-t1").join("split.csv"));
@@ -179,7 +207,10 @@ fn a_test_folder_is_scored_whole_and_never_learned_from() {
     let accuracy = csv_rows(&first.join("report/accuracy.csv"));
     for row in &accuracy {
         // Every labelled test photo scored, once.
-        assert_eq!((&row[4][..], &row[5][..], &row[6][..]), ("12", "0.0000", "1"));
+        assert_eq!(
+            (&row[4][..], &row[5][..], &row[6][..]),
+            ("12", "0.0000", "1")
+        );
     }
     let md = std::fs::read_to_string(first.join("report/report.md")).expect("report");
     assert!(

@@ -21,11 +21,10 @@ impl Dictionaries {
     }
 }
 
-/// The accuracy axis: the values with a margin, within [0, 1].
+/// The accuracy axis: the values and their deviations with a margin, within [0, 1].
 fn accuracy_range(summaries: &[Summary]) -> (f64, f64) {
-    let values = summaries.iter().map(|o| o.accuracy);
-    let lo = values.clone().fold(f64::INFINITY, f64::min);
-    let hi = values.fold(f64::NEG_INFINITY, f64::max);
+    let lo = (summaries.iter().map(|o| o.accuracy - o.std)).fold(f64::INFINITY, f64::min);
+    let hi = (summaries.iter().map(|o| o.accuracy + o.std)).fold(f64::NEG_INFINITY, f64::max);
     if !lo.is_finite() {
         return (0.0, 1.0);
     }
@@ -33,7 +32,8 @@ fn accuracy_range(summaries: &[Summary]) -> (f64, f64) {
     ((lo - margin).max(0.0), (hi + margin).min(1.0))
 }
 
-/// `accuracy.png`: accuracy per attribute against the vocabulary size (the mean over the trials).
+/// `accuracy.png`: accuracy per attribute against the vocabulary size (the mean over the trials,
+/// plus or minus their deviation); with one size, a bar per attribute.
 pub(super) fn accuracy(
     dir: &Path,
     summaries: &[Summary],
@@ -51,15 +51,47 @@ pub(super) fn accuracy(
                 .filter(|o| o.attribute == *a)
                 .map(|o| (o.k as f64, o.accuracy))
                 .collect(),
+            errors: (summaries.iter())
+                .filter(|o| o.attribute == *a && o.trials > 1)
+                .map(|o| o.std)
+                .collect(),
         })
         .collect();
     let trials = summaries.first().map_or(1, |s| s.trials);
-    if !series.is_empty() {
+    let one_size = series.iter().all(|s| s.points.len() == 1);
+    if one_size && !series.is_empty() {
+        let (what, _) = dictionaries.size_names();
+        let k = summaries.first().map_or(0, |s| s.k);
+        let bars: Vec<figures::Bar> = (summaries.iter())
+            .map(|o| figures::Bar {
+                name: o.attribute.clone(),
+                value: o.accuracy,
+                error: o.std,
+            })
+            .collect();
+        let of = if trials > 1 {
+            format!("mean ± std of {trials} trials")
+        } else {
+            "held out".to_string()
+        };
+        let title = format!(
+            "Accuracy at {what} {} = {} ({of})",
+            dictionaries.letter(),
+            thousands(k)
+        );
+        let range = accuracy_range(summaries);
+        figures::bars_with_errors(
+            &dir.join("accuracy.png"),
+            (&title, "accuracy"),
+            range,
+            &bars,
+        )?;
+    } else if !series.is_empty() {
         let (what, axis) = dictionaries.size_names();
         figures::line_chart_log2(
             &dir.join("accuracy.png"),
             &if trials > 1 {
-                format!("Accuracy against {what} (mean of {trials} trials)")
+                format!("Accuracy against {what} (mean ± std of {trials} trials)")
             } else {
                 format!("Held-out accuracy against {what}")
             },

@@ -58,7 +58,7 @@ pub(super) fn markdown(
     run: &Run<'_>,
     headline: &[String],
     summaries: &[Summary],
-    vocab_md: &str,
+    (vocab_md, errs_md): (&str, &str),
     stages: &Stages,
 ) -> String {
     let mut md = format!("# Run report: {}\n\n", run.config.display());
@@ -67,6 +67,7 @@ pub(super) fn markdown(
     }
     dataset_section(&mut md, run);
     accuracy_section(&mut md, run, summaries);
+    md.push_str(errs_md);
     vocabularies_section(&mut md, run, vocab_md, stages);
     steps_section(&mut md, run.steps);
     md

@@ -3,6 +3,7 @@
 //! What the report is made of is in `results`; `tables` writes the CSVs, `figures` the PNGs and
 //! `markdown` report.md.
 
+mod errs;
 mod figures;
 mod markdown;
 mod results;
@@ -51,10 +52,12 @@ pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
     steps_csv(dir, run.steps)?;
     let headline = headline(run, &summaries)?;
     let vocab_md = format!("{vocab_md}{}", figures::words(dir, run));
+    let errs_md = errs::write(dir, &errs::errs(run.trials, &summaries), run.dictionaries)?;
+    let sections = (vocab_md.as_str(), errs_md.as_str());
     write_file(
         dir,
         "report.md",
-        &markdown(run, &headline, &summaries, &vocab_md, &stages),
+        &markdown(run, &headline, &summaries, sections, &stages),
     )
 }
 

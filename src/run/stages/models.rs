@@ -9,7 +9,7 @@ use anyhow::Context;
 use serde_json::json;
 use vocab_pipeline::classify::{Table, read_histograms};
 
-use crate::classify_cmd::Scores;
+use crate::classify_cmd::{Confusion, Scores};
 use crate::config::Config;
 use crate::run::dataset::Dataset;
 use crate::run::step::{Stage, digest};
@@ -195,6 +195,11 @@ impl Stage for Svm<'_> {
             balanced_accuracy: get("balanced_accuracy")?,
             // Steps made before `scored` was written have `held_out`, the same count.
             scored: get("scored").or_else(|_| get("held_out"))? as usize,
+            // Steps made before the confusion was kept beside the model have none.
+            confusion: {
+                let path = dir.join("model.json.confusion.csv");
+                path.is_file().then(|| Confusion::read(&path)).transpose()?
+            },
         })
     }
 }

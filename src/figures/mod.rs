@@ -2,43 +2,22 @@
 //! beside a CSV of the same numbers. Text uses an embedded DejaVu Sans, so figures look the
 //! same on every machine and need no system fonts.
 
+mod canvas;
+mod confusion;
+mod spread;
+
+pub use self::canvas::write_png;
+pub use self::confusion::heatmap;
+pub use self::spread::{Bar, bars_with_errors};
+
 use std::path::Path;
-use std::sync::Once;
 
-use anyhow::{Context, anyhow};
+use anyhow::anyhow;
 use plotters::prelude::*;
-use plotters::style::FontStyle;
 
-const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
-const WIDTH: u32 = 900;
-const HEIGHT: u32 = 540;
-const PALETTE: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(127, 127, 127),
-];
-
-fn register_font() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // The font is a valid TTF embedded at build time; registration can only fail on a bad file.
-        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
-    });
-}
-
-fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow!("drawing failed: {e}")
-}
-
-/// Encodes the RGB buffer as PNG at `path` (temp file + rename).
-fn save_png(path: &Path, buf: Vec<u8>) -> anyhow::Result<()> {
-    let img = image::RgbImage::from_raw(WIDTH, HEIGHT, buf)
-        .ok_or_else(|| anyhow!("figure buffer has the wrong size"))?;
-    write_png(path, img)
-}
+use crate::figures::canvas::{
+    HEIGHT, PALETTE, WIDTH, at_centre, error_bar, plot_err, register_font, save_png,
+};
 
 /// Width of the strip left of a montage that names its rows.
 const LABELS_WIDTH: u32 = 130;
@@ -73,16 +52,6 @@ pub fn labelled_rows(
         gray.put_pixel(x + LABELS_WIDTH, y, *p);
     }
     Ok(gray)
-}
-
-/// `img` as PNG at `path` (temp file + rename).
-pub fn write_png<I: Into<image::DynamicImage>>(path: &Path, img: I) -> anyhow::Result<()> {
-    let mut bytes = std::io::Cursor::new(Vec::new());
-    img.into()
-        .write_to(&mut bytes, image::ImageFormat::Png)
-        .context("cannot encode PNG")?;
-    vocab_pipeline::atomic::write(path, bytes.get_ref())
-        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Width of the strip right of a chart that holds its legend (never over the data).
@@ -133,6 +102,8 @@ pub struct Series {
     pub name: String,
     /// `(x, y)` points, in x order.
     pub points: Vec<(f64, f64)>,
+    /// Each point's error (its `y` plus or minus this, drawn as a bar with caps), or none.
+    pub errors: Vec<f64>,
 }
 
 /// A line chart over vocabulary sizes: x is drawn at `log2(x)`, labelled with powers of two.
@@ -212,6 +183,16 @@ pub fn line_chart_log2(
                         .map(|&p| Circle::new(p, radius, colour.filled())),
                 )
                 .map_err(plot_err)?;
+            // Error bars, capped, a little to the side of a series drawn before.
+            for (&(x, y), &e) in points.iter().zip(&s.errors) {
+                let bar = error_bar(
+                    x + 0.04 * i as f64,
+                    (y - e, y + e),
+                    0.06,
+                    colour.stroke_width(2),
+                );
+                chart.draw_series(bar).map_err(plot_err)?;
+            }
             entries.push((s.name.clone(), colour, Key::Line(widths[i])));
         }
         legend(&key, &entries)?;
@@ -281,18 +262,7 @@ pub fn grouped_bars_log(
             .disable_x_mesh()
             .y_desc(y_label)
             .x_labels(n * 2 + 1)
-            .x_label_formatter(&|x| {
-                // Labels at the categories' centres only.
-                let centre = x - 0.5;
-                if (centre - centre.round()).abs() < 1e-6 && centre >= 0.0 {
-                    categories
-                        .get(centre.round() as usize)
-                        .cloned()
-                        .unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
+            .x_label_formatter(&|x| at_centre(*x, categories))
             .y_label_formatter(&|y| short(*y))
             .label_style(("sans-serif", 15))
             .draw()
@@ -347,6 +317,7 @@ mod tests {
             &[Series {
                 name: "urbanicity".into(),
                 points: vec![(16.0, 0.8), (64.0, 0.9), (256.0, 0.95)],
+                errors: vec![0.02, 0.01, 0.01],
             }],
         )
         .expect("line chart");
