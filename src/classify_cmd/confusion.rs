@@ -17,12 +17,18 @@ pub struct Confusion {
     pub counts: Vec<Vec<usize>>,
 }
 
-/// Most classes a confusion file may hold.
+/// Most classes a confusion file may hold (more are not written: [`Confusion::write`]).
 const MAX_CLASSES: usize = 4096;
+/// Most photos one cell may count (`u32::MAX`: no evaluation scores more).
+const MAX_COUNT: usize = u32::MAX as usize;
 
 impl Confusion {
-    /// Writes it at `path` (whole or not at all).
+    /// Writes it at `path` (whole or not at all); with more than [`MAX_CLASSES`] classes there
+    /// is no file (the report then says it cannot show the confusion).
     pub fn write(&self, path: &Path) -> anyhow::Result<()> {
+        if self.classes.len() > MAX_CLASSES {
+            return Ok(());
+        }
         let header: Vec<&str> = std::iter::once("truth")
             .chain(self.classes.iter().map(String::as_str))
             .collect();
@@ -36,7 +42,8 @@ impl Confusion {
             .with_context(|| format!("cannot write {}", path.display()))
     }
 
-    /// Reads one written by [`Confusion::write`]: a square of counts under the classes.
+    /// Reads one written by [`Confusion::write`]: a square of counts (each at most
+    /// `u32::MAX`) under the classes.
     pub fn read(path: &Path) -> anyhow::Result<Self> {
         let text = vocab_pipeline::input::read_text(path, vocab_pipeline::input::MAX_RECORD_BYTES)
             .with_context(|| format!("cannot read {}", path.display()))?;
@@ -53,7 +60,9 @@ impl Confusion {
         let mut counts = Vec::with_capacity(classes.len());
         for (i, record) in reader.records().enumerate() {
             let record = record.with_context(|| format!("cannot read {}", path.display()))?;
-            let row: Option<Vec<usize>> = record.iter().skip(1).map(|c| c.parse().ok()).collect();
+            let row: Option<Vec<usize>> = (record.iter().skip(1))
+                .map(|c| c.parse().ok().filter(|&n| n <= MAX_COUNT))
+                .collect();
             match (record.get(0), row) {
                 (Some(name), Some(row))
                     if classes.get(i).is_some_and(|c| c == name) && row.len() == classes.len() =>

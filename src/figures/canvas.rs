@@ -63,16 +63,23 @@ pub(crate) fn at_centre(x: f64, names: &[String]) -> String {
     }
 }
 
-/// An error bar at `x` from `lo` to `hi`, capped `cap` to either side.
+/// An error bar at `x` from `lo` to `hi`, capped `cap` to either side, within the axis'
+/// `range` (plotters does not clip): an end past the axis stops at it, uncapped.
 pub(crate) fn error_bar(
     x: f64,
     (lo, hi): (f64, f64),
-    cap: f64,
+    (cap, range): (f64, (f64, f64)),
     style: ShapeStyle,
-) -> [PathElement<(f64, f64)>; 3] {
-    [
-        PathElement::new(vec![(x, lo), (x, hi)], style),
-        PathElement::new(vec![(x - cap, lo), (x + cap, lo)], style),
-        PathElement::new(vec![(x - cap, hi), (x + cap, hi)], style),
-    ]
+) -> Vec<PathElement<(f64, f64)>> {
+    let (a, b) = (lo.max(range.0), hi.min(range.1));
+    let mut marks = vec![PathElement::new(vec![(x, a), (x, b)], style)];
+    for (end, kept) in [(a, lo >= range.0), (b, hi <= range.1)] {
+        if kept {
+            marks.push(PathElement::new(
+                vec![(x - cap, end), (x + cap, end)],
+                style,
+            ));
+        }
+    }
+    marks
 }

@@ -13,6 +13,17 @@ const TOP: i32 = 50;
 /// Pixels below the cells for the columns' numbers and the axis name.
 const BOTTOM: i32 = 50;
 
+/// `text` cut to what the strip left of the cells holds at `size` px (a character is about
+/// 0.6 of the size wide), an ellipsis ending what was cut.
+fn fitted(text: &str, size: u32) -> String {
+    let room = ((LEFT - 16) as f64 / (0.6 * f64::from(size))).max(2.0) as usize;
+    if text.chars().count() <= room {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(room - 1).collect();
+    format!("{kept}…")
+}
+
 /// The colour of a share in 0..=1: white to the palette's blue.
 fn shade(share: f64) -> RGBColor {
     let t = share.clamp(0.0, 1.0);
@@ -45,7 +56,7 @@ pub fn heatmap(
         let label = (cell * 3 / 5).clamp(9, 15) as u32;
         for (i, name) in classes.iter().enumerate() {
             let y = TOP + i as i32 * cell;
-            let text = format!("{} {name}", i + 1);
+            let text = fitted(&format!("{} {name}", i + 1), label);
             root.draw(&Text::new(
                 text,
                 (8, y + (cell - label as i32) / 2),
@@ -125,5 +136,9 @@ mod tests {
         });
         assert_eq!(at(2, 2), [255, 255, 255]);
         assert!(at(1, 1)[0] < at(1, 0)[0], "75% darker than 25%");
+        // Long names are cut to the strip.
+        assert_eq!(fitted("1 coast", 15), "1 coast");
+        let long = fitted(&format!("2 {}", "x".repeat(80)), 15);
+        assert!(long.ends_with('…') && long.chars().count() == 19, "{long}");
     }
 }

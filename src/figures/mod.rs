@@ -188,7 +188,7 @@ pub fn line_chart_log2(
                 let bar = error_bar(
                     x + 0.04 * i as f64,
                     (y - e, y + e),
-                    0.06,
+                    (0.06, y_range),
                     colour.stroke_width(2),
                 );
                 chart.draw_series(bar).map_err(plot_err)?;

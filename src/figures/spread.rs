@@ -66,7 +66,8 @@ pub fn bars_with_errors(
                 .map_err(plot_err)?;
             if bar.error > 0.0 {
                 let (lo, hi) = (bar.value - bar.error, bar.value + bar.error);
-                let bar = error_bar(i as f64 + 0.5, (lo, hi), 0.08, BLACK.stroke_width(2));
+                let ink = BLACK.stroke_width(2);
+                let bar = error_bar(i as f64 + 0.5, (lo, hi), (0.08, y_range), ink);
                 chart.draw_series(bar).map_err(plot_err)?;
             }
             let text = if bar.error > 0.0 {

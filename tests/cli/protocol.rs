@@ -137,13 +137,38 @@ fn each_trial_learns_only_from_its_own_training_photos() {
         assert!((shares.iter().sum::<f64>() - 1.0).abs() < 1e-3, "{row:?}");
         assert_eq!(class[1], row[i + 1], "{class:?} {row:?}");
     }
+    // The mean of the classes' accuracies is the balanced accuracy's mean.
     let kind = (accuracy.iter()).find(|r| r[1] == "kind").expect("kind");
     let per_class = classes.iter().map(|c| value(&c[1])).sum::<f64>() / 4.0;
     assert!(
-        (per_class - value(&kind[2])).abs() < 2e-4,
+        (per_class - value(&kind[3])).abs() < 2e-4,
         "{classes:?} {kind:?}"
     );
     assert!(report.join("confusion-kind.png").is_file());
+    // A run from the cache reads each step's confusion back: the same report; a confusion
+    // that no longer agrees with its step's metrics is refused, naming it.
+    // A file of an earlier report that this one does not make goes with it.
+    let before = std::fs::read(report.join("confusion-kind.csv")).expect("confusion");
+    std::fs::write(report.join("classes-gone.csv"), "class\n").expect("stale");
+    ok(&["run", s(&config), "--work", s(&first)]);
+    let after = std::fs::read(report.join("confusion-kind.csv")).expect("confusion");
+    assert!(before == after, "the cached run's confusion differs");
+    assert!(
+        !report.join("classes-gone.csv").exists(),
+        "a stale file stayed"
+    );
+    let svm = (steps(&first).into_iter())
+        .find(|s| s.starts_with("svm/") && s.contains("-t1-kind-"))
+        .expect("trial 1's kind model");
+    let kept = first.join(svm).join("model.json.confusion.csv");
+    let text = std::fs::read_to_string(&kept).expect("kept");
+    std::fs::write(&kept, text.replacen(",0,", ",9,", 1)).expect("write");
+    let err = fails(&["run", s(&config), "--work", s(&first)]);
+    assert!(
+        err.contains("model.json.confusion.csv") && err.contains("--force svm"),
+        "{err}"
+    );
+    std::fs::write(&kept, text).expect("restore");
 
     // Trial 1 trains on three photos of each kind, none of them held out.
     let split = csv_rows(&step(&first, "features", "sample-t1").join("split.csv"));

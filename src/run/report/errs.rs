@@ -6,9 +6,13 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::results::{Dictionaries, Summary, TrialResult};
+use super::results::{Dictionaries, Summary, TrialResult, best};
 use super::tables::{rate, write_file};
 use crate::classify_cmd::Confusion;
+
+/// One class's errors over the trials with photos of it: mean accuracy, its sample deviation
+/// (none from fewer than two trials), photos a trial.
+type Class = (f64, Option<f64>, f64);
 
 /// One attribute's errors at one dictionary size, over the trials.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,42 +23,49 @@ pub(super) struct Errs {
     pub(super) k: usize,
     /// Its classes.
     pub(super) classes: Vec<String>,
-    /// Per class: mean accuracy, its sample deviation over the trials, photos a trial.
-    pub(super) per_class: Vec<(f64, f64, f64)>,
+    /// Per class, none when no trial scored a photo of it.
+    pub(super) per_class: Vec<Option<Class>>,
     /// `rates[truth][predicted]`: the mean share of the class's photos.
     pub(super) rates: Vec<Vec<f64>>,
     /// Trials it is the mean of.
     pub(super) trials: usize,
 }
 
-/// Mean and sample deviation of `values` (0 for one).
-fn mean_std(values: &[f64]) -> (f64, f64) {
+/// What [`errs`] found: each attribute's errors, and the attributes of more than two classes
+/// it could not show, with why.
+#[derive(Debug, Default)]
+pub(super) struct Found {
+    pub(super) errs: Vec<Errs>,
+    pub(super) left_out: Vec<(String, &'static str)>,
+}
+
+/// Mean of `values` (none of none) and their sample deviation (none from fewer than two).
+fn mean_std(values: &[f64]) -> Option<(f64, Option<f64>)> {
+    if values.is_empty() {
+        return None;
+    }
     let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n.max(1.0);
-    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
-    (mean, var.sqrt())
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    Some((mean, (values.len() > 1).then(|| var.sqrt())))
 }
 
 /// The errors of the attributes of more than two classes in `summaries`, each at its best size
-/// (the smaller on a tie), from the trials' confusion matrices; an attribute whose trials did
-/// not all keep theirs (steps cached before they were kept) is left out.
-pub(super) fn errs(trials: &[TrialResult], summaries: &[Summary]) -> Vec<Errs> {
+/// ([`best`], the size the report's opening line names), from the trials' confusion matrices;
+/// an attribute whose trials did not all keep theirs (steps cached before they were kept) is
+/// left out, saying so.
+pub(super) fn errs(trials: &[TrialResult], summaries: &[Summary]) -> Found {
     let mut attributes: Vec<&str> = Vec::new();
     for s in summaries {
         if !attributes.contains(&s.attribute.as_str()) {
             attributes.push(&s.attribute);
         }
     }
-    let mut all = Vec::new();
+    let mut found = Found::default();
     for attribute in attributes {
-        let best = (summaries.iter().filter(|s| s.attribute == attribute)).fold(
-            None::<&Summary>,
-            |b, s| match b {
-                Some(b) if b.accuracy >= s.accuracy => Some(b),
-                _ => Some(s),
-            },
-        );
-        let Some(best) = best else { continue };
+        let Some(best) = best(summaries, attribute) else {
+            continue;
+        };
         let matrices: Option<Vec<&Confusion>> = (trials.iter())
             .map(|t| {
                 (t.outcomes.iter())
@@ -63,15 +74,25 @@ pub(super) fn errs(trials: &[TrialResult], summaries: &[Summary]) -> Vec<Errs> {
             })
             .collect();
         let Some(matrices) = matrices.filter(|m| !m.is_empty()) else {
+            let why = "its svm steps were made before they kept their confusion";
+            found.left_out.push((attribute.to_string(), why));
             continue;
         };
         let classes = &matrices[0].classes;
-        if classes.len() <= 2 || matrices.iter().any(|m| &m.classes != classes) {
+        if classes.len() <= 2 {
             continue;
         }
-        all.push(of_matrices(attribute, best.k, classes, &matrices));
+        if matrices.iter().any(|m| &m.classes != classes) {
+            found
+                .left_out
+                .push((attribute.to_string(), "its trials' classes differ"));
+            continue;
+        }
+        found
+            .errs
+            .push(of_matrices(attribute, best.k, classes, &matrices));
     }
-    all
+    found
 }
 
 /// The errors of `matrices` (one a trial, over `classes`).
@@ -79,20 +100,22 @@ fn of_matrices(attribute: &str, k: usize, classes: &[String], matrices: &[&Confu
     let n = classes.len();
     let mut rates = vec![vec![0.0; n]; n];
     let mut per_class = Vec::with_capacity(n);
-    for i in 0..n {
-        // A trial with no photo of the class says nothing of it.
+    let count = |row: &[usize], j: usize| row.get(j).map_or(0.0, |&c| c as f64);
+    for (i, shares) in rates.iter_mut().enumerate() {
+        // A trial with no photo of the class says nothing of it. (Counts summed as f64: a file
+        // could hold any.)
         let rows: Vec<(&Vec<usize>, f64)> = (matrices.iter())
-            .map(|m| (&m.counts[i], m.counts[i].iter().sum::<usize>() as f64))
+            .filter_map(|m| m.counts.get(i))
+            .map(|r| (r, r.iter().map(|&c| c as f64).sum::<f64>()))
             .filter(|&(_, total)| total > 0.0)
             .collect();
-        for (j, cell) in rates[i].iter_mut().enumerate() {
-            let shares: Vec<f64> = rows.iter().map(|(r, total)| r[j] as f64 / total).collect();
-            *cell = mean_std(&shares).0;
+        for (j, cell) in shares.iter_mut().enumerate() {
+            let of_trials: Vec<f64> = rows.iter().map(|(r, total)| count(r, j) / total).collect();
+            *cell = mean_std(&of_trials).map_or(0.0, |(mean, _)| mean);
         }
-        let right: Vec<f64> = rows.iter().map(|(r, total)| r[i] as f64 / total).collect();
-        let (mean, std) = mean_std(&right);
+        let right: Vec<f64> = rows.iter().map(|(r, total)| count(r, i) / total).collect();
         let photos = rows.iter().map(|(_, total)| total).sum::<f64>() / matrices.len() as f64;
-        per_class.push((mean, std, photos));
+        per_class.push(mean_std(&right).map(|(mean, std)| (mean, std, photos)));
     }
     Errs {
         attribute: attribute.to_string(),
@@ -104,9 +127,11 @@ fn of_matrices(attribute: &str, k: usize, classes: &[String], matrices: &[&Confu
     }
 }
 
-/// An attribute's name in a file name: letters, digits, `-` and `_` kept, the rest `_`.
-fn file_name(attribute: &str) -> String {
-    (attribute.chars())
+/// An attribute's name in a file name: letters, digits, `-` and `_` kept, the rest `_`; a name
+/// `taken` already (two attributes alike but for such characters, or but for case) gets `-2`,
+/// `-3`, ...
+fn file_name(attribute: &str, taken: &mut Vec<String>) -> String {
+    let base: String = (attribute.chars())
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
                 c
@@ -114,25 +139,45 @@ fn file_name(attribute: &str) -> String {
                 '_'
             }
         })
-        .collect()
+        .collect();
+    let mut name = base.clone();
+    let mut n = 1;
+    while taken.iter().any(|t| t.eq_ignore_ascii_case(&name)) {
+        n += 1;
+        name = format!("{base}-{n}");
+    }
+    taken.push(name.clone());
+    name
+}
+
+/// Most classes a confusion's heatmap draws (its CSV has them all).
+const MOST_DRAWN: usize = 40;
+
+/// A class's line of the per-class CSV: accuracy, deviation, photos a trial (empty cells for
+/// what there is none of).
+fn class_row(class: &str, of: Option<Class>) -> Vec<String> {
+    match of {
+        Some((mean, std, photos)) => vec![
+            class.to_string(),
+            rate(mean),
+            std.map(rate).unwrap_or_default(),
+            format!("{photos:.1}"),
+        ],
+        None => vec![class.to_string(), String::new(), String::new(), "0".into()],
+    }
 }
 
 /// Writes each attribute's CSVs and heatmap into `dir`; returns their section of report.md.
 pub(super) fn write(
     dir: &Path,
-    errs: &[Errs],
+    found: &Found,
     dictionaries: Dictionaries,
 ) -> anyhow::Result<String> {
     let mut md = String::new();
-    for e in errs {
-        let name = file_name(&e.attribute);
-        let rows = e
-            .classes
-            .iter()
-            .zip(&e.per_class)
-            .map(|(c, &(mean, std, photos))| {
-                vec![c.clone(), rate(mean), rate(std), format!("{photos:.1}")]
-            });
+    let mut taken = Vec::new();
+    for e in &found.errs {
+        let name = file_name(&e.attribute, &mut taken);
+        let rows = (e.classes.iter().zip(&e.per_class)).map(|(c, &of)| class_row(c, of));
         let csv = crate::tables::csv_text(&["class", "accuracy", "std", "photos"], rows)?;
         write_file(dir, &format!("classes-{name}.csv"), &csv)?;
         let header: Vec<&str> = std::iter::once("truth")
@@ -143,11 +188,8 @@ pub(super) fn write(
                 .chain(row.iter().map(|&v| rate(v)))
                 .collect::<Vec<_>>()
         });
-        write_file(
-            dir,
-            &format!("confusion-{name}.csv"),
-            &crate::tables::csv_text(&header, rows)?,
-        )?;
+        let csv = crate::tables::csv_text(&header, rows)?;
+        write_file(dir, &format!("confusion-{name}.csv"), &csv)?;
         let size = format!(
             "{} = {}",
             dictionaries.letter(),
@@ -158,32 +200,51 @@ pub(super) fn write(
         } else {
             "one trial".to_string()
         };
-        let title = format!("{}: confusion at {size} ({mean})", e.attribute);
-        crate::figures::heatmap(
-            &dir.join(format!("confusion-{name}.png")),
-            &title,
-            &e.classes,
-            &e.rates,
-        )?;
+        let drawn = e.classes.len() <= MOST_DRAWN;
+        if drawn {
+            let title = format!("{}: confusion at {size} ({mean})", e.attribute);
+            let png = dir.join(format!("confusion-{name}.png"));
+            crate::figures::heatmap(&png, &title, &e.classes, &e.rates)?;
+        }
         let _ = write!(
             md,
             "\n## Where it errs: {} at {size} ({mean})\n\n| class | accuracy | std | photos a trial |\n|---|---|---|---|\n",
             crate::tables::md_cell(&e.attribute)
         );
-        for (c, &(mean, std, photos)) in e.classes.iter().zip(&e.per_class) {
+        for (c, of) in e.classes.iter().zip(&e.per_class) {
+            let cells = match of {
+                Some((mean, std, photos)) => format!(
+                    "{:.1}% | {} | {photos:.1}",
+                    100.0 * mean,
+                    std.map_or("-".into(), |s| format!("{:.1}", 100.0 * s))
+                ),
+                None => "no photos | - | 0".into(),
+            };
+            let _ = writeln!(md, "| {} | {cells} |", crate::tables::md_cell(c));
+        }
+        if drawn {
             let _ = writeln!(
                 md,
-                "| {} | {:.1}% | {:.1} | {photos:.1} |",
-                crate::tables::md_cell(c),
-                100.0 * mean,
-                100.0 * std
+                "\n![confusion of {}](confusion-{name}.png)",
+                crate::tables::md_cell(&e.attribute)
             );
         }
         let _ = writeln!(
             md,
-            "\n![confusion of {0}](confusion-{1}.png)\n\n(Each class's accuracy and confusion as shares of its photos: classes-{1}.csv, confusion-{1}.csv.)",
-            crate::tables::md_cell(&e.attribute),
-            name
+            "\n(Each class's accuracy and confusion as shares of its photos: classes-{name}.csv, \
+             confusion-{name}.csv{}.)",
+            if drawn {
+                ""
+            } else {
+                "; too many classes to draw"
+            }
+        );
+    }
+    for (attribute, why) in &found.left_out {
+        let _ = writeln!(
+            md,
+            "\n(Where {} errs is not shown: {why}.)",
+            crate::tables::md_cell(attribute)
         );
     }
     Ok(md)
@@ -209,10 +270,23 @@ mod tests {
         assert_eq!(e.rates[0], [0.75, 0.25, 0.0]);
         assert_eq!(e.rates[1], [0.125, 0.875, 0.0]);
         assert_eq!(e.rates[2], [0.0, 0.5, 0.5]);
-        let (mean, std, photos) = e.per_class[0];
+        let (mean, std, photos) = e.per_class[0].expect("photos of a");
+        let std = std.expect("two trials");
         assert!((mean - 0.75).abs() < 1e-12 && (std - 0.5f64.sqrt() / 2.0).abs() < 1e-12);
         assert_eq!(photos, 2.0);
-        assert_eq!(e.per_class[2], (0.5, 0.0, 1.0));
-        assert_eq!(file_name("elevation (m)"), "elevation__m_");
+        // One trial's photos: no deviation; none at all: no accuracy, empty cells.
+        assert_eq!(e.per_class[2], Some((0.5, None, 1.0)));
+        let none = Confusion {
+            classes: classes.clone(),
+            counts: vec![vec![1, 0, 0], vec![0, 1, 0], vec![0, 0, 0]],
+        };
+        let e = of_matrices("kind", 8, &classes, &[&none]);
+        assert_eq!(e.per_class[2], None);
+        assert_eq!(e.rates[2], [0.0, 0.0, 0.0]);
+        assert_eq!(class_row("c", None), ["c", "", "", "0"]);
+        let mut taken = Vec::new();
+        assert_eq!(file_name("elevation (m)", &mut taken), "elevation__m_");
+        assert_eq!(file_name("elevation [m]", &mut taken), "elevation__m_-2");
+        assert_eq!(file_name("Elevation (m)", &mut taken), "Elevation__m_-3");
     }
 }

@@ -72,7 +72,7 @@ pub(super) fn accuracy(
         let of = if trials > 1 {
             format!("mean ± std of {trials} trials")
         } else {
-            "held out".to_string()
+            "one trial".to_string()
         };
         let title = format!(
             "Accuracy at {what} {} = {} ({of})",

@@ -13,14 +13,9 @@ use crate::run::step::Step;
 pub fn headline(run: &Run<'_>, summaries: &[Summary]) -> anyhow::Result<Vec<String>> {
     let mut lines = Vec::new();
     for attribute in run.attributes {
-        let best = summaries.iter().filter(|s| s.attribute == *attribute).fold(
-            None::<&Summary>,
-            |best, s| match best {
-                Some(b) if b.accuracy >= s.accuracy => Some(b),
-                _ => Some(s),
-            },
-        );
-        let Some(best) = best else { continue };
+        let Some(best) = super::results::best(summaries, attribute) else {
+            continue;
+        };
         let classes = vocab_pipeline::classify::read_labels(&run.dataset.labels, attribute)?
             .classes
             .len();

@@ -24,10 +24,38 @@ use self::tables::{
 };
 use super::step::Step;
 
-/// Writes the report into `dir`.
+/// Writes the report as the folder `dir`: whole beside it, then put in its place, so that the
+/// files of an earlier report this one does not make (an attribute dropped, vocabularies become
+/// mixtures) go with it.
 pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
-    vocab_pipeline::output::create_dir_all(dir)
-        .with_context(|| format!("cannot create {}", dir.display()))?;
+    let name = dir
+        .file_name()
+        .map_or_else(|| "report".into(), |n| n.to_string_lossy().into_owned());
+    let (tmp, old) = (
+        dir.with_file_name(format!(".tmp-{name}")),
+        dir.with_file_name(format!(".old-{name}")),
+    );
+    for gone in [&tmp, &old] {
+        if gone.exists() {
+            std::fs::remove_dir_all(gone)
+                .with_context(|| format!("cannot remove {}", gone.display()))?;
+        }
+    }
+    vocab_pipeline::output::create_dir_all(&tmp)
+        .with_context(|| format!("cannot create {}", tmp.display()))?;
+    write_into(&tmp, run)?;
+    if dir.exists() {
+        std::fs::rename(dir, &old)
+            .with_context(|| format!("cannot move {} aside", dir.display()))?;
+    }
+    std::fs::rename(&tmp, dir).with_context(|| format!("cannot write {}", dir.display()))?;
+    // (Left behind, it is removed by the next report.)
+    let _ = std::fs::remove_dir_all(&old);
+    Ok(())
+}
+
+/// The report's files, written into `dir`.
+fn write_into(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
     let summaries = summarise(run.trials);
     accuracy_csv(dir, &summaries)?;
     figures::accuracy(dir, &summaries, run.dictionaries)?;

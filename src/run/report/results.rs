@@ -102,6 +102,15 @@ pub struct Summary {
     pub trials: usize,
 }
 
+/// The best of `attribute`'s summaries: the highest mean accuracy, the first listed (the
+/// config's order of sizes) on a tie.
+pub fn best<'a>(summaries: &'a [Summary], attribute: &str) -> Option<&'a Summary> {
+    (summaries.iter().filter(|s| s.attribute == attribute)).fold(None, |best, s| match best {
+        Some(b) if b.accuracy >= s.accuracy => Some(b),
+        _ => Some(s),
+    })
+}
+
 /// The trials' scores per vocabulary size and attribute, in the order of the first trial.
 pub fn summarise(trials: &[TrialResult]) -> Vec<Summary> {
     let Some(first) = trials.first() else {

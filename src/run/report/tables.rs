@@ -165,14 +165,16 @@ pub(super) fn mixtures(mixtures: &[Mixture]) -> anyhow::Result<(String, String, 
     let mut steps = String::new();
     let rows: Vec<Vec<String>> = (mixtures.iter())
         .map(|m| {
-            let last = m.log_likelihood.last().copied().unwrap_or(f64::NAN);
+            let last = m.log_likelihood.last().copied();
+            let shown = |places: usize| last.map_or(String::new(), |v| format!("{v:.places$}"));
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {last:.4} |",
+                "| {} | {} | {} | {} | {} |",
                 m.g,
                 m.vectors,
                 m.log_likelihood.len(),
-                m.converged
+                m.converged,
+                shown(4)
             );
             let mut lines = m.steps_csv.as_deref().unwrap_or_default().lines();
             if let Some(header) = lines.next() {
@@ -188,7 +190,7 @@ pub(super) fn mixtures(mixtures: &[Mixture]) -> anyhow::Result<(String, String, 
                 m.vectors.to_string(),
                 m.log_likelihood.len().to_string(),
                 m.converged.to_string(),
-                format!("{last:.6}"),
+                shown(6),
             ]
         })
         .collect();

@@ -190,16 +190,35 @@ impl Stage for Svm<'_> {
                 .and_then(|v| v.trim().parse().ok())
                 .with_context(|| format!("{} has no {name}", path.display()))
         };
+        // Steps made before `scored` was written have `held_out`, the same count.
+        let scored = get("scored").or_else(|_| get("held_out"))? as usize;
         Ok(Scores {
             accuracy: get("accuracy")?,
             balanced_accuracy: get("balanced_accuracy")?,
-            // Steps made before `scored` was written have `held_out`, the same count.
-            scored: get("scored").or_else(|_| get("held_out"))? as usize,
-            // Steps made before the confusion was kept beside the model have none.
-            confusion: {
-                let path = dir.join("model.json.confusion.csv");
-                path.is_file().then(|| Confusion::read(&path)).transpose()?
-            },
+            scored,
+            confusion: confusion_of(dir, (get("accuracy")?, scored))?,
         })
     }
+}
+
+/// The confusion a cached svm step kept beside its model (none from a step made before it was
+/// kept), checked against the step's metrics: it counts the `scored` photos, and its diagonal
+/// gives the `accuracy`.
+fn confusion_of(dir: &Path, (accuracy, scored): (f64, usize)) -> anyhow::Result<Option<Confusion>> {
+    let path = vocab_pipeline::features::manifest_path(&dir.join("model.json"), "confusion.csv");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let confusion = Confusion::read(&path)?;
+    let total: f64 = confusion.counts.iter().flatten().map(|&c| c as f64).sum();
+    let right: f64 = (confusion.counts.iter().enumerate())
+        .map(|(i, row)| row.get(i).map_or(0.0, |&c| c as f64))
+        .sum();
+    anyhow::ensure!(
+        total == scored as f64 && (right / total.max(1.0) - accuracy).abs() < 1e-9,
+        "{} counts {total} photos, {right} right; its metrics say {scored} scored, accuracy \
+         {accuracy} (the step was changed since it ran: run again with --force svm)",
+        path.display()
+    );
+    Ok(Some(confusion))
 }
