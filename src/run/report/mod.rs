@@ -35,23 +35,16 @@ pub fn write(dir: &Path, run: &Run<'_>) -> anyhow::Result<()> {
         dir.with_file_name(format!(".tmp-{name}")),
         dir.with_file_name(format!(".old-{name}")),
     );
-    for gone in [&tmp, &old] {
-        if gone.exists() {
-            std::fs::remove_dir_all(gone)
-                .with_context(|| format!("cannot remove {}", gone.display()))?;
-        }
+    // A report killed while it swapped is put right first, as a step is.
+    crate::run::step::recover(dir, &old)?;
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp)
+            .with_context(|| format!("cannot remove {}", tmp.display()))?;
     }
     vocab_pipeline::output::create_dir_all(&tmp)
         .with_context(|| format!("cannot create {}", tmp.display()))?;
     write_into(&tmp, run)?;
-    if dir.exists() {
-        std::fs::rename(dir, &old)
-            .with_context(|| format!("cannot move {} aside", dir.display()))?;
-    }
-    std::fs::rename(&tmp, dir).with_context(|| format!("cannot write {}", dir.display()))?;
-    // (Left behind, it is removed by the next report.)
-    let _ = std::fs::remove_dir_all(&old);
-    Ok(())
+    crate::run::step::replace(&tmp, dir, &old)
 }
 
 /// The report's files, written into `dir`.

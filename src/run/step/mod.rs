@@ -326,7 +326,7 @@ impl<W: Write> Write for Relocate<W> {
 /// `--force` or for another engine) stays until the new one is in place: it is first renamed to
 /// `old`, then removed. A run killed between the renames leaves `old` and no `done`, which
 /// [`recover`] puts back.
-fn replace(tmp: &Path, done: &Path, old: &Path) -> anyhow::Result<()> {
+pub(crate) fn replace(tmp: &Path, done: &Path, old: &Path) -> anyhow::Result<()> {
     let had_old = done.is_dir();
     if had_old {
         std::fs::rename(done, old)
@@ -346,7 +346,7 @@ fn replace(tmp: &Path, done: &Path, old: &Path) -> anyhow::Result<()> {
 
 /// After a run killed while [`replace`] swapped a step: the old step back when the new one did
 /// not take its place, or the rest of the old one removed when it did.
-fn recover(done: &Path, old: &Path) -> anyhow::Result<()> {
+pub(crate) fn recover(done: &Path, old: &Path) -> anyhow::Result<()> {
     if !old.exists() {
         return Ok(());
     }
