@@ -272,8 +272,7 @@ pub fn run(
             kmeans::approx::recall(
                 &parts,
                 &state.centroids,
-                lists,
-                probes,
+                (lists, probes, args.team.assignment.kernel()),
                 RECALL_SAMPLE,
                 args.seed,
             )

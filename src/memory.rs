@@ -65,7 +65,7 @@ pub fn fits(plan: &kmeans::Memory, nodes: u64, total: u64, k: usize) -> anyhow::
 
 #[cfg(test)]
 mod tests {
-    use vocab_pipeline::kmeans::Assignment;
+    use vocab_pipeline::kmeans::{Assignment, Kernel};
     use vocab_pipeline::store::Element;
 
     use super::*;
@@ -76,6 +76,7 @@ mod tests {
         let approx = Assignment::Approx {
             lists: 0,
             probes: 8,
+            kernel: Kernel::F32,
         };
         let plan =
             kmeans::Memory::estimate(1_172_113, 1 << 20, 512, Element::F32, 2, approx, false);
@@ -103,6 +104,7 @@ mod tests {
         let approx = Assignment::Approx {
             lists: 0,
             probes: 8,
+            kernel: Kernel::F32,
         };
         let plan =
             |element| kmeans::Memory::estimate(7_420_000, 1 << 20, 512, element, 2, approx, false);
@@ -110,5 +112,23 @@ mod tests {
         assert_eq!(wide.vectors, 7_420_000 * (8 + 512 * 4));
         assert_eq!(codes.vectors, 7_420_000 * (8 + 512));
         assert_eq!(wide.total() - wide.vectors, codes.total() - codes.vectors);
+        // The integer kernel's lists: their codes and each task's batch on top; the vectors are
+        // not quantised whole.
+        let int8 = kmeans::Memory::estimate(
+            7_420_000,
+            1 << 20,
+            512,
+            Element::U8,
+            2,
+            Assignment::Approx {
+                lists: 0,
+                probes: 8,
+                kernel: Kernel::Int8,
+            },
+            false,
+        );
+        assert_eq!(int8.codes, 0);
+        let more = int8.index - codes.index;
+        assert!((800_000_000..1_100_000_000).contains(&more), "{more}");
     }
 }

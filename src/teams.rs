@@ -214,13 +214,13 @@ fn remote_recall(
     state: &State,
     rows: &mut kmeans::RowsOf<'_, anyhow::Error>,
 ) -> anyhow::Result<Option<Recall>> {
-    let (At::Nodes(m), Some(approx)) = (at, args.team.assignment.approx(args.k)) else {
+    let (At::Nodes(m), Some((lists, probes))) = (at, args.team.assignment.approx(args.k)) else {
         return Ok(None);
     };
     kmeans::approx::recall_by(
         m.count as usize,
         &state.centroids,
-        approx,
+        (lists, probes, args.team.assignment.kernel()),
         RECALL_SAMPLE,
         args.seed,
         rows,

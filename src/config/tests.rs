@@ -53,7 +53,8 @@ fn defaults_fill_in_and_rules_name_key_and_line() {
         c.kmeans.assignment().expect("valid"),
         vocab_pipeline::kmeans::Assignment::Approx {
             lists: 0,
-            probes: 3
+            probes: 3,
+            kernel: Kernel::F32,
         }
     );
     for (text, want) in [

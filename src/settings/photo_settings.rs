@@ -140,7 +140,7 @@ impl EncodeOptions {
             })
         } else {
             match assignment_of(false, self.kernel, self.assign, self.lists, self.probes)? {
-                Assignment::Approx { lists, probes } => Some(approx::Search { lists, probes }),
+                Assignment::Approx { lists, probes, .. } => Some(approx::Search { lists, probes }),
                 _ => None,
             }
         };

@@ -99,7 +99,8 @@ pub fn kmeans_rules(
 }
 
 /// The assignment of `--assign` / `--lists` / `--probes` with `--prune` / `--kernel` (and the
-/// same config keys): the approximate search has its own kernel and no pruning.
+/// same config keys): the approximate search searches its lists by either kernel, without
+/// pruning.
 pub fn assignment_of(
     prune: bool,
     kernel: Kernel,
@@ -127,13 +128,6 @@ pub fn assignment_of(
                      (drop one of them)",
                 ));
             }
-            if kernel != Kernel::F32 {
-                return Err(Invalid::new(
-                    "kernel",
-                    "int8",
-                    "is a kernel of the exact search; the approximate one uses f32",
-                ));
-            }
             at_least("probes", probes as usize, 1, " list")?;
             if let Some(l) = lists {
                 at_least("lists", l as usize, 1, " list")?;
@@ -141,6 +135,7 @@ pub fn assignment_of(
             Ok(Assignment::Approx {
                 lists: lists.unwrap_or(0),
                 probes,
+                kernel,
             })
         }
     }

@@ -194,7 +194,7 @@ fn kmeans_rejects_bad_requests_clearly() {
 }
 
 #[test]
-fn approximate_kmeans_reports_its_recall_and_refuses_what_it_cannot_do() {
+fn approximate_kmeans_reports_its_recall_on_either_kernel_and_refuses_what_it_cannot_do() {
     let dir = tempfile::tempdir().expect("tempdir");
     let features = synth_parts(dir.path(), 3000, 16, 30, 0, 2);
     let out = dir.path().join("v.bin");
@@ -226,6 +226,16 @@ fn approximate_kmeans_reports_its_recall_and_refuses_what_it_cannot_do() {
     assert_eq!(recall["sample"].as_integer(), Some(1000));
     let exact = recall["exact"].as_integer().expect("exact");
     assert!((500..=1000).contains(&exact), "{recall:?}");
+    // The integer kernel searches the same lists: its own key, its recall measured by itself.
+    let summary = ok(&with(&[
+        "--assign", "approx", "--probes", "3", "--kernel", "int8",
+    ]));
+    assert!(summary.contains("assignment approx-0-3-int8"), "{summary}");
+    let meta = std::fs::read_to_string(dir.path().join("v.bin.meta.toml")).expect("meta");
+    let meta: toml::Table = meta.parse().expect("toml");
+    assert_eq!(meta["assignment"].as_str(), Some("approx-0-3-int8"));
+    let int8 = meta["recall"]["exact"].as_integer().expect("exact");
+    assert!((500..=1000).contains(&int8), "{meta:?}");
     // An exact run records no recall.
     ok(&base);
     let meta = std::fs::read_to_string(dir.path().join("v.bin.meta.toml")).expect("meta");
@@ -235,10 +245,6 @@ fn approximate_kmeans_reports_its_recall_and_refuses_what_it_cannot_do() {
         (
             &["--assign", "approx", "--prune"][..],
             "--prune true: bounds the exact search",
-        ),
-        (
-            &["--assign", "approx", "--kernel", "int8"][..],
-            "--kernel int8: is a kernel of the exact search",
         ),
         (&["--assign", "approx", "--probes", "0"][..], "--probes 0"),
         (

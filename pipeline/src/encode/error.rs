@@ -149,7 +149,8 @@ impl Broken for EncodeParamsError {
             ),
             Self::ApproxSoft => "finds each patch's nearest word only: drop soft".into(),
             Self::ApproxKernel => {
-                "is a kernel of the exact search; the approximate one uses f32".into()
+                "is a kernel of the exact search in an encoding; its approximate search uses f32"
+                    .into()
             }
             Self::Probes => "must be at least 1 list".into(),
             Self::Norm(_) => "must be l1 or hellinger".into(),

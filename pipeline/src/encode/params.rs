@@ -488,7 +488,10 @@ mod tests {
         check(
             |p| (p.approx, p.kernel) = (Some(search), Kernel::Int8),
             None,
-            Some("kernel = int8: is a kernel of the exact search; the approximate one uses f32"),
+            Some(
+                "kernel = int8: is a kernel of the exact search in an encoding; its approximate \
+                 search uses f32",
+            ),
         );
         check(
             |p| {

@@ -27,6 +27,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::assign::{self, AssignScratch, CENTROID_BLOCK, Centroids, ROW_BLOCK};
+use super::{Kernel, quant};
 use crate::partition::{Matrix, Rows};
 
 /// Centroids per list on which the biases are tuned, at most (keeps the index build a few
@@ -85,6 +86,9 @@ pub struct Index {
     offsets: Vec<usize>,
     /// The centroids in list order.
     grouped: Centroids,
+    /// With the integer kernel, `grouped` quantised: each list then starts at a whole panel,
+    /// padded by repeating its last member (same id, same distances).
+    quantized: Option<quant::QuantCentroids>,
 }
 
 /// Reusable buffers of [`Index::search`].
@@ -99,6 +103,8 @@ pub struct SearchScratch {
     dots: Vec<f32>,
     best: Vec<f32>,
     best_id: Vec<u32>,
+    /// The integer search's buffers.
+    lists_int8: quant::ListScratch,
 }
 
 impl Index {
@@ -108,6 +114,16 @@ impl Index {
     /// # Panics
     /// If there are no centroids.
     pub fn new(centroids: &Centroids, lists: usize) -> Self {
+        Self::with_kernel(centroids, lists, Kernel::F32)
+    }
+
+    /// [`Index::new`] searched by `kernel`: with [`Kernel::Int8`] the lists are padded to whole
+    /// panels and quantised, for [`Index::search_int8`]; the lists and their members are the
+    /// same.
+    ///
+    /// # Panics
+    /// If there are no centroids.
+    pub fn with_kernel(centroids: &Centroids, lists: usize, kernel: Kernel) -> Self {
         let (k, d) = (centroids.k(), centroids.dims());
         assert!(k > 0, "no centroids to index");
         let lists = lists.clamp(1, k);
@@ -142,7 +158,12 @@ impl Index {
         }
         let coarse = Centroids::biased(centres, d, &bias);
         let (labels, _) = nearest_in_chunks(Matrix::dense(centroids.as_slice(), d), &coarse);
-        // Counting sort by list (stable: ids ascend within a list); empty lists dropped.
+        // Counting sort by list (stable: ids ascend within a list); empty lists dropped; with
+        // the integer kernel each list padded to whole panels by repeating its last member.
+        let align = match kernel {
+            Kernel::F32 => 1,
+            Kernel::Int8 => quant::PANEL,
+        };
         let mut sizes = vec![0usize; lists];
         for &l in &labels {
             sizes[l as usize] += 1;
@@ -155,26 +176,40 @@ impl Index {
         let mut kept_bias = Vec::with_capacity(kept.len());
         for (new, &l) in kept.iter().enumerate() {
             renumber[l] = new as u32;
-            offsets.push(offsets[new] + sizes[l]);
+            offsets.push(offsets[new] + sizes[l].next_multiple_of(align));
             kept_coarse.extend_from_slice(coarse.row(l));
             kept_bias.push(bias[l]);
         }
         let mut fill = offsets[..kept.len()].to_vec();
-        let mut ids = vec![0u32; k];
+        let mut ids = vec![0u32; offsets[kept.len()]];
         for (j, &l) in labels.iter().enumerate() {
             let slot = &mut fill[renumber[l as usize] as usize];
             ids[*slot] = j as u32;
             *slot += 1;
         }
-        let mut grouped = Vec::with_capacity(k * d);
+        for (list, &end) in fill.iter().enumerate() {
+            let last = ids[end - 1];
+            ids[end..offsets[list + 1]].fill(last);
+        }
+        let mut grouped = Vec::with_capacity(ids.len() * d);
         for &j in &ids {
             grouped.extend_from_slice(centroids.row(j as usize));
         }
+        let grouped = Centroids::new(grouped, d);
         Self {
             coarse: Centroids::biased(kept_coarse, d, &kept_bias),
             ids,
             offsets,
-            grouped: Centroids::new(grouped, d),
+            quantized: (kernel == Kernel::Int8).then(|| quant::QuantCentroids::new(&grouped)),
+            grouped,
+        }
+    }
+
+    /// The kernel the index was made for ([`Index::with_kernel`]).
+    pub fn kernel(&self) -> Kernel {
+        match self.quantized {
+            Some(_) => Kernel::Int8,
+            None => Kernel::F32,
         }
     }
 
@@ -188,11 +223,20 @@ impl Index {
         self.offsets.windows(2).map(|w| w[1] - w[0]).collect()
     }
 
-    /// Bytes the index holds beyond the centroids it was built from (the grouped copy, ids,
-    /// coarse centres), for memory plans.
-    pub fn bytes(k: usize, dims: usize, lists: usize) -> u64 {
+    /// Bytes the index for `kernel` holds beyond the centroids it was built from (the grouped
+    /// copy, ids, coarse centres; with the integer kernel the lists padded to whole panels and
+    /// quantised: a byte a value and six terms a centroid), for memory plans.
+    pub fn bytes(k: usize, dims: usize, lists: usize, kernel: Kernel) -> u64 {
         let (k, dims, lists) = (k as u64, dims as u64, lists as u64);
-        (k * dims + k + lists * dims + lists) * 4 + (lists + 1) * 8
+        let rows = match kernel {
+            Kernel::F32 => k,
+            Kernel::Int8 => k + lists * (quant::PANEL as u64 - 1),
+        };
+        let quantized = match kernel {
+            Kernel::F32 => 0,
+            Kernel::Int8 => rows * (dims.next_multiple_of(4) + 6 * 4),
+        };
+        (rows * dims + rows + lists * dims + lists) * 4 + (lists + 1) * 8 + quantized
     }
 
     /// Assigns each row of `x` to the nearest centroid among the members of its `probes` nearest
@@ -217,16 +261,10 @@ impl Index {
         let lists = self.lists();
         let probes = probes.clamp(1, lists);
         let s = scratch;
-        s.lists.resize(n * probes, 0);
-        s.list_dists.resize(n * probes, 0.0);
-        assign::nearest_few(
-            x,
-            &self.coarse,
-            &mut s.assign,
-            probes,
-            &mut s.lists,
-            &mut s.list_dists,
-        );
+        let mut probed = std::mem::take(&mut s.lists);
+        probed.clear();
+        self.probe(x, probes, s, &mut probed);
+        s.lists = probed;
         // The rows probing each list, in row order (counting sort).
         s.starts.clear();
         s.starts.resize(lists + 1, 0);
@@ -283,6 +321,66 @@ impl Index {
             labels[i] = s.best_id[i];
             dist[i] = (assign::dot(xi, xi) + s.best[i]).max(0.0);
         }
+    }
+
+    /// Appends to `probed` the `probes` lists (clamped to `1..=lists`) each row of `x`
+    /// searches, nearest coarse centre first: the first step of [`Index::search`], which
+    /// [`Index::search_int8`] takes from a unit at a time.
+    pub fn probe(
+        &self,
+        x: Matrix<'_>,
+        probes: usize,
+        scratch: &mut SearchScratch,
+        probed: &mut Vec<u32>,
+    ) {
+        let (n, probes) = (x.rows(), probes.clamp(1, self.lists()));
+        let at = probed.len();
+        probed.resize(at + n * probes, 0);
+        scratch.list_dists.resize(n * probes, 0.0);
+        assign::nearest_few(
+            x,
+            &self.coarse,
+            &mut scratch.assign,
+            probes,
+            &mut probed[at..],
+            &mut scratch.list_dists,
+        );
+    }
+
+    /// The integer kernel's search ([`quant::search_lists`]) of the rows of `x`, which probe
+    /// the lists `probed` ([`Index::probe`], the same number a row): `labels[i]` is the nearest
+    /// member of row `i`'s lists by [`assign::dist2`] (ties to the lowest id) and `dist[i]` that
+    /// distance. Rows from many map units are searched together, so each list's codes are read
+    /// once for all of them; a row's result depends only on the row and its lists.
+    ///
+    /// # Panics
+    /// If the index was not made for the integer kernel ([`Index::with_kernel`]), or as
+    /// [`quant::search_lists`].
+    pub fn search_int8(
+        &self,
+        x: Matrix<'_>,
+        probed: &[u32],
+        scratch: &mut SearchScratch,
+        labels: &mut [u32],
+        dist: &mut [f32],
+    ) {
+        let cq = (self.quantized.as_ref()).expect("an index made for the integer kernel");
+        let xq = quant::QuantRows::new(Rows::F32(x));
+        let lists = quant::Lists {
+            start: &self.offsets,
+            ids: &self.ids,
+        };
+        quant::search_lists(
+            x,
+            xq.slice(0, x.rows()),
+            cq,
+            &self.grouped,
+            lists,
+            probed,
+            &mut scratch.lists_int8,
+            labels,
+            dist,
+        );
     }
 }
 
@@ -345,31 +443,25 @@ impl Recall {
     }
 }
 
-/// Compares approximate with exact assignment to `centroids` on `sample` vectors drawn from
-/// `parts` (seeded; all of them if there are fewer).
+/// Compares approximate assignment (`lists`, `probes`, searched by `kernel`) with exact
+/// assignment to `centroids` on `sample` vectors drawn from `parts` (seeded; all of them if there
+/// are fewer).
 pub fn recall(
     parts: &[Rows<'_>],
     centroids: &Centroids,
-    lists: usize,
-    probes: usize,
+    search: (usize, usize, Kernel),
     sample: usize,
     seed: u64,
 ) -> Recall {
     let n: usize = parts.iter().map(Rows::rows).sum();
-    let local = recall_by::<std::convert::Infallible>(
-        n,
-        centroids,
-        (lists, probes),
-        sample,
-        seed,
-        &mut |picks| {
+    let local =
+        recall_by::<std::convert::Infallible>(n, centroids, search, sample, seed, &mut |picks| {
             let mut out = Vec::new();
             for &p in picks {
                 super::push_global_row(parts, p, &mut out);
             }
             Ok(out)
-        },
-    );
+        });
     match local {
         Ok(r) => r,
         Err(never) => match never {},
@@ -382,7 +474,7 @@ pub fn recall(
 pub fn recall_by<E>(
     n: usize,
     centroids: &Centroids,
-    (lists, probes): (usize, usize),
+    (lists, probes, kernel): (usize, usize, Kernel),
     sample: usize,
     seed: u64,
     rows: &mut super::RowsOf<'_, E>,
@@ -395,18 +487,25 @@ pub fn recall_by<E>(
     let rows = rows(&picks)?;
     let x = Matrix::dense(&rows, d);
     let (exact_labels, exact_dist) = nearest_in_chunks(x, centroids);
-    let index = Index::new(centroids, lists);
+    let index = Index::with_kernel(centroids, lists, kernel);
     let (mut labels, mut dist) = (vec![0u32; m], vec![0f32; m]);
     let mut scratch = SearchScratch::default();
+    let mut probed = Vec::new();
     for start in (0..m).step_by(super::UNIT_ROWS) {
         let end = (start + super::UNIT_ROWS).min(m);
-        index.search(
-            x.slice(start, end),
-            probes,
-            &mut scratch,
-            &mut labels[start..end],
-            &mut dist[start..end],
-        );
+        match kernel {
+            Kernel::F32 => index.search(
+                x.slice(start, end),
+                probes,
+                &mut scratch,
+                &mut labels[start..end],
+                &mut dist[start..end],
+            ),
+            Kernel::Int8 => index.probe(x.slice(start, end), probes, &mut scratch, &mut probed),
+        }
+    }
+    if kernel == Kernel::Int8 {
+        index.search_int8(x, &probed, &mut scratch, &mut labels, &mut dist);
     }
     let mut exact = 0;
     for i in 0..m {
@@ -581,6 +680,95 @@ mod tests {
         }
     }
 
+    /// The integer search of `x` (in `pieces` searched one after another, each probing its
+    /// own lists) against the brute-force arg-min of `dist2` over the probed lists' members.
+    fn check_int8(c: &Centroids, lists: usize, x: Matrix<'_>, probes: usize, pieces: &[usize]) {
+        let index = Index::with_kernel(c, lists, Kernel::Int8);
+        let n = x.rows();
+        let mut scratch = SearchScratch::default();
+        let mut probed = Vec::new();
+        index.probe(x, probes, &mut scratch, &mut probed);
+        let probes = probed.len() / n;
+        // All rows at once, then in pieces: the same labels and distances, bit for bit.
+        let (mut labels, mut dist) = (vec![0u32; n], vec![0f32; n]);
+        index.search_int8(x, &probed, &mut scratch, &mut labels, &mut dist);
+        let (mut start, mut again, mut again_dist) = (0, vec![0u32; n], vec![0f32; n]);
+        for &len in pieces.iter().chain([&(n - pieces.iter().sum::<usize>())]) {
+            let end = start + len;
+            index.search_int8(
+                x.slice(start, end),
+                &probed[start * probes..end * probes],
+                &mut SearchScratch::default(),
+                &mut again[start..end],
+                &mut again_dist[start..end],
+            );
+            start = end;
+        }
+        assert_eq!(labels, again);
+        assert_eq!(
+            dist.iter().map(|d| d.to_bits()).collect::<Vec<_>>(),
+            again_dist.iter().map(|d| d.to_bits()).collect::<Vec<_>>()
+        );
+        for i in 0..n {
+            let mut best = (f32::INFINITY, u32::MAX);
+            for &l in &probed[i * probes..][..probes] {
+                for &j in &index.ids[index.offsets[l as usize]..index.offsets[l as usize + 1]] {
+                    let d = assign::dist2(x.row(i), c.row(j as usize));
+                    if d < best.0 || (d == best.0 && j < best.1) {
+                        best = (d, j);
+                    }
+                }
+            }
+            assert_eq!(
+                (labels[i], dist[i].to_bits()),
+                (best.1, best.0.to_bits()),
+                "row {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_integer_search_is_the_exact_nearest_of_the_probed_members_however_rows_are_batched() {
+        let d = 40;
+        let data = blobs(50, 30, d);
+        let x = Matrix::dense(&data, d);
+        // Centroids near the blobs, and duplicated ones (ties go to the lower id).
+        let near = blobs(50, 3, d);
+        let mut twice = near[..60 * d].to_vec();
+        twice.extend_from_slice(&near[..60 * d]);
+        for (c, lists) in [
+            (Centroids::new(near.clone(), d), 12),
+            (Centroids::new(twice, d), 7),
+            (Centroids::new(near[..5 * d].to_vec(), d), 3),
+        ] {
+            for probes in [1, 2, 5] {
+                check_int8(&c, lists, x, probes, &[1, 2, 3, 700, 37]);
+            }
+        }
+    }
+
+    #[test]
+    fn integer_lists_start_at_whole_panels_and_hold_every_centroid_once_besides_padding() {
+        let d = 8;
+        let c = Centroids::new(values(500 * d, 3), d);
+        let plain = Index::new(&c, 23);
+        let index = Index::with_kernel(&c, 23, Kernel::Int8);
+        assert_eq!(index.lists(), plain.lists());
+        for l in 0..index.lists() {
+            let (lo, hi) = (index.offsets[l], index.offsets[l + 1]);
+            assert!(lo.is_multiple_of(quant::PANEL) && hi > lo);
+            let members = &plain.ids[plain.offsets[l]..plain.offsets[l + 1]];
+            // The same members in the same order, then the last repeated to a whole panel.
+            assert_eq!(&index.ids[lo..lo + members.len()], members);
+            assert!(
+                index.ids[lo + members.len()..hi]
+                    .iter()
+                    .all(|&j| j == members[members.len() - 1])
+            );
+            assert_eq!(hi - lo, members.len().next_multiple_of(quant::PANEL));
+        }
+    }
+
     #[test]
     fn a_few_probes_find_most_nearest_centroids_on_clustered_data() {
         let d = 16;
@@ -588,13 +776,19 @@ mod tests {
         let parts = [Rows::dense(&data, d)];
         // Centroids at the blobs (with noise), as after a few k-means iterations.
         let c = Centroids::new(blobs(64, 4, d), d);
-        let r = recall(&parts, &c, default_lists(c.k()), 3, 1000, 9);
+        let r = recall(&parts, &c, (default_lists(c.k()), 3, Kernel::F32), 1000, 9);
         assert_eq!(r.sample, 1000);
         assert!(r.fraction() > 0.9, "{r:?}");
         assert!(r.inertia_gap() >= 0.0 && r.inertia_gap() < 0.05, "{r:?}");
-        let all = recall(&parts, &c, default_lists(c.k()), usize::MAX, 1000, 9);
+        let all = recall(
+            &parts,
+            &c,
+            (default_lists(c.k()), usize::MAX, Kernel::F32),
+            1000,
+            9,
+        );
         assert_eq!(all.exact, 1000, "{all:?}");
-        let one = recall(&parts, &c, default_lists(c.k()), 1, 1000, 9);
+        let one = recall(&parts, &c, (default_lists(c.k()), 1, Kernel::F32), 1000, 9);
         assert!(one.exact <= r.exact, "{one:?} vs {r:?}");
     }
 }

@@ -15,8 +15,8 @@ use rayon::prelude::*;
 use super::Pruner;
 use super::quant::QuantRows;
 use super::{
-    Centroids, KMeansError, Kernel, Mode, Params, Shard, State, check_dims, initial_centroids,
-    local_step, partial,
+    Centroids, KMeansError, Mode, Params, Shard, State, check_dims, initial_centroids, local_step,
+    partial,
 };
 use crate::partition::Rows;
 
@@ -245,7 +245,7 @@ impl Engine for Local<'_> {
 
     fn step(&mut self, _iteration: u64, centroids: &Centroids) -> Result<StepResult, KMeansError> {
         let (k, assignment) = self.params;
-        if self.quantized.is_none() && assignment.kernel() == Kernel::Int8 {
+        if self.quantized.is_none() && assignment.keeps_codes() {
             let rows: Vec<_> = (self.shards.par_iter())
                 .map(|s| QuantRows::new(s.rows))
                 .collect();
@@ -360,6 +360,12 @@ mod tests {
             Assignment::Approx {
                 lists: 3,
                 probes: 2,
+                kernel: Kernel::F32,
+            },
+            Assignment::Approx {
+                lists: 3,
+                probes: 2,
+                kernel: Kernel::Int8,
             },
         ] {
             let params = Params {

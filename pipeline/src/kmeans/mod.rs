@@ -177,6 +177,9 @@ pub enum Assignment {
         lists: u32,
         /// Lists searched per vector.
         probes: u32,
+        /// The kernel searching the lists: f32 GEMM a map unit at a time, or the integer kernel
+        /// over the rows of many units at once ([`approx::Index::search_int8`]).
+        kernel: Kernel,
     },
 }
 
@@ -196,18 +199,26 @@ impl Assignment {
         }
     }
 
-    /// The kernel of the full passes (f32 for the approximate search).
+    /// The kernel of the full passes, or of the approximate search's lists.
     pub fn kernel(self) -> Kernel {
         match self {
-            Assignment::Full(k) | Assignment::Pruned(k) => k,
-            Assignment::Approx { .. } => Kernel::F32,
+            Assignment::Full(k) | Assignment::Pruned(k) | Assignment::Approx { kernel: k, .. } => k,
         }
+    }
+
+    /// Whether the vectors are quantised once and kept across iterations (the integer full and
+    /// pruned passes; the approximate search quantises the rows it searches as it goes).
+    pub fn keeps_codes(self) -> bool {
+        matches!(
+            self,
+            Assignment::Full(Kernel::Int8) | Assignment::Pruned(Kernel::Int8)
+        )
     }
 
     /// The approximate search's lists for `k` centroids and probes, if this is one.
     pub fn approx(self, k: usize) -> Option<(usize, usize)> {
         match self {
-            Assignment::Approx { lists, probes } => {
+            Assignment::Approx { lists, probes, .. } => {
                 let lists = approx::Search { lists, probes }.lists_for(k);
                 Some((lists, probes as usize))
             }
@@ -221,23 +232,40 @@ impl Assignment {
     }
 
     /// The name with the approximate search's settings (`approx-L-P`, L = 0 for `sqrt(k)`
-    /// lists): what a checkpoint and a run's metadata record.
+    /// lists, and `-int8` with the integer kernel): what a checkpoint and a run's metadata
+    /// record.
     pub fn key(self) -> String {
         match self {
-            Assignment::Approx { lists, probes } => format!("approx-{lists}-{probes}"),
+            Assignment::Approx {
+                lists,
+                probes,
+                kernel: Kernel::F32,
+            } => format!("approx-{lists}-{probes}"),
+            Assignment::Approx {
+                lists,
+                probes,
+                kernel: Kernel::Int8,
+            } => format!("approx-{lists}-{probes}-int8"),
             other => other.name().into(),
         }
     }
 
     /// The name in messages, summaries and cache keys: `f32`, `int8`, `pruned`, `pruned-int8`,
-    /// `approx`.
+    /// `approx`, `approx-int8`.
     pub fn name(self) -> &'static str {
         match self {
             Assignment::Full(Kernel::F32) => "f32",
             Assignment::Full(Kernel::Int8) => "int8",
             Assignment::Pruned(Kernel::F32) => "pruned",
             Assignment::Pruned(Kernel::Int8) => "pruned-int8",
-            Assignment::Approx { .. } => "approx",
+            Assignment::Approx {
+                kernel: Kernel::F32,
+                ..
+            } => "approx",
+            Assignment::Approx {
+                kernel: Kernel::Int8,
+                ..
+            } => "approx-int8",
         }
     }
 }
@@ -616,6 +644,8 @@ pub enum Mode<'a> {
         lists: usize,
         /// Lists searched per vector.
         probes: usize,
+        /// The kernel searching the lists.
+        kernel: Kernel,
     },
 }
 
@@ -629,7 +659,12 @@ impl<'a> Mode<'a> {
         codes: Option<&'a [&'a quant::QuantRows]>,
     ) -> Self {
         if let Some((lists, probes)) = assignment.approx(k) {
-            return Mode::Approx { lists, probes };
+            let kernel = assignment.kernel();
+            return Mode::Approx {
+                lists,
+                probes,
+                kernel,
+            };
         }
         match (pruner, codes) {
             (Some(p), codes) => Mode::Pruned(p, codes),
@@ -661,7 +696,8 @@ pub struct Memory {
     pub codes: u64,
     /// Pruning bounds (one per vector and centroid group).
     pub bounds: u64,
-    /// The approximate search's index (the centroids in list order, ids, coarse centres).
+    /// The approximate search's index (the centroids in list order, ids, coarse centres; with
+    /// the integer kernel their codes and each task's batch of rows).
     pub index: u64,
 }
 
@@ -709,7 +745,7 @@ impl Memory {
             ),
             centroids: table.saturating_mul(if distributed { 12 } else { 8 }),
             sums,
-            codes: if int8 {
+            codes: if assignment.keeps_codes() {
                 table.saturating_add(n.saturating_mul(dims + 8))
             } else {
                 0
@@ -721,7 +757,16 @@ impl Memory {
                 0
             },
             index: assignment.approx(k as usize).map_or(0, |(lists, _)| {
-                approx::Index::bytes(k as usize, dims as usize, lists)
+                let index =
+                    approx::Index::bytes(k as usize, dims as usize, lists, assignment.kernel());
+                // The integer search's batches: each task's rows as f32 and their codes.
+                let batches = match assignment.kernel() {
+                    Kernel::F32 => 0,
+                    Kernel::Int8 => threads
+                        .saturating_mul((task::LIST_BATCH * UNIT_ROWS) as u64)
+                        .saturating_mul(dims.saturating_mul(5).saturating_add(24)),
+                };
+                index.saturating_add(batches)
             }),
         }
     }
@@ -1165,32 +1210,74 @@ mod tests {
         };
         let inertias =
             |s: &State| -> Vec<u64> { s.history.iter().map(|h| h.inertia.to_bits()).collect() };
-        let exact = run(&data, 16, &params(Assignment::Full(Kernel::F32), 2));
-        let approx = Assignment::Approx {
-            lists: 0,
-            probes: 2,
-        };
-        let a = run(&data, 16, &params(approx, 2));
-        let b = run(&data, 16, &params(approx, 3));
-        assert_eq!(a.centroids, b.centroids);
-        assert_eq!(inertias(&a), inertias(&b));
-        let gap = a.history[7].inertia / exact.history[7].inertia - 1.0;
-        // Another trajectory (random init on blobs can land in another local minimum): no worse
-        // than 5%, and here in fact 7% better.
-        assert!(
-            gap < 0.05,
-            "approximate final inertia {gap:+.3} off the exact run"
-        );
-        // Probing every list is an exact search: the exact run's centroids.
-        let all = Assignment::Approx {
-            lists: 5,
-            probes: u32::MAX,
-        };
-        let c = run(&data, 16, &params(all, 2));
-        assert_eq!(c.centroids, exact.centroids);
-        assert_eq!(all.approx(48), Some((5, u32::MAX as usize)));
-        assert_eq!(approx.approx(48), Some((7, 2)));
+        for kernel in [Kernel::F32, Kernel::Int8] {
+            let exact = run(&data, 16, &params(Assignment::Full(kernel), 2));
+            let approx = Assignment::Approx {
+                lists: 0,
+                probes: 2,
+                kernel,
+            };
+            let a = run(&data, 16, &params(approx, 2));
+            let b = run(&data, 16, &params(approx, 3));
+            assert_eq!(a.centroids, b.centroids);
+            assert_eq!(inertias(&a), inertias(&b));
+            let gap = a.history[7].inertia / exact.history[7].inertia - 1.0;
+            // Another trajectory (random init on blobs can land in another local minimum): no
+            // worse than 5%, and here in fact 7% better.
+            assert!(
+                gap < 0.05,
+                "{kernel:?}: approximate final inertia {gap:+.3} off the exact run"
+            );
+            // Probing every list is an exact search: the exact run's centroids, by the same
+            // kernel (the integer one's labels are the arg-min of direct distances).
+            let all = Assignment::Approx {
+                lists: 5,
+                probes: u32::MAX,
+                kernel,
+            };
+            let c = run(&data, 16, &params(all, 2));
+            assert_eq!(c.centroids, exact.centroids, "{kernel:?}");
+            assert_eq!(all.approx(48), Some((5, u32::MAX as usize)));
+            assert_eq!(approx.approx(48), Some((7, 2)));
+        }
         assert_eq!(Assignment::Full(Kernel::F32).approx(48), None);
+    }
+
+    #[test]
+    fn the_integer_approximate_search_gives_the_same_run_however_units_are_batched() {
+        // 40 partitions of 100 rows: 40 map units, searched 16 at a time by 1 task, in batches
+        // of other sizes by 2 and 3 tasks, and one at a time by 40.
+        let dims = 16;
+        let data = blobs(48, 85, dims, 13);
+        let parts: Vec<Rows<'_>> = data
+            .chunks(100 * dims)
+            .map(|c| Rows::dense(c, dims))
+            .collect();
+        assert_eq!(parts.len(), 41);
+        let fit_with = |threads| {
+            let params = Params {
+                k: 48,
+                max_iter: 3,
+                tol: 0.0,
+                seed: 5,
+                init: Init::Random,
+                threads,
+                assignment: Assignment::Approx {
+                    lists: 0,
+                    probes: 2,
+                    kernel: Kernel::Int8,
+                },
+            };
+            fit::<KMeansError>(&parts, &params, None, &mut |_| Ok(())).expect("fit")
+        };
+        let one = fit_with(1);
+        for threads in [2, 3, 41] {
+            let other = fit_with(threads);
+            assert_eq!(other.centroids, one.centroids, "{threads} tasks");
+            let bits =
+                |s: &State| -> Vec<u64> { s.history.iter().map(|h| h.inertia.to_bits()).collect() };
+            assert_eq!(bits(&other), bits(&one), "{threads} tasks");
+        }
     }
 
     #[test]

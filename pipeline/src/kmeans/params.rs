@@ -125,8 +125,15 @@ mod tests {
                  k: above k = 65536 use random (k = 65537)",
             ),
         );
-        let approx =
-            |probes| move |p: &mut Params| p.assignment = Assignment::Approx { lists: 0, probes };
+        let approx = |probes| {
+            move |p: &mut Params| {
+                p.assignment = Assignment::Approx {
+                    lists: 0,
+                    probes,
+                    kernel: Kernel::Int8,
+                }
+            }
+        };
         check(&approx(1), None);
         check(&approx(0), Some("probes = 0: must be at least 1 list"));
     }

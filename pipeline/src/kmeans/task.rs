@@ -4,8 +4,8 @@
 //! from the tasks'.
 
 use super::{
-    Accumulation, AssignScratch, Centroids, Mode, Partial, Pruner, UNIT_ROWS, Unit, approx, assign,
-    prune, quant,
+    Accumulation, AssignScratch, Centroids, Kernel, Mode, Partial, Pruner, UNIT_ROWS, Unit, approx,
+    assign, prune, quant,
 };
 use crate::partition::Rows;
 
@@ -21,7 +21,21 @@ pub(super) struct MapKernel<'a> {
     approx: Option<(approx::Index, usize)>,
 }
 
+/// Map units a task searches together with the integer kernel's approximate search: a list's
+/// codes are then read once for the rows of this many units (about 32 rows a list and unit at
+/// `sqrt(k)` lists and 8 probes).
+pub(super) const LIST_BATCH: usize = 16;
+
 impl<'a> MapKernel<'a> {
+    /// The units a task assigns at once: [`LIST_BATCH`] for the integer kernel's approximate
+    /// search, else one.
+    fn batch(&self) -> usize {
+        match &self.approx {
+            Some((index, _)) if index.kernel() == Kernel::Int8 => LIST_BATCH,
+            _ => 1,
+        }
+    }
+
     /// The kernel of `mode` over `centroids`, with the pruned mode's [`Pruner`] apart (it is
     /// borrowed again once the tasks are done).
     pub(super) fn of(mode: Mode<'a>, centroids: &Centroids) -> (Option<&'a mut Pruner>, Self) {
@@ -34,11 +48,15 @@ impl<'a> MapKernel<'a> {
                 Some(quant::QuantCentroids::new(centroids)),
                 None,
             ),
-            Mode::Approx { lists, probes } => (
+            Mode::Approx {
+                lists,
+                probes,
+                kernel,
+            } => (
                 None,
                 None,
                 None,
-                Some((approx::Index::new(centroids, lists), probes)),
+                Some((approx::Index::with_kernel(centroids, lists, kernel), probes)),
             ),
         };
         (
@@ -120,6 +138,10 @@ struct TaskScratch {
     approx: approx::SearchScratch,
     /// A u8 unit's rows decoded.
     decoded: Vec<f32>,
+    /// The rows of a batch of units (the integer kernel's approximate search) and the lists
+    /// they probe.
+    batch: Vec<f32>,
+    probed: Vec<u32>,
 }
 
 /// What every map task of a step shares.
@@ -139,15 +161,31 @@ impl MapTask<'_> {
         let mut partial = (self.how == Accumulation::PerTask).then(|| Partial::new(k, dims, scale));
         let mut labelled = Vec::new();
         let mut scratch = TaskScratch::default();
-        let (mut labels, mut dist) = (vec![0u32; UNIT_ROWS], vec![0f32; UNIT_ROWS]);
+        let batch = self.kernel.batch();
+        let (mut labels, mut dist) = (vec![0u32; batch * UNIT_ROWS], vec![0f32; batch * UNIT_ROWS]);
         let mut kept = 0;
-        for (unit, bounds) in items {
-            let n = unit.rows.rows();
-            kept += self.assign_unit(unit, bounds, &mut scratch, &mut labels[..n], &mut dist[..n]);
-            let (key, unit) = (unit.key, unit.rows);
-            match partial.as_mut() {
-                Some(p) => p.accumulate(key, unit, &labels[..n], &dist[..n]),
-                None => labelled.push((key, unit, labels[..n].to_vec(), dist[..n].to_vec())),
+        let mut items = items.into_iter();
+        loop {
+            let mut group: Work<'u, '_> = items.by_ref().take(batch).collect();
+            let rows: usize = group.iter().map(|(unit, _)| unit.rows.rows()).sum();
+            let (labels, dist) = (&mut labels[..rows], &mut dist[..rows]);
+            match &mut group[..] {
+                [] => break,
+                [(unit, bounds)] if batch == 1 => {
+                    kept +=
+                        self.assign_unit(*unit, bounds.as_deref_mut(), &mut scratch, labels, dist);
+                }
+                units => self.search_units(units, &mut scratch, labels, dist),
+            }
+            let mut at = 0;
+            for (unit, _) in group {
+                let (key, unit, n) = (unit.key, unit.rows, unit.rows.rows());
+                let (labels, dist) = (&labels[at..at + n], &dist[at..at + n]);
+                match partial.as_mut() {
+                    Some(p) => p.accumulate(key, unit, labels, dist),
+                    None => labelled.push((key, unit, labels.to_vec(), dist.to_vec())),
+                }
+                at += n;
             }
         }
         if self.how == Accumulation::Sparse {
@@ -211,6 +249,34 @@ impl MapTask<'_> {
             _ => assign(unit, centroids, &mut scratch.assign, labels, dist),
         }
         0
+    }
+}
+
+impl MapTask<'_> {
+    /// Labels and distances of the rows of `units`, in order, by the integer kernel's
+    /// approximate search: each unit's lists probed as [`approx::Index::search`] probes them,
+    /// then all rows searched together, list by list.
+    fn search_units(
+        &self,
+        units: &mut [(Unit<'_>, Option<&mut prune::UnitBounds>)],
+        scratch: &mut TaskScratch,
+        labels: &mut [u32],
+        dist: &mut [f32],
+    ) {
+        let (index, probes) =
+            (self.kernel.approx.as_ref()).expect("the approximate search's index");
+        let dims = self.centroids.dims();
+        scratch.batch.clear();
+        scratch.probed.clear();
+        for (unit, _) in units.iter() {
+            let x = unit.rows.to_f32(&mut scratch.decoded);
+            index.probe(x, *probes, &mut scratch.approx, &mut scratch.probed);
+            for r in 0..x.rows() {
+                scratch.batch.extend_from_slice(x.row(r));
+            }
+        }
+        let x = crate::partition::Matrix::dense(&scratch.batch, dims);
+        index.search_int8(x, &scratch.probed, &mut scratch.approx, labels, dist);
     }
 }
 

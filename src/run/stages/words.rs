@@ -74,7 +74,7 @@ impl Stage for Kmeans<'_> {
         if km.kernel != Kernel::F32 {
             parts.push(json!(km.kernel));
         }
-        if let Ok(Assignment::Approx { lists, probes }) = km.assignment() {
+        if let Ok(Assignment::Approx { lists, probes, .. }) = km.assignment() {
             parts.push(json!(["approx", lists, probes]));
         }
         digest(&json!(parts))

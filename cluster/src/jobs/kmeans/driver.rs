@@ -402,6 +402,18 @@ mod tests {
                 Assignment::Approx {
                     lists: 0,
                     probes: 2,
+                    kernel: Kernel::F32,
+                },
+            ),
+            (
+                2,
+                false,
+                Algorithm::Mst,
+                40,
+                Assignment::Approx {
+                    lists: 0,
+                    probes: 2,
+                    kernel: Kernel::Int8,
                 },
             ),
         ] {

@@ -352,14 +352,16 @@ fn broadcast_centroids<'c>(
 }
 
 /// The assignment a step command names: approximate with `approx_probes > 0` (over
-/// `approx_lists` lists), else exact, pruned or not, by the f32 or the int8 kernel.
+/// `approx_lists` lists), else exact, pruned or not; by the f32 or the int8 kernel.
 fn assignment_of(prune: bool, int8: bool, approx_lists: u32, approx_probes: u32) -> Assignment {
+    let kernel = if int8 { Kernel::Int8 } else { Kernel::F32 };
     if approx_probes > 0 {
         Assignment::Approx {
             lists: approx_lists,
             probes: approx_probes,
+            kernel,
         }
     } else {
-        Assignment::new(prune, if int8 { Kernel::Int8 } else { Kernel::F32 })
+        Assignment::new(prune, kernel)
     }
 }

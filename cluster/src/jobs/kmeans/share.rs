@@ -12,7 +12,7 @@ use std::time::Instant;
 use thiserror::Error;
 use vocab_pipeline::kmeans::quant::QuantRows;
 use vocab_pipeline::kmeans::{
-    Assignment, Centroids, Kernel, Mode, Partial, Pruner, Shard, map_tasks, max_abs, merge_tasks,
+    Assignment, Centroids, Mode, Partial, Pruner, Shard, map_tasks, max_abs, merge_tasks,
 };
 use vocab_pipeline::mixture::{Statistic, moments};
 use vocab_pipeline::partition::{Manifest, Partition, Verify};
@@ -212,7 +212,7 @@ impl Share {
         stage1: bool,
         iteration: u64,
     ) -> Mapped {
-        let int8 = assignment.kernel() == Kernel::Int8;
+        let int8 = assignment.keeps_codes();
         let shards = self.shards();
         let started = Instant::now();
         // The int8 kernel's quantised rows: made once per partition (inside the first step's

@@ -33,7 +33,7 @@
 //! integer products and therefore the labels are the same at every level, only slower below.
 //!
 //! Files: `codes` (the quantised rows and centroids, shapes), `rows` (row quantisation),
-//! `search` (the passes), `isa` (the dispatch), and one file per build of the kernels:
+//! `search` (the passes), `lists` (the approximate search's lists), `isa` (the dispatch), and one file per build of the kernels:
 //! `portable`, `avx2`, `avx512`.
 
 #[cfg(target_arch = "x86_64")]
@@ -42,6 +42,7 @@ mod avx2;
 mod avx512;
 mod codes;
 mod isa;
+mod lists;
 mod portable;
 mod rows;
 mod search;
@@ -50,6 +51,7 @@ mod search;
 mod tests;
 
 pub use self::codes::{CENTROID_BLOCK, PANEL, QuantCentroids, QuantRows, QuantSlice, ROW_BLOCK};
+pub use self::lists::{ListScratch, Lists, search_lists};
 pub use self::search::{
     FewScratch, QuantScratch, Runs, SearchScratch, assign_quantized, assign_quantized_runs,
     nearest_few_quantized, search_runs,

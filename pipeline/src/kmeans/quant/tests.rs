@@ -2,6 +2,7 @@
 //! against the portable one.
 
 use super::codes::*;
+use super::lists::*;
 use super::portable::products_portable;
 #[cfg(target_arch = "x86_64")]
 use super::rows::quantise_row_avx2;
@@ -436,6 +437,67 @@ fn portable_and_simd_products_agree() {
             let panel = vec![code as u8; NR * width];
             kernel.products(&x, width, &panel, 1, &mut got);
             assert_eq!(got[0], 127 * i32::from(code) * width as i32, "{kernel:?}");
+        }
+    }
+}
+
+#[test]
+fn searched_lists_give_the_brute_force_nearest_of_their_columns_on_every_build() {
+    // Lists of one, two, four and five panels (the last two calls apart) and an empty one,
+    // ids in reverse with repeats (ties go to the lowest id, not the lowest column), rows equal
+    // to centroids; odd and even quads of dims; every build this CPU has.
+    for dims in [36, 40] {
+        let start = [0, 16, 48, 48, 112, 192];
+        let k = start[start.len() - 1];
+        let centroids = Centroids::new(values(k * dims, 21, 0.1), dims);
+        let ids: Vec<u32> = (0..k as u32).map(|j| (k as u32 - 1 - j) / 2).collect();
+        let mut rows = values(300 * dims, 22, 0.1);
+        rows[..dims].copy_from_slice(centroids.row(5));
+        let x = Matrix::dense(&rows, dims);
+        let xq = QuantRows::new(x.into());
+        let lists = Lists {
+            start: &start,
+            ids: &ids,
+        };
+        // Row i probes lists (i, i + 1, ...) cyclically, two or three of them.
+        for probes in [2, 3] {
+            let probed: Vec<u32> = (0..300 * probes)
+                .map(|at| ((at / probes + at % probes) % (start.len() - 1)) as u32)
+                .collect();
+            for kernel in kernels() {
+                let mut cq = QuantCentroids::new(&centroids);
+                cq.isa = kernel;
+                let (mut labels, mut dist) = (vec![u32::MAX; 300], vec![0f32; 300]);
+                search_lists(
+                    x,
+                    xq.slice(0, 300),
+                    &cq,
+                    &centroids,
+                    lists,
+                    &probed,
+                    &mut ListScratch::default(),
+                    &mut labels,
+                    &mut dist,
+                );
+                for i in 0..300 {
+                    let mut best = (f32::INFINITY, u32::MAX);
+                    for &l in &probed[i * probes..][..probes] {
+                        let columns = start[l as usize]..start[l as usize + 1];
+                        for (j, &id) in ids.iter().enumerate().take(columns.end).skip(columns.start)
+                        {
+                            let d = dist2(x.row(i), centroids.row(j));
+                            if d < best.0 || (d == best.0 && id < best.1) {
+                                best = (d, id);
+                            }
+                        }
+                    }
+                    assert_eq!(
+                        (labels[i], dist[i].to_bits()),
+                        (best.1, best.0.to_bits()),
+                        "row {i}, {probes} probes, {dims} dims, {kernel:?}"
+                    );
+                }
+            }
         }
     }
 }

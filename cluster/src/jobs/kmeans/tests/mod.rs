@@ -238,8 +238,21 @@ fn spmd_runs_give_the_single_process_centroids_bit_for_bit() {
             Assignment::Approx {
                 lists: 0,
                 probes: 2,
+                kernel: Kernel::F32,
             },
             true,
+        ),
+        (
+            3,
+            Algorithm::Chain,
+            true,
+            20,
+            Assignment::Approx {
+                lists: 0,
+                probes: 2,
+                kernel: Kernel::Int8,
+            },
+            false,
         ),
         (
             2,
@@ -249,6 +262,7 @@ fn spmd_runs_give_the_single_process_centroids_bit_for_bit() {
             Assignment::Approx {
                 lists: 9,
                 probes: 1,
+                kernel: Kernel::F32,
             },
             false,
         ),

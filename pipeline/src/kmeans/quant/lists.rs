@@ -1,0 +1,199 @@
+//! The approximate search's lists through the integer kernel, list by list
+//! ([`search_lists`]): every row probing a list is searched against it while its packed codes
+//! are in cache, whatever map unit the row came from, and the candidates the error bound leaves
+//! are re-ranked by direct distances, as the full pass does.
+
+use super::codes::{CENTROID_BLOCK, Candidate, MR, NR, QuantCentroids, QuantSlice};
+use super::search::{check_shapes, verify};
+#[cfg(doc)]
+use crate::kmeans::assign::dist2;
+use crate::kmeans::assign::{Centroids, dot};
+use crate::partition::Matrix;
+
+/// An inverted file's lists as [`search_lists`] reads them: list `l` is the columns
+/// `start[l]..start[l + 1]` of the quantised centroids, each list starting at a whole panel
+/// ([`PANEL`](super::codes::PANEL)), and column `j` is known by `ids[j]` (a list padded to whole panels
+/// repeats a member: the same id, the same distances).
+#[derive(Debug, Clone, Copy)]
+pub struct Lists<'a> {
+    /// Where each list starts, and the end of the last.
+    pub start: &'a [usize],
+    /// The id of each column (ties go to the lowest).
+    pub ids: &'a [u32],
+}
+
+/// Reusable buffers of [`search_lists`].
+#[derive(Debug, Default, Clone)]
+pub struct ListScratch {
+    /// The rows probing each list (row order), list `l`'s at `members[first[l]..first[l + 1]]`.
+    first: Vec<usize>,
+    members: Vec<u32>,
+    /// The kernel's buffers: row codes side by side, products, one list's lower bounds per slot.
+    codes: Vec<u8>,
+    dots: Vec<i32>,
+    lower: Vec<f32>,
+    /// Per row, the least upper bound over the lists searched so far.
+    min_upper: Vec<f32>,
+    /// Candidates as found (row, candidate), then by row.
+    found: Vec<Candidate>,
+    found_rows: Vec<u32>,
+    row_first: Vec<usize>,
+    order: Vec<u32>,
+    by_row: Vec<Candidate>,
+}
+
+/// Assigns each row of `x` (quantised as `xq`) to the nearest column of the lists it probes
+/// (`probed[i * p..][..p]` for row `i`, `p = probed.len() / x.rows()`): `labels[i]` is the id
+/// ([`Lists::ids`]) of the brute-force arg-min of [`dist2`] over those columns (the lowest id
+/// on ties) and `dist[i]` that distance.
+///
+/// Lists are visited in order, each against all the rows probing it, [`MR`] rows a kernel
+/// call, so a list's codes are read once for many rows. A row keeps the columns whose lower
+/// bound is at most its least upper bound so far (with slack), then they are verified by direct
+/// distance. Exact by the full pass's argument: the nearest column's lower bound is at most
+/// every column's upper bound, so it is kept, and the verification ranks by [`dist2`] alone. A
+/// row's result therefore depends only on the row and its lists, not on the other rows searched
+/// with it.
+///
+/// # Panics
+/// As [`assign_quantized`](super::search::assign_quantized), if the lists do not cover the centroids in
+/// whole panels, or `probed` does not name `x.rows()` rows' lists.
+#[allow(clippy::too_many_arguments)]
+pub fn search_lists(
+    x: Matrix<'_>,
+    xq: QuantSlice<'_>,
+    cq: &QuantCentroids,
+    centroids: &Centroids,
+    lists: Lists<'_>,
+    probed: &[u32],
+    scratch: &mut ListScratch,
+    labels: &mut [u32],
+    dist: &mut [f32],
+) {
+    let n = x.rows();
+    assert!(
+        xq.len == n && labels.len() == n && dist.len() == n,
+        "quantised rows and outputs must hold {n} rows"
+    );
+    if n == 0 {
+        return;
+    }
+    check_shapes(x, xq, cq, centroids);
+    let count = lists.start.len().saturating_sub(1);
+    assert!(
+        lists.start.first() == Some(&0)
+            && lists.start.last() == Some(&centroids.k())
+            && lists.ids.len() == centroids.k()
+            && lists
+                .start
+                .windows(2)
+                .all(|w| w[0] <= w[1] && w[0].is_multiple_of(NR))
+            && centroids.k().is_multiple_of(NR),
+        "lists must cover the {} columns in whole panels",
+        centroids.k()
+    );
+    assert!(
+        probed.len().is_multiple_of(n) && probed.iter().all(|&l| (l as usize) < count),
+        "probed lists must name lists, the same number per row"
+    );
+    let probes = probed.len() / n;
+    let s = scratch;
+    // The rows probing each list, ascending.
+    group_by_key(probed, count, &mut s.first, &mut s.members);
+    s.members.iter_mut().for_each(|at| *at /= probes as u32);
+    let span = lists
+        .start
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or(0);
+    s.lower.resize(MR * span.max(NR), f32::INFINITY);
+    s.dots.resize(MR * CENTROID_BLOCK, 0);
+    s.min_upper.clear();
+    s.min_upper.resize(n, f32::INFINITY);
+    s.found.clear();
+    s.found_rows.clear();
+    let kernel = cq.isa;
+    let step = kernel.panels_per_call();
+    let at = std::array::from_fn::<usize, MR, _>(|slot| slot * span);
+    for l in 0..count {
+        let (c0, len) = (lists.start[l], lists.start[l + 1] - lists.start[l]);
+        if len == 0 {
+            continue;
+        }
+        for chunk in s.members[s.first[l]..s.first[l + 1]].chunks(MR) {
+            // Slots past the chunk repeat its first row (their bounds are not read).
+            let of = std::array::from_fn(|slot| {
+                xq.start + chunk.get(slot).copied().unwrap_or(chunk[0]) as usize
+            });
+            let mut upper = [f32::INFINITY; MR];
+            for panel in (0..len / NR).step_by(step) {
+                let panels = step.min(len / NR - panel);
+                let u = kernel.search_panels(
+                    xq.rows,
+                    of,
+                    cq,
+                    (c0 + panel * NR, panels),
+                    (&mut s.codes, &mut s.dots),
+                    &mut s.lower,
+                    at.map(|a| a + panel * NR),
+                );
+                for (upper, u) in upper.iter_mut().zip(u) {
+                    *upper = upper.min(u);
+                }
+            }
+            for (slot, &r) in chunk.iter().enumerate() {
+                let g = of[slot];
+                let least = &mut s.min_upper[r as usize];
+                *least = least.min(upper[slot]);
+                let threshold = *least + 4.0 * xq.rows.slack[g];
+                kernel.below(&s.lower[at[slot]..][..len], c0, threshold, &mut s.found);
+                s.found_rows.resize(s.found.len(), r);
+            }
+        }
+    }
+    // Each row's candidates together, in the order found.
+    group_by_key(&s.found_rows, n, &mut s.row_first, &mut s.order);
+    s.by_row.clear();
+    s.by_row
+        .extend(s.order.iter().map(|&at| s.found[at as usize]));
+    for i in 0..n {
+        let g = xq.start + i;
+        let slack = xq.rows.slack[g];
+        let xi = x.row(i);
+        let own = dot(xi, xi);
+        let (d, id, _) = verify(
+            kernel,
+            (xi, own),
+            centroids,
+            cq,
+            slack,
+            Some(lists.ids),
+            &s.by_row[s.row_first[i]..s.row_first[i + 1]],
+            (f32::INFINITY, u32::MAX, u32::MAX),
+            s.min_upper[i] + 4.0 * slack,
+        );
+        labels[i] = id;
+        dist[i] = d;
+    }
+}
+
+/// The positions of `keys` (each below `count`) grouped by key, in order within a key (a stable
+/// counting sort): key `g`'s at `order[first[g]..first[g + 1]]`.
+fn group_by_key(keys: &[u32], count: usize, first: &mut Vec<usize>, order: &mut Vec<u32>) {
+    first.clear();
+    first.resize(count + 1, 0);
+    for &g in keys {
+        first[g as usize + 1] += 1;
+    }
+    for g in 0..count {
+        first[g + 1] += first[g];
+    }
+    order.resize(keys.len(), 0);
+    let mut fill = first[..count].to_vec();
+    for (at, &g) in keys.iter().enumerate() {
+        let slot = &mut fill[g as usize];
+        order[*slot] = at as u32;
+        *slot += 1;
+    }
+}
