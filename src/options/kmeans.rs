@@ -55,7 +55,9 @@ pub struct KmeansOptions {
     #[serde(skip_serializing_if = "is_default")]
     pub prune: bool,
     /// Kernel of the full assignment passes (also on cluster workers; with --prune, of the full
-    /// passes pruning still makes: the first iteration and searches too wide to pay off).
+    /// passes pruning still makes: the first iteration and searches too wide to pay off), or
+    /// with --assign approx of the search of the probed lists (int8: the rows of many map units
+    /// searched together, list by list, each given the nearest member of its lists exactly).
     #[arg(long, value_enum, default_value_t = KmeansOptions::default().kernel)]
     #[serde(skip_serializing_if = "is_default")]
     pub kernel: Kernel,

@@ -16,6 +16,12 @@
 //! probe it. With `lists = sqrt(k)` and `probes` lists searched a vector costs about
 //! `(1 + probes) sqrt(k)` distances instead of `k`.
 //!
+//! With the integer kernel ([`Index::with_kernel`], [`Index::search_int8`]) each list is padded
+//! to whole panels and quantised, the rows of many map units are probed unit by unit as above,
+//! then searched together list by list ([`quant::search_lists`]): a list's codes are read once
+//! for all the rows probing it, and each row gets the exact nearest member of its lists by
+//! direct distance, re-ranking the candidates the kernel's error bound leaves.
+//!
 //! The index depends only on the centroids (no random choice, no thread count), and the search
 //! of a row only on the row and the map unit it is searched with, so runs are deterministic and
 //! every engine, which builds the index from the same broadcast centroids and maps the same
@@ -87,7 +93,8 @@ pub struct Index {
     /// The centroids in list order.
     grouped: Centroids,
     /// With the integer kernel, `grouped` quantised: each list then starts at a whole panel,
-    /// padded by repeating its last member (same id, same distances).
+    /// padded by repeating its last member (same id, same distances), the padding kept out of
+    /// the integer search.
     quantized: Option<quant::QuantCentroids>,
 }
 
@@ -196,11 +203,20 @@ impl Index {
             grouped.extend_from_slice(centroids.row(j as usize));
         }
         let grouped = Centroids::new(grouped, d);
+        let quantized = (kernel == Kernel::Int8).then(|| {
+            let mut q = quant::QuantCentroids::new(&grouped);
+            let padding = fill
+                .iter()
+                .zip(&offsets[1..])
+                .flat_map(|(&end, &next)| end..next);
+            q.never(padding);
+            q
+        });
         Self {
             coarse: Centroids::biased(kept_coarse, d, &kept_bias),
             ids,
             offsets,
-            quantized: (kernel == Kernel::Int8).then(|| quant::QuantCentroids::new(&grouped)),
+            quantized,
             grouped,
         }
     }
@@ -218,7 +234,7 @@ impl Index {
         self.coarse.k()
     }
 
-    /// Centroids in each list, in list order.
+    /// Centroids in each list, in list order (with the integer kernel's padding).
     pub fn sizes(&self) -> Vec<usize> {
         self.offsets.windows(2).map(|w| w[1] - w[0]).collect()
     }
@@ -507,21 +523,29 @@ pub fn recall_by<E>(
     if kernel == Kernel::Int8 {
         index.search_int8(x, &probed, &mut scratch, &mut labels, &mut dist);
     }
-    let mut exact = 0;
+    let (mut exact, mut exact_inertia) = (0, 0f64);
     for i in 0..m {
         let (a, e) = (labels[i] as usize, exact_labels[i] as usize);
-        if a == e
-            || assign::dist2(x.row(i), centroids.row(a))
-                <= assign::dist2(x.row(i), centroids.row(e))
-        {
+        let (da, de) = (
+            assign::dist2(x.row(i), centroids.row(a)),
+            assign::dist2(x.row(i), centroids.row(e)),
+        );
+        if a == e || da <= de {
             exact += 1;
         }
+        // Inertias measured alike: the f32 search's distances are the GEMM expansion's, as the
+        // exact pass's are; the integer search's are direct, so the exact side is too (the
+        // nearer of the two words, should the expansion's rounding have missed a tie).
+        exact_inertia += f64::from(match kernel {
+            Kernel::F32 => exact_dist[i],
+            Kernel::Int8 => da.min(de),
+        });
     }
     Ok(Recall {
         sample: m,
         exact,
         approx_inertia: dist.iter().map(|&v| f64::from(v)).sum(),
-        exact_inertia: exact_dist.iter().map(|&v| f64::from(v)).sum(),
+        exact_inertia,
     })
 }
 

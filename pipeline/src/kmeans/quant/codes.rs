@@ -190,6 +190,18 @@ impl QuantCentroids {
     pub fn k(&self) -> usize {
         self.k
     }
+
+    /// Keeps centroids `columns` out of every search, as the padding past `k` is (their bounds
+    /// are infinite): the padding of lists laid out in whole panels.
+    ///
+    /// # Panics
+    /// If a column is not below `k`.
+    pub fn never(&mut self, columns: impl IntoIterator<Item = usize>) {
+        for j in columns {
+            assert!(j < self.k, "column {j} of {}", self.k);
+            self.norm[j] = f32::INFINITY;
+        }
+    }
 }
 
 /// Quantises centroid `j` into lane `lane` of its `panel`; returns its terms (`norm`, `offset`,

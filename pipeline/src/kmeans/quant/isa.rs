@@ -91,20 +91,51 @@ impl Isa {
                 }
             },
             _ => {
-                buffer.resize(MR * width, 0);
-                for (slot, &g) in buffer.chunks_exact_mut(width).zip(&rows) {
-                    slot.copy_from_slice(&xq.codes[g * width..][..width]);
-                }
-                self.products(buffer, width, panels, count, dots);
-                let mut out = [0f32; MR];
-                for (r, out) in out.iter_mut().enumerate() {
-                    let dots = &dots[r * CENTROID_BLOCK..][..len];
-                    let lower = &mut lower[at[r]..][..len];
-                    *out = self.bounds(dots, cq, c0, xq.terms(rows[r]), lower);
-                }
-                out
+                gather_rows(xq, rows, buffer);
+                let terms = rows.map(|g| xq.terms(g));
+                self.gathered_panels((buffer, terms), cq, (c0, count), dots, lower, at)
             }
         }
+    }
+
+    /// Whether [`Isa::search_panels`] reads the rows in place (else a caller searching many
+    /// panels for the same rows gathers them once, [`gather_rows`], and calls
+    /// [`Isa::gathered_panels`]).
+    pub(super) fn reads_rows_in_place(self) -> bool {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => true,
+            _ => false,
+        }
+    }
+
+    /// [`Isa::search_panels`] for [`MR`] rows whose codes lie side by side in `codes` (as
+    /// [`gather_rows`] puts them), with their `terms`.
+    pub(super) fn gathered_panels(
+        self,
+        (codes, terms): (&[u8], [RowTerms; MR]),
+        cq: &QuantCentroids,
+        (c0, count): (usize, usize),
+        dots: &mut [i32],
+        lower: &mut [f32],
+        at: [usize; MR],
+    ) -> [f32; MR] {
+        let (len, width) = (count * NR, cq.width);
+        assert!(
+            c0.is_multiple_of(NR)
+                && at.iter().all(|&a| a + len <= lower.len())
+                && (0..MR).all(|r| (r + 1..MR).all(|q| at[r].abs_diff(at[q]) >= len)),
+            "whole panels, disjoint outputs within `lower`"
+        );
+        let panels = &cq.panels[c0 * width..][..len * width];
+        self.products(codes, width, panels, count, dots);
+        let mut out = [0f32; MR];
+        for (r, out) in out.iter_mut().enumerate() {
+            let dots = &dots[r * CENTROID_BLOCK..][..len];
+            let lower = &mut lower[at[r]..][..len];
+            *out = self.bounds(dots, cq, c0, terms[r], lower);
+        }
+        out
     }
 
     /// Panels [`Isa::products`] takes at once.
@@ -236,5 +267,14 @@ impl Isa {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 | Isa::Avx512 => unsafe { avx2::dist2_4(a, rows) },
         }
+    }
+}
+
+/// The codes of rows `rows` of `xq` side by side in `buffer` ([`MR`] x the row width).
+pub(super) fn gather_rows(xq: &QuantRows, rows: [usize; MR], buffer: &mut Vec<u8>) {
+    let width = xq.width;
+    buffer.resize(MR * width, 0);
+    for (slot, &g) in buffer.chunks_exact_mut(width).zip(&rows) {
+        slot.copy_from_slice(&xq.codes[g * width..][..width]);
     }
 }

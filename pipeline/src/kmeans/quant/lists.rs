@@ -4,6 +4,7 @@
 //! are re-ranked by direct distances, as the full pass does.
 
 use super::codes::{CENTROID_BLOCK, Candidate, MR, NR, QuantCentroids, QuantSlice};
+use super::isa::gather_rows;
 use super::search::{check_shapes, verify};
 #[cfg(doc)]
 use crate::kmeans::assign::dist2;
@@ -12,8 +13,8 @@ use crate::partition::Matrix;
 
 /// An inverted file's lists as [`search_lists`] reads them: list `l` is the columns
 /// `start[l]..start[l + 1]` of the quantised centroids, each list starting at a whole panel
-/// ([`PANEL`](super::codes::PANEL)), and column `j` is known by `ids[j]` (a list padded to whole panels
-/// repeats a member: the same id, the same distances).
+/// ([`PANEL`](super::codes::PANEL)), and column `j` is known by `ids[j]` (a list padded to
+/// whole panels has padding columns [`QuantCentroids::never`] keeps out of every search).
 #[derive(Debug, Clone, Copy)]
 pub struct Lists<'a> {
     /// Where each list starts, and the end of the last.
@@ -32,14 +33,13 @@ pub struct ListScratch {
     codes: Vec<u8>,
     dots: Vec<i32>,
     lower: Vec<f32>,
-    /// Per row, the least upper bound over the lists searched so far.
+    /// Per row, the least upper bound over the lists searched so far, `x . x`, and the best
+    /// column so far (distance, id, column).
     min_upper: Vec<f32>,
-    /// Candidates as found (row, candidate), then by row.
+    own: Vec<f32>,
+    best: Vec<(f32, u32, u32)>,
+    /// One list's candidates for one row.
     found: Vec<Candidate>,
-    found_rows: Vec<u32>,
-    row_first: Vec<usize>,
-    order: Vec<u32>,
-    by_row: Vec<Candidate>,
 }
 
 /// Assigns each row of `x` (quantised as `xq`) to the nearest column of the lists it probes
@@ -48,16 +48,18 @@ pub struct ListScratch {
 /// on ties) and `dist[i]` that distance.
 ///
 /// Lists are visited in order, each against all the rows probing it, [`MR`] rows a kernel
-/// call, so a list's codes are read once for many rows. A row keeps the columns whose lower
-/// bound is at most its least upper bound so far (with slack), then they are verified by direct
-/// distance. Exact by the full pass's argument: the nearest column's lower bound is at most
-/// every column's upper bound, so it is kept, and the verification ranks by [`dist2`] alone. A
-/// row's result therefore depends only on the row and its lists, not on the other rows searched
-/// with it.
+/// call, so a list's codes are read once for many rows. Of each list a row verifies by direct
+/// distance the columns whose lower bound is at most both its least upper bound over the lists
+/// seen so far and its best distance so far (with slack). Exact by the full pass's argument:
+/// the nearest column's lower bound is at most every column's upper bound and distance, so it
+/// is verified, and the verification ranks by [`dist2`] alone. A row's result therefore depends
+/// only on the row and its lists, not on the other rows searched with it; and a row holds no
+/// more than one list's candidates at a time.
 ///
 /// # Panics
-/// As [`assign_quantized`](super::search::assign_quantized), if the lists do not cover the centroids in
-/// whole panels, or `probed` does not name `x.rows()` rows' lists.
+/// As [`assign_quantized`](super::search::assign_quantized), if the lists do not cover the
+/// centroids in whole panels, or `probed` does not name at least one list for each of the
+/// `x.rows()` rows.
 #[allow(clippy::too_many_arguments)]
 pub fn search_lists(
     x: Matrix<'_>,
@@ -93,8 +95,10 @@ pub fn search_lists(
         centroids.k()
     );
     assert!(
-        probed.len().is_multiple_of(n) && probed.iter().all(|&l| (l as usize) < count),
-        "probed lists must name lists, the same number per row"
+        probed.len() >= n
+            && probed.len().is_multiple_of(n)
+            && probed.iter().all(|&l| (l as usize) < count),
+        "probed lists must name lists, at least one and the same number per row"
     );
     let probes = probed.len() / n;
     let s = scratch;
@@ -111,8 +115,10 @@ pub fn search_lists(
     s.dots.resize(MR * CENTROID_BLOCK, 0);
     s.min_upper.clear();
     s.min_upper.resize(n, f32::INFINITY);
-    s.found.clear();
-    s.found_rows.clear();
+    s.own.clear();
+    s.own.extend((0..n).map(|i| dot(x.row(i), x.row(i))));
+    s.best.clear();
+    s.best.resize(n, (f32::INFINITY, u32::MAX, u32::MAX));
     let kernel = cq.isa;
     let step = kernel.panels_per_call();
     let at = std::array::from_fn::<usize, MR, _>(|slot| slot * span);
@@ -127,52 +133,59 @@ pub fn search_lists(
                 xq.start + chunk.get(slot).copied().unwrap_or(chunk[0]) as usize
             });
             let mut upper = [f32::INFINITY; MR];
+            // Builds that copy the rows for the kernel copy them once for the whole list.
+            let gathered = !kernel.reads_rows_in_place();
+            if gathered {
+                gather_rows(xq.rows, of, &mut s.codes);
+            }
+            let terms = of.map(|g| xq.rows.terms(g));
             for panel in (0..len / NR).step_by(step) {
-                let panels = step.min(len / NR - panel);
-                let u = kernel.search_panels(
-                    xq.rows,
-                    of,
-                    cq,
-                    (c0 + panel * NR, panels),
-                    (&mut s.codes, &mut s.dots),
-                    &mut s.lower,
-                    at.map(|a| a + panel * NR),
-                );
+                let panels = (c0 + panel * NR, step.min(len / NR - panel));
+                let at = at.map(|a| a + panel * NR);
+                let u = if gathered {
+                    let rows = (&s.codes[..], terms);
+                    kernel.gathered_panels(rows, cq, panels, &mut s.dots, &mut s.lower, at)
+                } else {
+                    let buffers = (&mut s.codes, &mut s.dots[..]);
+                    kernel.search_panels(xq.rows, of, cq, panels, buffers, &mut s.lower, at)
+                };
                 for (upper, u) in upper.iter_mut().zip(u) {
                     *upper = upper.min(u);
                 }
             }
             for (slot, &r) in chunk.iter().enumerate() {
-                let g = of[slot];
-                let least = &mut s.min_upper[r as usize];
+                let (r, g) = (r as usize, of[slot]);
+                let slack = xq.rows.slack[g];
+                let least = &mut s.min_upper[r];
                 *least = least.min(upper[slot]);
-                let threshold = *least + 4.0 * xq.rows.slack[g];
-                kernel.below(&s.lower[at[slot]..][..len], c0, threshold, &mut s.found);
-                s.found_rows.resize(s.found.len(), r);
+                // The list's candidates, verified at once against the row's best so far: a
+                // column whose lower bound is above the least upper bound over the lists seen,
+                // or above the best distance found (with both sides' slack), is strictly farther.
+                let (d, _, col) = s.best[r];
+                let mut stop = *least + 4.0 * slack;
+                if let Some(c) = cq.slack.get(col as usize) {
+                    stop = stop.min(d - s.own[r] + 4.0 * (slack + c));
+                }
+                s.found.clear();
+                kernel.below(&s.lower[at[slot]..][..len], c0, stop, &mut s.found);
+                if !s.found.is_empty() {
+                    s.best[r] = verify(
+                        kernel,
+                        (x.row(r), s.own[r]),
+                        centroids,
+                        cq,
+                        slack,
+                        Some(lists.ids),
+                        &s.found,
+                        s.best[r],
+                        stop,
+                    );
+                }
             }
         }
     }
-    // Each row's candidates together, in the order found.
-    group_by_key(&s.found_rows, n, &mut s.row_first, &mut s.order);
-    s.by_row.clear();
-    s.by_row
-        .extend(s.order.iter().map(|&at| s.found[at as usize]));
-    for i in 0..n {
-        let g = xq.start + i;
-        let slack = xq.rows.slack[g];
-        let xi = x.row(i);
-        let own = dot(xi, xi);
-        let (d, id, _) = verify(
-            kernel,
-            (xi, own),
-            centroids,
-            cq,
-            slack,
-            Some(lists.ids),
-            &s.by_row[s.row_first[i]..s.row_first[i + 1]],
-            (f32::INFINITY, u32::MAX, u32::MAX),
-            s.min_upper[i] + 4.0 * slack,
-        );
+    for (i, &(d, id, _)) in s.best.iter().enumerate() {
+        debug_assert!(id != u32::MAX, "row {i} found no column");
         labels[i] = id;
         dist[i] = d;
     }

@@ -33,8 +33,9 @@
 //! integer products and therefore the labels are the same at every level, only slower below.
 //!
 //! Files: `codes` (the quantised rows and centroids, shapes), `rows` (row quantisation),
-//! `search` (the passes), `lists` (the approximate search's lists), `isa` (the dispatch), and one file per build of the kernels:
-//! `portable`, `avx2`, `avx512`.
+//! `search` (the passes), `lists` (the approximate search's lists: rows quantised as they are
+//! searched, a batch at a time, not kept), `isa` (the dispatch), and one file per build of the
+//! kernels: `portable`, `avx2`, `avx512`.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;

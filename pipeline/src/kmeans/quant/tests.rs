@@ -443,11 +443,12 @@ fn portable_and_simd_products_agree() {
 
 #[test]
 fn searched_lists_give_the_brute_force_nearest_of_their_columns_on_every_build() {
-    // Lists of one, two, four and five panels (the last two calls apart) and an empty one,
+    // Lists of one, two, four and five panels (the last two calls apart), an empty one and one
+    // longer than a block (38 panels),
     // ids in reverse with repeats (ties go to the lowest id, not the lowest column), rows equal
     // to centroids; odd and even quads of dims; every build this CPU has.
     for dims in [36, 40] {
-        let start = [0, 16, 48, 48, 112, 192];
+        let start = [0, 16, 48, 48, 112, 192, 800];
         let k = start[start.len() - 1];
         let centroids = Centroids::new(values(k * dims, 21, 0.1), dims);
         let ids: Vec<u32> = (0..k as u32).map(|j| (k as u32 - 1 - j) / 2).collect();
