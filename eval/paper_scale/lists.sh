@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The approximate search's lists by the integer kernel (issue 51, items 1 and 2), side by side
+# with the build before it (BEFORE, default d127db2, built in a worktree) in one run.
+#   blobs: k = 262,144 on 600,000 blob vectors (`vocab datasets synth --n 600000 --clusters
+#          65536`), 2 iterations from one random start: the build before (f32 lists), this
+#          build with f32 lists, with int8 lists, and with int8 lists capped to the AVX2 build
+#          (VOCAB_MAX_ISA=avx2).
+#   paper: the paper-scale run of run.sh (7,425,000 x 512 u8 into k = 1,048,576, 1,024 lists,
+#          8 probed): this build with int8 lists (2 iterations), the same capped to AVX2
+#          (1 iteration), and the build before (f32 lists, 1 iteration).
+# Results: results/lists/<run>/ (log, time -v, .meta.toml, iterations CSV), results/lists/<set>.csv
+# and the table in README.md. usage: eval/paper_scale/lists.sh [blobs] [paper]
+# (WORK=dir for the data, default eval/paper_scale/work; the paper set needs about 20 GB while
+# its partitions are made.)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+work=${WORK:-$here/work}
+before=${BEFORE:-d127db2}
+out="$here/results/lists"
+mkdir -p "$work" "$out"
+(cd "$root" && cargo build --release --quiet)
+vocab="$root/target/release/vocab"
+old_tree=/tmp/vocab-before-$before
+if [ ! -x "$old_tree/target/release/vocab" ]; then
+  rm -rf "$old_tree"
+  git -C "$root" worktree add --force --detach "$old_tree" "$before" >/dev/null
+  (cd "$old_tree" && cargo build --release --quiet)
+fi
+old="$old_tree/target/release/vocab"
+{ lscpu | grep -E '^(Model name|CPU\(s\)|Flags)'; grep MemTotal /proc/meminfo; } >"$out/machine.txt"
+
+# run NAME BINARY ISA-CAP FEATURES K ITERATIONS KERNEL: one k-means run, timed; its row of the CSV.
+run() {
+  local name=$1 bin=$2 cap=$3 features=$4 k=$5 iterations=$6 kernel=$7
+  local dir="$out/$name"
+  mkdir -p "$dir"
+  local flags=(--assign approx)
+  [ "$kernel" = f32 ] || flags+=(--kernel "$kernel")
+  env ${cap:+VOCAB_MAX_ISA=$cap} /usr/bin/time -v "$bin" kmeans --features "$features" --k "$k" \
+    --iterations "$iterations" --tol 0 --init random "${flags[@]}" --out "$work/$name.bin" \
+    --quiet >"$dir/log.txt" 2>"$dir/time.txt"
+  cp "$work/$name.bin.meta.toml" "$work/$name.bin.iterations.csv" "$dir/"
+  rm -rf "$work/$name.bin" "$work/$name.bin.ckpt"
+  local peak exact gap worst seconds
+  peak=$(awk '/Maximum resident/ {printf "%.2f", $6 / 1048576}' "$dir/time.txt")
+  exact=$(awk -F' = ' '/^exact = / {e=$2} /^sample = / {s=$2} END {printf "%.4f", e / s}' "$dir/$name.bin.meta.toml")
+  gap=$(awk -F' = ' '/^approx_inertia/ {a=$2} /^exact_inertia/ {e=$2} END {printf "%.4f", a / e - 1}' "$dir/$name.bin.meta.toml")
+  seconds=$(awk -F, 'NR > 1 {printf "%s%.1f", sep, $3; sep=";"}' "$dir/$name.bin.iterations.csv")
+  worst=$(awk -F, 'NR > 1 && $3 > w {w=$3} END {printf "%.1f", w}' "$dir/$name.bin.iterations.csv")
+  echo "$name,$kernel,${cap:-native},$seconds,$worst,$exact,$gap,$peak"
+}
+
+header="run,lists kernel,isa,seconds per iteration,worst iteration s,exact nearest,inertia gap,peak GB"
+sets=("$@")
+[ ${#sets[@]} -gt 0 ] || sets=(blobs paper)
+for set in "${sets[@]}"; do
+    case $set in
+    blobs)
+      features="$work/blobs65k.bin"
+      [ -f "$features" ] || "$vocab" datasets synth --n 600000 --clusters 65536 --seed 1 \
+        --out "$features" --quiet
+      {
+        echo "$header"
+        run blobs-before-f32 "$old" "" "$features" 262144 2 f32
+        run blobs-f32 "$vocab" "" "$features" 262144 2 f32
+        run blobs-int8 "$vocab" "" "$features" 262144 2 int8
+        run blobs-int8-avx2 "$vocab" avx2 "$features" 262144 2 int8
+      } | tee "$out/blobs.csv"
+      ;;
+    paper)
+      parts="$work/parts"
+      if [ ! -f "$parts/manifest.toml" ]; then
+        "$vocab" features --input "$root/../shared/datasets/scene15-train" --mode random \
+          --per-image 4950 --seed 1 --out "$work/features.bin" --quiet
+        "$vocab" partition --features "$work/features.bin" --parts 64 --element u8 \
+          --out "$parts" --quiet
+        rm -f "$work/features.bin"
+      fi
+      {
+        echo "$header"
+        run paper-int8 "$vocab" "" "$parts" 1048576 2 int8
+        run paper-int8-avx2 "$vocab" avx2 "$parts" 1048576 1 int8
+        run paper-before-f32 "$old" "" "$parts" 1048576 1 f32
+      } | tee "$out/paper.csv"
+      ;;
+    *) echo "unknown set $set (blobs, paper)" >&2; exit 2 ;;
+    esac
+done
