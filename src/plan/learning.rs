@@ -2,7 +2,7 @@
 //! step) moves, computes and holds, and the seconds it takes; and the key to their columns.
 
 use super::cost::{DIMS, kmeans_memory, stage2_bytes};
-use super::rates::{self, APPROX_RATE, F32_RATE, INT8_RATE, rate_of};
+use super::rates::{self, APPROX_INT8_RATE, APPROX_RATE, F32_RATE, INT8_RATE, rate_of};
 use crate::config::Config;
 use crate::memory::{breakdown, human};
 
@@ -142,10 +142,11 @@ pub(super) fn print_key(config: &Config) {
         "  (comm s: link-bound seconds per iteration at {} Mbit/s per node, both directions at \
          once;\n   map flop: 2 x multiply-adds of the assignment, all nodes; map s: their seconds \
          on nodes\n   as fast as eval/paper_scale's 2 AVX2 cores: f32 {:.0}, int8 {:.0}, approximate \
-         {:.0} G multiply-adds/s;\n   an iteration takes about map s + comm s)",
+         {:.0}\n   (int8 lists {:.0}) G multiply-adds/s; an iteration takes about map s + comm s)",
         config.plan.link_mbit,
         F32_RATE / 1e9,
         INT8_RATE / 1e9,
-        APPROX_RATE / 1e9
+        APPROX_RATE / 1e9,
+        APPROX_INT8_RATE / 1e9
     );
 }

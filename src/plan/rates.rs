@@ -18,10 +18,20 @@ pub(super) const INT8_RATE: f64 = 107.8e9;
 /// words) x 512 dims in 1,038.4 s per iteration (`eval/paper_scale/results/kmeans/`).
 pub(super) const APPROX_RATE: f64 = 7_425_000.0 * 9216.0 * 512.0 / 1038.38;
 
+/// The approximate search with the lists searched by the integer kernel: [`APPROX_RATE`] scaled
+/// by the speedup of its AVX2 build over the f32 lists, measured side by side on one machine at
+/// the same shape (`eval/paper_scale/results/lists/paper.csv`: 694.5 s and 331.9 s per
+/// iteration).
+pub(super) const APPROX_INT8_RATE: f64 = APPROX_RATE * 694.5 / 331.9;
+
 /// The measured rate of `assignment`'s search (pruned runs are counted as full passes: an upper
 /// estimate of their time).
 pub(super) fn rate_of(assignment: kmeans::Assignment) -> f64 {
     match assignment {
+        kmeans::Assignment::Approx {
+            kernel: kmeans::Kernel::Int8,
+            ..
+        } => APPROX_INT8_RATE,
         kmeans::Assignment::Approx { .. } => APPROX_RATE,
         a if a.kernel() == kmeans::Kernel::Int8 => INT8_RATE,
         _ => F32_RATE,
@@ -74,3 +84,25 @@ pub(super) const FISHER_PATCH: f64 = 1.7e-6 / 4096.0;
 /// when stride 4 was described so (4,485 photos, about 15.8M patches, 107.5 s against the
 /// aligned rates' 68 s).
 pub(super) const UNALIGNED_PATCH: f64 = 2.5e-6;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kmeans::{Assignment, Kernel};
+
+    #[test]
+    fn each_search_is_reckoned_at_its_own_measured_rate() {
+        let approx = |kernel| Assignment::Approx {
+            lists: 0,
+            probes: 8,
+            kernel,
+        };
+        assert_eq!(rate_of(approx(Kernel::F32)), APPROX_RATE);
+        assert_eq!(rate_of(approx(Kernel::Int8)), APPROX_INT8_RATE);
+        // The integer lists measured 2.1x the f32 lists' speed at the paper's shape.
+        let speedup = APPROX_INT8_RATE / APPROX_RATE;
+        assert!((2.0..2.2).contains(&speedup), "{speedup}");
+        assert_eq!(rate_of(Assignment::Full(Kernel::Int8)), INT8_RATE);
+        assert_eq!(rate_of(Assignment::Pruned(Kernel::F32)), F32_RATE);
+    }
+}
