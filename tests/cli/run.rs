@@ -192,7 +192,8 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
     // Seconds of the map from the rates measured in eval/paper_scale, beside the link-bound
     // seconds of the collectives.
     assert!(
-        plan.contains(" map s comm s ") && plan.contains("f32 52, int8 108, approximate 34 G"),
+        plan.contains(" map s comm s ")
+            && plan.contains("f32 52, int8 108, approximate 34\n   (int8 lists 71) G"),
         "{plan}"
     );
     // The photo stages run on the nodes too: what they bring to the driver. The sample stays
