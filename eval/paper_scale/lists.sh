@@ -8,8 +8,9 @@
 #   paper: the paper-scale run of run.sh (7,425,000 x 512 u8 into k = 1,048,576, 1,024 lists,
 #          8 probed): this build with int8 lists (2 iterations), the same capped to AVX2
 #          (1 iteration), and the build before (f32 lists, 1 iteration).
+#   probes: the paper set's int8 run with 12 lists probed instead of 8 (after paper).
 # Results: results/lists/<run>/ (log, time -v, .meta.toml, iterations CSV), results/lists/<set>.csv
-# and the table in README.md. usage: eval/paper_scale/lists.sh [blobs] [paper]
+# and the table in README.md. usage: eval/paper_scale/lists.sh [blobs] [paper] [probes]
 # (WORK=dir for the data, default eval/paper_scale/work; the paper set needs about 20 GB while
 # its partitions are made.)
 set -euo pipefail
@@ -32,10 +33,10 @@ old="$old_tree/target/release/vocab"
 
 # run NAME BINARY ISA-CAP FEATURES K ITERATIONS KERNEL: one k-means run, timed; its row of the CSV.
 run() {
-  local name=$1 bin=$2 cap=$3 features=$4 k=$5 iterations=$6 kernel=$7
+  local name=$1 bin=$2 cap=$3 features=$4 k=$5 iterations=$6 kernel=$7 probes=${8:-8}
   local dir="$out/$name"
   mkdir -p "$dir"
-  local flags=(--assign approx)
+  local flags=(--assign approx --probes "$probes")
   [ "$kernel" = f32 ] || flags+=(--kernel "$kernel")
   env ${cap:+VOCAB_MAX_ISA=$cap} /usr/bin/time -v "$bin" kmeans --features "$features" --k "$k" \
     --iterations "$iterations" --tol 0 --init random "${flags[@]}" --out "$work/$name.bin" \
@@ -84,6 +85,13 @@ for set in "${sets[@]}"; do
         run paper-before-f32 "$old" "" "$parts" 1048576 1 f32
       } | tee "$out/paper.csv"
       ;;
-    *) echo "unknown set $set (blobs, paper)" >&2; exit 2 ;;
+    probes)
+      # More lists a vector (toward 95% exact nearest words), on the paper set's partitions.
+      {
+        echo "$header"
+        run paper-int8-probes12 "$vocab" "" "$work/parts" 1048576 2 int8 12
+      } | tee "$out/probes.csv"
+      ;;
+    *) echo "unknown set $set (blobs, paper, probes)" >&2; exit 2 ;;
     esac
 done
