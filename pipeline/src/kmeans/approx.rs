@@ -277,26 +277,9 @@ impl Index {
         let lists = self.lists();
         let probes = probes.clamp(1, lists);
         let s = scratch;
-        let mut probed = std::mem::take(&mut s.lists);
-        probed.clear();
-        self.probe(x, probes, s, &mut probed);
-        s.lists = probed;
-        // The rows probing each list, in row order (counting sort).
-        s.starts.clear();
-        s.starts.resize(lists + 1, 0);
-        for &l in &s.lists {
-            s.starts[l as usize + 1] += 1;
-        }
-        for l in 0..lists {
-            s.starts[l + 1] += s.starts[l];
-        }
-        s.rows.resize(n * probes, 0);
-        let mut fill = s.starts[..lists].to_vec();
-        for (at, &l) in s.lists.iter().enumerate() {
-            let slot = &mut fill[l as usize];
-            s.rows[*slot] = (at / probes) as u32;
-            *slot += 1;
-        }
+        s.lists.clear();
+        self.probe_into(x, probes, (&mut s.assign, &mut s.list_dists), &mut s.lists);
+        quant::rows_by_list(&s.lists, probes, lists, &mut s.starts, &mut s.rows);
         s.best.clear();
         s.best.resize(n, f32::INFINITY);
         s.best_id.clear();
@@ -349,18 +332,24 @@ impl Index {
         scratch: &mut SearchScratch,
         probed: &mut Vec<u32>,
     ) {
+        let buffers = (&mut scratch.assign, &mut scratch.list_dists);
+        self.probe_into(x, probes, buffers, probed);
+    }
+
+    /// [`Index::probe`] with the buffers it needs.
+    fn probe_into(
+        &self,
+        x: Matrix<'_>,
+        probes: usize,
+        (assign, list_dists): (&mut AssignScratch, &mut Vec<f32>),
+        probed: &mut Vec<u32>,
+    ) {
         let (n, probes) = (x.rows(), probes.clamp(1, self.lists()));
         let at = probed.len();
         probed.resize(at + n * probes, 0);
-        scratch.list_dists.resize(n * probes, 0.0);
-        assign::nearest_few(
-            x,
-            &self.coarse,
-            &mut scratch.assign,
-            probes,
-            &mut probed[at..],
-            &mut scratch.list_dists,
-        );
+        list_dists.resize(n * probes, 0.0);
+        let coarse = &self.coarse;
+        assign::nearest_few(x, coarse, assign, probes, &mut probed[at..], list_dists);
     }
 
     /// The integer kernel's search ([`quant::search_lists`]) of the rows of `x`, which probe

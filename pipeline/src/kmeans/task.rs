@@ -250,15 +250,13 @@ impl MapTask<'_> {
         }
         0
     }
-}
 
-impl MapTask<'_> {
     /// Labels and distances of the rows of `units`, in order, by the integer kernel's
     /// approximate search: each unit's lists probed as [`approx::Index::search`] probes them,
     /// then all rows searched together, list by list.
     fn search_units(
         &self,
-        units: &mut [(Unit<'_>, Option<&mut prune::UnitBounds>)],
+        units: &[(Unit<'_>, Option<&mut prune::UnitBounds>)],
         scratch: &mut TaskScratch,
         labels: &mut [u32],
         dist: &mut [f32],

@@ -102,9 +102,7 @@ pub fn search_lists(
     );
     let probes = probed.len() / n;
     let s = scratch;
-    // The rows probing each list, ascending.
-    group_by_key(probed, count, &mut s.first, &mut s.members);
-    s.members.iter_mut().for_each(|at| *at /= probes as u32);
+    rows_by_list(probed, probes, count, &mut s.first, &mut s.members);
     let span = lists
         .start
         .windows(2)
@@ -191,22 +189,29 @@ pub fn search_lists(
     }
 }
 
-/// The positions of `keys` (each below `count`) grouped by key, in order within a key (a stable
-/// counting sort): key `g`'s at `order[first[g]..first[g + 1]]`.
-fn group_by_key(keys: &[u32], count: usize, first: &mut Vec<usize>, order: &mut Vec<u32>) {
+/// The rows probing each of `count` lists, ascending (a stable counting sort of `probed`,
+/// `probes` lists a row): list `l`'s at `rows[first[l]..first[l + 1]]`. Shared by the f32 and
+/// the integer searches of an inverted file.
+pub fn rows_by_list(
+    probed: &[u32],
+    probes: usize,
+    count: usize,
+    first: &mut Vec<usize>,
+    rows: &mut Vec<u32>,
+) {
     first.clear();
     first.resize(count + 1, 0);
-    for &g in keys {
-        first[g as usize + 1] += 1;
+    for &l in probed {
+        first[l as usize + 1] += 1;
     }
-    for g in 0..count {
-        first[g + 1] += first[g];
+    for l in 0..count {
+        first[l + 1] += first[l];
     }
-    order.resize(keys.len(), 0);
+    rows.resize(probed.len(), 0);
     let mut fill = first[..count].to_vec();
-    for (at, &g) in keys.iter().enumerate() {
-        let slot = &mut fill[g as usize];
-        order[*slot] = at as u32;
+    for (at, &l) in probed.iter().enumerate() {
+        let slot = &mut fill[l as usize];
+        rows[*slot] = (at / probes) as u32;
         *slot += 1;
     }
 }

@@ -52,7 +52,7 @@ mod search;
 mod tests;
 
 pub use self::codes::{CENTROID_BLOCK, PANEL, QuantCentroids, QuantRows, QuantSlice, ROW_BLOCK};
-pub use self::lists::{ListScratch, Lists, search_lists};
+pub use self::lists::{ListScratch, Lists, rows_by_list, search_lists};
 pub use self::search::{
     FewScratch, QuantScratch, Runs, SearchScratch, assign_quantized, assign_quantized_runs,
     nearest_few_quantized, search_runs,
