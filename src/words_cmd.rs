@@ -83,6 +83,7 @@ fn params(args: &WordsArgs) -> MontageParams {
         seed: args.seed,
         zoom: args.zoom,
         max_side: args.max_side,
+        patch: args.patch,
         max_pixels: args.max_pixels.saturating_mul(1_000_000),
     }
 }

@@ -5,9 +5,16 @@
 # components, EM to scikit-learn's tolerance), each variant encoding every photo its way, then a
 # linear SVM per attribute (C by an inner 5-fold CV on the training folds) scored on the held-out
 # fold.
-# A variant whose train flags are exactly --mirrored (no other train flag with it) also encodes each fold's training photos mirrored
-# left to right (vocab encode --mirror) and trains on them beside the photos.
+# A variant whose train flags hold --mirrored also encodes each fold's training photos mirrored
+# left to right (vocab encode --mirror) and trains on them beside the photos; with --tta too it
+# encodes every photo mirrored and also scores each held-out photo by the mean of its own and its
+# mirror image's decision values (vocab evaluate --mirrored), recorded as the variant NAME, and
+# by its own alone as NAME:single.
+# Every model's predictions (with the decision values) stay in work/encodings for fusion.py.
 # usage: eval/accuracy/encodings.sh [photos dir]   (VARIANTS, FOLDS, ATTRIBUTES to narrow)
+# A variant ending -upF runs on the photos upscaled F/1000 times (upscale.py; WORK apart):
+#   python3 upscale.py ../../../shared/datasets/scene15-train /tmp/up1667 1.6667
+#   WORK=work/up1667 VARIANTS=fisher-g128-d64-p2-s8-mirror-up1667 ./encodings.sh /tmp/up1667
 # Results already in encodings.csv (same fold, variant, attribute) are not run again.
 # writes encodings.csv and encodings-timings.csv; encodings_report.py makes the table.
 set -euo pipefail
@@ -17,7 +24,9 @@ photos=$(realpath "${1:-$root/../shared/datasets/scene15-train}")
 (cd "$root" && cargo build --release --quiet)
 vocab="$root/target/release/vocab"
 attributes=${ATTRIBUTES:-class}
-work="$here/work/encodings"; mkdir -p "$work"
+# WORK: another folder for another photo set (samples, dictionaries and encodings are kept by
+# fold and variant name, not by photos).
+work=${WORK:-$here/work/encodings}; mkdir -p "$work"
 seed=1 per_image=125 iterations=10 folds=5
 # name | dictionary (vK: k-means, gGxD: mixture) | encode flags | train flags
 all_variants="
@@ -38,6 +47,10 @@ fisher-g128-d96-p2-s4|g128x96|--stride 4 --method fisher --pyramid 2|
 fisher-g128-d48-p2-s4|g128x48|--stride 4 --method fisher --pyramid 2|
 fisher-g64-d64-p2-s4-sc64|g64x64|--stride 4 --scales 40,64 --method fisher --pyramid 2|
 fisher-g128-d64-p2-s4-mirror|g128x64|--stride 4 --method fisher --pyramid 2|--mirrored
+fisher-g128-d64-p2x3-s4-mirror|g128x64|--stride 4 --method fisher --pyramid 2 --strips 3|--mirrored
+fisher-g128-d64-p2-s8-mirror-up1667|g128x64|--stride 8 --method fisher --pyramid 2|--mirrored
+fisher-g128-d64-p2-s4-mirror-tta|g128x64|--stride 4 --method fisher --pyramid 2|--mirrored --tta
+bow-k1024-p3-chi2-mirror-tta|v1024|--stride 8 --norm l1 --pyramid 3 --soft 5 --kernel int8|--kernel-map chi2 --mirrored --tta
 "
 want=${VARIANTS:-$(echo "$all_variants" | cut -d'|' -f1 | xargs)}
 python3 "$here/folds.py" "$photos/labels.csv" "$work" "$seed" "$folds"
@@ -76,18 +89,22 @@ for f in ${FOLDS:-$(seq 0 $((folds - 1)))}; do
       "$vocab" --quiet encode --vocabulary "$words" --input "$photos" $enc --out "$hist" > /dev/null
       echo "$f,$name,encode,$(dt "$s")" >> "$timings"
     fi
-    # --mirrored: the training photos mirrored, encoded alike, train beside them.
-    if [ "$train" = "--mirrored" ]; then
-      mirrored="$work/hist-$f-$name-mirrored.bin"
+    # --mirrored: the training photos mirrored (--tta: every photo), encoded alike, train beside
+    # them (--tta: and score beside them).
+    tta=""; case " $train " in *" --tta "*) tta=1; train=${train/--tta/} ;; esac
+    views=("")
+    case " $train " in *" --mirrored "*)
+      mirrored="$work/hist-$f-$name-mirrored.bin" photos_of=(--labels "$work/train-$f.csv")
+      [ -n "$tta" ] && photos_of=() && views=(--mirrored "$mirrored")
       if [ ! -f "$mirrored" ]; then
         s=$(t0)
         # shellcheck disable=SC2086
-        "$vocab" --quiet encode --vocabulary "$words" --input "$photos" --labels "$work/train-$f.csv" \
+        "$vocab" --quiet encode --vocabulary "$words" --input "$photos" "${photos_of[@]}" \
           $enc --mirror --out "$mirrored" > /dev/null
-        echo "$f,$name,encode-mirrored,$(dt "$s")" >> "$timings"
+        echo "$f,$name,encode-mirrored${tta:+-all},$(dt "$s")" >> "$timings"
       fi
-      train="--mirrored $mirrored"
-    fi
+      train=${train/--mirrored/--mirrored $mirrored} ;;
+    esac
     values=$(python3 -c "import struct,sys; b=open(sys.argv[1],'rb').read(16); print(struct.unpack('<I', b[12:16])[0])" "$hist")
     for attr in $attributes; do
       grep -q "^$f,$name,$attr," "$results" && continue
@@ -96,12 +113,20 @@ for f in ${FOLDS:-$(seq 0 $((folds - 1)))}; do
       # shellcheck disable=SC2086
       "$vocab" --quiet train --histograms "$hist" --labels "$photos/labels.csv" --attribute "$attr" \
         --split "$work/split-$f.csv" --cv 5 $train --out "$model" > /dev/null
-      out=$("$vocab" evaluate --model "$model" --histograms "$hist" --labels "$photos/labels.csv" --held-out)
-      acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
-      n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
-      echo "$f,$name,$attr,$acc,$bal,$n,$c,$values" >> "$results"
       echo "$f,$name,svm-$attr,$(dt "$s")" >> "$timings"
-      echo "fold $f $name $attr: $acc" >&2
+      # With --tta: first each photo alone (NAME:single), then with its mirror image (NAME).
+      for view in ${tta:+single} both; do
+        flags=(); label=$name
+        if [ "$view" = single ]; then label="$name:single"; else flags=("${views[@]}"); fi
+        [ -n "${flags[*]}" ] || flags=()
+        out=$("$vocab" evaluate --model "$model" --histograms "$hist" --labels "$photos/labels.csv" \
+          --held-out "${flags[@]}")
+        [ "$view" = single ] && cp "$model.predictions.csv" "$model.single.csv"
+        acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
+        n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
+        echo "$f,$label,$attr,$acc,$bal,$n,$c,$values" >> "$results"
+        echo "fold $f $label $attr: $acc" >&2
+      done
     done
   done
 done

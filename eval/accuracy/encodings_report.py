@@ -32,17 +32,26 @@ def parts(name):
     method = name.split("-")[0]
     k = re.search(r"-[kg](\d+)", name).group(1)
     d = re.search(r"-d(\d+)", name)
-    p = re.search(r"-p(\d)", name).group(1)
+    p = re.search(r"-p(\d)(x\d)?", name)
+    p = p.group(1) + (f" + {p.group(2)[1:]} strips" if p.group(2) else "")
     notes = []
     if "-chi2" in name:
         notes.append("chi2 map")
     if "-s4" in name:
         notes.append("stride 4")
+    up = re.search(r"-up(\d+)", name)
+    if up:
+        factor = int(up.group(1)) / 1000
+        notes.append(f"photos upscaled {factor:.3g}x (patches {40 / factor:.0f} px), stride 8 of them")
     scales = re.search(r"-sc(\d+)", name)
     if scales:
         notes.append(f"scales 40, {scales.group(1)}")
-    if name.endswith("-mirror"):
+    if "-mirror" in name:
         notes.append("+ mirror images")
+    if name.endswith("-tta"):
+        notes.append("scored with mirror images")
+    if name.endswith("-tta:single"):
+        notes.append("(the same models, photos alone)")
     return method, k, d.group(1) if d else "-", p, ", ".join(notes)
 
 
@@ -63,10 +72,11 @@ for v in order:
     cells = [mean_sd(acc.get((v, a), [])) for a in attributes]
     folds = max(len(acc.get((v, a), [])) for a in attributes)
     # With mirror images, their encoding (the training photos again) counts in the rate.
-    mirrored = seconds.get((v, "encode-mirrored"), [])
-    enc = [a + b for a, b in zip(seconds.get((v, "encode"), []), mirrored)] or seconds.get((v, "encode"), [])
+    base = v.removesuffix(":single")
+    mirrored = seconds.get((base, "encode-mirrored"), []) or seconds.get((base, "encode-mirrored-all"), [])
+    enc = [a + b for a, b in zip(seconds.get((base, "encode"), []), mirrored)] or seconds.get((base, "encode"), [])
     rate = f"{PHOTOS / statistics.mean(enc):.0f}" if enc else "-"
-    svm = seconds.get((v, "svm-class"), [])
+    svm = seconds.get((base, "svm-class"), [])
     print(f"| {method} | {k} | {d} | {p} | {values[v]:,} | {notes} | " + " | ".join(cells)
           + f" | {folds} | {rate} | {statistics.mean(svm):.1f} |" if svm else
           f"| {method} | {k} | {d} | {p} | {values[v]:,} | {notes} | " + " | ".join(cells) + f" | {folds} | {rate} | - |")

@@ -499,7 +499,7 @@ impl ModelFile {
         let want = self.encoding.as_ref().map(|e| {
             // The method's values per cell (k, or k x 512 for VLAD), over the pyramid's cells.
             let hist = (e.params().method.cell_len(e.k(), e.params().dims))
-                .checked_mul(crate::encode::encoded_len(1, e.params().levels));
+                .checked_mul(e.params().pyramid().cells());
             hist.and_then(|h| h.checked_mul(self.kernel_map.map_or(1, |m| m.mapped_len(1))))
         });
         if let Some(want) = want
@@ -553,13 +553,19 @@ impl ModelFile {
 
     /// The predicted class index of a histogram and its score ([`Classifier::scored`]).
     pub fn scored(&self, histogram: &[f32]) -> (usize, f64) {
+        self.classifier.choose(&self.decisions(histogram))
+    }
+
+    /// Every model's decision value for a histogram ([`Classifier::decisions`]), through the
+    /// model's kernel map when it has one.
+    pub fn decisions(&self, histogram: &[f32]) -> Vec<f64> {
         match &self.kernel_map {
             // The map of the non-zero bins only: no dense mapped vector per photo.
             Some(map) => {
                 let rows = crate::svm::Rows::mapped(&[histogram], map);
-                self.classifier.scored_row(&rows, 0)
+                self.classifier.decisions_row(&rows, 0)
             }
-            None => self.classifier.scored(histogram),
+            None => self.classifier.decisions(histogram),
         }
     }
 }

@@ -82,9 +82,40 @@ pub struct FeatureParams {
     /// files of unmirrored stages stay what they were.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mirror: bool,
+    /// The side, in pixels of the photo (after any downscale), that a patch covers: each photo
+    /// is resized by [`PATCH_SIDE`]` / patch` before it is described ([`Luminance::zoomed`]:
+    /// enlarged for smaller patches), so patches, strides and places are in pixels of the
+    /// resized photo. None: [`PATCH_SIDE`], the photo as it is; absent from records then, so
+    /// keys and files stay what they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<usize>,
 }
 
+/// Smallest side a patch may cover ([`FeatureParams::patch`]: the photo enlarged 2.5 times).
+pub const MIN_PATCH: usize = 16;
+/// Largest side a patch may cover (the photo shrunk 4 times).
+pub const MAX_PATCH: usize = 160;
+
 impl FeatureParams {
+    /// How much a photo is resized before it is described (1: as it is).
+    pub fn zoom(&self) -> f64 {
+        self.patch
+            .map_or(1.0, |p| PATCH_SIDE as f64 / p.max(1) as f64)
+    }
+
+    /// A decoded photo as the stage describes it: mirrored when asked, then resized for the
+    /// patch side ([`FeatureParams::patch`]). Every stage that describes photos goes through
+    /// here, so a sample and the encoding over its words see the same pixels.
+    pub fn prepare(&self, mut lum: Luminance) -> Luminance {
+        if self.mirror {
+            lum.mirror();
+        }
+        match self.patch.filter(|&p| p != PATCH_SIDE) {
+            Some(_) => lum.zoomed(self.zoom()),
+            None => lum,
+        }
+    }
+
     /// The most memory the features stage holds for one photo of at most `max_pixels` pixels:
     /// its working memory ([`crate::image_io::BYTES_PER_PIXEL`]) and its descriptors (2 KiB a
     /// patch: the per-image count, or a dense grid over the whole photo).
@@ -94,12 +125,19 @@ impl FeatureParams {
             Sampling::Random { per_image, .. } => per_image as u64,
             Sampling::Dense { stride } => {
                 let step = (stride.max(1) as u64).saturating_mul(stride.max(1) as u64);
-                self.max_pixels / step + 1
+                self.pixels() / step + 1
             }
         };
-        self.max_pixels
+        self.pixels()
             .saturating_mul(crate::image_io::BYTES_PER_PIXEL)
             .saturating_add(patches.saturating_mul(patch))
+    }
+
+    /// Pixels a photo of at most `max_pixels` holds as described: more when smaller patches
+    /// enlarge it.
+    pub fn pixels(&self) -> u64 {
+        let zoom = self.zoom().max(1.0);
+        (self.max_pixels as f64 * zoom * zoom).min(u64::MAX as f64) as u64
     }
 
     /// Photos a stage computes per batch on `threads` threads: eight a thread when a photo's
@@ -128,6 +166,9 @@ impl FeatureParams {
         if self.max_pixels == 0 {
             return Err(FeatureParamsError::MaxPixels);
         }
+        if let Some(side) = self.patch.filter(|p| !(MIN_PATCH..=MAX_PATCH).contains(p)) {
+            return Err(FeatureParamsError::Patch(side));
+        }
         Ok(())
     }
 }
@@ -145,6 +186,8 @@ pub enum FeatureParamsError {
     MaxSide(usize),
     /// A pixel limit of 0.
     MaxPixels,
+    /// A patch side outside [`MIN_PATCH`]`..=`[`MAX_PATCH`].
+    Patch(usize),
 }
 
 impl Broken for FeatureParamsError {
@@ -154,12 +197,13 @@ impl Broken for FeatureParamsError {
             Self::Stride => "stride",
             Self::MaxSide(_) => "max_side",
             Self::MaxPixels => "max_pixels",
+            Self::Patch(_) => "patch",
         }
     }
 
     fn value(&self) -> String {
         match self {
-            Self::TooManyPatches(n) | Self::MaxSide(n) => n.to_string(),
+            Self::TooManyPatches(n) | Self::MaxSide(n) | Self::Patch(n) => n.to_string(),
             Self::NoPatches | Self::Stride | Self::MaxPixels => "0".into(),
         }
     }
@@ -171,6 +215,10 @@ impl Broken for FeatureParamsError {
             Self::Stride => "must be at least 1 pixel".into(),
             Self::MaxSide(_) => format!("smaller than a {PATCH_SIDE}x{PATCH_SIDE} patch"),
             Self::MaxPixels => "1 or more megapixels".into(),
+            Self::Patch(_) => format!(
+                "must be {MIN_PATCH} to {MAX_PATCH} pixels of the photo a patch covers (the photo \
+                 is resized by {PATCH_SIDE} / patch; {PATCH_SIDE}: as it is)"
+            ),
         }
     }
 }
@@ -502,14 +550,11 @@ pub(crate) fn compute_range<T: Send>(
                 if let Some(reason) = &photo.unusable {
                     return Err(Skip::Unusable(reason.clone()));
                 }
-                let mut lum = load_luminance(
+                let lum = params.prepare(load_luminance(
                     &collection.path_of(photo),
                     params.max_side,
                     params.max_pixels,
-                )?;
-                if params.mirror {
-                    lum.mirror();
-                }
+                )?);
                 let layout = lay_out(&lum, photo.picture_id, &params.sampling, describers)?;
                 let (width, height) = (layout.width, layout.height);
                 let (value, patches) = compute(describers, photo, &lum, layout);

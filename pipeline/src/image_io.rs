@@ -387,21 +387,49 @@ impl Luminance {
         let scale = max_side as f64 / longest as f64;
         let new_w = ((self.width as f64 * scale).round() as usize).clamp(1, max_side);
         let new_h = ((self.height as f64 * scale).round() as usize).clamp(1, max_side);
-        // Separable: rows first (width shrinks), then columns.
-        let horizontal = area_weights(self.width, new_w);
+        let taps = (
+            area_weights(self.width, new_w),
+            area_weights(self.height, new_h),
+        );
+        self.resampled((new_w, new_h), &taps)
+    }
+
+    /// The image resized by `factor` (each side rounded, at least 1 pixel): enlarged by linear
+    /// interpolation between the nearest pixels (pixel centres aligned, edges repeated: what
+    /// OpenCV calls `INTER_LINEAR`), shrunk by area averaging ([`Luminance::fit_within`]'s).
+    /// A factor of 1 gives a copy.
+    pub fn zoomed(&self, factor: f64) -> Self {
+        let side = |n: usize| ((n as f64 * factor).round() as usize).max(1);
+        let (new_w, new_h) = (side(self.width), side(self.height));
+        if factor < 1.0 {
+            return self.scaled_within(new_w.max(new_h));
+        }
+        if (new_w, new_h) == (self.width, self.height) || self.data.is_empty() {
+            return self.clone();
+        }
+        let taps = (
+            linear_weights(self.width, new_w),
+            linear_weights(self.height, new_h),
+        );
+        self.resampled((new_w, new_h), &taps)
+    }
+
+    /// The image at `new_w x new_h`, each output value the weighted sum of the input values its
+    /// taps name: rows first (the width changes), then columns.
+    fn resampled(&self, (new_w, new_h): (usize, usize), taps: &(Taps, Taps)) -> Self {
+        let (horizontal, vertical) = taps;
         let mut tmp = vec![0f32; new_w * self.height];
         for (src, dst) in self
             .data
             .chunks_exact(self.width)
             .zip(tmp.chunks_exact_mut(new_w))
         {
-            for (out, taps) in dst.iter_mut().zip(&horizontal) {
+            for (out, taps) in dst.iter_mut().zip(horizontal) {
                 *out = taps.iter().map(|&(i, w)| src[i] * w).sum();
             }
         }
-        let vertical = area_weights(self.height, new_h);
         let mut data = vec![0f32; new_w * new_h];
-        for (dst, taps) in data.chunks_exact_mut(new_w).zip(&vertical) {
+        for (dst, taps) in data.chunks_exact_mut(new_w).zip(vertical) {
             for &(i, w) in taps {
                 for (out, &v) in dst.iter_mut().zip(&tmp[i * new_w..(i + 1) * new_w]) {
                     *out += v * w;
@@ -424,7 +452,29 @@ fn luma_rgb<T: Copy>(raw: &[T], channels: usize, to_f32: impl Fn(T) -> f32) -> V
 }
 
 /// For each of `dst` output samples, the input samples it covers and their weights (summing to 1).
-fn area_weights(src: usize, dst: usize) -> Vec<Vec<(usize, f32)>> {
+/// Each output index's input indices and weights, along one side.
+type Taps = Vec<Vec<(usize, f32)>>;
+
+/// Linear interpolation from `src` to `dst >= src` values: output `j` sits at input
+/// `(j + 0.5) src / dst - 0.5`, clamped to the first and last values, between its two neighbours.
+fn linear_weights(src: usize, dst: usize) -> Taps {
+    let ratio = src as f64 / dst as f64;
+    let last = src.saturating_sub(1);
+    (0..dst)
+        .map(|j| {
+            let at = ((j as f64 + 0.5) * ratio - 0.5).clamp(0.0, last as f64);
+            let i = at.floor() as usize;
+            let frac = (at - i as f64) as f32;
+            if frac > 0.0 && i < last {
+                vec![(i, 1.0 - frac), (i + 1, frac)]
+            } else {
+                vec![(i, 1.0)]
+            }
+        })
+        .collect()
+}
+
+fn area_weights(src: usize, dst: usize) -> Taps {
     let ratio = src as f64 / dst as f64;
     (0..dst)
         .map(|j| {
@@ -1203,5 +1253,50 @@ mod tests {
                 assert!((mass - 1.0).abs() < 1e-5, "{src}->{dst}: {mass}");
             }
         }
+        for (src, dst) in [(3, 10), (256, 427), (1, 5), (7, 7)] {
+            for taps in linear_weights(src, dst) {
+                let mass: f32 = taps.iter().map(|&(_, w)| w).sum();
+                assert!((mass - 1.0).abs() < 1e-6, "{src}->{dst}: {mass}");
+                assert!(taps.iter().all(|&(i, _)| i < src), "{src}->{dst}: {taps:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn zooming_in_interpolates_between_pixel_centres_as_opencv_does() {
+        // cv2.resize([[0, 10], [20, 30]], (4, 4), interpolation=cv2.INTER_LINEAR): each row
+        // 0, 2.5, 7.5, 10 (edges repeated), and the rows likewise.
+        let lum = Luminance {
+            width: 2,
+            height: 2,
+            data: vec![0.0, 10.0, 20.0, 30.0],
+        };
+        let big = lum.zoomed(2.0);
+        assert_eq!((big.width, big.height), (4, 4));
+        let want = [
+            [0.0, 2.5, 7.5, 10.0],
+            [5.0, 7.5, 12.5, 15.0],
+            [15.0, 17.5, 22.5, 25.0],
+            [20.0, 22.5, 27.5, 30.0],
+        ];
+        for (got, want) in big.data.iter().zip(want.iter().flatten()) {
+            assert!((got - want).abs() < 1e-5, "{:?}", big.data);
+        }
+        // A flat photo stays flat at any factor; 1 is a copy; below 1 is the area downscale.
+        let flat = Luminance {
+            width: 5,
+            height: 3,
+            data: vec![7.0; 15],
+        };
+        let zoomed = flat.zoomed(40.0 / 24.0);
+        assert_eq!((zoomed.width, zoomed.height), (8, 5));
+        assert!(zoomed.data.iter().all(|&v| (v - 7.0).abs() < 1e-5));
+        assert_eq!(flat.zoomed(1.0), flat);
+        let ramp = Luminance {
+            width: 8,
+            height: 4,
+            data: (0..32).map(|v| v as f32).collect(),
+        };
+        assert_eq!(ramp.zoomed(0.5), ramp.scaled_within(4));
     }
 }

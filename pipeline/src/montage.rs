@@ -32,6 +32,9 @@ pub struct MontageParams {
     pub zoom: usize,
     /// Downscale photos whose longer side exceeds this, as the vocabulary's photos were.
     pub max_side: Option<usize>,
+    /// The side a patch covers, as the vocabulary's photos were described
+    /// ([`crate::features::FeatureParams::patch`]; none: 40, the photo as it is).
+    pub patch: Option<usize>,
     /// Skip photos declaring more pixels than this.
     pub max_pixels: u64,
 }
@@ -68,6 +71,14 @@ impl MontageParams {
         }
         if !(1..=8).contains(&self.zoom) {
             return bad(format!("zoom {}: must be 1 to 8", self.zoom));
+        }
+        let sides = crate::features::MIN_PATCH..=crate::features::MAX_PATCH;
+        if let Some(patch) = self.patch.filter(|p| !sides.contains(p)) {
+            return bad(format!(
+                "patch {patch}: must be {} to {} pixels",
+                sides.start(),
+                sides.end()
+            ));
         }
         // The settings together, before anything is allocated.
         let need = self.memory();
@@ -191,12 +202,19 @@ pub fn draw(
         .par_iter()
         .map(|&i| {
             let photo = &photos[i];
-            let lum = load_luminance(
-                &collection.path_of(photo),
-                params.max_side,
-                params.max_pixels,
-            )
-            .ok()?;
+            // Resized for the patch side as the features stage resizes them.
+            let like_sample = crate::features::FeatureParams {
+                patch: params.patch,
+                ..Default::default()
+            };
+            let lum = like_sample.prepare(
+                load_luminance(
+                    &collection.path_of(photo),
+                    params.max_side,
+                    params.max_pixels,
+                )
+                .ok()?,
+            );
             let positions = sampling.positions(photo.picture_id, lum.width, lum.height);
             if positions.is_empty() {
                 return None;
@@ -339,6 +357,7 @@ mod tests {
             seed: 1,
             zoom: 2,
             max_side: None,
+            patch: None,
             max_pixels: 100_000_000,
         };
         base.check().expect("the defaults' scale");
@@ -375,6 +394,7 @@ mod tests {
             seed: 1,
             zoom: 2,
             max_side: None,
+            patch: None,
             max_pixels: 100_000_000,
         };
         assert!(ok.check().is_ok());

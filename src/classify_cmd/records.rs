@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use anyhow::{Context, bail, ensure};
+use vocab_pipeline::classify::Table;
 use vocab_pipeline::encode::Encoding;
 use vocab_pipeline::features::manifest_path;
 
@@ -93,4 +94,80 @@ pub(super) fn same_encoding(
         record.display()
     );
     Ok(())
+}
+
+/// The rows of `mirror` (`--mirrored path`, of `vocab train` and `vocab evaluate`) for the
+/// photos `photos` of `table` (`--histograms histograms`, whose record is `encoding`), in their
+/// order: both files record the same encoding, of the photos as they are and mirrored, and
+/// `mirror` has a row of the same length for every one of the photos (found by path). `which`
+/// names the photos in errors (`training`).
+pub(super) fn mirror_rows<'m>(
+    (histograms, table): (&Path, &Table),
+    (path, mirror): (&Path, &'m Table),
+    photos: &[(usize, usize)],
+    encoding: Option<&Encoding>,
+    which: &str,
+) -> anyhow::Result<Vec<&'m [f32]>> {
+    // Both records are needed: they are what says the rows are mirror images of the same
+    // photos over the same vocabulary (by its digest), and vocab encode always writes them.
+    let record = |histograms: &Path, flag: &str| {
+        format!(
+            "{flag} {}: has no record {} to show that --mirrored holds the mirror images of \
+             --histograms' photos over the same vocabulary; give the histograms of vocab encode \
+             (and of vocab encode --mirror) with their records",
+            histograms.display(),
+            manifest_path(histograms, "encoding.json").display()
+        )
+    };
+    let ours = encoding.with_context(|| record(histograms, "--histograms"))?;
+    let theirs = read_encoding(path)?.with_context(|| record(path, "--mirrored"))?;
+    ensure!(
+        !ours.params().features.mirror,
+        "--histograms {}: holds mirrored photos (vocab encode --mirror); give the photos as \
+         they are, and their mirror images as --mirrored",
+        histograms.display()
+    );
+    ensure!(
+        theirs.params().features.mirror,
+        "--mirrored {}: holds the photos as they are; give the histograms of `vocab encode \
+         --mirror`",
+        path.display()
+    );
+    {
+        ensure!(
+            theirs == ours.mirror_image(),
+            "--mirrored {}: encoded otherwise than --histograms {} ({} against {}); encode both \
+             with the same vocabulary and settings",
+            path.display(),
+            histograms.display(),
+            manifest_path(path, "encoding.json").display(),
+            manifest_path(histograms, "encoding.json").display()
+        );
+    }
+    let by_path: std::collections::HashMap<&str, usize> = (mirror.paths.iter())
+        .enumerate()
+        .map(|(i, p)| (p.as_str(), i))
+        .collect();
+    let len = table.rows.first().map_or(0, Vec::len);
+    photos
+        .iter()
+        .map(|&(i, _)| {
+            let photo = &table.paths[i];
+            let row = by_path.get(photo.as_str()).map(|&m| &mirror.rows[m]);
+            let row = row.with_context(|| {
+                format!(
+                    "--mirrored {}: has no row for the {which} photo {photo}",
+                    path.display()
+                )
+            })?;
+            ensure!(
+                row.len() == len,
+                "--mirrored {}: rows of {} values, --histograms {} rows of {len}",
+                path.display(),
+                row.len(),
+                histograms.display()
+            );
+            Ok(row.as_slice())
+        })
+        .collect()
 }

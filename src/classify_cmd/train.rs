@@ -1,7 +1,6 @@
 //! `vocab train`: the split, the solver's rows (with their mirror images), the choice of C and
 //! the model's file.
 
-use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, bail, ensure};
@@ -9,13 +8,12 @@ use vocab_pipeline::classify::{
     MODEL_VERSION, ModelFile, Table, labelled, read_histograms, read_labels,
 };
 use vocab_pipeline::encode::{Encoding, Norm};
-use vocab_pipeline::features::manifest_path;
 use vocab_pipeline::kernel_map::KernelMap;
 use vocab_pipeline::svm::{Classifier, Labelled, Rows, SvmParams, choose_c};
 
 use crate::progress::Progress;
 
-use super::records::read_encoding;
+use super::records::{mirror_rows, read_encoding};
 use super::split::{Pairs, spec_of, split_rows};
 use crate::settings::TrainSettings;
 
@@ -60,11 +58,11 @@ pub fn train_on(
     let encoding = read_encoding(&args.histograms)?;
     let mirrored = match (&args.mirrored, mirror) {
         (Some(path), Some(mirror)) => Some(mirror_rows(
-            (table, mirror),
+            (&args.histograms, table),
+            (path, mirror),
             &train,
             encoding.as_ref(),
-            args,
-            path,
+            "training",
         )?),
         (Some(path), None) => bail!("--mirrored {}: not read", path.display()),
         (None, _) => None,
@@ -226,78 +224,4 @@ fn fit(
     )?;
     bar.inc(1);
     Ok((classifier, c, cv_accuracy))
-}
-
-/// The rows of `mirrored` (`vocab train --mirrored`) for the training photos `train` of
-/// `table`, in their order: the same encoding of the photos mirrored when both files record one,
-/// a row of the same length for every training photo (found by path).
-fn mirror_rows<'m>(
-    (table, mirror): (&Table, &'m Table),
-    train: &[(usize, usize)],
-    encoding: Option<&Encoding>,
-    args: &TrainSettings,
-    path: &Path,
-) -> anyhow::Result<Vec<&'m [f32]>> {
-    // Both records are needed: they are what says the rows are mirror images of the same
-    // photos over the same vocabulary (by its digest), and vocab encode always writes them.
-    let record = |histograms: &Path, flag: &str| {
-        format!(
-            "{flag} {}: has no record {} to show that --mirrored holds the mirror images of \
-             --histograms' photos over the same vocabulary; give the histograms of vocab encode \
-             (and of vocab encode --mirror) with their records",
-            histograms.display(),
-            manifest_path(histograms, "encoding.json").display()
-        )
-    };
-    let ours = encoding.with_context(|| record(&args.histograms, "--histograms"))?;
-    let theirs = read_encoding(path)?.with_context(|| record(path, "--mirrored"))?;
-    ensure!(
-        !ours.params().features.mirror,
-        "--histograms {}: holds mirrored photos (vocab encode --mirror); give the photos as \
-         they are, and their mirror images as --mirrored",
-        args.histograms.display()
-    );
-    ensure!(
-        theirs.params().features.mirror,
-        "--mirrored {}: holds the photos as they are; give the histograms of `vocab encode \
-         --mirror`",
-        path.display()
-    );
-    {
-        ensure!(
-            theirs == ours.mirror_image(),
-            "--mirrored {}: encoded otherwise than --histograms {} ({} against {}); encode both \
-             with the same vocabulary and settings",
-            path.display(),
-            args.histograms.display(),
-            manifest_path(path, "encoding.json").display(),
-            manifest_path(&args.histograms, "encoding.json").display()
-        );
-    }
-    let by_path: std::collections::HashMap<&str, usize> = (mirror.paths.iter())
-        .enumerate()
-        .map(|(i, p)| (p.as_str(), i))
-        .collect();
-    let len = table.rows.first().map_or(0, Vec::len);
-    train
-        .iter()
-        .map(|&(i, _)| {
-            let photo = &table.paths[i];
-            let row = by_path.get(photo.as_str()).map(|&m| &mirror.rows[m]);
-            let row = row.with_context(|| {
-                format!(
-                    "--mirrored {}: has no row for the training photo {photo}",
-                    path.display()
-                )
-            })?;
-            ensure!(
-                row.len() == len,
-                "--mirrored {}: rows of {} values, --histograms {} rows of {len}",
-                path.display(),
-                row.len(),
-                args.histograms.display()
-            );
-            Ok(row.as_slice())
-        })
-        .collect()
 }

@@ -188,6 +188,7 @@ mod tests {
         "vocab evaluate model in",
         "vocab evaluate histograms in",
         "vocab evaluate labels in",
+        "vocab evaluate mirrored in",
         "vocab classify model in",
         "vocab classify input in",
         "vocab classify out out",

@@ -56,6 +56,11 @@ pub struct EvaluateArgs {
     /// of every labelled photo of the histograms.
     #[arg(long)]
     pub held_out: bool,
+    /// Histograms of the same photos mirrored left to right (`vocab encode --mirror`, same
+    /// vocabulary and settings): each photo is scored by the mean of its own and its mirror
+    /// image's decision values.
+    #[arg(long, value_name = "FILE")]
+    pub mirrored: Option<PathBuf>,
 }
 
 /// Arguments of `vocab classify`.

@@ -136,6 +136,10 @@ pub struct WordsArgs {
     /// Downscale photos whose longer side exceeds PX, as the vocabulary's sample was.
     #[arg(long, value_name = "PX")]
     pub max_side: Option<usize>,
+    /// The side in pixels of the photo a patch covers, as the vocabulary's sample was
+    /// described (`vocab features --patch`) [default: 40].
+    #[arg(long, value_name = "PX")]
+    pub patch: Option<usize>,
     /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
     #[arg(long, value_name = "MPIX", default_value_t = crate::options::DEFAULT_MAX_MPIX)]
     pub max_pixels: u64,

@@ -254,6 +254,12 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
         *from = path.parent().unwrap_or(Path::new(".")).join(&*from);
     }
     let at = ConfigText { path, text: &text };
+    // One patch side, `[features] patch`, for both (`[encode]`'s only as `config show` says it).
+    if config.encode.patch.is_some() && config.encode.patch != config.features.patch {
+        let why = "the encoding describes photos as the sample did: set patch in [features] alone";
+        return Err(at.fail("encode", "patch", why));
+    }
+    config.encode.patch = config.features.patch;
     dataset_rules(&config, &at)?;
     sample_rules(&config, &at)?;
     dictionary_rules(&config, &at)?;

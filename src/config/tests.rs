@@ -11,6 +11,31 @@ fn load_text(text: &str) -> anyhow::Result<Config> {
 }
 
 #[test]
+fn the_patch_side_is_the_samples_and_the_encodings_alike() {
+    let base = "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n";
+    let c = load_text(&format!("{base}[features]\npatch = 24\n")).expect("patch");
+    assert_eq!(c.features.params().expect("features").patch, Some(24));
+    assert_eq!(c.encode_params().expect("encode").features.patch, Some(24));
+    // Shown and read back: the same config.
+    let shown = toml::to_string(&c).expect("show");
+    assert_eq!(load_text(&shown).expect("shown").encode.patch, Some(24));
+    let err = load_text(&format!("{base}[encode]\npatch = 24\n"))
+        .expect_err("encode alone")
+        .to_string();
+    assert!(
+        err.contains("[encode] patch, line 6") && err.contains("set patch in [features] alone"),
+        "{err}"
+    );
+    let err = load_text(&format!("{base}[features]\npatch = 8\n"))
+        .expect_err("too small")
+        .to_string();
+    assert!(
+        err.contains("[features] patch, line 6: must be 16 to 160"),
+        "{err}"
+    );
+}
+
+#[test]
 fn defaults_fill_in_and_rules_name_key_and_line() {
     let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n").expect("minimal");
     assert_eq!(

@@ -22,6 +22,11 @@ pub struct EncodeOptions {
     /// Spatial pyramid levels (1 = plain bag of words; 3 = 1x1 + 2x2 + 4x4).
     #[arg(long, value_name = "LEVELS", default_value_t = EncodeOptions::default().pyramid)]
     pub pyramid: usize,
+    /// Horizontal strips pooled after the pyramid's levels, top to bottom, weighted as its
+    /// finest level (0: none; --pyramid 2 --strips 3 is 1x1 + 2x2 + 3x1).
+    #[arg(long, value_name = "N", default_value_t = EncodeOptions::default().strips)]
+    #[serde(skip_serializing_if = "is_zero")]
+    pub strips: usize,
     /// How a photo's patches become its vector: bag of words (word counts per pyramid cell),
     /// VLAD (each word's residual sum, 512 values a word and cell; intra-normalised, signed
     /// square root, L2), or Fisher vectors (over a mixture from vocab mixture given as
@@ -34,6 +39,12 @@ pub struct EncodeOptions {
     #[arg(long, value_name = "PX")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_side: Option<usize>,
+    /// The side in pixels of the photo that a patch covers: each photo is resized by 40 / PX
+    /// before it is described, as the vocabulary's sample was (a config's is `[features]
+    /// patch`) [default: 40, the photo as it is].
+    #[arg(long, value_name = "PX")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<usize>,
     /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
     #[arg(long, value_name = "MPIX", default_value_t = EncodeOptions::default().max_pixels)]
     #[serde(skip_serializing_if = "is_default_mpix")]
@@ -84,8 +95,10 @@ impl Default for EncodeOptions {
             stride: 8,
             norm: Norm::L1,
             pyramid: 1,
+            strips: 0,
             method: Pooling::Bow,
             max_side: None,
+            patch: None,
             max_pixels: DEFAULT_MAX_MPIX,
             soft: 0,
             sharpness: DEFAULT_SHARPNESS,

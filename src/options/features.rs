@@ -27,6 +27,12 @@ pub struct FeaturesOptions {
     #[arg(long, value_name = "PX")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_side: Option<usize>,
+    /// The side in pixels of the photo that a patch covers: each photo is resized by 40 / PX
+    /// before it is described (enlarged for smaller patches; a run's encoding takes the same)
+    /// [default: 40, the photo as it is].
+    #[arg(long, value_name = "PX")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<usize>,
     /// Skip photos whose header declares more than MPIX megapixels, before decoding them (not
     /// in a run's cache key at its default).
     #[arg(long, value_name = "MPIX", default_value_t = FeaturesOptions::default().max_pixels)]
@@ -47,6 +53,7 @@ impl Default for FeaturesOptions {
             seed: 0,
             format: Format::Bin,
             max_side: None,
+            patch: None,
             max_pixels: DEFAULT_MAX_MPIX,
             from: None,
         }

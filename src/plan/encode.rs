@@ -38,23 +38,21 @@ pub(super) fn print_encode(
             e.stride
         );
     }
+    let pyramid = match e.strips {
+        0 => format!("a {}-level pyramid", e.pyramid),
+        n => format!("a {}-level pyramid and {n} horizontal strips", e.pyramid),
+    };
     match e.method {
         vocab_pipeline::encode::Pooling::Bow => {
-            println!(
-                "    a {}-level pyramid, {} histograms",
-                e.pyramid,
-                e.norm.name()
-            )
+            println!("    {pyramid}, {} histograms", e.norm.name())
         }
         vocab_pipeline::encode::Pooling::Vlad => println!(
-            "    a {}-level pyramid, VLAD vectors (each word's residual sum, 512 values a word and \
-             cell; intra-normalised, signed square root, L2)",
-            e.pyramid
+            "    {pyramid}, VLAD vectors (each word's residual sum, 512 values a word and cell; \
+             intra-normalised, signed square root, L2)"
         ),
         vocab_pipeline::encode::Pooling::Fisher => println!(
-            "    a {}-level pyramid, Fisher vectors (gradients for each Gaussian's means and \
-             variances, 2 d values a Gaussian and cell; signed square root, L2)",
-            e.pyramid
+            "    {pyramid}, Fisher vectors (gradients for each Gaussian's means and variances, 2 \
+             d values a Gaussian and cell; signed square root, L2)"
         ),
     }
     if config.classify.mirror {

@@ -29,6 +29,9 @@ pub(super) fn print_time(config: &Config, e: &Estimate<'_>, trials: usize) -> an
         let scale = (side as f64 / width.max(height)).min(1.0);
         (width, height) = (width * scale, height * scale);
     }
+    // Then resized for the patch side (`[features] patch`), as the features stage does.
+    let zoom = config.encode_params()?.features.zoom();
+    (width, height) = (width * zoom, height * zoom);
     let side = vocab_pipeline::hog::PATCH_SIDE as f64;
     let stride = config.encode.stride.max(1) as f64;
     let patches =

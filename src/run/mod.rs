@@ -236,6 +236,7 @@ fn montage(config: &Config) -> vocab_pipeline::montage::MontageParams {
         seed: config.features.seed,
         zoom: 2,
         max_side: config.features.max_side,
+        patch: config.features.patch,
         max_pixels: config.features.max_pixels.saturating_mul(1_000_000),
     }
 }

@@ -168,6 +168,9 @@ pub struct EvaluateSettings {
     pub labels: PathBuf,
     /// Score only the photos the model held out.
     pub held_out: bool,
+    /// Histograms of the same photos mirrored: each photo scored by the mean of its two views'
+    /// decision values.
+    pub mirrored: Option<PathBuf>,
 }
 
 impl EvaluateSettings {
@@ -178,6 +181,7 @@ impl EvaluateSettings {
             histograms: args.histograms.clone(),
             labels: args.labels.clone(),
             held_out: args.held_out,
+            mirrored: args.mirrored.clone(),
         }
     }
 }

@@ -17,11 +17,11 @@ use vocab_pipeline::patch::Mode;
 
 /// The parameters of a photo stage's description, checked ([`FeatureParams::check`]): where
 /// patches are cut (`mode`: `per_image` random ones seeded by `seed`, or a grid of `stride`),
-/// the downscale limit and the pixel limit in megapixels.
+/// the downscale limit, the side a patch covers and the pixel limit in megapixels.
 pub fn feature_params(
     mode: Mode,
     (per_image, stride, seed): (usize, usize, u64),
-    max_side: Option<usize>,
+    (max_side, patch): (Option<usize>, Option<usize>),
     max_mpix: u64,
 ) -> Result<FeatureParams, Invalid> {
     let params = FeatureParams {
@@ -32,6 +32,8 @@ pub fn feature_params(
         max_side,
         max_pixels: pixels(max_mpix)?,
         mirror: false,
+        // 40 px is the photo as it is: recorded as no patch side, so keys stay what they were.
+        patch: patch.filter(|&p| p != vocab_pipeline::hog::PATCH_SIDE),
     };
     params.check()?;
     Ok(params)
@@ -67,7 +69,8 @@ impl FeatureSettings {
         output("out", &args.out)?;
         let o = &args.sample;
         let shape = (o.per_image, args.stride, o.seed);
-        let params = feature_params(args.mode, shape, o.max_side, o.max_pixels)?;
+        let params = feature_params(args.mode, shape, (o.max_side, o.patch), o.max_pixels)?;
+        o.check_from()?;
         let mut inputs = vec![("input", args.input.as_path())];
         inputs.extend(args.labels.as_deref().map(|l| ("labels", l)));
         inputs.extend(o.from.as_deref().map(|f| ("from", f)));
@@ -119,7 +122,25 @@ impl FeaturesOptions {
             ));
         }
         let shape = (self.per_image, 8, self.seed);
-        feature_params(Mode::Random, shape, self.max_side, self.max_pixels)
+        self.check_from()?;
+        feature_params(
+            Mode::Random,
+            shape,
+            (self.max_side, self.patch),
+            self.max_pixels,
+        )
+    }
+
+    /// Descriptors made elsewhere are taken as they are: no patch side of vocab's own.
+    fn check_from(&self) -> Result<(), Invalid> {
+        match (&self.from, self.patch) {
+            (Some(_), Some(patch)) => Err(Invalid::new(
+                "patch",
+                patch,
+                "descriptors made elsewhere (from) are taken as they are: drop patch",
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -154,12 +175,14 @@ impl EncodeOptions {
                 max_side: self.max_side,
                 max_pixels: pixels(self.max_pixels)?,
                 mirror: self.mirror,
+                patch: self.patch.filter(|&p| p != vocab_pipeline::hog::PATCH_SIDE),
             },
             norm: match self.norm {
                 Norm::L1 => Norm::L1,
                 Norm::Hellinger => Norm::Hellinger,
             },
             levels: self.pyramid,
+            strips: self.strips,
             method: Method::new(self.method, soft, projected)?,
             kernel: self.kernel,
             scales: self.scales.clone(),

@@ -156,6 +156,106 @@ fn mirror_images_are_checked_by_their_records_which_must_be_there() {
 }
 
 #[test]
+fn evaluate_scores_a_photo_with_its_mirror_image_by_the_mean_of_their_decisions() {
+    use vocab_pipeline::classify::{ModelFile, read_histograms};
+    let scenes = Scenes::new();
+    let hist = scenes.hellinger();
+    let d = scenes.dir.path();
+    let mirrored = d.join("mirrored.bin");
+    let encode = |out: &Path, extra: &[&str]| {
+        let args = [
+            "encode",
+            "--vocabulary",
+            s(&scenes.vocab),
+            "--input",
+            s(&scenes.photos),
+            "--out",
+            s(out),
+            "--norm",
+            "hellinger",
+            "--mirror",
+        ];
+        ok(&[&args[..], extra].concat());
+    };
+    encode(&mirrored, &[]);
+    let model = d.join("m.json");
+    ok(&strs(&train(
+        &hist,
+        &scenes.labels,
+        &model,
+        &["--holdout", "0.5"],
+    )));
+    let args = |extra: &[&'static str]| {
+        let base = [
+            "evaluate",
+            "--model",
+            s(&model),
+            "--histograms",
+            s(&hist),
+            "--labels",
+            s(&scenes.labels),
+            "--held-out",
+        ];
+        [&base[..], extra].concat()
+    };
+    let evaluate = |extra: &[&str]| {
+        let said = ok(&args(&[])
+            .into_iter()
+            .chain(extra.iter().copied())
+            .collect::<Vec<_>>());
+        (said, csv_rows(&d.join("m.json.predictions.csv")))
+    };
+    let refused = |mirrored: &Path| {
+        let mut all = args(&["--mirrored"]);
+        all.push(s(mirrored));
+        fails(&all)
+    };
+    // Each scored photo's row: path, truth, predicted, then the one model's decision value
+    // (urbanicity has two classes), whose sign is the prediction.
+    let (_, alone) = evaluate(&[]);
+    let read = |text: &str| text.parse::<f64>().expect("a decision value");
+    let classes = &ModelFile::load(&model).expect("model").classifier.classes;
+    for row in &alone {
+        assert_eq!(row.len(), 4, "{row:?}");
+        assert_eq!(row[2], classes[usize::from(read(&row[3]) > 0.0)], "{row:?}");
+    }
+    let (said, both) = evaluate(&["--mirrored", s(&mirrored)]);
+    assert!(said.contains("with their mirror images"), "{said}");
+    // Each photo's value is the mean of its own and its mirror image's, the class its sign.
+    let loaded = ModelFile::load(&model).expect("model");
+    let mirror = read_histograms(&mirrored).expect("mirrored");
+    assert_eq!(both.len(), alone.len());
+    for (one, two) in alone.iter().zip(&both) {
+        assert_eq!(one[..2], two[..2]);
+        let at = mirror
+            .paths
+            .iter()
+            .position(|p| *p == one[0])
+            .expect("mirrored row");
+        let theirs = loaded.decisions(&mirror.rows[at])[0];
+        let want = (read(&one[3]) + theirs) / 2.0;
+        assert!(
+            (read(&two[3]) - want).abs() <= 1e-5 * (1.0 + want.abs()),
+            "{two:?} {want}"
+        );
+        assert_eq!(two[2], classes[usize::from(read(&two[3]) > 0.0)], "{two:?}");
+    }
+    // Mirror images of only some photos, or none at all (the photos as they are), are refused.
+    let some = d.join("some.bin");
+    let train_half = d.join("half.csv");
+    let rows = csv_rows(&scenes.labels);
+    let kept: Vec<String> = std::iter::once("path".to_string())
+        .chain(rows.iter().step_by(4).map(|r| r[0].clone()))
+        .collect();
+    std::fs::write(&train_half, kept.join("\n") + "\n").expect("write");
+    encode(&some, &["--labels", s(&train_half)]);
+    let err = refused(&some);
+    assert!(err.contains("has no row for the scored photo"), "{err}");
+    let err = refused(&hist);
+    assert!(err.contains("holds the photos as they are"), "{err}");
+}
+
+#[test]
 fn a_test_folder_that_reaches_the_datasets_photos_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();

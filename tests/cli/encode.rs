@@ -412,6 +412,23 @@ pub fn small_mixture(dir: &Path) -> PathBuf {
 }
 
 #[test]
+fn a_patch_side_is_kept_in_the_encodings_record() {
+    let scenes = Scenes::new();
+    let d = scenes.dir.path();
+    let record = |name: &str, extra: &[&str]| {
+        let out = d.join(name);
+        ok(&strs(&scenes.encode_args(&out, extra)));
+        std::fs::read_to_string(d.join(format!("{name}.encoding.json"))).expect("record")
+    };
+    let plain = record("plain.bin", &[]);
+    assert!(!plain.contains("patch"), "{plain}");
+    // 40 px is the photo as it is: the same record as no patch side.
+    assert_eq!(record("forty.bin", &["--patch", "40"]), plain);
+    let small = record("small.bin", &["--patch", "24"]);
+    assert!(small.contains("\"patch\": 24"), "{small}");
+}
+
+#[test]
 fn mirrored_photos_encode_as_their_mirror_images_here_and_sharded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let photos = photo_set_of(dir.path(), 4, 4);

@@ -194,6 +194,52 @@ fn pixel_formats_orientation_and_downscale() {
 }
 
 #[test]
+fn a_patch_side_resizes_every_photo_before_it_is_described() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let photos = photo_set(dir.path());
+    let sizes = |name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let args = ["features", "--input", s(&photos), "--out", s(&out)];
+        ok(&[&args[..], extra].concat());
+        let manifest = csv_rows(&dir.path().join(format!("{name}.images.csv")));
+        (manifest.iter())
+            .map(|r| {
+                (
+                    r[2].parse::<f64>().expect("w"),
+                    r[3].parse::<f64>().expect("h"),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let plain = sizes("plain.bin", &[]);
+    assert!(!plain.is_empty());
+    // 20-px patches: every photo described twice as large; 80-px: half as large.
+    for (patch, zoom) in [("20", 2.0), ("80", 0.5), ("40", 1.0)] {
+        let zoomed = sizes(&format!("p{patch}.bin"), &["--patch", patch]);
+        for (&(w, h), &(zw, zh)) in plain.iter().zip(&zoomed) {
+            assert_eq!(
+                ((w * zoom).round(), (h * zoom).round()),
+                (zw, zh),
+                "--patch {patch}"
+            );
+        }
+    }
+    let err = fails(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--out",
+        s(&dir.path().join("bad.bin")),
+        "--patch",
+        "161",
+    ]);
+    assert!(
+        err.contains("--patch 161: must be 16 to 160 pixels"),
+        "{err}"
+    );
+}
+
+#[test]
 fn bad_photos_are_skipped_with_reasons_and_the_run_goes_on() {
     let dir = tempfile::tempdir().expect("tempdir");
     let photos = photo_set(dir.path());

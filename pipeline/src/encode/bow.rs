@@ -34,7 +34,82 @@ impl Norm {
 
 /// Length of an encoded vector: `k` values per cell, `sum 4^l` cells over the levels.
 pub fn encoded_len(k: usize, levels: usize) -> usize {
-    k * (0..levels.max(1)).map(|l| 1usize << (2 * l)).sum::<usize>()
+    Pyramid::plain(levels).len(k)
+}
+
+/// Most horizontal strips a pyramid may add to its pyramid.
+pub const MAX_STRIPS: usize = 8;
+
+/// Where a photo's patches are pooled, each by its centre: a spatial pyramid of `levels` levels
+/// (level `l` cuts the photo into `2^l x 2^l` cells, row-major), then, with `strips > 0`, a
+/// group of `strips` horizontal strips of the photo, top to bottom, weighted as the pyramid's
+/// finest level. Chatfield et al.'s (BMVC 2011) 1x1 + 2x2 + 3x1 is `levels = 2, strips = 3`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pyramid {
+    /// Pyramid levels (1: the whole photo alone).
+    pub levels: usize,
+    /// Horizontal strips after the pyramid (0: none).
+    pub strips: usize,
+}
+
+/// One group of a [`Pyramid`]'s cells: a pyramid level or the strips.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Group {
+    /// Pyramid level `l`: `2^l x 2^l` cells.
+    Level(usize),
+    /// This many horizontal strips.
+    Strips(usize),
+}
+
+impl Pyramid {
+    /// A spatial pyramid of `levels` levels and no strips.
+    pub fn plain(levels: usize) -> Self {
+        Self { levels, strips: 0 }
+    }
+
+    /// Cells over the levels and the strips.
+    pub fn cells(self) -> usize {
+        self.groups().map(|g| g.cells()).sum()
+    }
+
+    /// Values of a vector of `k` a cell.
+    pub fn len(self, k: usize) -> usize {
+        k * self.cells()
+    }
+
+    /// The groups of cells in the vector's order: the levels, coarsest first, then the strips.
+    pub(super) fn groups(self) -> impl Iterator<Item = Group> {
+        let strips = (self.strips > 0).then_some(Group::Strips(self.strips));
+        (0..self.levels.max(1)).map(Group::Level).chain(strips)
+    }
+
+    /// A group's weight: a level's by [`level_weight`], the strips' the finest level's.
+    pub(super) fn weight(self, group: Group) -> f64 {
+        let levels = self.levels.max(1);
+        match group {
+            Group::Level(l) => level_weight(l, levels),
+            Group::Strips(_) => level_weight(levels - 1, levels),
+        }
+    }
+}
+
+impl Group {
+    /// Cells in the group.
+    pub(super) fn cells(self) -> usize {
+        match self {
+            Self::Level(l) => 1usize << (2 * l),
+            Self::Strips(n) => n,
+        }
+    }
+
+    /// The cell of the group that holds the patch whose top-left corner is `place`, by its
+    /// centre, in a `width x height` photo.
+    pub(super) fn cell_of(self, place: (usize, usize), width: usize, height: usize) -> usize {
+        match self {
+            Self::Level(l) => cell_of(place, 1usize << l, width, height),
+            Self::Strips(n) => ((place.0 + PATCH_SIDE / 2) * n / height.max(1)).min(n - 1),
+        }
+    }
 }
 
 /// Soft assignment: each patch counts toward its `words` nearest words, word `j` with weight
@@ -91,7 +166,7 @@ pub fn histogram(
         k,
         width,
         height,
-        levels,
+        pyramid: Pyramid::plain(levels),
         norm,
     };
     weighted_histogram(labels, None, 1, positions, shape)
@@ -106,8 +181,8 @@ pub struct Shape {
     pub width: usize,
     /// Photo height (pixels).
     pub height: usize,
-    /// Pyramid levels.
-    pub levels: usize,
+    /// Pyramid levels and strips.
+    pub pyramid: Pyramid,
     /// Normalisation.
     pub norm: Norm,
 }
@@ -165,24 +240,22 @@ pub fn weighted_histogram(
         k,
         width,
         height,
-        levels,
+        pyramid,
         norm,
     } = shape;
     let per = per.max(1);
-    let levels = levels.max(1);
-    let mut out = vec![0f64; encoded_len(k, levels)];
+    let mut out = vec![0f64; pyramid.len(k)];
     let n = positions.len().max(1) as f64;
     let mut base = 0;
-    for level in 0..levels {
-        let cells = 1usize << level;
-        let weight = level_weight(level, levels);
+    for group in pyramid.groups() {
+        let weight = pyramid.weight(group);
         for (i, &place) in positions.iter().enumerate() {
-            let cell = cell_of(place, cells, width, height);
+            let cell = group.cell_of(place, width, height);
             for (word, share) in slots(words, weights, per, i, k) {
                 out[base + cell * k + word] += weight * share / n;
             }
         }
-        base += cells * cells * k;
+        base += group.cells() * k;
     }
     let sum: f64 = out.iter().sum();
     let scale = if sum > 0.0 { 1.0 / sum } else { 0.0 };

@@ -25,6 +25,9 @@ pub enum EncodeParamsError {
     NotDense,
     /// Pyramid levels outside `1..=MAX_PYRAMID`.
     Pyramid(usize),
+    /// Strips other than none or 2 to [`super::bow::MAX_STRIPS`] (one strip is the whole
+    /// photo, pooled already).
+    Strips(usize),
     /// Soft assignment over fewer than 2 or more than [`MAX_SOFT`] words.
     SoftWords(usize),
     /// Soft assignment over more words than the vocabulary has.
@@ -89,6 +92,7 @@ impl Broken for EncodeParamsError {
             Self::Features(e) => e.key(),
             Self::NotDense => "sampling",
             Self::Pyramid(_) => "pyramid",
+            Self::Strips(_) => "strips",
             Self::SoftWords(_) | Self::SoftOverVocabulary { .. } => "soft",
             Self::Sharpness(_) => "sharpness",
             Self::Scales(_) => "scales",
@@ -112,7 +116,7 @@ impl Broken for EncodeParamsError {
         match self {
             Self::Features(e) => e.value(),
             Self::NotDense => "random".into(),
-            Self::Pyramid(n) | Self::SoftWords(n) => n.to_string(),
+            Self::Pyramid(n) | Self::Strips(n) | Self::SoftWords(n) => n.to_string(),
             Self::SoftOverVocabulary { words, .. } => words.to_string(),
             Self::Sharpness(s) => s.to_string(),
             Self::Scales(sides) => (sides.iter().map(usize::to_string))
@@ -137,6 +141,11 @@ impl Broken for EncodeParamsError {
             Self::Features(e) => e.rule(),
             Self::NotDense => "an encoding describes every patch on a grid (dense)".into(),
             Self::Pyramid(_) => format!("must be 1 to {MAX_PYRAMID} levels"),
+            Self::Strips(_) => format!(
+                "must be 0 (none) or 2 to {} horizontal strips (one is the whole photo, which the \
+                 pyramid's first level pools already)",
+                super::bow::MAX_STRIPS
+            ),
             Self::SoftWords(_) => {
                 format!("must be 0 (the nearest word alone) or 2 to {MAX_SOFT} words")
             }
@@ -164,7 +173,7 @@ impl Broken for EncodeParamsError {
                 crate::descriptors::MAX_DIMS
             ),
             Self::Foreign => "descriptors made elsewhere are taken as they are: no mirror \
-                 images, max_side or scales"
+                 images, max_side, patch or scales"
                 .into(),
             Self::FisherSearch => "searches no word: drop the kernel and assign settings".into(),
             Self::FisherDims(None) => {

@@ -17,13 +17,14 @@
 //! and the whole vector is divided by its L2 norm (the "improved" normalisations). Levels go
 //! first to last, cells row-major.
 //!
-//! The sums `Σγ`, `Σγy`, `Σγy²` are kept per cell of the finest level in `f64`, each patch added
-//! in order, and a coarser cell's are the sums of its finest cells in cell order: strips of
-//! patches give the same bits as the whole photo. The posteriors are the mixture's own
+//! The sums `Σγ`, `Σγy`, `Σγy²` are kept in `f64` per piece (each cell of the finest level, cut
+//! by the horizontal strips when the pyramid has some), each patch added in order, and a
+//! coarser cell's or a strip's are the sums of its pieces in piece order: strips of patches
+//! added one after another give the same bits as the whole photo at once. The posteriors are the mixture's own
 //! ([`crate::mixture::gmm::Prepared::posteriors`], the EM step's); components a patch's
 //! posterior is exactly 0 for add nothing.
 
-use super::bow::{cell_of, encoded_len, level_weight};
+use super::bow::{Group, Pyramid, cell_of};
 use crate::mixture::gmm::Prepared;
 use crate::mixture::{Gmm, MixtureError, MixtureFile, Pca};
 
@@ -117,14 +118,14 @@ pub struct FisherShape {
     pub width: usize,
     /// Photo height (pixels).
     pub height: usize,
-    /// Pyramid levels.
-    pub levels: usize,
+    /// Pyramid levels and strips.
+    pub pyramid: Pyramid,
 }
 
 impl FisherShape {
-    /// Values of the vector: `2 k d` per cell, `Σ 4^l` cells.
+    /// Values of the vector: `2 k d` per cell, over the pyramid's cells.
     pub fn len(&self) -> usize {
-        encoded_len(2 * self.k * self.d, self.levels)
+        self.pyramid.len(2 * self.k * self.d)
     }
 
     /// Whether the vector is empty (never for a mixture).
@@ -132,9 +133,46 @@ impl FisherShape {
         self.len() == 0
     }
 
-    /// Cells of the finest level.
+    /// Cells on a side of the pyramid's finest level.
+    fn fine_side(&self) -> usize {
+        1usize << (self.pyramid.levels.max(1) - 1)
+    }
+
+    /// Pieces each finest cell is cut into by the strips (1 without strips).
+    fn bands(&self) -> usize {
+        self.pyramid.strips.max(1)
+    }
+
+    /// The pieces the sums are kept for: each cell of the finest level (row-major) cut by the
+    /// strips (top to bottom), so that every cell of the pyramid is a union of pieces.
     fn fine(&self) -> usize {
-        1usize << (2 * (self.levels.max(1) - 1))
+        self.fine_side() * self.fine_side() * self.bands()
+    }
+
+    /// The piece of the patch whose top-left corner is `place`.
+    fn piece_of(&self, place: (usize, usize)) -> usize {
+        let (width, height) = (self.width, self.height);
+        let cell = cell_of(place, self.fine_side(), width, height);
+        let band = match self.pyramid.strips {
+            0 => 0,
+            n => Group::Strips(n).cell_of(place, width, height),
+        };
+        cell * self.bands() + band
+    }
+
+    /// The pieces inside `cell` of `group`, in piece order.
+    fn pieces_in(&self, group: Group, cell: usize) -> Vec<usize> {
+        let (side, bands) = (self.fine_side(), self.bands());
+        (0..self.fine())
+            .filter(|&p| match group {
+                Group::Level(level) => {
+                    let (fine, cells) = (p / bands, 1usize << level);
+                    let shift = self.pyramid.levels.max(1) - 1 - level;
+                    (fine / side) >> shift == cell / cells && (fine % side) >> shift == cell % cells
+                }
+                Group::Strips(_) => p % bands == cell,
+            })
+            .collect()
     }
 }
 
@@ -232,12 +270,10 @@ impl FisherSums {
     }
 
     /// Adds each patch's posteriors and their products with its projected values (and their
-    /// squares) into its finest cell's sums.
+    /// squares) into its piece's sums.
     #[inline(always)]
     fn accumulate(&mut self, patches: &Patches<'_>) {
         let (k, d) = (self.shape.k, self.shape.d);
-        let cells = 1usize << (self.shape.levels.max(1) - 1);
-        let (width, height) = (self.shape.width, self.shape.height);
         let Patches {
             y,
             y2,
@@ -245,7 +281,7 @@ impl FisherSums {
             positions,
         } = *patches;
         for (i, &place) in positions.iter().enumerate() {
-            let cell = cell_of(place, cells, width, height);
+            let cell = self.shape.piece_of(place);
             self.counts[cell] += 1;
             let (yi, y2i) = (&y[i * d..(i + 1) * d], &y2[i * d..(i + 1) * d]);
             for (j, &g) in gamma[i * k..(i + 1) * k].iter().enumerate() {
@@ -265,51 +301,51 @@ impl FisherSums {
         }
     }
 
+    /// One cell's gradients `u` and `v` (scaled by its group's `weight`), from the sums of the
+    /// pieces `inside` it, added in piece order.
+    fn cell(&self, model: &FisherModel, inside: &[usize], weight: f64) -> (Vec<f64>, Vec<f64>) {
+        let (k, d) = (self.shape.k, self.shape.d);
+        let t: u64 = inside.iter().map(|&f| self.counts[f]).sum();
+        let (mut u, mut s) = (vec![0f64; k * d], vec![0f64; k * d]);
+        if t == 0 {
+            return (u, s);
+        }
+        for j in 0..k {
+            let (mut n0, mut n1, mut n2) = (0.0, vec![0f64; d], vec![0f64; d]);
+            for &f in inside {
+                let at = f * k + j;
+                n0 += self.s0[at];
+                for e in 0..d {
+                    n1[e] += self.s1[at * d + e];
+                    n2[e] += self.s2[at * d + e];
+                }
+            }
+            let w = model.gmm.weights[j];
+            let (cu, cv) = (
+                weight / (t as f64 * w.sqrt()),
+                weight / (t as f64 * (2.0 * w).sqrt()),
+            );
+            for e in 0..d {
+                let m = model.gmm.means[j * d + e];
+                let sd = model.sigma[j * d + e];
+                // Σγ(y - m) and Σγ(y - m)² from the raw sums.
+                let first = n1[e] - m * n0;
+                let second = n2[e] - 2.0 * m * n1[e] + m * m * n0;
+                u[j * d + e] = cu * first / sd;
+                s[j * d + e] = cv * (second / (sd * sd) - n0);
+            }
+        }
+        (u, s)
+    }
+
     /// The normalised vector (see the module docs).
     pub fn finish(self, model: &FisherModel) -> Vec<f32> {
-        let FisherShape { k, d, levels, .. } = self.shape;
-        let levels = levels.max(1);
-        let fine_side = 1usize << (levels - 1);
+        let pyramid = self.shape.pyramid;
         let mut v = Vec::with_capacity(self.shape.len());
-        for level in 0..levels {
-            let cells = 1usize << level;
-            let shift = levels - 1 - level;
-            let weight = level_weight(level, levels);
-            for cell in 0..cells * cells {
-                let (row, col) = (cell / cells, cell % cells);
-                // The finest cells inside this one, in cell order.
-                let inside: Vec<usize> = (0..fine_side * fine_side)
-                    .filter(|f| (f / fine_side) >> shift == row && (f % fine_side) >> shift == col)
-                    .collect();
-                let t: u64 = inside.iter().map(|&f| self.counts[f]).sum();
-                let (mut u, mut s) = (vec![0f64; k * d], vec![0f64; k * d]);
-                if t > 0 {
-                    for j in 0..k {
-                        let (mut n0, mut n1, mut n2) = (0.0, vec![0f64; d], vec![0f64; d]);
-                        for &f in &inside {
-                            let at = f * k + j;
-                            n0 += self.s0[at];
-                            for e in 0..d {
-                                n1[e] += self.s1[at * d + e];
-                                n2[e] += self.s2[at * d + e];
-                            }
-                        }
-                        let w = model.gmm.weights[j];
-                        let (cu, cv) = (
-                            weight / (t as f64 * w.sqrt()),
-                            weight / (t as f64 * (2.0 * w).sqrt()),
-                        );
-                        for e in 0..d {
-                            let m = model.gmm.means[j * d + e];
-                            let sd = model.sigma[j * d + e];
-                            // Σγ(y - m) and Σγ(y - m)² from the raw sums.
-                            let first = n1[e] - m * n0;
-                            let second = n2[e] - 2.0 * m * n1[e] + m * m * n0;
-                            u[j * d + e] = cu * first / sd;
-                            s[j * d + e] = cv * (second / (sd * sd) - n0);
-                        }
-                    }
-                }
+        for group in pyramid.groups() {
+            for cell in 0..group.cells() {
+                let inside = self.shape.pieces_in(group, cell);
+                let (u, s) = self.cell(model, &inside, pyramid.weight(group));
                 v.extend(u);
                 v.extend(s);
             }
@@ -362,7 +398,7 @@ mod tests {
             d: model.dims(),
             width: f.width,
             height: f.height,
-            levels: f.levels,
+            pyramid: Pyramid::plain(f.levels),
         };
         (f, model, shape)
     }
@@ -411,6 +447,60 @@ mod tests {
         let strips = sums.finish(&model);
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&whole), bits(&strips));
+    }
+
+    /// With strips, the pyramid's cells are the plain pyramid's (the same values up to the
+    /// vector's L2 scale), and each strip's are the Fisher vector of the patches whose centres
+    /// lie in it (up to its scale).
+    #[test]
+    fn strips_pool_the_patches_of_each_horizontal_band() {
+        let (f, model, shape) = fixture();
+        let (k, d, dims) = (model.components(), model.dims(), model.input_dims());
+        let levels = shape.pyramid.levels;
+        let striped = FisherShape {
+            pyramid: Pyramid { levels, strips: 3 },
+            ..shape
+        };
+        let plain = fisher(&model, &f.descriptors, &f.positions, shape);
+        let got = fisher(&model, &f.descriptors, &f.positions, striped);
+        let cell = 2 * k * d;
+        assert_eq!(got.len(), striped.len());
+        assert_eq!(got.len(), plain.len() + 3 * cell);
+        let unit = |v: &[f32]| {
+            let n = v.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+            assert!(n > 0.0, "an empty cell");
+            v.iter().map(|&x| f64::from(x) / n).collect::<Vec<_>>()
+        };
+        let close = |a: &[f64], b: &[f64]| {
+            assert_eq!(a.len(), b.len());
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                assert!((x - y).abs() < 1e-5, "value {i}: {x} vs {y}");
+            }
+        };
+        close(&unit(&got[..plain.len()]), &unit(&plain));
+        let mut filled = 0;
+        for strip in 0..3 {
+            let inside: Vec<usize> = (0..f.positions.len())
+                .filter(|&i| Group::Strips(3).cell_of(f.positions[i], f.width, f.height) == strip)
+                .collect();
+            let at = plain.len() + strip * cell;
+            if inside.is_empty() {
+                assert!(got[at..at + cell].iter().all(|&v| v == 0.0));
+                continue;
+            }
+            filled += 1;
+            let descriptors: Vec<f32> = (inside.iter())
+                .flat_map(|&i| f.descriptors[i * dims..(i + 1) * dims].iter().copied())
+                .collect();
+            let positions: Vec<_> = inside.iter().map(|&i| f.positions[i]).collect();
+            let whole = FisherShape {
+                pyramid: Pyramid::plain(1),
+                ..shape
+            };
+            let alone = fisher(&model, &descriptors, &positions, whole);
+            close(&unit(&got[at..at + cell]), &unit(&alone));
+        }
+        assert!(filled >= 2, "the fixture's patches fill {filled} strips");
     }
 
     /// Every build the CPU has adds the same sums, bit for bit.

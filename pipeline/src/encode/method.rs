@@ -171,14 +171,14 @@ impl Method {
                 d: *dims,
                 width: shape.width,
                 height: shape.height,
-                levels: shape.levels,
+                pyramid: shape.pyramid,
             }))),
             Self::Vlad(_) => Some(Accumulator::Vlad(VladSums::new(VladShape {
                 k: shape.k,
                 dims,
                 width: shape.width,
                 height: shape.height,
-                levels: shape.levels,
+                pyramid: shape.pyramid,
             }))),
         }
     }

@@ -11,6 +11,9 @@
 //!   `l` cuts the photo into `2^l x 2^l` cells by patch centre, each cell's histogram is divided by
 //!   the photo's patch count, and level `l` is weighted `1 / 2^L` for `l = 0`, `1 / 2^(L - l + 1)`
 //!   otherwise; the levels are concatenated (level 0 first, cells in row-major order);
+//! * with `strips` ([`Pyramid`]: Chatfield et al.'s 1x1 + 2x2 + 3x1 is 2 levels and 3 strips),
+//!   the levels are followed by that many horizontal strips of the photo, top to bottom, by
+//!   patch centre, weighted as the finest level (Fisher vectors and VLAD alike);
 //! * with soft assignment ([`Soft`]), a patch counts toward its few nearest words instead of one,
 //!   with weights that fall with distance and sum to 1;
 //! * with several scales (`scales`, patch sides in pixels after the base 40), the photo is also
@@ -31,7 +34,9 @@ mod params;
 mod vlad;
 mod words;
 
-pub use self::bow::{Norm, Shape, Soft, encoded_len, histogram, weighted_histogram};
+pub use self::bow::{
+    MAX_STRIPS, Norm, Pyramid, Shape, Soft, encoded_len, histogram, weighted_histogram,
+};
 pub use self::error::{
     EncodeParamsError, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES, MAX_SOFT, MAX_VLAD_VALUES,
 };
@@ -340,7 +345,7 @@ impl Encoder {
             k: self.words.k(),
             width: layout.width,
             height: layout.height,
-            levels: params.levels.max(1),
+            pyramid: params.pyramid(),
             norm: params.norm,
         };
         let (mut words, mut dists) = (Vec::new(), Vec::new());
@@ -386,7 +391,7 @@ impl Encoder {
             k: self.words.k(),
             width,
             height,
-            levels: params.levels.max(1),
+            pyramid: params.pyramid(),
             norm: params.norm,
         };
         let half = PATCH_SIDE / 2;
@@ -566,9 +571,11 @@ mod tests {
                 max_side: None,
                 max_pixels: crate::image_io::MAX_PIXELS,
                 mirror: false,
+                patch: None,
             },
             norm: Norm::L1,
             levels: 2,
+            strips: 0,
             method: Method::Hard,
             kernel: Kernel::F32,
             scales,
@@ -685,7 +692,7 @@ mod tests {
             k: 3,
             width: 100,
             height: 100,
-            levels: 1,
+            pyramid: Pyramid::plain(1),
             norm: Norm::L1,
         };
         let h = weighted_histogram(
@@ -700,6 +707,52 @@ mod tests {
         let hard = histogram(&[0, 2, 2, 1], &[(0, 0); 4], 3, 100, 100, 1, Norm::L1);
         let ones = weighted_histogram(&[0, 2, 2, 1], Some(&[1.0; 4]), 1, &[(0, 0); 4], shape);
         assert_eq!(hard, ones);
+    }
+
+    #[test]
+    fn strips_follow_the_pyramid_at_its_finest_levels_weight() {
+        // 1x1 + 2x2 + 3x1 on a 100x90 photo: weights 1/2, 1/2 and 1/2; word 0 at the top
+        // left (centre y 20, x 20: strip 0), word 1 in the middle (centre 45,80: strip 1 as
+        // 45 * 3 / 90 = 1; cell 3 as 45 * 2 / 90 = 1), word 1 lower left (centre 70,20: strip 2,
+        // cell 2).
+        let shape = Shape {
+            k: 2,
+            width: 100,
+            height: 90,
+            pyramid: Pyramid {
+                levels: 2,
+                strips: 3,
+            },
+            norm: Norm::L1,
+        };
+        assert_eq!(shape.pyramid.cells(), 1 + 4 + 3);
+        let places = [(0, 0), (25, 60), (50, 0)];
+        let h = weighted_histogram(&[0, 1, 1], None, 1, &places, shape);
+        assert_eq!(h.len(), 2 * 8);
+        // Raw, in sixths (a third of a patch at weight 1/2): level 0 [1, 2]; level 1 cell 0
+        // [1, 0], cell 2 [0, 1], cell 3 [0, 1]; the strips [1, 0], [0, 1], [0, 1]; the sum 9
+        // sixths, so ninths after L1.
+        let want = [
+            [1.0, 2.0],
+            [1.0, 0.0],
+            [0.0, 0.0],
+            [0.0, 1.0],
+            [0.0, 1.0],
+            [1.0, 0.0],
+            [0.0, 1.0],
+            [0.0, 1.0],
+        ];
+        for (got, want) in h.iter().zip(want.iter().flatten()) {
+            assert!((got - want / 9.0).abs() < 1e-7, "{h:?}");
+        }
+        // Without strips: the plain pyramid's values, as before.
+        let plain = Shape {
+            pyramid: Pyramid::plain(2),
+            ..shape
+        };
+        let p = weighted_histogram(&[0, 1, 1], None, 1, &places, plain);
+        assert_eq!(p, histogram(&[0, 1, 1], &places, 2, 100, 90, 2, Norm::L1));
+        assert_eq!(p.len(), 2 * 5);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::image_io::MAX_PIXELS;
 use crate::kmeans::{Kernel, approx};
 use crate::patch::Sampling;
 
-use super::bow::{Norm, Soft, encoded_len};
+use super::bow::{MAX_STRIPS, Norm, Pyramid, Soft};
 use super::error::{EncodeParamsError, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES, MAX_VLAD_VALUES};
 use super::method::{Method, Pooling};
 
@@ -87,6 +87,9 @@ struct Record {
     /// `l1` or `hellinger`.
     norm: String,
     pyramid: usize,
+    /// Absent: no strips.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    strips: usize,
     max_side: Option<usize>,
     /// Absent: the default, [`MAX_PIXELS`].
     #[serde(
@@ -115,6 +118,9 @@ struct Record {
     /// The photos were described mirrored left to right (absent: as they are).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     mirror: bool,
+    /// The side a patch covered in pixels of the photo (absent: 40, the photo as it is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    patch: Option<usize>,
     /// The SHA-256 of the vocabulary's bytes (absent in older records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     vocabulary_sha256: Option<String>,
@@ -138,9 +144,11 @@ impl TryFrom<Record> for Encoding {
                 max_side: r.max_side,
                 max_pixels: r.max_pixels,
                 mirror: r.mirror,
+                patch: r.patch,
             },
             norm,
             levels: r.pyramid,
+            strips: r.strips,
             method: Method::new(r.method, r.soft, r.projected)?,
             kernel: r.kernel,
             scales: r.scales,
@@ -174,6 +182,7 @@ impl From<Encoding> for Record {
             },
             norm: p.norm.name().to_string(),
             pyramid: p.levels,
+            strips: p.strips,
             max_side: p.features.max_side,
             max_pixels: p.features.max_pixels,
             soft: p.method.soft(),
@@ -183,6 +192,7 @@ impl From<Encoding> for Record {
             scales: p.scales,
             approx: p.approx,
             mirror: p.features.mirror,
+            patch: p.features.patch,
             vocabulary_sha256: e.digest,
             dims: p.dims,
             foreign: p.foreign,
@@ -209,6 +219,10 @@ pub struct EncodeParams {
     pub norm: Norm,
     /// Pyramid levels (1 = plain bag of words).
     pub levels: usize,
+    /// Horizontal strips pooled after the pyramid's levels ([`Pyramid`]; 0: none). Absent from
+    /// records when 0, so their files and keys stay what they were.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub strips: usize,
     /// How patches and their words become the vector (hard or soft bag of words, or VLAD).
     pub method: Method,
     /// How patches find their words: the f32 GEMM ([`crate::kmeans::assign()`], [`crate::kmeans::nearest_few`]) or integer
@@ -238,6 +252,10 @@ fn hog_dims() -> usize {
     crate::hog::DIMS
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 fn is_hog_dims(dims: &usize) -> bool {
     *dims == crate::hog::DIMS
 }
@@ -252,7 +270,8 @@ fn is_default_max_pixels(pixels: &u64) -> bool {
 
 impl EncodeParams {
     /// Checks the rules of the parameters, the vocabulary's size `k` where it is known: dense
-    /// sampling by [`FeatureParams::check`], 1 to [`MAX_PYRAMID`] pyramid levels, soft
+    /// sampling by [`FeatureParams::check`], 1 to [`MAX_PYRAMID`] pyramid levels, no strips or
+    /// 2 to [`MAX_STRIPS`], soft
     /// assignment over 2 to [`super::error::MAX_SOFT`] words (no more than the vocabulary's) with a positive
     /// sharpness, the base scale then up to [`MAX_SCALES`] larger sides ascending, at most
     /// [`MAX_SCALE_SIDE`], and an approximate search for the nearest word alone on the f32
@@ -268,6 +287,7 @@ impl EncodeParams {
         if self.foreign
             && (self.features.mirror
                 || self.features.max_side.is_some()
+                || self.features.patch.is_some()
                 || !is_base_scale(&self.scales))
         {
             return Err(EncodeParamsError::Foreign);
@@ -277,6 +297,9 @@ impl EncodeParams {
         }
         if !(1..=MAX_PYRAMID).contains(&self.levels) {
             return Err(EncodeParamsError::Pyramid(self.levels));
+        }
+        if self.strips == 1 || self.strips > MAX_STRIPS {
+            return Err(EncodeParamsError::Strips(self.strips));
         }
         self.method.check(k)?;
         let pooling = self.method.pooling();
@@ -288,8 +311,8 @@ impl EncodeParams {
         }
         if let Some(k) = k.filter(|_| pooling.is_dense()) {
             // Checked: `k` may come from a file.
-            let values = (self.method.cell_len(k, self.dims))
-                .saturating_mul(encoded_len(1, self.levels.max(1)));
+            let values =
+                (self.method.cell_len(k, self.dims)).saturating_mul(self.pyramid().cells());
             if values > MAX_VLAD_VALUES {
                 return Err(EncodeParamsError::VladTooLong {
                     fisher: pooling == Pooling::Fisher,
@@ -326,7 +349,15 @@ impl EncodeParams {
     /// Values of an encoding of a vocabulary of `k` words with these parameters: the method's
     /// values per cell, over the pyramid's cells.
     pub fn len(&self, k: usize) -> usize {
-        encoded_len(self.method.cell_len(k, self.dims), self.levels.max(1))
+        self.pyramid().len(self.method.cell_len(k, self.dims))
+    }
+
+    /// Where patches are pooled: the pyramid's levels, then the strips.
+    pub fn pyramid(&self) -> Pyramid {
+        Pyramid {
+            levels: self.levels.max(1),
+            strips: self.strips,
+        }
     }
 
     /// The most memory encoding holds for one photo of at most the pixel limit: its working
@@ -335,7 +366,7 @@ impl EncodeParams {
     /// found (16 bytes a patch, 8 a patch and word). A histogram itself is small; VLAD's vector
     /// is not ([`EncodeParams::photo_memory_at`]).
     pub fn photo_memory(&self) -> u64 {
-        let pixels = self.features.max_pixels;
+        let pixels = self.features.pixels();
         let stride = match self.features.sampling {
             Sampling::Dense { stride } => stride.max(1) as u64,
             Sampling::Random { .. } => 1,
@@ -362,7 +393,7 @@ impl EncodeParams {
     /// held while it is finished; the Fisher vector's sums per finest cell besides) come on top.
     pub fn photo_memory_at(&self, k: usize) -> u64 {
         let vector = (self.method.cell_len(k, self.dims) as u64)
-            .saturating_mul(encoded_len(1, self.levels.max(1)) as u64)
+            .saturating_mul(self.pyramid().cells() as u64)
             .saturating_mul(12);
         let sums = match self.method {
             Method::Hard | Method::Soft(_) => 0,
@@ -373,7 +404,7 @@ impl EncodeParams {
                     d: dims,
                     width: 0,
                     height: 0,
-                    levels: self.levels,
+                    pyramid: self.pyramid(),
                 },
             )),
         };
@@ -393,9 +424,11 @@ mod tests {
                 max_side: None,
                 max_pixels: MAX_PIXELS,
                 mirror: false,
+                patch: None,
             },
             norm: Norm::L1,
             levels: 1,
+            strips: 0,
             method: Method::Hard,
             kernel: Kernel::F32,
             scales: base_scale(),
@@ -428,6 +461,19 @@ mod tests {
             None,
             Some("pyramid = 0: must be 1 to 5 levels"),
         );
+        let strips = "must be 0 (none) or 2 to 8 horizontal strips (one is the whole photo, \
+                      which the pyramid's first level pools already)";
+        check(
+            |p| p.strips = 1,
+            None,
+            Some(&format!("strips = 1: {strips}")),
+        );
+        check(
+            |p| p.strips = 9,
+            None,
+            Some(&format!("strips = 9: {strips}")),
+        );
+        check(|p| p.strips = 3, None, None);
         check(
             |p| p.levels = 6,
             None,
@@ -546,6 +592,7 @@ mod tests {
                 "vocabulary's 16",
             ),
             (r#""max_pixels": 0"#, "max_pixels = 0"),
+            (r#""strips": 1"#, "strips = 1"),
             (r#""scales": [40, 1000000]"#, "scales = 40,1000000"),
         ];
         for (field, want) in hostile {
@@ -553,6 +600,13 @@ mod tests {
             let err = read(&text).expect_err(field);
             assert!(err.contains(want), "{field}: {err}");
         }
+        // Strips travel in the record, which names them only when there are some.
+        let striped = read(&plain_text.replacen('{', "{\"strips\": 3, ", 1)).expect("strips");
+        assert_eq!(striped.params.strips, 3);
+        let written = serde_json::to_string(&striped).expect("json");
+        assert!(written.contains("\"strips\":3"), "{written}");
+        let plain_written = serde_json::to_string(&read(plain_text).expect("plain")).expect("json");
+        assert!(!plain_written.contains("strips"), "{plain_written}");
         let huge = plain_text.replace("\"k\": 16", "\"k\": 18014398509481984");
         let err = read(&huge.replacen('{', "{\"method\": \"vlad\", ", 1)).expect_err("huge k");
         assert!(err.contains("past the 4194304 allowed"), "{err}");

@@ -12,10 +12,10 @@
 //! 3. the signed square root of every value (`sign(v) sqrt(|v|)`, power normalisation);
 //! 4. the whole vector divided by its L2 norm.
 //!
-//! The layout is level 0 first, cells row-major, words in order, `dims` values each: `cells x k x
+//! The pyramid is level 0 first, cells row-major, words in order, `dims` values each: `cells x k x
 //! dims` values in all.
 
-use super::bow::{cell_of, level_weight, slots};
+use super::bow::{Pyramid, slots};
 
 /// What a VLAD vector is laid out over.
 #[derive(Debug, Clone, Copy)]
@@ -28,14 +28,14 @@ pub struct VladShape {
     pub width: usize,
     /// Photo height (pixels).
     pub height: usize,
-    /// Pyramid levels.
-    pub levels: usize,
+    /// Pyramid levels and strips.
+    pub pyramid: Pyramid,
 }
 
 impl VladShape {
-    /// Values of the vector: `k x dims` per cell, `sum 4^l` cells.
+    /// Values of the vector: `k x dims` per cell, over the pyramid's cells.
     pub fn len(&self) -> usize {
-        super::bow::encoded_len(self.k * self.dims, self.levels)
+        self.pyramid.len(self.k * self.dims)
     }
 
     /// Whether the vector is empty (never for a vocabulary of descriptors).
@@ -85,7 +85,7 @@ impl VladSums {
             dims,
             width,
             height,
-            levels,
+            pyramid,
         } = self.shape;
         let per = per.max(1);
         assert_eq!(descriptors.len(), positions.len() * dims, "descriptors");
@@ -93,10 +93,9 @@ impl VladSums {
         assert_eq!(centroids.len(), k * dims, "centroids");
         let block = k * dims;
         let mut base = 0;
-        for level in 0..levels.max(1) {
-            let cells = 1usize << level;
+        for group in pyramid.groups() {
             for (i, &place) in positions.iter().enumerate() {
-                let cell = cell_of(place, cells, width, height);
+                let cell = group.cell_of(place, width, height);
                 let x = &descriptors[i * dims..(i + 1) * dims];
                 for (word, w) in slots(words, weights, per, i, k) {
                     let mu = &centroids[word * dims..(word + 1) * dims];
@@ -106,22 +105,21 @@ impl VladSums {
                     }
                 }
             }
-            base += cells * cells * block;
+            base += group.cells() * block;
         }
     }
 
     /// The normalised vector (see the module docs).
     pub fn finish(self) -> Vec<f32> {
         let Self { shape, mut v } = self;
-        let (k, dims, levels) = (shape.k, shape.dims.max(1), shape.levels.max(1));
+        let (k, dims, pyramid) = (shape.k, shape.dims.max(1), shape.pyramid);
         // 1-2. Intra-normalisation and the level weights, block by block.
         let mut blocks = v.chunks_exact_mut(dims);
-        for level in 0..levels {
-            let cells = 1usize << level;
-            for b in blocks.by_ref().take(cells * cells * k) {
+        for group in pyramid.groups() {
+            for b in blocks.by_ref().take(group.cells() * k) {
                 let norm = b.iter().map(|x| x * x).sum::<f64>().sqrt();
                 let scale = if norm > 0.0 {
-                    level_weight(level, levels) / norm
+                    pyramid.weight(group) / norm
                 } else {
                     0.0
                 };
@@ -182,7 +180,7 @@ mod tests {
             dims: f.dims,
             width: f.width,
             height: f.height,
-            levels: f.levels,
+            pyramid: Pyramid::plain(f.levels),
         };
         let weights = Some(f.weights.as_slice());
         let soft = vlad(
@@ -251,7 +249,7 @@ mod tests {
             dims: 3,
             width: 50,
             height: 50,
-            levels: 2,
+            pyramid: Pyramid::plain(2),
         };
         let v = vlad(&[], &[], None, 1, &[], &[0.0; 6], shape);
         assert_eq!(v, vec![0.0; 5 * 2 * 3]);

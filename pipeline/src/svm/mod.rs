@@ -657,6 +657,34 @@ impl Classifier {
     pub fn scored(&self, x: &[f32]) -> (usize, f64) {
         winner(self.models.iter().map(|m| m.decision(x)), self.models.len())
     }
+
+    /// Every model's decision value for `x`, in model order (one value for two classes).
+    pub fn decisions(&self, x: &[f32]) -> Vec<f64> {
+        self.models.iter().map(|m| m.decision(x)).collect()
+    }
+
+    /// [`Classifier::decisions`] of row `i` of `rows`, over its non-zero blocks only.
+    pub fn decisions_row(&self, rows: &Rows, i: usize) -> Vec<f64> {
+        (self.models.iter())
+            .map(|m| rows.decision(i, &m.w, m.bias))
+            .collect()
+    }
+
+    /// The class and score that decision values (one per model, e.g. a mean over views of a
+    /// photo) choose, by [`Classifier::scored`]'s rule.
+    pub fn choose(&self, values: &[f64]) -> (usize, f64) {
+        winner(values.iter().copied(), self.models.len())
+    }
+
+    /// The class each model's decision value scores, in model order: `classes[1]` for two
+    /// classes, else each class against the rest.
+    pub fn scored_classes(&self) -> &[String] {
+        if self.models.len() == 1 {
+            self.classes.get(1..).unwrap_or_default()
+        } else {
+            &self.classes
+        }
+    }
 }
 
 /// Accuracy, balanced accuracy and the confusion matrix (`[true][predicted]`).

@@ -168,8 +168,9 @@ impl Stage for Svm<'_> {
                 histograms: histograms.to_path_buf(),
                 labels: labels.clone(),
                 held_out,
+                mirrored: None,
             },
-            table,
+            (table, None),
             &mut std::io::sink(),
         )?;
         writeln!(

@@ -162,6 +162,13 @@ fn features_rules(
             from.dir
         ));
     }
+    if let Some(patch) = params.patch {
+        return Err(format!(
+            "no patch side ({patch} px) for descriptors made elsewhere in {}: they are taken as \
+             they are",
+            from.dir
+        ));
+    }
     Ok(Some((per_image, seed, from.dims()?)))
 }
 
@@ -482,6 +489,7 @@ mod tests {
             max_side: None,
             max_pixels: vocab_pipeline::image_io::MAX_PIXELS,
             mirror: false,
+            patch: None,
         };
         let dense = FeatureParams {
             sampling: Sampling::Dense { stride: 8 },
@@ -491,6 +499,7 @@ mod tests {
             features: dense,
             norm: Norm::L1,
             levels: 1,
+            strips: 0,
             method: Method::Hard,
             kernel: Kernel::F32,
             scales: vec![PATCH_SIDE],

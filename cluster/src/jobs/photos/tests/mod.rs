@@ -45,6 +45,7 @@ pub(super) fn feature_params() -> FeatureParams {
         max_side: Some(160),
         max_pixels: vocab_pipeline::image_io::MAX_PIXELS,
         mirror: false,
+        patch: None,
     }
 }
 
@@ -55,9 +56,11 @@ pub(super) fn encode_params() -> EncodeParams {
             max_side: Some(160),
             max_pixels: vocab_pipeline::image_io::MAX_PIXELS,
             mirror: false,
+            patch: None,
         },
         norm: Norm::Hellinger,
         levels: 2,
+        strips: 0,
         method: Method::Soft(Soft {
             words: 3,
             sharpness: 10.0,
