@@ -48,6 +48,7 @@ fisher-g128-d48-p2-s4|g128x48|--stride 4 --method fisher --pyramid 2|
 fisher-g64-d64-p2-s4-sc64|g64x64|--stride 4 --scales 40,64 --method fisher --pyramid 2|
 fisher-g128-d64-p2-s4-mirror|g128x64|--stride 4 --method fisher --pyramid 2|--mirrored
 fisher-g128-d64-p2x3-s4-mirror|g128x64|--stride 4 --method fisher --pyramid 2 --strips 3|--mirrored
+fisher-g128-d64-p2-s8-mirror-patch24|g128x64p24|--stride 8 --method fisher --pyramid 2 --patch 24|--mirrored
 fisher-g128-d64-p2-s8-mirror-up1667|g128x64|--stride 8 --method fisher --pyramid 2|--mirrored
 fisher-g128-d64-p2-s4-mirror-tta|g128x64|--stride 4 --method fisher --pyramid 2|--mirrored --tta
 bow-k1024-p3-chi2-mirror-tta|v1024|--stride 8 --norm l1 --pyramid 3 --soft 5 --kernel int8|--kernel-map chi2 --mirrored --tta
@@ -60,23 +61,26 @@ results="$here/encodings.csv" timings="$here/encodings-timings.csv"
 [ -f "$results" ] || echo "fold,variant,attribute,accuracy,balanced_accuracy,held_out,c,values" > "$results"
 [ -f "$timings" ] || echo "fold,variant,stage,seconds" > "$timings"
 for f in ${FOLDS:-$(seq 0 $((folds - 1)))}; do
-  sample="$work/sample-$f.bin"
-  [ -f "$sample" ] || "$vocab" --quiet features --input "$photos" --labels "$work/train-$f.csv" \
-    --out "$sample" --per-image $per_image --seed $seed > /dev/null
   for name in $want; do
     line=$(echo "$all_variants" | grep "^$name|") || { echo "encodings.sh: no variant $name" >&2; exit 2; }
     dict=$(echo "$line" | cut -d'|' -f2); enc=$(echo "$line" | cut -d'|' -f3); train=$(echo "$line" | cut -d'|' -f4)
+    # A dictionary ending pN is learned from patches of N px (vocab features --patch N; the
+    # variant's encode flags say --patch N too), the others from the photos as they are.
+    patch=""; case $dict in *p[0-9]*) patch=${dict##*p} ;; esac
+    sample="$work/sample${patch:+-p$patch}-$f.bin"
+    [ -f "$sample" ] || "$vocab" --quiet features --input "$photos" --labels "$work/train-$f.csv" \
+      --out "$sample" --per-image $per_image --seed $seed ${patch:+--patch $patch} > /dev/null
     case $dict in
       v*) words="$work/$dict-$f.bin"
           if [ ! -f "$words" ]; then
             s=$(t0)
-            "$vocab" --quiet kmeans --features "$sample" --k "${dict#v}" --iterations $iterations --tol 0 \
+            k=${dict#v}; "$vocab" --quiet kmeans --features "$sample" --k "${k%p[0-9]*}" --iterations $iterations --tol 0 \
               --seed $seed --kernel int8 --out "$words" > /dev/null
             echo "$f,$dict,dictionary,$(dt "$s")" >> "$timings"
           fi ;;
       g*) words="$work/$dict-$f.json"
           if [ ! -f "$words" ]; then
-            g=${dict#g}; s=$(t0)
+            g=${dict#g}; g=${g%p[0-9]*}; s=$(t0)
             "$vocab" --quiet mixture --features "$sample" --components "${g%x*}" --pca-dims "${g#*x}" \
               --seed $seed --out "$words" > /dev/null
             echo "$f,$dict,dictionary,$(dt "$s")" >> "$timings"

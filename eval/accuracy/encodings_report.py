@@ -39,6 +39,10 @@ def parts(name):
         notes.append("chi2 map")
     if "-s4" in name:
         notes.append("stride 4")
+    patch = re.search(r"-patch(\d+)", name)
+    if patch:
+        side = int(patch.group(1))
+        notes.append(f"{side}-px patches (--patch {side}: photos enlarged {40 / side:.3g}x), stride 8 of them")
     up = re.search(r"-up(\d+)", name)
     if up:
         factor = int(up.group(1)) / 1000

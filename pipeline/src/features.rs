@@ -75,7 +75,8 @@ pub struct FeatureParams {
     /// Downscale photos whose longer side exceeds this many pixels.
     pub max_side: Option<usize>,
     /// Skip photos whose header declares more pixels than this, before decoding them
-    /// (default [`crate::image_io::MAX_PIXELS`]).
+    /// (default [`crate::image_io::MAX_PIXELS`]); with a patch side under 40 px, more than this
+    /// once enlarged ([`FeatureParams::decode_limit`]).
     pub max_pixels: u64,
     /// Describe each photo mirrored left to right (after decoding and any downscale): the
     /// training copies of `vocab train --mirrored`. Absent from records when false, so keys and
@@ -125,19 +126,20 @@ impl FeatureParams {
             Sampling::Random { per_image, .. } => per_image as u64,
             Sampling::Dense { stride } => {
                 let step = (stride.max(1) as u64).saturating_mul(stride.max(1) as u64);
-                self.pixels() / step + 1
+                self.max_pixels / step + 1
             }
         };
-        self.pixels()
+        self.max_pixels
             .saturating_mul(crate::image_io::BYTES_PER_PIXEL)
             .saturating_add(patches.saturating_mul(patch))
     }
 
-    /// Pixels a photo of at most `max_pixels` holds as described: more when smaller patches
-    /// enlarge it.
-    pub fn pixels(&self) -> u64 {
+    /// The most pixels a photo's header may declare to be decoded: `max_pixels`, divided by the
+    /// area the patch side enlarges it by (`(40 / patch)^2`), so the enlarged photo stays
+    /// within `max_pixels`.
+    pub fn decode_limit(&self) -> u64 {
         let zoom = self.zoom().max(1.0);
-        (self.max_pixels as f64 * zoom * zoom).min(u64::MAX as f64) as u64
+        ((self.max_pixels as f64 / (zoom * zoom)) as u64).max(1)
     }
 
     /// Photos a stage computes per batch on `threads` threads: eight a thread when a photo's
@@ -553,7 +555,7 @@ pub(crate) fn compute_range<T: Send>(
                 let lum = params.prepare(load_luminance(
                     &collection.path_of(photo),
                     params.max_side,
-                    params.max_pixels,
+                    params.decode_limit(),
                 )?);
                 let layout = lay_out(&lum, photo.picture_id, &params.sampling, describers)?;
                 let (width, height) = (layout.width, layout.height);

@@ -583,7 +583,7 @@ impl fmt::Display for Skip {
             } => write!(
                 f,
                 "too many pixels: the header declares {width}x{height} ({:.0} Mpix), the limit is \
-                 {} Mpix (--max-pixels)",
+                 {} Mpix (--max-pixels, divided by the area a --patch under 40 px enlarges by)",
                 f64::from(*width) * f64::from(*height) / 1e6,
                 *limit as f64 / 1e6
             ),

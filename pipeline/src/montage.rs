@@ -205,13 +205,14 @@ pub fn draw(
             // Resized for the patch side as the features stage resizes them.
             let like_sample = crate::features::FeatureParams {
                 patch: params.patch,
+                max_pixels: params.max_pixels,
                 ..Default::default()
             };
             let lum = like_sample.prepare(
                 load_luminance(
                     &collection.path_of(photo),
                     params.max_side,
-                    params.max_pixels,
+                    like_sample.decode_limit(),
                 )
                 .ok()?,
             );

@@ -39,7 +39,8 @@ pub struct EncodeOptions {
     #[arg(long, value_name = "PX")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_side: Option<usize>,
-    /// The side in pixels of the photo that a patch covers: each photo is resized by 40 / PX
+    /// The side in pixels of the photo that a patch covers (MPIX then bounds the photo as
+    /// enlarged): each photo is resized by 40 / PX
     /// before it is described, as the vocabulary's sample was (a config's is `[features]
     /// patch`) [default: 40, the photo as it is].
     #[arg(long, value_name = "PX")]

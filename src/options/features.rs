@@ -27,7 +27,8 @@ pub struct FeaturesOptions {
     #[arg(long, value_name = "PX")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_side: Option<usize>,
-    /// The side in pixels of the photo that a patch covers: each photo is resized by 40 / PX
+    /// The side in pixels of the photo that a patch covers (MPIX then bounds the photo as
+    /// enlarged): each photo is resized by 40 / PX
     /// before it is described (enlarged for smaller patches; a run's encoding takes the same)
     /// [default: 40, the photo as it is].
     #[arg(long, value_name = "PX")]

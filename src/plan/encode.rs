@@ -26,15 +26,23 @@ pub(super) fn print_encode(
         vocab_pipeline::kmeans::Search::Approx => "an inverted file over the words".to_string(),
         vocab_pipeline::kmeans::Search::Exact => format!("the {} kernel", e.kernel.name()),
     };
+    // `[features] patch`: the photos enlarged (or shrunk) for it, the stride in their pixels.
+    let photo = match e.patch {
+        Some(patch) => format!(
+            "every photo resized {:.3}x ({patch}-px patches)",
+            vocab_pipeline::hog::PATCH_SIDE as f64 / patch as f64
+        ),
+        None => "every photo".to_string(),
+    };
     if config.fisher() {
         println!(
-            "  encode      every photo, dense patches every {} px, each projected onto {} \
+            "  encode      {photo}, dense patches every {} px, each projected onto {} \
              principal components and weighed by every Gaussian's posterior;",
             e.stride, config.mixture.pca_dims
         );
     } else {
         println!(
-            "  encode      every photo, dense patches every {} px, each {words} by {search};",
+            "  encode      {photo}, dense patches every {} px, each {words} by {search};",
             e.stride
         );
     }

@@ -21,8 +21,12 @@ pub(super) fn print_sample(
     let parts = config.partition.parts as u64;
     let tasks = config.plan.map_tasks_per_node as u64;
     println!(
-        "  features    {} random patches per photo x {DIMS} dims = {n} vectors, {} on disk",
+        "  features    {} random patches{} per photo x {DIMS} dims = {n} vectors, {} on disk",
         config.features.per_image,
+        config.features.patch.map_or(String::new(), |p| format!(
+            " of {p} px (the photo resized {:.3}x)",
+            vocab_pipeline::hog::PATCH_SIDE as f64 / p as f64
+        )),
         human(sample as f64)
     );
     let per_photo = config.features.params()?.photo_memory();

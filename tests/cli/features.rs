@@ -237,6 +237,26 @@ fn a_patch_side_resizes_every_photo_before_it_is_described() {
         err.contains("--patch 161: must be 16 to 160 pixels"),
         "{err}"
     );
+    // The pixel limit bounds a photo as described: 500 x 500 px (0.25 Mpix) enlarged 2.5 times
+    // for 16-px patches is 1.56 Mpix, past a limit of 1 Mpix (skipped), within one of 2; the
+    // 100 x 100 photo is described either way.
+    let big = dir.path().join("big");
+    std::fs::create_dir_all(&big).expect("mkdir");
+    let photo: ImageBuffer<Luma<u8>, Vec<u8>> =
+        ImageBuffer::from_fn(500, 500, |x, y| Luma([((x * 7 + y * 3) % 256) as u8]));
+    photo.save(big.join("a.png")).expect("png");
+    let small: ImageBuffer<Luma<u8>, Vec<u8>> =
+        ImageBuffer::from_fn(100, 100, |x, _| Luma([x as u8]));
+    small.save(big.join("b.png")).expect("png");
+    let described = |limit: &str| {
+        let out = dir.path().join(format!("big-{limit}.bin"));
+        let args = ["features", "--input", s(&big), "--out", s(&out)];
+        let more = ["--patch", "16", "--max-pixels", limit];
+        ok(&[&args[..], &more[..]].concat());
+        csv_rows(&dir.path().join(format!("big-{limit}.bin.images.csv"))).len()
+    };
+    assert_eq!(described("1"), 1);
+    assert_eq!(described("2"), 2);
 }
 
 #[test]

@@ -366,7 +366,8 @@ impl EncodeParams {
     /// found (16 bytes a patch, 8 a patch and word). A histogram itself is small; VLAD's vector
     /// is not ([`EncodeParams::photo_memory_at`]).
     pub fn photo_memory(&self) -> u64 {
-        let pixels = self.features.pixels();
+        // (The pixel limit bounds a photo as described, enlarged or not.)
+        let pixels = self.features.max_pixels;
         let stride = match self.features.sampling {
             Sampling::Dense { stride } => stride.max(1) as u64,
             Sampling::Random { .. } => 1,
