@@ -136,10 +136,31 @@ impl FeatureParams {
 
     /// The most pixels a photo's header may declare to be decoded: `max_pixels`, divided by the
     /// area the patch side enlarges it by (`(40 / patch)^2`), so the enlarged photo stays
-    /// within `max_pixels`.
+    /// within `max_pixels`; the limit itself when `max_side` shrinks every photo enough first.
     pub fn decode_limit(&self) -> u64 {
         let zoom = self.zoom().max(1.0);
+        let fits = |side: usize| (side as f64 * zoom).powi(2) <= self.max_pixels as f64;
+        if zoom == 1.0 || self.max_side.is_some_and(fits) {
+            return self.max_pixels;
+        }
         ((self.max_pixels as f64 / (zoom * zoom)) as u64).max(1)
+    }
+
+    /// A photo skipped before decoding, said of the photo as described: with a patch side that
+    /// enlarges it, its pixels once enlarged against `max_pixels` (the limit it broke is
+    /// [`FeatureParams::decode_limit`]).
+    pub fn skipped(&self, skip: Skip) -> Skip {
+        match skip {
+            Skip::TooManyPixels { width, height, .. } if self.decode_limit() < self.max_pixels => {
+                Skip::TooManyPixels {
+                    width,
+                    height,
+                    limit: self.max_pixels,
+                    patch: self.patch,
+                }
+            }
+            other => other,
+        }
     }
 
     /// Photos a stage computes per batch on `threads` threads: eight a thread when a photo's
@@ -552,11 +573,14 @@ pub(crate) fn compute_range<T: Send>(
                 if let Some(reason) = &photo.unusable {
                     return Err(Skip::Unusable(reason.clone()));
                 }
-                let lum = params.prepare(load_luminance(
-                    &collection.path_of(photo),
-                    params.max_side,
-                    params.decode_limit(),
-                )?);
+                let lum = params.prepare(
+                    load_luminance(
+                        &collection.path_of(photo),
+                        params.max_side,
+                        params.decode_limit(),
+                    )
+                    .map_err(|skip| params.skipped(skip))?,
+                );
                 let layout = lay_out(&lum, photo.picture_id, &params.sampling, describers)?;
                 let (width, height) = (layout.width, layout.height);
                 let (value, patches) = compute(describers, photo, &lum, layout);

@@ -451,7 +451,6 @@ fn luma_rgb<T: Copy>(raw: &[T], channels: usize, to_f32: impl Fn(T) -> f32) -> V
         .collect()
 }
 
-/// For each of `dst` output samples, the input samples it covers and their weights (summing to 1).
 /// Each output index's input indices and weights, along one side.
 type Taps = Vec<Vec<(usize, f32)>>;
 
@@ -474,6 +473,7 @@ fn linear_weights(src: usize, dst: usize) -> Taps {
         .collect()
 }
 
+/// For each of `dst` output samples, the input samples it covers and their weights (summing to 1).
 fn area_weights(src: usize, dst: usize) -> Taps {
     let ratio = src as f64 / dst as f64;
     (0..dst)
@@ -542,6 +542,9 @@ pub enum Skip {
         height: u32,
         /// The limit it exceeds.
         limit: u64,
+        /// The patch side that enlarges the photo ([`crate::features::FeatureParams::patch`]):
+        /// then `limit` bounds the photo as enlarged, and the header is held to less.
+        patch: Option<usize>,
     },
     /// The file is larger than any photo of its declared size (or of the pixel limit) can be.
     TooLargeFile {
@@ -580,13 +583,30 @@ impl fmt::Display for Skip {
                 width,
                 height,
                 limit,
+                patch: None,
             } => write!(
                 f,
                 "too many pixels: the header declares {width}x{height} ({:.0} Mpix), the limit is \
-                 {} Mpix (--max-pixels, divided by the area a --patch under 40 px enlarges by)",
+                 {} Mpix (--max-pixels)",
                 f64::from(*width) * f64::from(*height) / 1e6,
                 *limit as f64 / 1e6
             ),
+            Self::TooManyPixels {
+                width,
+                height,
+                limit,
+                patch: Some(patch),
+            } => {
+                let zoom = crate::hog::PATCH_SIDE as f64 / *patch as f64;
+                write!(
+                    f,
+                    "too many pixels: the header declares {width}x{height}, {:.2} Mpix once \
+                     enlarged {zoom:.3}x for {patch}-px patches (--patch), past the limit of {} \
+                     Mpix (--max-pixels)",
+                    f64::from(*width) * f64::from(*height) * zoom * zoom / 1e6,
+                    *limit as f64 / 1e6
+                )
+            }
             Self::TooLargeFile { bytes, limit } => write!(
                 f,
                 "file too large: {bytes} bytes, more than the {limit} a photo of its size may \
@@ -792,6 +812,7 @@ fn check_pixels(width: u64, height: u64, limit: u64) -> Result<(), Skip> {
             width: u32::try_from(width).unwrap_or(u32::MAX),
             height: u32::try_from(height).unwrap_or(u32::MAX),
             limit,
+            patch: None,
         });
     }
     Ok(())
@@ -1005,7 +1026,8 @@ mod tests {
             Skip::TooManyPixels {
                 width: 60_000,
                 height: 60_000,
-                limit: MAX_PIXELS
+                limit: MAX_PIXELS,
+                patch: None,
             }
         );
         assert!(skip.to_string().contains("3600 Mpix"), "{skip}");
@@ -1149,7 +1171,8 @@ mod tests {
             Skip::TooManyPixels {
                 width: 60_000,
                 height: 60_000,
-                limit: MAX_PIXELS
+                limit: MAX_PIXELS,
+                patch: None,
             }
         );
     }
@@ -1298,5 +1321,19 @@ mod tests {
             data: (0..32).map(|v| v as f32).collect(),
         };
         assert_eq!(ramp.zoomed(0.5), ramp.scaled_within(4));
+        // At the configs' factor, 5/3, against cv2.resize of the same float32 image to 5 x 3.
+        let odd = Luminance {
+            width: 3,
+            height: 2,
+            data: vec![0.0, 30.0, 90.0, 60.0, 0.0, 30.0],
+        };
+        let big = odd.zoomed(5.0 / 3.0);
+        assert_eq!((big.width, big.height), (5, 3));
+        let cv2 = [
+            0.0, 12.0, 30.0, 66.0, 90.0, 30.0, 24.0, 15.0, 42.0, 60.0, 60.0, 36.0, 0.0, 18.0, 30.0,
+        ];
+        for (got, want) in big.data.iter().zip(cv2) {
+            assert!((got - want).abs() < 1e-4, "{:?}", big.data);
+        }
     }
 }

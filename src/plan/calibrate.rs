@@ -81,12 +81,14 @@ fn photo_rate(config: &Config, photos: Option<(&Path, &[String])>) -> anyhow::Re
             (root, paths)
         }
     };
-    // As the reference rate was measured: 200 random patches a photo, decoding included.
+    // As the reference rate was measured: 200 random patches a photo, decoding included, the
+    // photos as they are (a patch side's resize is the config's work, not the machine's speed).
     let params = vocab_pipeline::features::FeatureParams {
         sampling: vocab_pipeline::patch::Sampling::Random {
             per_image: 200,
             seed: 1,
         },
+        patch: None,
         ..config.features.params()?
     };
     let out = tmp.path().join("f.bin");

@@ -110,6 +110,30 @@ fn descriptors_made_elsewhere_go_through_every_stage() {
         let said = ok(&args);
         assert!(said.contains("8 photos, 0 skipped, 320 patches"), "{said}");
     }
+    // Descriptors made elsewhere are taken as they are: no patch side, sampled or encoded.
+    let err = fails(&[
+        "features",
+        "--input",
+        s(&photos),
+        "--from",
+        s(&desc),
+        "--patch",
+        "24",
+        "--out",
+        s(&path("p.bin")),
+    ]);
+    assert!(
+        err.contains("--patch 24: descriptors made elsewhere"),
+        "{err}"
+    );
+    let (words, out) = (path("v.bin"), path("p.bin"));
+    let mut args = vec!["encode", "--vocabulary", s(&words), "--input", s(&photos)];
+    args.extend(["--from", s(&desc), "--patch", "24", "--out", s(&out)]);
+    let err = fails(&args);
+    assert!(
+        err.contains("no mirror images, max_side, patch or scales"),
+        "{err}"
+    );
     let said = ok(&[
         "train",
         "--histograms",

@@ -256,6 +256,12 @@ fn a_patch_side_resizes_every_photo_before_it_is_described() {
         csv_rows(&dir.path().join(format!("big-{limit}.bin.images.csv"))).len()
     };
     assert_eq!(described("1"), 1);
+    let skipped = csv_rows(&dir.path().join("big-1.bin.skipped.csv"));
+    assert!(
+        skipped[0][2].contains("1.56 Mpix once enlarged 2.500x for 16-px patches (--patch)")
+            && skipped[0][2].contains("past the limit of 1 Mpix"),
+        "{skipped:?}"
+    );
     assert_eq!(described("2"), 2);
 }
 

@@ -137,7 +137,7 @@ fn vlad_vectors_are_unit_length_sharded_alike_recorded_and_classified_alike() {
         (
             "5",
             "long.bin",
-            "--method vlad: over 64 words and 5 pyramid levels gives 11173888",
+            "--method vlad: over 64 words and 5 pyramid levels (and any strips) gives 11173888",
         ),
         (
             "3",

@@ -22,12 +22,14 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
-/// Protocol version spoken by this build (7: a photo job's stage names the descriptors made
+/// Protocol version spoken by this build (8: a photo job's description may resize photos for a
+/// patch side and its encoding pool horizontal strips, which an older worker would ignore; 7: a
+/// photo job's stage names the descriptors made
 /// elsewhere it reads, and a cut of partitions born on the nodes its records' values; 6:
 /// k-means' stage-3 piece is typed words, no JSON; 5: every frame after the handshake is
 /// sealed, see [`crate::net::connection`]; 4: a photo job's description may ask for mirrored
 /// photos).
-pub const PROTOCOL_VERSION: u8 = 7;
+pub const PROTOCOL_VERSION: u8 = 8;
 /// Magic bytes opening every frame.
 pub const MAGIC: [u8; 2] = *b"VC";
 /// Header length in bytes.

@@ -37,7 +37,7 @@ pub fn encoded_len(k: usize, levels: usize) -> usize {
     Pyramid::plain(levels).len(k)
 }
 
-/// Most horizontal strips a pyramid may add to its pyramid.
+/// Most horizontal strips after a pyramid's levels.
 pub const MAX_STRIPS: usize = 8;
 
 /// Where a photo's patches are pooled, each by its centre: a spatial pyramid of `levels` levels

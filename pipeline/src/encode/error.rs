@@ -189,8 +189,9 @@ impl Broken for EncodeParamsError {
                 levels,
                 values,
             } => format!(
-                "over {k} words and {levels} pyramid levels gives {values} values a photo, past \
-                 the {MAX_VLAD_VALUES} allowed: use fewer words or levels"
+                "over {k} words and {levels} pyramid levels (and any strips) gives {values} \
+                 values a photo, past the {MAX_VLAD_VALUES} allowed: use fewer words, levels or \
+                 strips"
             ),
             Self::VladTooLong {
                 fisher: true,
@@ -198,9 +199,9 @@ impl Broken for EncodeParamsError {
                 levels,
                 values,
             } => format!(
-                "over {k} Gaussians and {levels} pyramid levels gives a Fisher vector of {values} \
-                 values a photo, past the {MAX_VLAD_VALUES} allowed: use fewer Gaussians, \
-                 projected dims or levels"
+                "over {k} Gaussians and {levels} pyramid levels (and any strips) gives a Fisher \
+                 vector of {values} values a photo, past the {MAX_VLAD_VALUES} allowed: use fewer \
+                 Gaussians, projected dims, levels or strips"
             ),
         }
     }

@@ -624,7 +624,7 @@ mod tests {
                         .replace("\"k\": 16", "\"k\": 2048")
                         .replace("\"pyramid\": 1", "\"pyramid\": 2"),
                 ),
-                "method = vlad: over 2048 words and 2 pyramid levels gives 5242880 values",
+                "method = vlad: over 2048 words and 2 pyramid levels (and any strips) gives 5242880 values",
             ),
             (
                 plain_text.replace("\"l1\"", "\"l2\""),

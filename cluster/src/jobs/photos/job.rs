@@ -520,9 +520,18 @@ mod tests {
             mirror: true,
             ..random
         };
+        let resized = FeatureParams {
+            patch: Some(24),
+            ..random
+        };
         for (stage, k, want) in [
             (PhotoStage::Features(dense, at(dir, 12)), 0, "random rows"),
             (PhotoStage::Features(mirrored, at(dir, 12)), 0, "mirror"),
+            (
+                PhotoStage::Features(resized, at(dir, 12)),
+                0,
+                "no patch side (24 px)",
+            ),
             (PhotoStage::Features(random, at(dir, 0)), 0, "of 0 values"),
             (
                 PhotoStage::Features(random, at(dir, 4097)),
