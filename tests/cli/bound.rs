@@ -122,18 +122,7 @@ fn mirror_images_are_checked_by_their_records_which_must_be_there() {
     let hist = scenes.hellinger();
     let d = scenes.dir.path();
     let mirrored = d.join("mirrored.bin");
-    ok(&[
-        "encode",
-        "--vocabulary",
-        s(&scenes.vocab),
-        "--input",
-        s(&scenes.photos),
-        "--out",
-        s(&mirrored),
-        "--norm",
-        "hellinger",
-        "--mirror",
-    ]);
+    scenes.hellinger_into(&mirrored, &["--mirror"]);
     let model = d.join("m.json");
     ok(&strs(&train(
         &hist,
@@ -163,19 +152,7 @@ fn evaluate_scores_a_photo_with_its_mirror_image_by_the_mean_of_their_decisions(
     let d = scenes.dir.path();
     let mirrored = d.join("mirrored.bin");
     let encode = |out: &Path, extra: &[&str]| {
-        let args = [
-            "encode",
-            "--vocabulary",
-            s(&scenes.vocab),
-            "--input",
-            s(&scenes.photos),
-            "--out",
-            s(out),
-            "--norm",
-            "hellinger",
-            "--mirror",
-        ];
-        ok(&[&args[..], extra].concat());
+        scenes.hellinger_into(out, &[&["--mirror"][..], extra].concat());
     };
     encode(&mirrored, &[]);
     let model = d.join("m.json");

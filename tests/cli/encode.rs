@@ -70,19 +70,26 @@ impl Scenes {
     /// The photos' Hellinger histograms, encoded into `hist.bin` (with their encoding beside).
     pub fn hellinger(&self) -> PathBuf {
         let hist = self.dir.path().join("hist.bin");
-        ok(&[
+        self.hellinger_into(&hist, &[]);
+        assert!(self.dir.path().join("hist.bin.encoding.json").is_file());
+        hist
+    }
+
+    /// `vocab encode` of the photos into Hellinger histograms at `out`, with `extra` flags
+    /// (`--mirror`: their mirror images).
+    pub fn hellinger_into(&self, out: &Path, extra: &[&str]) {
+        let args = [
             "encode",
             "--vocabulary",
             s(&self.vocab),
             "--input",
             s(&self.photos),
             "--out",
-            s(&hist),
+            s(out),
             "--norm",
             "hellinger",
-        ]);
-        assert!(self.dir.path().join("hist.bin.encoding.json").is_file());
-        hist
+        ];
+        ok(&[&args[..], extra].concat());
     }
 
     /// The arguments of `vocab encode` of the photo set with this vocabulary into `out`, L1,
