@@ -49,6 +49,8 @@ fisher-g64-d64-p2-s4-sc64|g64x64|--stride 4 --scales 40,64 --method fisher --pyr
 fisher-g128-d64-p2-s4-mirror|g128x64|--stride 4 --method fisher --pyramid 2|--mirrored
 fisher-g128-d64-p2x3-s4-mirror|g128x64|--stride 4 --method fisher --pyramid 2 --strips 3|--mirrored
 fisher-g128-d64-p2-s8-mirror-patch24|g128x64p24|--stride 8 --method fisher --pyramid 2 --patch 24|--mirrored
+fisher-g128-d64-p2-s8-sc67-mirror-patch24|g128x64p24|--stride 8 --method fisher --pyramid 2 --patch 24 --scales 40,67|--mirrored
+fisher-g128-d64-p2-s8-mirror-patch20|g128x64p20|--stride 8 --method fisher --pyramid 2 --patch 20|--mirrored
 fisher-g128-d64-p2-s8-mirror-up1667|g128x64|--stride 8 --method fisher --pyramid 2|--mirrored
 fisher-g128-d64-p2-s4-mirror-tta|g128x64|--stride 4 --method fisher --pyramid 2|--mirrored --tta
 bow-k1024-p3-chi2-mirror-tta|v1024|--stride 8 --norm l1 --pyramid 3 --soft 5 --kernel int8|--kernel-map chi2 --mirrored --tta
