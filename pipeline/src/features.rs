@@ -104,9 +104,18 @@ impl FeatureParams {
             .map_or(1.0, |p| PATCH_SIDE as f64 / p.max(1) as f64)
     }
 
+    /// The photo at `path` as the stage describes it: decoded within the pixel limit
+    /// ([`FeatureParams::decode_limit`], a skip said of the photo as described), downscaled to
+    /// `max_side`, then [`FeatureParams::prepare`]d. Every stage that describes photos loads
+    /// them here, so a sample and the encoding over its words see the same pixels.
+    pub fn load(&self, path: &Path) -> Result<Luminance, Skip> {
+        let lum = load_luminance(path, self.max_side, self.decode_limit())
+            .map_err(|skip| self.skipped(skip))?;
+        Ok(self.prepare(lum))
+    }
+
     /// A decoded photo as the stage describes it: mirrored when asked, then resized for the
-    /// patch side ([`FeatureParams::patch`]). Every stage that describes photos goes through
-    /// here, so a sample and the encoding over its words see the same pixels.
+    /// patch side ([`FeatureParams::patch`]).
     pub fn prepare(&self, mut lum: Luminance) -> Luminance {
         if self.mirror {
             lum.mirror();
@@ -149,7 +158,7 @@ impl FeatureParams {
     /// A photo skipped before decoding, said of the photo as described: with a patch side that
     /// enlarges it, its pixels once enlarged against `max_pixels` (the limit it broke is
     /// [`FeatureParams::decode_limit`]).
-    pub fn skipped(&self, skip: Skip) -> Skip {
+    fn skipped(&self, skip: Skip) -> Skip {
         match skip {
             Skip::TooManyPixels { width, height, .. } if self.decode_limit() < self.max_pixels => {
                 Skip::TooManyPixels {
@@ -573,14 +582,7 @@ pub(crate) fn compute_range<T: Send>(
                 if let Some(reason) = &photo.unusable {
                     return Err(Skip::Unusable(reason.clone()));
                 }
-                let lum = params.prepare(
-                    load_luminance(
-                        &collection.path_of(photo),
-                        params.max_side,
-                        params.decode_limit(),
-                    )
-                    .map_err(|skip| params.skipped(skip))?,
-                );
+                let lum = params.load(&collection.path_of(photo))?;
                 let layout = lay_out(&lum, photo.picture_id, &params.sampling, describers)?;
                 let (width, height) = (layout.width, layout.height);
                 let (value, patches) = compute(describers, photo, &lum, layout);

@@ -10,7 +10,7 @@ use image::{GrayImage, Luma};
 use rayon::prelude::*;
 
 use crate::hog::{DIMS, PATCH_SIDE, PatchDescriber};
-use crate::image_io::{Collection, load_luminance};
+use crate::image_io::Collection;
 use crate::kmeans::{AssignScratch, Centroids, assign};
 use crate::partition::Matrix;
 use crate::patch::Sampling;
@@ -202,20 +202,15 @@ pub fn draw(
         .par_iter()
         .map(|&i| {
             let photo = &photos[i];
-            // Resized for the patch side as the features stage resizes them.
+            // Loaded as the features stage loads them (downscale, patch side, pixel limit).
             let like_sample = crate::features::FeatureParams {
-                patch: params.patch,
+                sampling,
+                max_side: params.max_side,
                 max_pixels: params.max_pixels,
-                ..Default::default()
+                mirror: false,
+                patch: params.patch,
             };
-            let lum = like_sample.prepare(
-                load_luminance(
-                    &collection.path_of(photo),
-                    params.max_side,
-                    like_sample.decode_limit(),
-                )
-                .ok()?,
-            );
+            let lum = like_sample.load(&collection.path_of(photo)).ok()?;
             let positions = sampling.positions(photo.picture_id, lum.width, lum.height);
             if positions.is_empty() {
                 return None;

@@ -642,8 +642,7 @@ impl Classifier {
 
     /// [`Classifier::scored`] of row `i` of `rows`, over its non-zero blocks only.
     pub fn scored_row(&self, rows: &Rows, i: usize) -> (usize, f64) {
-        let values = (self.models.iter()).map(|m| rows.decision(i, &m.w, m.bias));
-        winner(values, self.models.len())
+        self.choose(&self.decisions_row(rows, i))
     }
 
     /// The predicted class index of `x`.
@@ -655,7 +654,7 @@ impl Classifier {
     /// classes: the model's value, positive for `classes[1]`; more: the winning one-vs-rest
     /// model's value).
     pub fn scored(&self, x: &[f32]) -> (usize, f64) {
-        winner(self.models.iter().map(|m| m.decision(x)), self.models.len())
+        self.choose(&self.decisions(x))
     }
 
     /// Every model's decision value for `x`, in model order (one value for two classes).
