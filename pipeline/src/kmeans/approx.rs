@@ -17,10 +17,12 @@
 //! `(1 + probes) sqrt(k)` distances instead of `k`.
 //!
 //! With the integer kernel ([`Index::with_kernel`], [`Index::search_int8`]) each list is padded
-//! to whole panels and quantised, the rows of many map units are probed unit by unit as above,
-//! then searched together list by list ([`quant::search_lists`]): a list's codes are read once
-//! for all the rows probing it, and each row gets the exact nearest member of its lists by
-//! direct distance, re-ranking the candidates the kernel's error bound leaves.
+//! to whole panels and quantised, and so are the coarse centres with their biases: the rows of
+//! many map units are probed unit by unit by the integer kernel (the exact `probes` least
+//! `dist2 + bias`, re-ranked by direct distance, where the f32 search ranks by the GEMM
+//! expansion), then searched together list by list ([`quant::search_lists`]): a list's codes
+//! are read once for all the rows probing it, and each row gets the exact nearest member of its
+//! lists by direct distance, re-ranking the candidates the kernel's error bound leaves.
 //!
 //! The index depends only on the centroids (no random choice, no thread count), and the search
 //! of a row only on the row and the map unit it is searched with, so runs are deterministic and
@@ -96,6 +98,9 @@ pub struct Index {
     /// padded by repeating its last member (same id, same distances), the padding kept out of
     /// the integer search.
     quantized: Option<quant::QuantCentroids>,
+    /// With the integer kernel, the coarse centres quantised with their biases: rows then probe
+    /// the lists of the exact `probes` least `dist2 + bias` ([`quant::nearest_few_quantized`]).
+    coarse_quantized: Option<quant::QuantCentroids>,
 }
 
 /// Reusable buffers of [`Index::search`].
@@ -112,6 +117,7 @@ pub struct SearchScratch {
     best_id: Vec<u32>,
     /// The integer search's buffers.
     lists_int8: quant::ListScratch,
+    few: quant::FewScratch,
 }
 
 impl Index {
@@ -212,8 +218,13 @@ impl Index {
             q.never(padding);
             q
         });
+        let coarse_quantized = (kernel == Kernel::Int8).then(|| {
+            let coarse = Centroids::new(kept_coarse.clone(), d);
+            quant::QuantCentroids::biased(&coarse, &kept_bias)
+        });
         Self {
             coarse: Centroids::biased(kept_coarse, d, &kept_bias),
+            coarse_quantized,
             ids,
             offsets,
             quantized,
@@ -278,7 +289,7 @@ impl Index {
         let probes = probes.clamp(1, lists);
         let s = scratch;
         s.lists.clear();
-        self.probe_into(x, probes, (&mut s.assign, &mut s.list_dists), &mut s.lists);
+        self.probe_into(x, probes, s, None);
         quant::rows_by_list(&s.lists, probes, lists, &mut s.starts, &mut s.rows);
         s.best.clear();
         s.best.resize(n, f32::INFINITY);
@@ -324,7 +335,9 @@ impl Index {
 
     /// Appends to `probed` the `probes` lists (clamped to `1..=lists`) each row of `x`
     /// searches, nearest coarse centre first: the first step of [`Index::search`], which
-    /// [`Index::search_int8`] takes from a unit at a time.
+    /// [`Index::search_int8`] takes from a unit at a time. An index made for the integer kernel
+    /// ranks the centres by the integer kernel, re-ranked by direct distance: the exact
+    /// `probes` least `dist2 + bias` (ties to the lower list); the f32 one by the GEMM expansion.
     pub fn probe(
         &self,
         x: Matrix<'_>,
@@ -332,24 +345,32 @@ impl Index {
         scratch: &mut SearchScratch,
         probed: &mut Vec<u32>,
     ) {
-        let buffers = (&mut scratch.assign, &mut scratch.list_dists);
-        self.probe_into(x, probes, buffers, probed);
+        self.probe_into(x, probes, scratch, Some(probed));
     }
 
-    /// [`Index::probe`] with the buffers it needs.
+    /// [`Index::probe`], appending to `probed`, or to `scratch.lists` when it is `None`.
     fn probe_into(
         &self,
         x: Matrix<'_>,
         probes: usize,
-        (assign, list_dists): (&mut AssignScratch, &mut Vec<f32>),
-        probed: &mut Vec<u32>,
+        scratch: &mut SearchScratch,
+        probed: Option<&mut Vec<u32>>,
     ) {
         let (n, probes) = (x.rows(), probes.clamp(1, self.lists()));
+        let probed = probed.unwrap_or(&mut scratch.lists);
         let at = probed.len();
         probed.resize(at + n * probes, 0);
-        list_dists.resize(n * probes, 0.0);
+        let (words, dists) = (&mut probed[at..], &mut scratch.list_dists);
+        dists.resize(n * probes, 0.0);
         let coarse = &self.coarse;
-        assign::nearest_few(x, coarse, assign, probes, &mut probed[at..], list_dists);
+        match &self.coarse_quantized {
+            Some(cq) => {
+                let xq = quant::QuantRows::new(Rows::F32(x));
+                let (xq, few) = (xq.slice(0, n), &mut scratch.few);
+                quant::nearest_few_quantized(x, xq, cq, coarse, few, probes, words, dists);
+            }
+            None => assign::nearest_few(x, coarse, &mut scratch.assign, probes, words, dists),
+        }
     }
 
     /// The integer kernel's search ([`quant::search_lists`]) of the rows of `x`, which probe
@@ -756,6 +777,39 @@ mod tests {
         ] {
             for probes in [1, 2, 5] {
                 check_int8(&c, lists, x, probes, &[1, 2, 3, 700, 37]);
+            }
+        }
+    }
+
+    #[test]
+    fn the_integer_index_probes_the_exact_nearest_centres_by_biased_distance() {
+        let d = 40;
+        let data = blobs(50, 30, d);
+        let x = Matrix::dense(&data, d);
+        let c = Centroids::new(blobs(50, 3, d), d);
+        let index = Index::with_kernel(&c, 12, Kernel::Int8);
+        let cq = index.coarse_quantized.as_ref().expect("an integer index");
+        let bias = cq.biases();
+        assert!(
+            bias.iter().any(|&b| b != 0.0),
+            "the balancing moved no centre"
+        );
+        for probes in [1, 3, 12] {
+            let mut probed = Vec::new();
+            index.probe(x, probes, &mut SearchScratch::default(), &mut probed);
+            let probes = probes.min(index.lists());
+            for i in 0..x.rows() {
+                let mut all: Vec<(f32, u32)> = (0..index.lists())
+                    .map(|l| {
+                        (
+                            assign::dist2(x.row(i), index.coarse.row(l)) + bias[l],
+                            l as u32,
+                        )
+                    })
+                    .collect();
+                all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                let want: Vec<u32> = all[..probes].iter().map(|&(_, l)| l).collect();
+                assert_eq!(&probed[i * probes..][..probes], &want[..], "row {i}");
             }
         }
     }

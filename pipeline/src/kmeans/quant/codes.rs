@@ -135,6 +135,9 @@ pub struct QuantCentroids {
     pub(super) error: Vec<f32>,
     pub(super) length: Vec<f32>,
     pub(super) slack: Vec<f32>,
+    /// Per centroid, a bias added to its squared distance ([`QuantCentroids::biased`]; empty
+    /// when there is none): already in `norm`, added again to each direct distance verified.
+    pub(super) bias: Vec<f32>,
 }
 
 impl QuantCentroids {
@@ -156,6 +159,7 @@ impl QuantCentroids {
             error: vec![0.0; padded],
             length: vec![0.0; padded],
             slack: vec![0.0; padded],
+            bias: Vec::new(),
         };
         // Panels in parallel (k reaches millions); each returns its centroids' terms.
         let terms: Vec<[[f32; 6]; NR]> = out
@@ -184,6 +188,35 @@ impl QuantCentroids {
             ] = *t;
         }
         out
+    }
+
+    /// Quantises and packs `centroids`, each with `bias[j]` added to its squared distance from
+    /// every row (as [`Centroids::biased`] adds it): the searches then rank centroid `j` by
+    /// `dist2 + bias[j]` (the sum in `f32`). The bounds' slack grows by the bias's share, which
+    /// covers the rounding of the sums.
+    ///
+    /// # Panics
+    /// If there is not one bias per centroid.
+    pub fn biased(centroids: &Centroids, bias: &[f32]) -> Self {
+        assert_eq!(bias.len(), centroids.k(), "one bias per centroid");
+        let mut out = Self::new(centroids);
+        let rounding = rounding(out.dims);
+        for ((norm, slack), &b) in out.norm.iter_mut().zip(&mut out.slack).zip(bias) {
+            *norm += b;
+            *slack = up(f64::from(*slack) + rounding * f64::from(b.abs()));
+        }
+        out.bias = bias.to_vec();
+        out
+    }
+
+    /// The biases of [`QuantCentroids::biased`] (empty without).
+    pub fn biases(&self) -> &[f32] {
+        &self.bias
+    }
+
+    /// The bias of centroid `j` (zero unless [`QuantCentroids::biased`]).
+    pub(super) fn bias(&self, j: usize) -> f32 {
+        self.bias.get(j).copied().unwrap_or(0.0)
     }
 
     /// Number of (real) centroids.

@@ -622,8 +622,9 @@ pub struct FewScratch {
 
 /// The `r` nearest centroids of each row of `x` (quantised as `xq`): row `i`'s words at
 /// `words[i * r..][..r]` and their [`dist2`] distances at `dists[i * r..][..r]`, nearest first,
-/// ties to the lower index: exactly the first `r` of all centroids sorted by (`dist2`, index).
-/// With `r > k` the extra slots hold `u32::MAX` and infinity.
+/// ties to the lower index: exactly the first `r` of all centroids sorted by (`dist2`, index),
+/// with each centroid's bias added to `dist2` (and to the distances written) when `cq` is
+/// [`QuantCentroids::biased`]. With `r > k` the extra slots hold `u32::MAX` and infinity.
 ///
 /// Exact by the same argument as [`assign_quantized`], with the `r`-th least upper bound in place
 /// of the least: the `r` true nearest have values at most that bound, so their lower bounds are
@@ -718,6 +719,7 @@ pub fn nearest_few_quantized(
             while let Some((columns, count)) = next.take(stop) {
                 let found = kernel.dists(xi, centroids, &columns[..count]);
                 for (&j, &dist) in columns[..count].iter().zip(&found) {
+                    let dist = dist + cq.bias(j as usize);
                     // Strictly nearer than the r-th, or as near with a lower index.
                     if (dist, j) < (d[r - 1], w[r - 1]) {
                         let mut at = r - 1;
