@@ -9,8 +9,13 @@
 #          8 probed): this build with int8 lists (2 iterations), the same capped to AVX2
 #          (1 iteration), and the build before (f32 lists, 1 iteration).
 #   probes: the paper set's int8 run with 12 lists probed instead of 8 (after paper).
+#   coarse: the paper set's int8 run, 1 iteration, native and capped to AVX2, this build (coarse
+#           centres by the integer kernel) against BEFORE (run it with BEFORE=0b174c8, the f32
+#           coarse search), in results/lists/coarse.csv.
+#   pair:   the same run capped to AVX2 only, this build (two quads a widening in the AVX2
+#           kernel) against BEFORE (run it with BEFORE=c8669a1), in results/lists/pair.csv.
 # Results: results/lists/<run>/ (log, time -v, .meta.toml, iterations CSV), results/lists/<set>.csv
-# and the table in README.md. usage: eval/paper_scale/lists.sh [blobs] [paper] [probes]
+# and the table in README.md. usage: eval/paper_scale/lists.sh [blobs] [paper] [probes] [coarse] [pair]
 # (WORK=dir for the data, default eval/paper_scale/work; the paper set needs about 20 GB while
 # its partitions are made.)
 set -euo pipefail
@@ -92,6 +97,24 @@ for set in "${sets[@]}"; do
         run paper-int8-probes12 "$vocab" "" "$work/parts" 1048576 2 int8 12
       } | tee "$out/probes.csv"
       ;;
-    *) echo "unknown set $set (blobs, paper, probes)" >&2; exit 2 ;;
+    coarse)
+      # The coarse search by the integer kernel against the build before it, on the paper set.
+      {
+        echo "$header"
+        run coarse-before-int8 "$old" "" "$work/parts" 1048576 1 int8
+        run coarse-int8 "$vocab" "" "$work/parts" 1048576 1 int8
+        run coarse-before-int8-avx2 "$old" avx2 "$work/parts" 1048576 1 int8
+        run coarse-int8-avx2 "$vocab" avx2 "$work/parts" 1048576 1 int8
+      } | tee "$out/coarse.csv"
+      ;;
+    pair)
+      # The AVX2 kernel's two quads a widening against the build before it, alternating.
+      {
+        echo "$header"
+        run pair-before-int8-avx2 "$old" avx2 "$work/parts" 1048576 1 int8
+        run pair-int8-avx2 "$vocab" avx2 "$work/parts" 1048576 1 int8
+      } | tee "$out/pair.csv"
+      ;;
+    *) echo "unknown set $set (blobs, paper, probes, coarse, pair)" >&2; exit 2 ;;
     esac
 done

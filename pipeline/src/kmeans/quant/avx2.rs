@@ -4,22 +4,58 @@ use std::arch::x86_64::*;
 
 use super::codes::{CENTROID_BLOCK, Candidate, MR, NR, QuantCentroids, RowTerms, insert_least};
 
+/// The products of [`super::Isa::products`] for one panel: per quad of dims, `vpmaddubsw`
+/// multiplies a row's four codes (broadcast) with the panel's and adds them in pairs into
+/// `i16` lanes; two quads' lanes are added in `i16` before `vpmaddwd` widens them into the
+/// `i32` sums, one widening per two quads. No `i16` step saturates or wraps: row codes are at
+/// most [`ROW_LEVELS`](super::codes::ROW_LEVELS) = 127 and this build's centroid codes at most
+/// 64 in magnitude ([`super::Isa::centroid_levels`]), so a lane of one quad is at most
+/// `2 x 127 x 64 = 16,256` in magnitude and of two quads 32,512 (`i16::MAX` is 32,767). The sums are the exact
+/// integers the other builds compute from the same codes.
+///
+/// Codes of larger magnitude give wrong sums (wrapped lanes), which the debug build checks.
+///
 /// # Safety
 /// AVX2 must be available; `x` must hold `MR * width` codes, `panel` `NR * width`, and `out`
 /// `(MR - 1) * CENTROID_BLOCK + NR` values.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn products(x: &[u8], width: usize, panel: &[u8], out: &mut [i32]) {
+    debug_assert!(
+        panel[..NR * width]
+            .iter()
+            .all(|&p| (p as i8).unsigned_abs() <= 64)
+    );
     let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_si256(); 2]; MR];
     let (x, panel) = (x.as_ptr(), panel.as_ptr());
-    for quad in 0..width / 4 {
-        // SAFETY (whole loop): quad < width / 4, so every read lies in the checked lengths.
-        unsafe {
+    let quads = width / 4;
+    // SAFETY (whole block): every quad read is below width / 4, so every read lies in the
+    // checked lengths.
+    unsafe {
+        let codes = |quad: usize| {
             let lo = _mm256_loadu_si256(panel.add(quad * 64).cast());
             let hi = _mm256_loadu_si256(panel.add(quad * 64 + 32).cast());
+            (lo, hi)
+        };
+        let row = |r: usize, quad: usize| {
+            _mm256_set1_epi32(x.add(r * width + quad * 4).cast::<i32>().read_unaligned())
+        };
+        for quad in (0..quads / 2 * 2).step_by(2) {
+            let ((lo0, hi0), (lo1, hi1)) = (codes(quad), codes(quad + 1));
             for (r, acc) in acc.iter_mut().enumerate() {
-                let four = x.add(r * width + quad * 4).cast::<i32>().read_unaligned();
-                let b = _mm256_set1_epi32(four);
+                let (b0, b1) = (row(r, quad), row(r, quad + 1));
+                let lo =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(b0, lo0), _mm256_maddubs_epi16(b1, lo1));
+                let hi =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(b0, hi0), _mm256_maddubs_epi16(b1, hi1));
+                acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(lo, ones));
+                acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(hi, ones));
+            }
+        }
+        if quads % 2 == 1 {
+            let (lo, hi) = codes(quads - 1);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let b = row(r, quads - 1);
                 let plo = _mm256_madd_epi16(_mm256_maddubs_epi16(b, lo), ones);
                 let phi = _mm256_madd_epi16(_mm256_maddubs_epi16(b, hi), ones);
                 acc[0] = _mm256_add_epi32(acc[0], plo);

@@ -6,8 +6,6 @@ use rayon::prelude::*;
 
 /// Highest row code.
 pub(super) const ROW_LEVELS: f32 = 127.0;
-/// Highest centroid code magnitude.
-pub(super) const CENTROID_LEVELS: f32 = 127.0;
 /// Float slack of the bounds, relative to `||x||^2` and `||c||^2`: four times the rounding
 /// bound of [`dist2`] (`(dims / 8 + 16)` roundings of `2^-24` per lane sum and the final sum),
 /// and at least 1e-5; 1.9e-5 at 512 dims. It also covers the scan's own few roundings.
@@ -141,14 +139,21 @@ pub struct QuantCentroids {
 }
 
 impl QuantCentroids {
-    /// Quantises and packs `centroids`.
+    /// Quantises and packs `centroids` for the widest build [`crate::isa::level`] allows.
     pub fn new(centroids: &Centroids) -> Self {
+        Self::for_isa(centroids, Isa::detect())
+    }
+
+    /// Quantises and packs `centroids` for `isa`, which runs every search of them: the codes'
+    /// range is the build's ([`Isa::centroid_levels`]).
+    pub(super) fn for_isa(centroids: &Centroids, isa: Isa) -> Self {
         let (k, dims) = (centroids.k(), centroids.dims());
         let width = width(dims);
         let padded = k.div_ceil(NR) * NR;
         let slack = rounding(dims);
+        let levels = isa.centroid_levels();
         let mut out = Self {
-            isa: Isa::detect(),
+            isa,
             k,
             dims,
             width,
@@ -171,7 +176,8 @@ impl QuantCentroids {
                 for (lane, terms) in terms.iter_mut().enumerate() {
                     let j = p * NR + lane;
                     if j < k {
-                        *terms = quantise_centroid(centroids, j, slack, lane, width, panel);
+                        let at = (lane, width, &mut *panel);
+                        *terms = quantise_centroid(centroids, j, slack, levels, at);
                     }
                 }
                 terms
@@ -237,27 +243,23 @@ impl QuantCentroids {
     }
 }
 
-/// Quantises centroid `j` into lane `lane` of its `panel`; returns its terms (`norm`, `offset`,
-/// `scale`, `error`, `length`, `slack`, as in [`QuantCentroids`]).
+/// Quantises centroid `j` into codes of magnitude at most `levels`, in lane `lane` of its
+/// `panel` (`width` codes a centroid); returns its terms (`norm`, `offset`, `scale`, `error`,
+/// `length`, `slack`, as in [`QuantCentroids`]).
 pub(super) fn quantise_centroid(
     centroids: &Centroids,
     j: usize,
     slack: f64,
-    lane: usize,
-    width: usize,
-    panel: &mut [u8],
+    levels: f32,
+    (lane, width, panel): (usize, usize, &mut [u8]),
 ) -> [f32; 6] {
     let c = centroids.row(j);
     let peak = c.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let t = if peak > 0.0 {
-        peak / CENTROID_LEVELS
-    } else {
-        1.0
-    };
+    let t = if peak > 0.0 { peak / levels } else { 1.0 };
     let (mut sum, mut squares, mut error) = (0i64, 0i64, 0f64);
     for (d, &v) in c.iter().enumerate() {
         let r = v / t;
-        let p = ((r + 0.5f32.copysign(r)) as i32 as f32).clamp(-CENTROID_LEVELS, CENTROID_LEVELS);
+        let p = ((r + 0.5f32.copysign(r)) as i32 as f32).clamp(-levels, levels);
         // Dims d..d+4 of the panel's 16 centroids sit together: [quad][lane][4].
         panel[(d / 4) * NR * 4 + lane * 4 + d % 4] = p as i8 as u8;
         sum += p as i64;
@@ -346,6 +348,20 @@ impl Isa {
     /// The widest build [`crate::isa::level`] allows.
     pub(super) fn detect() -> Self {
         Self::at(crate::isa::level())
+    }
+
+    /// Highest centroid code magnitude of the build. The AVX2 kernel adds two quads' `i16`
+    /// products (`vpmaddubsw`, row codes at most [`ROW_LEVELS`]) before widening them, which
+    /// stays below `i16::MAX` with codes of magnitude 64 (`2 x 2 x 127 x 64 = 32,512`); the
+    /// others widen each quad's (VNNI: no `i16` step) and take 127. The searches' results are
+    /// exact whatever the range (the bounds are the codes' own); it sets how many candidates
+    /// the direct distances verify.
+    pub(super) fn centroid_levels(self) -> f32 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => 64.0,
+            _ => 127.0,
+        }
     }
 
     /// The build for `level` (which the CPU must have).

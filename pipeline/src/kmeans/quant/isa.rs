@@ -33,7 +33,8 @@ impl Isa {
                 }
             }
             // SAFETY: AVX2 was detected; the slices were checked to cover what the kernel reads
-            // and writes.
+            // and writes. (The panels are codes of a `QuantCentroids` made for this build, its
+            // `isa` the kernel that runs, so in the kernel's range.)
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { avx2::products(x, width, panels, out) },
             // SAFETY: AVX-512 F/BW/VNNI were detected; the slices were checked as above.

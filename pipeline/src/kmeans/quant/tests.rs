@@ -29,9 +29,8 @@ fn brute(x: &[f32], c: &Centroids) -> (u32, f32) {
 fn check(x: Matrix<'_>, centroids: &Centroids, kernel: Isa) {
     let n = x.rows();
     let xq = QuantRows::new(x.into());
-    let mut cq = QuantCentroids::new(centroids);
-    // The portable code is forced through the same walk.
-    cq.isa = kernel;
+    // Every build, the portable one included, through the same walk.
+    let cq = QuantCentroids::for_isa(centroids, kernel);
     let (mut labels, mut dist) = (vec![u32::MAX; n], vec![0f32; n]);
     assign_quantized(
         x,
@@ -82,8 +81,7 @@ fn searched_runs_give_the_brute_force_nearest_and_the_full_pass_bounds() {
                 rows[2 * d..3 * d].copy_from_slice(centroids.row(5));
                 let x = Matrix::dense(&rows, d);
                 let xq = QuantRows::new(x.into());
-                let mut cq = QuantCentroids::new(&centroids);
-                cq.isa = kernel;
+                let cq = QuantCentroids::for_isa(&centroids, kernel);
                 let start: Vec<usize> =
                     (0..k.div_ceil(size)).map(|g| g * size).chain([k]).collect();
                 let ids: Vec<u32> = (0..k as u32).rev().collect();
@@ -227,8 +225,7 @@ fn centroids_drawn_from_the_rows_and_exact_ties_resolve_to_the_lowest_index() {
 fn check_few(x: Matrix<'_>, centroids: &Centroids, kernel: Isa) {
     let n = x.rows();
     let xq = QuantRows::new(x.into());
-    let mut cq = QuantCentroids::new(centroids);
-    cq.isa = kernel;
+    let cq = QuantCentroids::for_isa(centroids, kernel);
     let mut scratch = FewScratch::default();
     for r in [1, 2, 5, 8, 9, centroids.k() + 2] {
         let (mut words, mut dists) = (vec![7u32; n * r], vec![0f32; n * r]);
@@ -293,13 +290,15 @@ fn each_error_term_is_needed_and_enough() {
     // step (values of -5 and 5 widen its range): only that side's error term separates
     // the candidates, so dropping either term fails one of the two cases.
     let d = 32;
-    // Rows: codes 0..=127 with lo = 0 and step 1/127; centroids: -127..=127 with t = 1/127.
-    let on_grid = |n: usize, seed: u64, signed: bool| -> Vec<f32> {
+    // Rows: codes 0..=127 with lo = 0 and step 1/127; centroids: -L..=L with t = 1/L, L the
+    // build's centroid levels.
+    let on_grid = |n: usize, seed: u64, levels: Option<f32>| -> Vec<f32> {
+        let (signed, levels) = (levels.is_some(), levels.unwrap_or(127.0));
         let mut v: Vec<f32> = values(n * d, seed, 0.0)
             .iter()
             .map(|x| {
-                let q = (x * 254.0).round();
-                (if signed { q } else { q.abs().min(127.0) }) / 127.0
+                let q = (x * 2.0 * levels).round();
+                (if signed { q } else { q.abs().min(levels) }) / levels
             })
             .collect();
         for row in v.chunks_exact_mut(d) {
@@ -315,9 +314,10 @@ fn each_error_term_is_needed_and_enough() {
         v
     };
     for kernel in kernels() {
+        let levels = kernel.centroid_levels();
         for (rows, cents) in [
-            (coarse(300, 7), on_grid(800, 8, true)),
-            (on_grid(300, 7, false), coarse(800, 8)),
+            (coarse(300, 7), on_grid(800, 8, Some(levels))),
+            (on_grid(300, 7, None), coarse(800, 8)),
         ] {
             let centroids = Centroids::new(cents, d);
             check(Matrix::dense(&rows, d), &centroids, kernel);
@@ -413,12 +413,14 @@ fn every_build_of_the_direct_distances_is_dist2_bit_for_bit() {
 #[test]
 fn portable_and_simd_products_agree() {
     for kernel in kernels() {
+        // Codes over the build's whole range.
+        let levels = kernel.centroid_levels() as i32;
         // Odd and even quad counts, every number of panels a call takes.
         for (width, count) in [(64, 1), (60, 2), (4, 3), (512, 4)] {
             let count = count.min(kernel.panels_per_call());
             let x: Vec<u8> = (0..MR * width).map(|i| (i * 37 % 128) as u8).collect();
             let panels: Vec<u8> = (0..count * NR * width)
-                .map(|i| ((i * 53 % 255) as i32 - 127) as i8 as u8)
+                .map(|i| ((i as i32 * 53) % (2 * levels + 1) - levels) as i8 as u8)
                 .collect();
             let mut want = vec![0i32; (MR - 1) * CENTROID_BLOCK + count * NR];
             for p in 0..count {
@@ -429,11 +431,12 @@ fn portable_and_simd_products_agree() {
             kernel.products(&x, width, &panels, count, &mut got);
             assert_eq!(got, want, "{kernel:?}, width {width}, {count} panels");
         }
-        // The extremes of the codes do not saturate the i16 pair sums.
+        // The extremes of the codes do not saturate the i16 pair sums, nor the AVX2 build's
+        // sums of two quads'.
         let width = 64;
         let mut got = vec![0i32; (MR - 1) * CENTROID_BLOCK + NR];
         let x = vec![127u8; MR * width];
-        for code in [127i8, -127] {
+        for code in [levels as i8, -levels as i8] {
             let panel = vec![code as u8; NR * width];
             kernel.products(&x, width, &panel, 1, &mut got);
             assert_eq!(got[0], 127 * i32::from(code) * width as i32, "{kernel:?}");
@@ -466,8 +469,7 @@ fn searched_lists_give_the_brute_force_nearest_of_their_columns_on_every_build()
                 .map(|at| ((at / probes + at % probes) % (start.len() - 1)) as u32)
                 .collect();
             for kernel in kernels() {
-                let mut cq = QuantCentroids::new(&centroids);
-                cq.isa = kernel;
+                let cq = QuantCentroids::for_isa(&centroids, kernel);
                 let (mut labels, mut dist) = (vec![u32::MAX; 300], vec![0f32; 300]);
                 search_lists(
                     x,
