@@ -142,7 +142,7 @@ pub(super) fn print_key(config: &Config) {
         "  (comm s: link-bound seconds per iteration at {} Mbit/s per node, both directions at \
          once;\n   map flop: 2 x multiply-adds of the assignment, all nodes; map s: their seconds \
          on nodes\n   as fast as eval/paper_scale's 2 AVX2 cores: f32 {:.0}, int8 {:.0}, approximate \
-         {:.0}\n   (int8 lists {:.0}) G multiply-adds/s; an iteration takes about map s + comm s)",
+         {:.0}\n   (int8 search {:.0}) G multiply-adds/s; an iteration takes about map s + comm s)",
         config.plan.link_mbit,
         F32_RATE / 1e9,
         INT8_RATE / 1e9,

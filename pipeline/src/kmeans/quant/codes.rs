@@ -118,7 +118,8 @@ impl QuantSlice<'_> {
 /// Quantised centroids, packed for the kernel: made once per iteration.
 #[derive(Debug, Clone)]
 pub struct QuantCentroids {
-    /// The instruction set the kernel and scan run on (detected when the set is made).
+    /// The instruction set the kernel and scan run on, chosen when the set is made (detected, or
+    /// a test's [`QuantCentroids::for_isa`]); the codes are made for it.
     pub(super) isa: Isa,
     pub(super) k: usize,
     pub(super) dims: usize,
@@ -126,7 +127,8 @@ pub struct QuantCentroids {
     /// Panels of [`NR`] centroids: `[panel][quad][NR][4]` codes (as bytes).
     pub(super) panels: Vec<u8>,
     /// Per centroid, padded to whole panels (padding never wins: `norm = inf`):
-    /// `||c||^2`, `2 t sum(p)`, `2 t`, `||c - c~||`, `||c~||`, `rounding(dims) ||c||^2`.
+    /// `||c||^2`, `2 t sum(p)`, `2 t`, `||c - c~||`, `||c~||`, `rounding(dims) ||c||^2` (with a
+    /// bias, [`QuantCentroids::biased`]: `||c||^2 + b` and `rounding(dims) (||c||^2 + |b|)`).
     pub(super) norm: Vec<f32>,
     pub(super) offset: Vec<f32>,
     pub(super) scale: Vec<f32>,

@@ -5,7 +5,7 @@
 
 use super::codes::{CENTROID_BLOCK, Candidate, MR, NR, QuantCentroids, QuantSlice};
 use super::isa::gather_rows;
-use super::search::{check_shapes, verify};
+use super::search::{check_shapes, check_unbiased, verify};
 #[cfg(doc)]
 use crate::kmeans::assign::dist2;
 use crate::kmeans::assign::{Centroids, dot};
@@ -81,6 +81,7 @@ pub fn search_lists(
         return;
     }
     check_shapes(x, xq, cq, centroids);
+    check_unbiased(cq);
     let count = lists.start.len().saturating_sub(1);
     assert!(
         lists.start.first() == Some(&0)

@@ -9,7 +9,8 @@
 //! 1. **Rows** are quantised once (they are static data, cached like the partitions): per row an
 //!    offset `lo` and a step `s`, codes `q` in `0..=127`, so `x~ = lo + s q` elementwise.
 //!    **Centroids** are quantised every iteration: per centroid a step `t`, codes `p` in
-//!    `-127..=127`, `c~ = t p`. (`127 * 127 * 2` fits the `i16` pair sums of `vpmaddubsw`.)
+//!    `-127..=127`, `c~ = t p` (`127 * 127 * 2` fits the `i16` pair sums of `vpmaddubsw`); on
+//!    the AVX2 build in `-64..=64`, so that two quads' pair sums add in `i16` before widening.
 //! 2. The integer dot `q . p` is exact, and `x~ . c~ = t (lo sum(p) + s (q . p))`, so
 //!    `v = ||c||^2 - 2 x~ . c~` approximates `||x - c||^2 - ||x||^2` with a rigorous bound:
 //!    `|x . c - x~ . c~| = |x . (c - c~) + (x - x~) . c~| <= ||x|| ||c - c~|| + ||x - x~|| ||c~||`
@@ -30,7 +31,9 @@
 //! centroids) they can grow to all `k`, which stays correct but costs direct distances.
 //!
 //! The build runs at the level [`crate::isa::level`] chooses (VNNI, AVX2 or portable code); the
-//! integer products and therefore the labels are the same at every level, only slower below.
+//! labels are the same at every level. The integer products are the same for the same codes;
+//! the AVX2 build's coarser centroid codes give other products and more candidates, never
+//! other labels.
 //!
 //! Files: `codes` (the quantised rows and centroids, shapes), `rows` (row quantisation),
 //! `search` (the passes), `lists` (the approximate search's lists: rows quantised as they are

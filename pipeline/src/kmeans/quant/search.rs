@@ -49,6 +49,15 @@ pub(super) fn check_shapes(
     assert_eq!(cq.k, centroids.k(), "quantised centroids are another set");
 }
 
+/// Panics if `cq` carries biases: only [`nearest_few_quantized`] adds them to the distances it
+/// verifies; the other searches would compare biased bounds with unbiased distances.
+pub(super) fn check_unbiased(cq: &QuantCentroids) {
+    assert!(
+        cq.bias.is_empty(),
+        "biased centroids are searched by nearest_few_quantized only"
+    );
+}
+
 /// Reusable buffers of [`assign_quantized`].
 #[derive(Debug, Default, Clone)]
 pub struct QuantScratch {
@@ -190,6 +199,7 @@ pub fn search_runs(
     least: &mut [f32],
 ) {
     check_shapes(x, xq, cq, centroids);
+    check_unbiased(cq);
     let count = runs.start.len().saturating_sub(1);
     check_search(xq, centroids.k(), runs, rows, pairs, best, least);
     let span = runs
@@ -467,6 +477,7 @@ pub(super) fn scan(
         "quantised rows and outputs must hold {n} rows"
     );
     check_shapes(x, xq, cq, centroids);
+    check_unbiased(cq);
     let rows = xq.rows;
     let padded = cq.norm.len();
     let QuantScratch {
