@@ -206,15 +206,25 @@ impl QuantCentroids {
     /// # Panics
     /// If there is not one bias per centroid.
     pub fn biased(centroids: &Centroids, bias: &[f32]) -> Self {
-        assert_eq!(bias.len(), centroids.k(), "one bias per centroid");
-        let mut out = Self::new(centroids);
-        let rounding = rounding(out.dims);
-        for ((norm, slack), &b) in out.norm.iter_mut().zip(&mut out.slack).zip(bias) {
+        Self::new(centroids).with_bias(bias)
+    }
+
+    /// These centroids with `bias` added, as [`QuantCentroids::biased`] (for any build).
+    ///
+    /// # Panics
+    /// If there is not one bias per centroid, or the set has biases already.
+    pub(super) fn with_bias(mut self, bias: &[f32]) -> Self {
+        assert!(
+            bias.len() == self.k && self.bias.is_empty(),
+            "one bias per centroid, once"
+        );
+        let rounding = rounding(self.dims);
+        for ((norm, slack), &b) in self.norm.iter_mut().zip(&mut self.slack).zip(bias) {
             *norm += b;
             *slack = up(f64::from(*slack) + rounding * f64::from(b.abs()));
         }
-        out.bias = bias.to_vec();
-        out
+        self.bias = bias.to_vec();
+        self
     }
 
     /// The biases of [`QuantCentroids::biased`] (empty without).

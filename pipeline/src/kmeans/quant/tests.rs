@@ -223,9 +223,17 @@ fn centroids_drawn_from_the_rows_and_exact_ties_resolve_to_the_lowest_index() {
 /// [`nearest_few_quantized`] against the first `r` of all centroids sorted by (`dist2`,
 /// index), for several `r` (including `r > k`).
 fn check_few(x: Matrix<'_>, centroids: &Centroids, kernel: Isa) {
+    check_few_biased(x, centroids, kernel, &vec![0.0; centroids.k()]);
+}
+
+/// [`check_few`] with `bias[j]` added to centroid `j`'s distances (no bias when all are 0).
+fn check_few_biased(x: Matrix<'_>, centroids: &Centroids, kernel: Isa, bias: &[f32]) {
     let n = x.rows();
     let xq = QuantRows::new(x.into());
-    let cq = QuantCentroids::for_isa(centroids, kernel);
+    let mut cq = QuantCentroids::for_isa(centroids, kernel);
+    if bias.iter().any(|&b| b != 0.0) {
+        cq = cq.with_bias(bias);
+    }
     let mut scratch = FewScratch::default();
     for r in [1, 2, 5, 8, 9, centroids.k() + 2] {
         let (mut words, mut dists) = (vec![7u32; n * r], vec![0f32; n * r]);
@@ -242,7 +250,7 @@ fn check_few(x: Matrix<'_>, centroids: &Centroids, kernel: Isa) {
         );
         for i in 0..n {
             let mut all: Vec<(f32, u32)> = (0..centroids.k())
-                .map(|j| (dist2(x.row(i), centroids.row(j)), j as u32))
+                .map(|j| (dist2(x.row(i), centroids.row(j)) + bias[j], j as u32))
                 .collect();
             all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             all.resize(r.max(all.len()), (f32::INFINITY, u32::MAX));
@@ -281,6 +289,22 @@ fn nearest_few_are_the_brute_force_first_r_with_ties_to_the_lower_index() {
         cents.extend_from_slice(&raw[..10 * d]);
         cents.extend(std::iter::repeat_n(0.0, d));
         check_few(Matrix::dense(&raw, d), &Centroids::new(cents, d), kernel);
+    }
+}
+
+#[test]
+fn biased_nearest_few_are_the_brute_force_first_r_of_distance_plus_bias() {
+    // Biases of both signs and zero, larger than many distances' gaps; duplicated centroids
+    // with the same bias (exact ties go to the lower index); rows that are centroids.
+    let d = 24;
+    let raw = values(90 * d, 5, 0.1);
+    let mut cents: Vec<f32> = raw[..40 * d].to_vec();
+    cents.extend_from_slice(&raw[..10 * d]);
+    let centroids = Centroids::new(cents, d);
+    let bias: Vec<f32> = (0..50).map(|j| 0.3 * ((j % 40 % 7) as f32 - 3.0)).collect();
+    assert!(bias.iter().any(|&b| b < 0.0) && bias.iter().any(|&b| b > 0.0));
+    for kernel in kernels() {
+        check_few_biased(Matrix::dense(&raw, d), &centroids, kernel, &bias);
     }
 }
 
