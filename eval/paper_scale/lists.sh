@@ -108,7 +108,7 @@ for set in "${sets[@]}"; do
       } | tee "$out/coarse.csv"
       ;;
     pair)
-      # The AVX2 kernel's two quads a widening against the build before it, alternating.
+      # The AVX2 kernel's two quads a widening against the build before it (that one first).
       {
         echo "$header"
         run pair-before-int8-avx2 "$old" avx2 "$work/parts" 1048576 1 int8
