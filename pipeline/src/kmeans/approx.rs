@@ -334,8 +334,8 @@ impl Index {
     }
 
     /// Appends to `probed` the `probes` lists (clamped to `1..=lists`) each row of `x`
-    /// searches, nearest coarse centre first: the first step of [`Index::search`], which
-    /// [`Index::search_int8`] takes from a unit at a time. An index made for the integer kernel
+    /// searches, nearest coarse centre first: the first step of [`Index::search`] and of
+    /// [`Index::search_int8`]. An index made for the integer kernel
     /// ranks the centres by the integer kernel, re-ranked by direct distance: the exact
     /// `probes` least `dist2 + bias` (ties to the lower list); the f32 one by the GEMM expansion.
     pub fn probe(
@@ -357,24 +357,46 @@ impl Index {
         probed: Option<&mut Vec<u32>>,
     ) {
         let (n, probes) = (x.rows(), probes.clamp(1, self.lists()));
+        match &self.coarse_quantized {
+            Some(_) => {
+                let xq = quant::QuantRows::new(Rows::F32(x));
+                self.probe_quantized(x, xq.slice(0, n), probes, scratch, probed);
+            }
+            None => {
+                let probed = probed.unwrap_or(&mut scratch.lists);
+                let at = probed.len();
+                probed.resize(at + n * probes, 0);
+                let (words, dists) = (&mut probed[at..], &mut scratch.list_dists);
+                dists.resize(n * probes, 0.0);
+                let (coarse, assign) = (&self.coarse, &mut scratch.assign);
+                assign::nearest_few(x, coarse, assign, probes, words, dists);
+            }
+        }
+    }
+
+    /// [`Index::probe_into`] by the integer kernel, for rows already quantised (`xq`).
+    fn probe_quantized(
+        &self,
+        x: Matrix<'_>,
+        xq: quant::QuantSlice<'_>,
+        probes: usize,
+        scratch: &mut SearchScratch,
+        probed: Option<&mut Vec<u32>>,
+    ) {
+        let cq = (self.coarse_quantized.as_ref()).expect("an index made for the integer kernel");
+        let n = x.rows();
         let probed = probed.unwrap_or(&mut scratch.lists);
         let at = probed.len();
         probed.resize(at + n * probes, 0);
         let (words, dists) = (&mut probed[at..], &mut scratch.list_dists);
         dists.resize(n * probes, 0.0);
-        let coarse = &self.coarse;
-        match &self.coarse_quantized {
-            Some(cq) => {
-                let xq = quant::QuantRows::new(Rows::F32(x));
-                let (xq, few) = (xq.slice(0, n), &mut scratch.few);
-                quant::nearest_few_quantized(x, xq, cq, coarse, few, probes, words, dists);
-            }
-            None => assign::nearest_few(x, coarse, &mut scratch.assign, probes, words, dists),
-        }
+        let (coarse, few) = (&self.coarse, &mut scratch.few);
+        quant::nearest_few_quantized(x, xq, cq, coarse, few, probes, words, dists);
     }
 
-    /// The integer kernel's search ([`quant::search_lists`]) of the rows of `x`, which probe
-    /// the lists `probed` ([`Index::probe`], the same number a row): `labels[i]` is the nearest
+    /// The integer kernel's search of the rows of `x`: each probes its `probes` lists (clamped
+    /// to `1..=lists`) as [`Index::probe`] does, then all are searched together list by list
+    /// ([`quant::search_lists`]), the rows quantised once for both. `labels[i]` is the nearest
     /// member of row `i`'s lists by [`assign::dist2`] (ties to the lowest id) and `dist[i]` that
     /// distance. Rows from many map units are searched together, so each list's codes are read
     /// once for all of them; a row's result depends only on the row and its lists.
@@ -385,25 +407,30 @@ impl Index {
     pub fn search_int8(
         &self,
         x: Matrix<'_>,
-        probed: &[u32],
+        probes: usize,
         scratch: &mut SearchScratch,
         labels: &mut [u32],
         dist: &mut [f32],
     ) {
         let cq = (self.quantized.as_ref()).expect("an index made for the integer kernel");
+        let (n, probes) = (x.rows(), probes.clamp(1, self.lists()));
         let xq = quant::QuantRows::new(Rows::F32(x));
+        let xq = xq.slice(0, n);
+        scratch.lists.clear();
+        self.probe_quantized(x, xq, probes, scratch, None);
         let lists = quant::Lists {
             start: &self.offsets,
             ids: &self.ids,
         };
+        let (probed, buffers) = (&scratch.lists, &mut scratch.lists_int8);
         quant::search_lists(
             x,
-            xq.slice(0, x.rows()),
+            xq,
             cq,
             &self.grouped,
             lists,
             probed,
-            &mut scratch.lists_int8,
+            buffers,
             labels,
             dist,
         );
@@ -516,22 +543,15 @@ pub fn recall_by<E>(
     let index = Index::with_kernel(centroids, lists, kernel);
     let (mut labels, mut dist) = (vec![0u32; m], vec![0f32; m]);
     let mut scratch = SearchScratch::default();
-    let mut probed = Vec::new();
-    for start in (0..m).step_by(super::UNIT_ROWS) {
-        let end = (start + super::UNIT_ROWS).min(m);
-        match kernel {
-            Kernel::F32 => index.search(
-                x.slice(start, end),
-                probes,
-                &mut scratch,
-                &mut labels[start..end],
-                &mut dist[start..end],
-            ),
-            Kernel::Int8 => index.probe(x.slice(start, end), probes, &mut scratch, &mut probed),
+    match kernel {
+        Kernel::F32 => {
+            for start in (0..m).step_by(super::UNIT_ROWS) {
+                let end = (start + super::UNIT_ROWS).min(m);
+                let (l, dd) = (&mut labels[start..end], &mut dist[start..end]);
+                index.search(x.slice(start, end), probes, &mut scratch, l, dd);
+            }
         }
-    }
-    if kernel == Kernel::Int8 {
-        index.search_int8(x, &probed, &mut scratch, &mut labels, &mut dist);
+        Kernel::Int8 => index.search_int8(x, probes, &mut scratch, &mut labels, &mut dist),
     }
     let (mut exact, mut exact_inertia) = (0, 0f64);
     for i in 0..m {
@@ -722,16 +742,17 @@ mod tests {
         let mut scratch = SearchScratch::default();
         let mut probed = Vec::new();
         index.probe(x, probes, &mut scratch, &mut probed);
+        let asked = probes;
         let probes = probed.len() / n;
         // All rows at once, then in pieces: the same labels and distances, bit for bit.
         let (mut labels, mut dist) = (vec![0u32; n], vec![0f32; n]);
-        index.search_int8(x, &probed, &mut scratch, &mut labels, &mut dist);
+        index.search_int8(x, asked, &mut scratch, &mut labels, &mut dist);
         let (mut start, mut again, mut again_dist) = (0, vec![0u32; n], vec![0f32; n]);
         for &len in pieces.iter().chain([&(n - pieces.iter().sum::<usize>())]) {
             let end = start + len;
             index.search_int8(
                 x.slice(start, end),
-                &probed[start * probes..end * probes],
+                asked,
                 &mut SearchScratch::default(),
                 &mut again[start..end],
                 &mut again_dist[start..end],

@@ -138,10 +138,8 @@ struct TaskScratch {
     approx: approx::SearchScratch,
     /// A u8 unit's rows decoded.
     decoded: Vec<f32>,
-    /// The rows of a batch of units (the integer kernel's approximate search) and the lists
-    /// they probe.
+    /// The rows of a batch of units (the integer kernel's approximate search).
     batch: Vec<f32>,
-    probed: Vec<u32>,
 }
 
 /// What every map task of a step shares.
@@ -252,8 +250,8 @@ impl MapTask<'_> {
     }
 
     /// Labels and distances of the rows of `units`, in order, by the integer kernel's
-    /// approximate search: each unit's lists probed as [`approx::Index::search`] probes them,
-    /// then all rows searched together, list by list.
+    /// approximate search: all rows probed and searched together, list by list
+    /// ([`approx::Index::search_int8`]).
     fn search_units(
         &self,
         units: &[(Unit<'_>, Option<&mut prune::UnitBounds>)],
@@ -265,16 +263,14 @@ impl MapTask<'_> {
             (self.kernel.approx.as_ref()).expect("the approximate search's index");
         let dims = self.centroids.dims();
         scratch.batch.clear();
-        scratch.probed.clear();
         for (unit, _) in units.iter() {
             let x = unit.rows.to_f32(&mut scratch.decoded);
-            index.probe(x, *probes, &mut scratch.approx, &mut scratch.probed);
             for r in 0..x.rows() {
                 scratch.batch.extend_from_slice(x.row(r));
             }
         }
         let x = crate::partition::Matrix::dense(&scratch.batch, dims);
-        index.search_int8(x, &scratch.probed, &mut scratch.approx, labels, dist);
+        index.search_int8(x, *probes, &mut scratch.approx, labels, dist);
     }
 }
 

@@ -228,7 +228,8 @@ impl QuantCentroids {
     }
 
     /// The biases of [`QuantCentroids::biased`] (empty without).
-    pub fn biases(&self) -> &[f32] {
+    #[cfg(test)]
+    pub(crate) fn biases(&self) -> &[f32] {
         &self.bias
     }
 
