@@ -289,7 +289,7 @@ impl Index {
         let probes = probes.clamp(1, lists);
         let s = scratch;
         s.lists.clear();
-        self.probe_into(x, probes, s, None);
+        self.probe_into((x, None), probes, s, None);
         quant::rows_by_list(&s.lists, probes, lists, &mut s.starts, &mut s.rows);
         s.best.clear();
         s.best.resize(n, f32::INFINITY);
@@ -345,53 +345,40 @@ impl Index {
         scratch: &mut SearchScratch,
         probed: &mut Vec<u32>,
     ) {
-        self.probe_into(x, probes, scratch, Some(probed));
+        self.probe_into((x, None), probes, scratch, Some(probed));
     }
 
-    /// [`Index::probe`], appending to `probed`, or to `scratch.lists` when it is `None`.
+    /// [`Index::probe`], appending to `probed`, or to `scratch.lists` when it is `None`; the
+    /// integer kernel's probe quantises the rows unless given them (`xq`).
     fn probe_into(
         &self,
-        x: Matrix<'_>,
+        (x, xq): (Matrix<'_>, Option<quant::QuantSlice<'_>>),
         probes: usize,
         scratch: &mut SearchScratch,
         probed: Option<&mut Vec<u32>>,
     ) {
         let (n, probes) = (x.rows(), probes.clamp(1, self.lists()));
-        match &self.coarse_quantized {
-            Some(_) => {
-                let xq = quant::QuantRows::new(Rows::F32(x));
-                self.probe_quantized(x, xq.slice(0, n), probes, scratch, probed);
-            }
-            None => {
-                let probed = probed.unwrap_or(&mut scratch.lists);
-                let at = probed.len();
-                probed.resize(at + n * probes, 0);
-                let (words, dists) = (&mut probed[at..], &mut scratch.list_dists);
-                dists.resize(n * probes, 0.0);
-                let (coarse, assign) = (&self.coarse, &mut scratch.assign);
-                assign::nearest_few(x, coarse, assign, probes, words, dists);
-            }
-        }
-    }
-
-    /// [`Index::probe_into`] by the integer kernel, for rows already quantised (`xq`).
-    fn probe_quantized(
-        &self,
-        x: Matrix<'_>,
-        xq: quant::QuantSlice<'_>,
-        probes: usize,
-        scratch: &mut SearchScratch,
-        probed: Option<&mut Vec<u32>>,
-    ) {
-        let cq = (self.coarse_quantized.as_ref()).expect("an index made for the integer kernel");
-        let n = x.rows();
         let probed = probed.unwrap_or(&mut scratch.lists);
         let at = probed.len();
         probed.resize(at + n * probes, 0);
         let (words, dists) = (&mut probed[at..], &mut scratch.list_dists);
         dists.resize(n * probes, 0.0);
-        let (coarse, few) = (&self.coarse, &mut scratch.few);
-        quant::nearest_few_quantized(x, xq, cq, coarse, few, probes, words, dists);
+        let coarse = &self.coarse;
+        match &self.coarse_quantized {
+            Some(cq) => {
+                let owned;
+                let xq = match xq {
+                    Some(xq) => xq,
+                    None => {
+                        owned = quant::QuantRows::new(Rows::F32(x));
+                        owned.slice(0, n)
+                    }
+                };
+                let few = &mut scratch.few;
+                quant::nearest_few_quantized(x, xq, cq, coarse, few, probes, words, dists);
+            }
+            None => assign::nearest_few(x, coarse, &mut scratch.assign, probes, words, dists),
+        }
     }
 
     /// The integer kernel's search of the rows of `x`: each probes its `probes` lists (clamped
@@ -417,7 +404,7 @@ impl Index {
         let xq = quant::QuantRows::new(Rows::F32(x));
         let xq = xq.slice(0, n);
         scratch.lists.clear();
-        self.probe_quantized(x, xq, probes, scratch, None);
+        self.probe_into((x, Some(xq)), probes, scratch, None);
         let lists = quant::Lists {
             start: &self.offsets,
             ids: &self.ids,
