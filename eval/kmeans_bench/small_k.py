@@ -1,0 +1,130 @@
+"""Small k on AVX2 (issue 51, item 4): `vocab kmeans --kernel int8` against faiss at k = 1,024 on
+40,000 x 512 blob vectors, side by side in one run.
+
+usage: eval/kmeans_bench/small_k.sh [--rounds R] [--iterations I] [--before BIN]
+
+Data: `vocab datasets synth --n 40000` (64 Gaussian blobs in 512 dims, seed 0); initial
+centroids: k rows drawn with numpy (seed 0), given to every run. Two threads each. Every round
+runs, one after another: faiss (`faiss.Kmeans`, seconds = wall time / iterations), then vocab's
+`--kernel int8` full pass and `--kernel int8 --prune`, each at the CPU's widest build and capped
+to AVX2 (`VOCAB_MAX_ISA=avx2`), and the same four with the build before (`--before`), if given.
+vocab's seconds are the mean of its per-iteration log (iteration 1, which quantises the rows,
+included). Each run's ratio is to the faiss run of its own round; the summary gives the median
+over rounds. Output: small-k.csv (every run) and small-k.md (the summary) beside this script.
+"""
+
+import argparse
+import csv
+import os
+import pathlib
+import statistics
+import subprocess
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
+
+import numpy as np  # noqa: E402
+
+from run import read_bin  # noqa: E402
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def run_faiss(x, c0, iterations):
+    import faiss
+
+    faiss.omp_set_num_threads(2)
+    km = faiss.Kmeans(x.shape[1], c0.shape[0], niter=iterations, seed=0,
+                      max_points_per_centroid=10**9, verbose=False)
+    t = time.perf_counter()
+    km.train(x, init_centroids=c0)
+    wall = time.perf_counter() - t
+    return dict(seconds=wall / iterations, first=km.iteration_stats[0]["time"],
+                inertia=float(km.iteration_stats[-1]["obj"]))
+
+
+def run_vocab(vocab, data, init, k, iterations, work, prune, cap):
+    out = work / "small-k-vocab.bin"
+    env = dict(os.environ)
+    env.pop("VOCAB_MAX_ISA", None)
+    if cap:
+        env["VOCAB_MAX_ISA"] = cap
+    subprocess.run([vocab, "--quiet", "--threads", "2", "kmeans", "--features", str(data), "--k", str(k),
+                    "--iterations", str(iterations), "--tol", "0", "--init-centroids", str(init),
+                    "--kernel", "int8", *(["--prune"] if prune else []), "--out", str(out)],
+                   check=True, stdout=subprocess.DEVNULL, env=env)
+    with open(f"{out}.iterations.csv") as f:
+        rows = list(csv.DictReader(f))
+    secs = [float(r["seconds"]) for r in rows]
+    return dict(seconds=float(np.mean(secs)), first=secs[0], inertia=float(rows[-1]["inertia"]),
+                later=float(np.mean(secs[1:])) if len(secs) > 1 else secs[0])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--vocab", required=True)
+    ap.add_argument("--before", help="the build to compare with (its vocab binary)")
+    ap.add_argument("--n", type=int, default=40_000)
+    ap.add_argument("--k", type=int, default=1024)
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--name", default="small-k")
+    args = ap.parse_args()
+    work = HERE / "work"
+    work.mkdir(exist_ok=True)
+    data = work / f"synth-{args.n}-c64.bin"
+    if not data.exists():
+        subprocess.run([args.vocab, "--quiet", "datasets", "synth", "--n", str(args.n), "--dims", "512",
+                        "--seed", "0", "--out", str(data)], check=True, stdout=subprocess.DEVNULL)
+    x = read_bin(data)
+    n = len(x)
+    c0 = x[np.sort(np.random.default_rng(0).choice(n, args.k, replace=False))].copy()
+    init = work / f"small-k-init-{args.k}.txt"
+    np.savetxt(init, c0, fmt="%.9g")
+    builds = [("this", args.vocab)] + ([("before", args.before)] if args.before else [])
+    rows = []
+    for r in range(1, args.rounds + 1):
+        f = run_faiss(x, c0, args.iterations)
+        rows.append(dict(round=r, build="faiss", assignment="flat", isa="native", **f))
+        print(f"round {r} faiss: {f['seconds']:.4f} s/iteration")
+        for build, binary in builds:
+            for prune in (False, True):
+                for cap in (None, "avx2"):
+                    v = run_vocab(binary, data, init, args.k, args.iterations, work, prune, cap)
+                    row = dict(round=r, build=build, assignment="int8 pruned" if prune else "int8",
+                               isa=cap or "native", **v)
+                    row["vs_faiss"] = v["seconds"] / f["seconds"]
+                    rows.append(row)
+                    print(f"round {r} {build} {row['assignment']} {row['isa']}: {v['seconds']:.4f} s/iteration "
+                          f"({row['vs_faiss']:.2f}x faiss), first {v['first']:.3f}, inertia {v['inertia']:.9e}")
+    fields = ["round", "build", "assignment", "isa", "seconds", "first", "later", "vs_faiss", "inertia"]
+    with open(HERE / f"{args.name}.csv", "w", newline="") as out:
+        w = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        for row in rows:
+            w.writerow({key: (round(v, 4) if isinstance(v, float) and key != "inertia" else v)
+                        for key, v in row.items()})
+    lines = [f"n = {n}, d = 512, k = {args.k}, {args.iterations} iterations, {args.rounds} rounds; "
+             "median over rounds",
+             "",
+             "| build | assignment | isa | s/iteration | iteration 1 s | later iterations s | vs faiss (same round) |",
+             "|---|---|---|---|---|---|---|"]
+    keys = []
+    for row in rows:
+        key = (row["build"], row["assignment"], row["isa"])
+        if key not in keys:
+            keys.append(key)
+    for key in keys:
+        group = [row for row in rows if (row["build"], row["assignment"], row["isa"]) == key]
+        med = {f: statistics.median(row[f] for row in group) for f in ("seconds", "first")}
+        later = statistics.median(row.get("later", row["seconds"]) for row in group)
+        ratio = statistics.median(row["vs_faiss"] for row in group) if key[0] != "faiss" else 1.0
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {med['seconds']:.4f} | {med['first']:.3f} | "
+                     f"{later:.4f} | {ratio:.2f}x |")
+    (HERE / f"{args.name}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
