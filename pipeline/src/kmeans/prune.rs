@@ -323,17 +323,9 @@ impl UnitBounds {
         if !self.ready || geometry.drift.is_empty() || self.labels.len() != n {
             self.labels.resize(n, 0);
             self.lower.resize(n * count, 0.0);
-            grouped_assign(
-                x,
-                xq,
-                geometry,
-                groups,
-                (&mut scratch.assign, &mut scratch.quant),
-                labels,
-                dist,
-                &mut self.lower,
-            );
-            self.labels.copy_from_slice(labels);
+            scratch.dense.clear();
+            scratch.dense.extend(0..n);
+            self.assign_dense(x, xq, geometry, groups, scratch, labels, dist);
             self.ready = true;
             return 0;
         }
@@ -514,8 +506,8 @@ impl UnitBounds {
         kept
     }
 
-    /// Assigns the vectors in `scratch.dense` by the GEMM (or the integer kernel), renewing all
-    /// their bounds.
+    /// Assigns the vectors in `scratch.dense` (ascending) by the GEMM (or the integer kernel),
+    /// renewing all their bounds.
     #[allow(clippy::too_many_arguments)]
     fn assign_dense(
         &mut self,
@@ -529,6 +521,21 @@ impl UnitBounds {
     ) {
         let (m, d, count) = (scratch.dense.len(), x.dims(), groups.len());
         if m == 0 {
+            return;
+        }
+        if m == x.rows() {
+            // Every row (the list is ascending, so it is 0..n): assigned in place, no copies.
+            grouped_assign(
+                x,
+                xq,
+                geometry,
+                groups,
+                (&mut scratch.assign, &mut scratch.quant),
+                labels,
+                dist,
+                &mut self.lower,
+            );
+            self.labels.copy_from_slice(labels);
             return;
         }
         scratch.gathered.clear();
@@ -772,10 +779,11 @@ fn finish_bounds(
         *v = distance_bound(xx, *v, err);
     }
     let g = groups.of[label] as usize;
-    low[g] = (groups.start[g]..groups.start[g + 1])
+    let others = (groups.start[g]..groups.start[g + 1])
         .filter(|&pos| groups.members[pos] as usize != label)
-        .map(|pos| dist2(xi, geometry.sorted.row(pos)).sqrt())
-        .fold(f32::INFINITY, f32::min);
+        .map(|pos| pos as u32);
+    // The square root is monotone: the least root is the root of the least.
+    low[g] = quant::least_dist2(xi, &geometry.sorted, others).sqrt();
 }
 
 #[cfg(test)]
@@ -952,9 +960,11 @@ mod tests {
         for shift in [0.0, 100.0] {
             let data: Vec<f32> = blobs(12, 60, d, 5).iter().map(|v| v + shift).collect();
             let x = Matrix::dense(&data, d);
-            let (mut passes, mut undense) = (0, 0);
+            let (mut passes, mut undense, mut whole) = (0, 0, 0);
             let kept = drive(&data, d, true, |step, dense, labels, dist, centroids| {
                 passes += dense.len();
+                // Later steps with every row in the full pass (assigned in place, no copies).
+                whole += usize::from(step > 0 && dense.len() == labels.len());
                 undense += labels.len() - dense.len();
                 for (i, (&label, &got)) in labels.iter().zip(dist).enumerate() {
                     let (want, want_dist) = (0..centroids.k())
@@ -975,6 +985,9 @@ mod tests {
                 assert!(kept > 0, "the bounds never proved a label");
             }
             assert!(passes > data.len() / d, "shift {shift}: no wide search");
+            if shift == 100.0 {
+                assert!(whole > 0, "no later step sent every row to the full pass");
+            }
             // Rows neither kept nor sent to the full pass went through the integer search.
             if shift == 0.0 {
                 assert!(

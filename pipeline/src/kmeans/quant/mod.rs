@@ -58,5 +58,5 @@ pub use self::codes::{CENTROID_BLOCK, PANEL, QuantCentroids, QuantRows, QuantSli
 pub use self::lists::{ListScratch, Lists, rows_by_list, search_lists};
 pub use self::search::{
     FewScratch, QuantScratch, Runs, SearchScratch, assign_quantized, assign_quantized_runs,
-    nearest_few_quantized, search_runs,
+    least_dist2, nearest_few_quantized, search_runs,
 };

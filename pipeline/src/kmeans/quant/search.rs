@@ -576,6 +576,32 @@ pub(super) fn verify(
     best
 }
 
+/// The least [`dist2`] from `xi` to the centroids `columns` (infinity without any), four at a
+/// time through the widest build [`crate::isa::level`] allows: each distance is [`dist2`]'s
+/// bit for bit, so the least is too.
+pub fn least_dist2(xi: &[f32], centroids: &Centroids, columns: impl Iterator<Item = u32>) -> f32 {
+    let kernel = Isa::detect();
+    let (mut least, mut batch, mut count) = (f32::INFINITY, [0u32; 4], 0);
+    let mut flush = |batch: &[u32]| {
+        let found = kernel.dists(xi, centroids, batch);
+        for &d in &found[..batch.len()] {
+            least = if d < least { d } else { least };
+        }
+    };
+    for j in columns {
+        batch[count] = j;
+        count += 1;
+        if count == 4 {
+            flush(&batch);
+            count = 0;
+        }
+    }
+    if count > 0 {
+        flush(&batch[..count]);
+    }
+    least
+}
+
 /// Lowers row `row`'s run minima in `least` by the lower bounds of columns `c0..` (`lower`).
 pub(super) fn run_minima(
     kernel: Isa,

@@ -528,3 +528,20 @@ fn searched_lists_give_the_brute_force_nearest_of_their_columns_on_every_build()
         }
     }
 }
+
+#[test]
+fn least_dist2_is_the_least_dist2_over_any_count_of_columns() {
+    // 0 to 9 columns: none, partial batches of four and whole ones; dims not a multiple of 8.
+    let (k, d) = (12, 37);
+    let centroids = Centroids::new(values(k * d, 3, 0.0), d);
+    let x = values(d, 4, 0.1);
+    for count in 0..=9u32 {
+        let columns: Vec<u32> = (0..count).map(|j| (j * 5 + 2) % k as u32).collect();
+        let want = columns
+            .iter()
+            .map(|&j| dist2(&x, centroids.row(j as usize)))
+            .fold(f32::INFINITY, f32::min);
+        let got = least_dist2(&x, &centroids, columns.iter().copied());
+        assert_eq!(got.to_bits(), want.to_bits(), "{count} columns");
+    }
+}
