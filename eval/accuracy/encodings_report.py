@@ -37,19 +37,20 @@ def parts(name):
     notes = []
     if "-chi2" in name:
         notes.append("chi2 map")
-    if "-s4" in name:
-        notes.append("stride 4")
+    stride = 4 if "-s4" in name else 8
     patch = re.search(r"-patch(\d+)", name)
+    up = re.search(r"-up(\d+)", name)
+    if stride == 4 and not (patch or up):
+        notes.append("stride 4")
     if patch:
         side = int(patch.group(1))
-        notes.append(f"{side}-px patches (--patch {side}: photos enlarged {40 / side:.3g}x), stride 8 of them")
-    up = re.search(r"-up(\d+)", name)
+        notes.append(f"{side}-px patches (--patch {side}: photos enlarged {40 / side:.3g}x), stride {stride} of them")
     if up:
         factor = int(up.group(1)) / 1000
-        notes.append(f"photos upscaled {factor:.3g}x (patches {40 / factor:.0f} px), stride 8 of them")
-    scales = re.search(r"-sc(\d+)", name)
+        notes.append(f"photos upscaled {factor:.3g}x (patches {40 / factor:.0f} px), stride {stride} of them")
+    scales = re.search(r"-sc(\d+(?:-\d+)*)", name)
     if scales:
-        notes.append(f"scales 40, {scales.group(1)}")
+        notes.append("scales 40, " + ", ".join(scales.group(1).split("-")))
     if "-mirror" in name:
         notes.append("+ mirror images")
     if name.endswith("-tta"):

@@ -14,8 +14,10 @@
 #           coarse search), in results/lists/coarse.csv.
 #   pair:   the same run capped to AVX2 only, this build (two quads a widening in the AVX2
 #           kernel) against BEFORE (run it with BEFORE=c8669a1), in results/lists/pair.csv.
+#   recall: the paper set's int8 run, 2 iterations, native: the exact nearest word after the
+#           second iteration with the coarse search by the integer kernel, in results/lists/recall.csv.
 # Results: results/lists/<run>/ (log, time -v, .meta.toml, iterations CSV), results/lists/<set>.csv
-# and the table in README.md. usage: eval/paper_scale/lists.sh [blobs] [paper] [probes] [coarse] [pair]
+# and the table in README.md. usage: eval/paper_scale/lists.sh [blobs] [paper] [probes] [coarse] [pair] [recall]
 # (WORK=dir for the data, default eval/paper_scale/work; the paper set needs about 20 GB while
 # its partitions are made.)
 set -euo pipefail
@@ -115,6 +117,13 @@ for set in "${sets[@]}"; do
         run pair-int8-avx2 "$vocab" avx2 "$work/parts" 1048576 1 int8
       } | tee "$out/pair.csv"
       ;;
-    *) echo "unknown set $set (blobs, paper, probes, coarse, pair)" >&2; exit 2 ;;
+    recall)
+      # Two iterations of this build, for the exact nearest word after the second.
+      {
+        echo "$header"
+        run recall-int8 "$vocab" "" "$work/parts" 1048576 2 int8
+      } | tee "$out/recall.csv"
+      ;;
+    *) echo "unknown set $set (blobs, paper, probes, coarse, pair, recall)" >&2; exit 2 ;;
     esac
 done
