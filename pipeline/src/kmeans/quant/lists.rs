@@ -175,7 +175,7 @@ pub fn search_lists(
                         cq,
                         slack,
                         Some(lists.ids),
-                        &s.found,
+                        &mut s.found,
                         s.best[r],
                         stop,
                     );

@@ -535,7 +535,7 @@ pub(super) fn scan(
                 cq,
                 slack,
                 ids,
-                &candidates[i],
+                &mut candidates[i],
                 entry,
                 threshold,
             );
@@ -547,9 +547,11 @@ pub(super) fn scan(
 
 /// The nearest of `best` (distance, id, column) and `candidates` to `xi` (`own` = `xi . xi`) by
 /// direct distance (ties to the lowest id: `ids[column]`, or the column without `ids`).
-/// Candidates are taken in list order; one whose lower bound exceeds `stop` (which starts as the caller's threshold and falls
-/// to each better distance found, with both sides' slack; `slack` is the row's) is strictly
-/// farther and skipped, as in [`nearest_few_quantized`].
+/// Candidates are taken in ascending order of their lower bounds (sorted here), so the nearest
+/// tends to come first; one whose lower bound exceeds `stop` (which starts as the caller's
+/// threshold and falls to each better distance found, with both sides' slack; `slack` is the
+/// row's) is strictly farther and skipped, as in [`nearest_few_quantized`]. The order decides
+/// only how many distances are computed, never the result.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn verify(
     kernel: Isa,
@@ -558,10 +560,13 @@ pub(super) fn verify(
     cq: &QuantCentroids,
     slack: f32,
     ids: Option<&[u32]>,
-    candidates: &[Candidate],
+    candidates: &mut [Candidate],
     mut best: (f32, u32, u32),
     mut stop: f32,
 ) -> (f32, u32, u32) {
+    if candidates.len() > 4 {
+        candidates.sort_unstable_by(|a, b| a.lower.total_cmp(&b.lower));
+    }
     let mut next = Pending::new(candidates);
     while let Some((columns, count)) = next.take(stop) {
         let found = kernel.dists(xi, centroids, &columns[..count]);
