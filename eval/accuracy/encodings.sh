@@ -52,6 +52,7 @@ fisher-g128-d64-p2-s8-mirror-patch24|g128x64p24|--stride 8 --method fisher --pyr
 fisher-g128-d64-p2-s8-sc67-mirror-patch24|g128x64p24|--stride 8 --method fisher --pyramid 2 --patch 24 --scales 40,67|--mirrored
 fisher-g128-d64-p2-s4-mirror-patch24|g128x64p24|--stride 4 --method fisher --pyramid 2 --patch 24|--mirrored
 fisher-g128-d64-p2-s8-sc67-100-mirror-patch24|g128x64p24|--stride 8 --method fisher --pyramid 2 --patch 24 --scales 40,67,100|--mirrored
+fisher-g256-d64-p2-s8-sc67-mirror-patch24|g256x64p24|--stride 8 --method fisher --pyramid 2 --patch 24 --scales 40,67|--mirrored
 fisher-g128-d64-p2-s8-mirror-patch20|g128x64p20|--stride 8 --method fisher --pyramid 2 --patch 20|--mirrored
 fisher-g128-d64-p2-s8-mirror-up1667|g128x64|--stride 8 --method fisher --pyramid 2|--mirrored
 fisher-g128-d64-p2-s4-mirror-tta|g128x64|--stride 4 --method fisher --pyramid 2|--mirrored --tta
