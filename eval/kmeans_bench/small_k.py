@@ -1,7 +1,7 @@
 """Small k on AVX2 (issue 51, item 4): `vocab kmeans --kernel int8` against faiss at k = 1,024 on
 40,000 x 512 blob vectors, side by side in one run.
 
-usage: eval/kmeans_bench/small_k.sh [--rounds R] [--iterations I] [--before BIN]
+usage: eval/kmeans_bench/small_k.sh [--rounds R] [--iterations I] [--before BIN] [--profile]
 
 Data: `vocab datasets synth --n 40000` (64 Gaussian blobs in 512 dims, seed 0); initial
 centroids: k rows drawn with numpy (seed 0), given to every run. Two threads each. Every round
@@ -10,7 +10,9 @@ runs, one after another: faiss (`faiss.Kmeans`, seconds = wall time / iterations
 to AVX2 (`VOCAB_MAX_ISA=avx2`), and the same four with the build before (`--before`), if given.
 vocab's seconds are the mean of its per-iteration log (iteration 1, which quantises the rows,
 included). Each run's ratio is to the faiss run of its own round; the summary gives the median
-over rounds. Output: small-k.csv (every run) and small-k.md (the summary) beside this script.
+over rounds. Output: small-k.csv (every run) and small-k.md (the summary) beside this script;
+with --profile also small-k-profile.txt: `perf record` over 30 iterations of the int8 full pass
+capped to AVX2 on the same data and start, the functions above 0.5%.
 """
 
 import argparse
@@ -70,6 +72,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--name", default="small-k")
+    ap.add_argument("--profile", action="store_true", help="also profile the AVX2 int8 full pass")
     args = ap.parse_args()
     work = HERE / "work"
     work.mkdir(exist_ok=True)
@@ -124,6 +127,28 @@ def main():
                      f"{later:.4f} | {ratio:.2f}x |")
     (HERE / f"{args.name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+    if args.profile:
+        profile(args.vocab, data, init, args.k, work, HERE / f"{args.name}-profile.txt")
+
+
+def profile(vocab, data, init, k, work, out):
+    """`perf record` of 30 iterations of the AVX2 int8 full pass; the shares above 0.5% to `out`."""
+    record = work / "small-k-perf.data"
+    env = dict(os.environ, VOCAB_MAX_ISA="avx2")
+    subprocess.run(["perf", "record", "-o", str(record), "--quiet", "--", vocab, "--quiet", "--threads", "2",
+                    "kmeans", "--features", str(data), "--k", str(k), "--iterations", "30", "--tol", "0",
+                    "--init-centroids", str(init), "--kernel", "int8", "--out", str(work / "small-k-profile.bin")],
+                   check=True, stdout=subprocess.DEVNULL, env=env)
+    report = subprocess.run(["perf", "report", "-i", str(record), "--no-children", "--stdio"],
+                            check=True, capture_output=True, text=True).stdout
+    lines = [f"# perf record, 30 iterations of vocab kmeans --kernel int8 (VOCAB_MAX_ISA=avx2), k = {k:,},",
+             f"# {data.name}, 2 threads; the data's load (crc32) included. Functions above 0.5%:"]
+    for line in report.splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[0].endswith("%") and float(fields[0][:-1]) >= 0.5:
+            lines.append(f"{fields[0]} {fields[4]}")
+    out.write_text("\n".join(lines) + "\n")
+    record.unlink()
 
 
 if __name__ == "__main__":
