@@ -49,7 +49,7 @@ pub fn fits(plan: &kmeans::Memory, nodes: u64, total: u64, k: usize) -> anyhow::
     let need = plan.total().saturating_mul(nodes);
     ensure!(
         need <= total,
-        "k-means at k = {k} needs about {} here ({}{}), and this machine has {}: lower k, or \
+        "k-means at k = {k} needs about {} here ({}{}), and this machine has {}: lower k{}, or \
          run on a cluster",
         human(need as f64),
         breakdown(plan),
@@ -58,7 +58,12 @@ pub fn fits(plan: &kmeans::Memory, nodes: u64, total: u64, k: usize) -> anyhow::
         } else {
             String::new()
         },
-        human(total as f64)
+        human(total as f64),
+        if plan.bounds > 0 {
+            ", drop the bounds (prune false)"
+        } else {
+            ""
+        }
     );
     Ok(())
 }
@@ -96,6 +101,18 @@ mod tests {
             fits(&plan, 2, 16_000_000_000, 1 << 20).expect_err("2 nodes")
         );
         assert!(err.contains("per node, 2 nodes"), "{err}");
+        assert!(!err.contains("bounds"), "{err}");
+        // A pruned run's refusal names its bounds, and how to run without them.
+        let pruned = Assignment::exact(None, Kernel::Int8);
+        let plan = kmeans::Memory::estimate(7_420_000, 16_384, 512, Element::F32, 2, pruned, false);
+        let err = format!(
+            "{:#}",
+            fits(&plan, 1, 24_000_000_000, 16_384).expect_err("24 GB")
+        );
+        assert!(
+            err.contains("bounds 15.") && err.contains("drop the bounds (prune false)"),
+            "{err}"
+        );
     }
 
     #[test]

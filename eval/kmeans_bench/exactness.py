@@ -46,7 +46,8 @@ def main():
             out = pathlib.Path(tmp) / f"{kernel}.bin"
             subprocess.run([vocab, "--quiet", "--threads", "2", "kmeans", "--features", str(data), "--k", str(k),
                             "--iterations", "1", "--tol", "0", "--init-centroids", str(init),
-                            "--kernel", kernel, "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+                            "--kernel", kernel, "--prune", "false", "--out", str(out)], check=True,
+                           stdout=subprocess.DEVNULL)
             got = read_bin(out).astype(np.float64)
             off = np.abs(got[used] - means[used]).max(1)
             print(f"{kernel}: centroids farther than 1e-5 from the exact f64 means: {(off > 1e-5).sum()} of "

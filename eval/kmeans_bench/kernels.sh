@@ -26,7 +26,7 @@ for set in "${sets[@]}"; do
   for round in $(seq "$rounds"); do for kernel in f32 int8; do
     vocabulary=$work/kernel-$name-$k-$kernel.bin
     "$vocab" kmeans --features "$file" --k "$k" --iterations "$iterations" --tol 0 --seed 1 \
-      --threads 2 --quiet --kernel "$kernel" --out "$vocabulary" >/dev/null
+      --threads 2 --quiet --kernel "$kernel" --prune false --out "$vocabulary" >/dev/null
     n=$(sed -n 's/^n = //p' "$vocabulary.meta.toml")
     tail -n +2 "$vocabulary.iterations.csv" |
       awk -F, -v d="$name" -v n="${n:-0}" -v k="$k" -v r="$round" -v m="$kernel" \

@@ -51,7 +51,8 @@ def run_vocab(vocab, data, init, k, iterations, work, prune=False, kernel="f32")
     out = work / f"vocab-k{k}{'-pruned' if prune else ''}-{kernel}.bin"
     subprocess.run([vocab, "--quiet", "--threads", "2", "kmeans", "--features", str(data), "--k", str(k),
                     "--iterations", str(iterations), "--tol", "0", "--init-centroids", str(init),
-                    *(["--prune"] if prune else []), *(["--kernel", kernel] if kernel != "f32" else []),
+                    # int8 prunes by default: its full pass is asked for.
+                    "--prune", "true" if prune else "false", *(["--kernel", kernel] if kernel != "f32" else []),
                     "--out", str(out)],
                    check=True, stdout=subprocess.DEVNULL)
     with open(f"{out}.iterations.csv") as f:

@@ -59,7 +59,8 @@ def read_partitions(folder):
 def run_vocab(vocab, data, init, k, iterations, work, mode, suffix):
     # "-avx2" caps the kernels at AVX2 (VOCAB_MAX_ISA), beside the VNNI build on AVX-512 machines.
     base, cap = (mode[:-len("-avx2")], "avx2") if mode.endswith("-avx2") else (mode, None)
-    flags = {"f32": [], "int8": ["--kernel", "int8"], "pruned": ["--prune"],
+    # int8 prunes by default since issue 51: its full pass is asked for.
+    flags = {"f32": [], "int8": ["--kernel", "int8", "--prune", "false"], "pruned": ["--prune"],
              "pruned-int8": ["--prune", "--kernel", "int8"]}[base]
     env = dict(os.environ, VOCAB_MAX_ISA=cap) if cap else None
     out = work / f"vocab-k{k}-{mode}{suffix}.bin"

@@ -55,10 +55,10 @@ fn defaults_fill_in_and_rules_name_key_and_line() {
     assert!(err.contains("[encode] pyramid, line 4"), "{err}");
     let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nprune = true\n")
         .expect("prune on loopback workers");
-    assert!(c.kmeans.prune && c.kmeans.nodes == 2);
+    assert!(c.kmeans.prune == Some(true) && c.kmeans.nodes == 2);
     let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nprune = true\nnodes = 0\n")
         .expect("prune on one process");
-    assert!(c.kmeans.prune);
+    assert_eq!(c.kmeans.prune, Some(true));
     let c = load_text(
         "[dataset]\nsynthetic = {}\n[kmeans]\nkernel = \"int8\"\nk = [4]\nprune = true\nnodes = 0\n",
     )
@@ -70,6 +70,24 @@ fn defaults_fill_in_and_rules_name_key_and_line() {
     let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nkernel = \"int8\"\n")
         .expect("int8 on loopback workers");
     assert_eq!((c.kmeans.kernel, c.kmeans.nodes), (Kernel::Int8, 2));
+    // Unset, pruning is the kernel's default: on with int8, off with f32.
+    let of = |text: &str| {
+        load_text(&format!(
+            "[dataset]\nsynthetic = {{}}\n[kmeans]\nk = [4]\n{text}"
+        ))
+        .expect("exact")
+        .kmeans
+        .assignment()
+        .expect("valid")
+    };
+    use vocab_pipeline::kmeans::Assignment;
+    assert_eq!(of("kernel = \"int8\"\n"), Assignment::Pruned(Kernel::Int8));
+    assert_eq!(
+        of("kernel = \"int8\"\nprune = false\n"),
+        Assignment::Full(Kernel::Int8)
+    );
+    assert_eq!(of(""), Assignment::Full(Kernel::F32));
+    assert_eq!(of("prune = true\n"), Assignment::Pruned(Kernel::F32));
     let c = load_text(
         "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\nassign = \"approx\"\nprobes = 3\n",
     )

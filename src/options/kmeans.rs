@@ -49,11 +49,13 @@ pub struct KmeansOptions {
     pub cluster: Option<PathBuf>,
     /// Prune the assignment with Yinyang bounds (centroids in groups, a lower bound per group):
     /// the nearest centroid still, up to float ties, with far fewer distance computations once
-    /// centroids settle, on any engine (the bounds stay at the workers). Keeps
-    /// 4 x min(k/10, 1024) bytes of bounds per vector.
-    #[arg(long)]
-    #[serde(skip_serializing_if = "is_default")]
-    pub prune: bool,
+    /// centroids settle, on any engine (the bounds stay at the workers). Keeps 4 bytes of bounds
+    /// per group per vector: min(k/10, 1024) groups with f32, k/16 up to 512 with int8.
+    /// [default: true with --kernel int8 (faster over a run, the same labels as its full pass),
+    /// false with f32]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prune: Option<bool>,
     /// Kernel of the full assignment passes (also on cluster workers; with --prune, of the full
     /// passes pruning still makes: the first iteration and searches too wide to pay off), or
     /// with --assign approx of the search of the probed lists (int8: the rows of many map units
@@ -101,7 +103,7 @@ impl Default for KmeansOptions {
             broadcast: Algorithm::default(),
             local_aggregation: true,
             cluster: None,
-            prune: false,
+            prune: None,
             kernel: Kernel::default(),
             assign: Search::default(),
             lists: None,

@@ -160,7 +160,13 @@ impl EncodeOptions {
                 probes: self.probes,
             })
         } else {
-            match assignment_of(false, self.kernel, self.assign, self.lists, self.probes)? {
+            match assignment_of(
+                Some(false),
+                self.kernel,
+                self.assign,
+                self.lists,
+                self.probes,
+            )? {
                 Assignment::Approx { lists, probes, .. } => Some(approx::Search { lists, probes }),
                 _ => None,
             }

@@ -100,9 +100,10 @@ pub fn kmeans_rules(
 
 /// The assignment of `--assign` / `--lists` / `--probes` with `--prune` / `--kernel` (and the
 /// same config keys): the approximate search searches its lists by either kernel, without
-/// pruning.
+/// pruning; the exact one is pruned when `prune` says so, and by default with the integer kernel
+/// ([`Assignment::exact`]).
 pub fn assignment_of(
-    prune: bool,
+    prune: Option<bool>,
     kernel: Kernel,
     assign: Search,
     lists: Option<u32>,
@@ -117,10 +118,10 @@ pub fn assignment_of(
                     "sets up the approximate search: add assign approx",
                 ));
             }
-            Ok(Assignment::new(prune, kernel))
+            Ok(Assignment::exact(prune, kernel))
         }
         Search::Approx => {
-            if prune {
+            if prune == Some(true) {
                 return Err(Invalid::new(
                     "prune",
                     true,

@@ -34,10 +34,11 @@ fn clusters_at(path: &Path, scale: f64, n: usize, dims: usize) {
 fn values_of_any_magnitude_give_a_correct_result_or_a_refusal_naming_the_record() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let assignments: [&[&str]; 4] = [
+    let assignments: [&[&str]; 5] = [
         &[],
         &["--prune"],
         &["--kernel", "int8"],
+        &["--kernel", "int8", "--prune", "false"],
         &["--assign", "approx"],
     ];
     for (scale, name, line) in [(1e20, "big.txt", 2), (3e38, "huge.txt", 1)] {

@@ -259,13 +259,20 @@ fn pruned_int8_and_approximate_configs_run_under_their_own_kmeans_keys() {
     ]);
     ok(&[
         "run",
-        s(&config("int8", "kernel = \"int8\"")),
+        s(&config("int8", "kernel = \"int8\"\nprune = false")),
         "--work",
         s(&work),
     ]);
     ok(&[
         "run",
         s(&config("pruned-int8", "prune = true\nkernel = \"int8\"")),
+        "--work",
+        s(&work),
+    ]);
+    // Pruning is the int8 kernel's default: the same run, the same key.
+    ok(&[
+        "run",
+        s(&config("int8-default", "kernel = \"int8\"")),
         "--work",
         s(&work),
     ]);
@@ -288,7 +295,8 @@ fn pruned_int8_and_approximate_configs_run_under_their_own_kmeans_keys() {
     assert_eq!(
         kmeans.len(),
         6,
-        "pruned, full, int8, pruned-int8 and approximate runs share a key: {kmeans:?}"
+        "pruned, full, int8, pruned-int8 and approximate runs share a key, or int8 by default \
+         does not run pruned-int8's: {kmeans:?}"
     );
     // Labels kept by the bounds (last column): some in the pruned runs, none in the others.
     let mut kept: Vec<u64> = kmeans

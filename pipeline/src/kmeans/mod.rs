@@ -199,6 +199,16 @@ impl Assignment {
         }
     }
 
+    /// The exact search the CLI's and configs' switches choose, `prune` unset taking the
+    /// kernel's own default: pruned with the integer kernel, whose pruned steps give its full
+    /// pass's labels (up to exact ties) and were faster over a 20-iteration run everywhere they
+    /// were measured (k = 1,024 to 65,536, HOG and blobs, AVX2 and VNNI:
+    /// `eval/kmeans_bench/README.md`, "Pruning by default with int8"), the full pass with f32,
+    /// whose pruned steps lose at small k on HOG (`eval/kmeans_bench/pruning.md`).
+    pub fn exact(prune: Option<bool>, kernel: Kernel) -> Self {
+        Self::new(prune.unwrap_or(kernel == Kernel::Int8), kernel)
+    }
+
     /// The kernel of the full passes, or of the approximate search's lists.
     pub fn kernel(self) -> Kernel {
         match self {

@@ -59,7 +59,7 @@ impl Stage for Kmeans<'_> {
         let km = &self.config.kmeans;
         // Where k-means runs does not change its result (bit-identical), so it is not in the
         // key. Pruning and the int8 kernel can break near-ties differently, so they are (only
-        // when on: old keys stay valid).
+        // when on: old keys stay valid; pruning as run, so the int8 kernel's default is).
         let mut parts = vec![
             json!(self.partition_key),
             json!(self.k),
@@ -68,7 +68,7 @@ impl Stage for Kmeans<'_> {
             json!(km.seed),
             json!(km.init),
         ];
-        if km.prune {
+        if km.assignment().is_ok_and(Assignment::pruned) {
             parts.push(json!("prune"));
         }
         if km.kernel != Kernel::F32 {
