@@ -26,32 +26,21 @@ import os
 import pathlib
 import statistics
 import subprocess
-import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
 
 import numpy as np  # noqa: E402
 
-from run import read_bin  # noqa: E402
+from run import read_bin, run_faiss  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 
 
-def run_faiss(x, c0, iterations):
-    import faiss
-
-    faiss.omp_set_num_threads(2)
-    km = faiss.Kmeans(x.shape[1], c0.shape[0], niter=iterations, seed=0,
-                      max_points_per_centroid=10**9, verbose=False)
-    t = time.perf_counter()
-    km.train(x, init_centroids=c0)
-    wall = time.perf_counter() - t
-    # faiss stops early once the centroids no longer change (13 of 20 iterations on the blobs):
-    # its seconds are per iteration it ran.
-    ran = len(km.iteration_stats)
-    return dict(seconds=wall / ran, first=km.iteration_stats[0]["time"], ran=ran,
-                inertia=float(km.iteration_stats[-1]["obj"]))
+def faiss_run(x, c0, iterations):
+    """run.py's faiss run (seconds over the iterations it ran: it stops early at a fixed point)."""
+    f = run_faiss(x, c0, iterations)
+    return dict(seconds=f["per_iter"], first=f["first"], ran=f["iterations"], inertia=f["inertia"])
 
 
 def run_vocab(vocab, data, init, k, iterations, work, prune, cap, before):
@@ -105,7 +94,7 @@ def main():
     builds = [("this", args.vocab)] + ([("before", args.before)] if args.before else [])
     rows = []
     for r in range(1, args.rounds + 1):
-        f = run_faiss(x, c0, args.iterations)
+        f = faiss_run(x, c0, args.iterations)
         rows.append(dict(round=r, build="faiss", assignment="flat", isa="native", **f))
         print(f"round {r} faiss: {f['seconds']:.4f} s/iteration")
         for build, binary in builds:

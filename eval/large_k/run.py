@@ -118,6 +118,7 @@ def main():
                 iters = args.faiss_iterations
             if mode == "faiss":
                 r = run_faiss(x, c0, iters)
+                iters = r["iterations"]  # faiss stops early at a fixed point
                 rows = [(1, r["per_iter"] * iters, r["inertia"], 0)]
                 per_iteration.append(dict(k=k, mode=mode, iteration=iters, seconds=round(r["per_iter"] * iters, 3),
                                           inertia=r["inertia"], kept=0))
