@@ -51,8 +51,8 @@ pub struct KmeansOptions {
     /// the nearest centroid still, up to float ties, with far fewer distance computations once
     /// centroids settle, on any engine (the bounds stay at the workers). Keeps 4 bytes of bounds
     /// per group per vector: min(k/10, 1024) groups with f32, k/16 up to 512 with int8.
-    /// [default: true with --kernel int8 (faster over a run, the same labels as its full pass),
-    /// false with f32]
+    /// [default: true with --kernel int8 (as fast or faster over a run, the same labels as its
+    /// full pass), false with f32]
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prune: Option<bool>,
