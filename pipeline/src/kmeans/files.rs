@@ -290,9 +290,23 @@ pub fn load_checkpoint(
     }
     // Kernels and pruning can break near-ties differently: a run continues with its own.
     if !meta.assignment.is_empty() && meta.assignment != assignment {
+        // Where only pruning differs (the int8 kernel prunes by default since issue 51, so an
+        // int8 run from before asks for it now), the switch that resumes it.
+        let exact = |name: &str| {
+            [super::Kernel::F32, super::Kernel::Int8]
+                .into_iter()
+                .flat_map(|k| [super::Assignment::Full(k), super::Assignment::Pruned(k)])
+                .find(|a| a.name() == name)
+        };
+        let (written, asked) = (meta.assignment.as_str(), assignment);
+        let hint = match (exact(written), exact(asked)) {
+            (Some(w), Some(a)) if w.kernel() == a.kernel() => {
+                format!(" (prune {} resumes it)", w.pruned())
+            }
+            _ => String::new(),
+        };
         return Err(bad(format!(
-            "was written with assignment {}; this run asks for {assignment}",
-            meta.assignment
+            "was written with assignment {written}; this run asks for {asked}{hint}"
         )));
     }
     if let Some(later) = meta.history.iter().find(|h| h.iteration > meta.iteration) {
@@ -397,7 +411,17 @@ mod tests {
             .expect_err("other kernel")
             .to_string();
         assert!(
-            msg.contains("assignment int8") && msg.contains("asks for f32"),
+            msg.contains("assignment int8")
+                && msg.contains("asks for f32")
+                && !msg.contains("prune"),
+            "{msg}"
+        );
+        // Only pruning differs: the message says which switch resumes the run.
+        let msg = load_checkpoint(&out, 2, 7, 99, "pruned-int8")
+            .expect_err("pruned")
+            .to_string();
+        assert!(
+            msg.contains("asks for pruned-int8 (prune false resumes it)"),
             "{msg}"
         );
     }
