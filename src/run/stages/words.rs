@@ -58,8 +58,11 @@ impl Stage for Kmeans<'_> {
     fn key(&self) -> String {
         let km = &self.config.kmeans;
         // Where k-means runs does not change its result (bit-identical), so it is not in the
-        // key. Pruning and the int8 kernel can break near-ties differently, so they are (only
-        // when on: old keys stay valid; pruning as run, so the int8 kernel's default is).
+        // key. Pruning and the int8 kernel can break near-ties differently, so they are, only
+        // when on (old f32 keys stay valid). Pruning is keyed as it runs: an int8 config
+        // without `prune` is pruned by default and shares `prune = true`'s key (an int8 config
+        // of before that default gets a new key once).
+        let assignment = km.assignment();
         let mut parts = vec![
             json!(self.partition_key),
             json!(self.k),
@@ -68,13 +71,13 @@ impl Stage for Kmeans<'_> {
             json!(km.seed),
             json!(km.init),
         ];
-        if km.assignment().is_ok_and(Assignment::pruned) {
+        if assignment.as_ref().is_ok_and(|a| a.pruned()) {
             parts.push(json!("prune"));
         }
         if km.kernel != Kernel::F32 {
             parts.push(json!(km.kernel));
         }
-        if let Ok(Assignment::Approx { lists, probes, .. }) = km.assignment() {
+        if let Ok(Assignment::Approx { lists, probes, .. }) = assignment {
             parts.push(json!(["approx", lists, probes]));
         }
         digest(&json!(parts))
