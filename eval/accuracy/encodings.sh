@@ -15,6 +15,10 @@
 # A variant ending -upF runs on the photos upscaled F/1000 times (upscale.py; WORK apart):
 #   python3 upscale.py ../../../shared/datasets/scene15-train /tmp/up1667 1.6667
 #   WORK=work/up1667 VARIANTS=fisher-g128-d64-p2-s8-mirror-up1667 ./encodings.sh /tmp/up1667
+# A variant ending -placesW is measured with spatial-fisher.patch applied (an experiment, not
+# kept in vocab: per pyramid cell and Gaussian, 4 spatial gradients) and VOCAB_FISHER_PLACES=W:
+#   git apply spatial-fisher.patch && VOCAB_FISHER_PLACES=1 \
+#     VARIANTS=fisher-g128-d64-p2-s8-mirror-patch24-places1 ./encodings.sh
 # Results already in encodings.csv (same fold, variant, attribute) are not run again.
 # writes encodings.csv and encodings-timings.csv; encodings_report.py makes the table.
 set -euo pipefail
@@ -53,6 +57,9 @@ fisher-g128-d64-p2-s8-sc67-mirror-patch24|g128x64p24|--stride 8 --method fisher 
 fisher-g128-d64-p2-s4-mirror-patch24|g128x64p24|--stride 4 --method fisher --pyramid 2 --patch 24|--mirrored
 fisher-g128-d64-p2-s8-sc67-100-mirror-patch24|g128x64p24|--stride 8 --method fisher --pyramid 2 --patch 24 --scales 40,67,100|--mirrored
 fisher-g256-d64-p2-s8-sc67-mirror-patch24|g256x64p24|--stride 8 --method fisher --pyramid 2 --patch 24 --scales 40,67|--mirrored
+fisher-g128-d64-p2-s8-mirror-patch24-places1|g128x64p24|--stride 8 --method fisher --pyramid 2 --patch 24|--mirrored
+fisher-g128-d64-p2-s8-mirror-patch24-places3|g128x64p24|--stride 8 --method fisher --pyramid 2 --patch 24|--mirrored
+fisher-g128-d64-p2-s8-sc67-mirror-patch24-places1|g128x64p24|--stride 8 --method fisher --pyramid 2 --patch 24 --scales 40,67|--mirrored
 fisher-g128-d64-p2-s8-mirror-patch20|g128x64p20|--stride 8 --method fisher --pyramid 2 --patch 20|--mirrored
 fisher-g128-d64-p2-s8-mirror-up1667|g128x64|--stride 8 --method fisher --pyramid 2|--mirrored
 fisher-g128-d64-p2-s4-mirror-tta|g128x64|--stride 4 --method fisher --pyramid 2|--mirrored --tta

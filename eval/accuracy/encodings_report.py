@@ -53,6 +53,9 @@ def parts(name):
         notes.append("scales 40, " + ", ".join(scales.group(1).split("-")))
     if "-mirror" in name:
         notes.append("+ mirror images")
+    places = re.search(r"-places(\d+)", name)
+    if places:
+        notes.append(f"spatial terms x {places.group(1)} (spatial-fisher.patch)")
     if name.endswith("-tta"):
         notes.append("scored with mirror images")
     if name.endswith("-tta:single"):
