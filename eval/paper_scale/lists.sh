@@ -14,10 +14,13 @@
 #           coarse search), in results/lists/coarse.csv.
 #   pair:   the same run capped to AVX2 only, this build (two quads a widening in the AVX2
 #           kernel) against BEFORE (run it with BEFORE=c8669a1), in results/lists/pair.csv.
+#   blobs-avx2: the blobs set on the AVX2 build alone, side by side: the build before (d127db2, f32
+#           lists) and this build (int8 lists), both capped with VOCAB_MAX_ISA=avx2, alternating
+#           over 2 rounds, in results/lists/blobs-avx2.csv.
 #   recall: the paper set's int8 run, 2 iterations, native: the exact nearest word after the
 #           second iteration with the coarse search by the integer kernel, in results/lists/recall.csv.
 # Results: results/lists/<run>/ (log, time -v, .meta.toml, iterations CSV), results/lists/<set>.csv
-# and the table in README.md. usage: eval/paper_scale/lists.sh [blobs] [paper] [probes] [coarse] [pair] [recall]
+# and the table in README.md. usage: eval/paper_scale/lists.sh [blobs] [paper] [probes] [coarse] [pair] [blobs-avx2] [recall]
 # (WORK=dir for the data, default eval/paper_scale/work; the paper set needs about 20 GB while
 # its partitions are made.)
 set -euo pipefail
@@ -117,6 +120,20 @@ for set in "${sets[@]}"; do
         run pair-int8-avx2 "$vocab" avx2 "$work/parts" 1048576 1 int8
       } | tee "$out/pair.csv"
       ;;
+    blobs-avx2)
+      # The blobs goal (the worst iteration at least 2x faster than the build before issue 51)
+      # on the AVX2 build, measured side by side instead of by chained ratios.
+      features="$work/blobs65k.bin"
+      [ -f "$features" ] || "$vocab" datasets synth --n 600000 --clusters 65536 --seed 1 \
+        --out "$features" --quiet
+      {
+        echo "$header"
+        for round in 1 2; do
+          run "blobs-avx2-before-f32-$round" "$old" avx2 "$features" 262144 2 f32
+          run "blobs-avx2-int8-$round" "$vocab" avx2 "$features" 262144 2 int8
+        done
+      } | tee "$out/blobs-avx2.csv"
+      ;;
     recall)
       # Two iterations of this build, for the exact nearest word after the second.
       {
@@ -124,6 +141,6 @@ for set in "${sets[@]}"; do
         run recall-int8 "$vocab" "" "$work/parts" 1048576 2 int8
       } | tee "$out/recall.csv"
       ;;
-    *) echo "unknown set $set (blobs, paper, probes, coarse, pair, recall)" >&2; exit 2 ;;
+    *) echo "unknown set $set (blobs, paper, probes, coarse, pair, blobs-avx2, recall)" >&2; exit 2 ;;
     esac
 done
