@@ -9,6 +9,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+. "$here/scored.sh"
 photos=${1:-$root/../shared/datasets/scene15-train}
 shift || true
 ks=${*:-16 64 256 1024 4096}
@@ -48,9 +49,8 @@ for f in $(seq 0 $((folds - 1))); do
       "$vocab" train --histograms "$work/hist-$f-$k.bin" --labels "$photos/labels.csv" --attribute $attr \
         --split "$work/split-$f.csv" --cv 5 --out "$model" > /dev/null
       out=$("$vocab" evaluate --model "$model" --histograms "$work/hist-$f-$k.bin" --labels "$photos/labels.csv" --held-out)
-      acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
-      n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
-      echo "$f,$k,$attr,$acc,$bal,$n,$c" >> "$here/cv$tag.csv"
+      row=$(scored "$out")
+      echo "$f,$k,$attr,$row" >> "$here/cv$tag.csv"
     done
     echo "$f,$k,svm,$(dt "$s")" >> "$here/cv$tag-timings.csv"
     if [ "$k" = 256 ] || [ "$k" = 1024 ]; then
@@ -61,9 +61,8 @@ for f in $(seq 0 $((folds - 1))); do
       "$vocab" train --histograms "$work/hist-$f-$k-p2.bin" --labels "$photos/labels.csv" --attribute class \
         --split "$work/split-$f.csv" --cv 5 --out "$model" > /dev/null
       out=$("$vocab" evaluate --model "$model" --histograms "$work/hist-$f-$k-p2.bin" --labels "$photos/labels.csv" --held-out)
-      acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
-      n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
-      echo "$f,$k,class+pyramid2,$acc,$bal,$n,$c" >> "$here/cv$tag.csv"
+      row=$(scored "$out")
+      echo "$f,$k,class+pyramid2,$row" >> "$here/cv$tag.csv"
     fi
     echo "fold $f k $k done" >&2
   done

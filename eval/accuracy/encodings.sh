@@ -24,6 +24,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+. "$here/scored.sh"
 photos=$(realpath "${1:-$root/../shared/datasets/scene15-train}")
 (cd "$root" && cargo build --release --quiet)
 vocab="$root/target/release/vocab"
@@ -138,10 +139,9 @@ for f in ${FOLDS:-$(seq 0 $((folds - 1)))}; do
         out=$("$vocab" evaluate --model "$model" --histograms "$hist" --labels "$photos/labels.csv" \
           --held-out "${flags[@]}")
         [ "$view" = single ] && cp "$model.predictions.csv" "$model.single.csv"
-        acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
-        n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
-        echo "$f,$label,$attr,$acc,$bal,$n,$c,$values" >> "$results"
-        echo "fold $f $label $attr: $acc" >&2
+        row=$(scored "$out")
+        echo "$f,$label,$attr,$row,$values" >> "$results"
+        echo "fold $f $label $attr: ${row%%,*}" >&2
       done
     done
   done

@@ -12,6 +12,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+. "$here/scored.sh"
 photos=${1:-$root/../shared/datasets/scene15-train}
 (cd "$root" && cargo build --release --quiet)
 vocab="$root/target/release/vocab"
@@ -70,11 +71,10 @@ for f in ${FOLDS:-$(seq 0 $((folds - 1)))}; do
       "$vocab" train --histograms "$hist" --labels "$photos/labels.csv" --attribute "$attr" \
         --split "$work/split-$f.csv" --cv 5 $train --out "$model" > /dev/null
       out=$("$vocab" evaluate --model "$model" --histograms "$hist" --labels "$photos/labels.csv" --held-out)
-      acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
-      n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
-      echo "$f,$k,$name,$attr,$acc,$bal,$n,$c" >> "$results"
+      row=$(scored "$out")
+      echo "$f,$k,$name,$attr,$row" >> "$results"
       echo "$f,$k,$name,svm-$attr,$(dt "$s")" >> "$timings"
-      echo "fold $f $name $attr: $acc" >&2
+      echo "fold $f $name $attr: ${row%%,*}" >&2
     done
   done
 done

@@ -9,6 +9,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+. "$here/scored.sh"
 photos=$(realpath "$root/../shared/datasets/scene15-train")
 (cd "$root" && cargo build --release --quiet)
 vocab="$root/target/release/vocab"
@@ -39,10 +40,9 @@ for f in ${FOLDS:-0 1 2 3 4}; do
         --split "$enc/split-$f.csv" --cv 5 --mirrored "$mirrored" --out "$model" > /dev/null
       echo "$f,$variant,svm-$attr,$(dt "$s")" >> "$timings"
       out=$("$vocab" evaluate --model "$model" --histograms "$hist" --labels "$photos/labels.csv" --held-out)
-      acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
-      n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
-      echo "$f,$base,$variant,$attr,$acc,$bal,$n,$c" >> "$results"
-      echo "fold $f $variant $attr: $acc" >&2
+      row=$(scored "$out")
+      echo "$f,$base,$variant,$attr,$row" >> "$results"
+      echo "fold $f $variant $attr: ${row%%,*}" >&2
     done
     rm -f "$hist" "$mirrored"
   done

@@ -7,6 +7,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+. "$here/scored.sh"
 photos=${1:-$root/../shared/datasets/scene15-train}
 shift || true
 ks=${*:-256 1024}
@@ -47,9 +48,8 @@ for k in $ks; do
     "$vocab" train --histograms "$work/hist-$k.bin" --labels "$photos/labels.csv" --attribute $attr \
       --split "$work/split.csv" --cv 5 --out "$work/model-$k-$attr.json" > /dev/null
     out=$("$vocab" evaluate --model "$work/model-$k-$attr.json" --histograms "$work/hist-$k.bin" --labels "$photos/labels.csv" --held-out)
-    acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
-    n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p')
-    echo "$k,$attr,$acc,$bal,$n" >> "$here/results.csv"
+    row=$(scored "$out")
+    echo "$k,$attr,${row%,*}" >> "$here/results.csv"
   done
   echo "svm (3 attributes, 5-fold CV),$k,$(echo "$(date +%s.%N) - $start" | bc)" >> "$here/timings.csv"
 done

@@ -10,6 +10,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+. "$root/eval/accuracy/scored.sh"
 photos=$(realpath "${1:-$root/../shared/datasets/scene15-train}")
 work="$here/work"; mkdir -p "$work"
 sift=${2:-$work/rootsift-s8-16}
@@ -78,11 +79,10 @@ for f in ${FOLDS:-$(seq 0 $((folds - 1)))}; do
       "$vocab" --quiet train --histograms "$hist" --labels "$photos/labels.csv" --attribute "$attr" \
         --split "$work/split-$f.csv" --cv 5 $train --out "$model" > /dev/null
       out=$("$vocab" evaluate --model "$model" --histograms "$hist" --labels "$photos/labels.csv" --held-out)
-      acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
-      n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
-      echo "$f,$name,$attr,$acc,$bal,$n,$c,$values" >> "$results"
+      row=$(scored "$out")
+      echo "$f,$name,$attr,$row,$values" >> "$results"
       echo "$f,$name,svm-$attr,$(dt "$s")" >> "$timings"
-      echo "fold $f $name $attr: $acc" >&2
+      echo "fold $f $name $attr: ${row%%,*}" >&2
     done
   done
 done

@@ -10,6 +10,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+. "$root/eval/accuracy/scored.sh"
 photos=$(realpath "${1:-$root/../shared/datasets/scene15-train}")
 work="$here/work"; mkdir -p "$work"
 (cd "$root" && cargo build --release --quiet)
@@ -53,11 +54,10 @@ for w in ${WEIGHTS:-0 1}; do
     "$vocab" --quiet train --histograms "$hist" --labels "$photos/labels.csv" --attribute class \
       --split "$work/split-$f.csv" --cv 5 --out "$model" > /dev/null
     out=$("$vocab" evaluate --model "$model" --histograms "$hist" --labels "$photos/labels.csv" --held-out)
-    acc=$(echo "$out" | awk '/^accuracy / {print $2}'); bal=$(echo "$out" | awk '/^balanced_accuracy / {print $2}')
-    n=$(echo "$out" | sed -n 's/^(\([0-9]*\) held-out.*/\1/p'); c=$(echo "$out" | sed -n 's/.*C = \([0-9.e-]*\))$/\1/p')
-    echo "$f,$w,class,$acc,$bal,$n,$c" >> "$results"
+    row=$(scored "$out")
+    echo "$f,$w,class,$row" >> "$results"
     echo "$f,$w,svm,$(dt "$s")" >> "$timings"
-    echo "fold $f weight $w: $acc" >&2
+    echo "fold $f weight $w: ${row%%,*}" >&2
     rm -f "$hist"
   done
 done
