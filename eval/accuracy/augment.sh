@@ -18,11 +18,7 @@
 # writes augment.csv (fold, arm, attribute, accuracy, ...), augment-timings.csv
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-. "$here/scored.sh"
-photos=$(realpath "$root/../shared/datasets/scene15-train")
-(cd "$root" && cargo build --release --quiet)
-vocab="$root/target/release/vocab"
+. "$here/dev.sh"
 python=$("$root/eval/setup-venv.sh")
 fraction=${FRACTION:-0.85}
 aug=${AUG:-/tmp/aug$fraction}

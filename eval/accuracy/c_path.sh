@@ -8,11 +8,7 @@
 # writes c_path.csv (fold, c, attribute, accuracy, balanced_accuracy, held_out, c)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-. "$here/scored.sh"
-photos=$(realpath "$root/../shared/datasets/scene15-train")
-(cd "$root" && cargo build --release --quiet)
-vocab="$root/target/release/vocab"
+. "$here/dev.sh"
 base=fisher-g128-d64-p2-s8-mirror-patch24
 enc="$here/work/encodings" work="$here/work/c_path"
 mkdir -p "$work"

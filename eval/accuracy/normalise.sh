@@ -8,11 +8,7 @@
 # writes normalise.csv (fold, base, variant, attribute, accuracy, ...), normalise-timings.csv
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-. "$here/scored.sh"
-photos=$(realpath "$root/../shared/datasets/scene15-train")
-(cd "$root" && cargo build --release --quiet)
-vocab="$root/target/release/vocab"
+. "$here/dev.sh"
 python=$("$root/eval/setup-venv.sh")
 base=${BASE:-fisher-g128-d64-p2-s8-mirror-patch24}
 # The mixture's Gaussians and dimensions, and the pyramid's levels, of BASE.
@@ -26,14 +22,18 @@ t0() { date +%s.%N; }
 dt() { echo "$(t0) - $1" | bc; }
 for f in ${FOLDS:-0 1 2 3 4}; do
   for variant in ${VARIANTS:-power-0.5 power-0.3 cells intra}; do
+    todo=()
+    for attr in ${ATTRIBUTES:-class}; do
+      grep -q "^$f,$base,$variant,$attr," "$results" || todo+=("$attr")
+    done
+    [ ${#todo[@]} -gt 0 ] || continue
     hist="$work/hist-$f-$variant.bin" mirrored="$work/hist-$f-$variant-mirrored.bin"
     s=$(t0)
     for pair in "$enc/hist-$f-$base.bin:$hist" "$enc/hist-$f-$base-mirrored.bin:$mirrored"; do
       [ -f "${pair#*:}" ] || "$python" "$here/normalise.py" "${pair%%:*}" "${pair#*:}" "$variant" $k $d $levels
     done
     echo "$f,$variant,normalise,$(dt "$s")" >> "$timings"
-    for attr in ${ATTRIBUTES:-class}; do
-      grep -q "^$f,$base,$variant,$attr," "$results" && continue
+    for attr in "${todo[@]}"; do
       s=$(t0)
       model="$work/model-$f-$variant-$attr.json"
       "$vocab" --quiet train --histograms "$hist" --labels "$photos/labels.csv" --attribute "$attr" \
