@@ -399,10 +399,27 @@ impl Index {
         labels: &mut [u32],
         dist: &mut [f32],
     ) {
-        let cq = (self.quantized.as_ref()).expect("an index made for the integer kernel");
-        let (n, probes) = (x.rows(), probes.clamp(1, self.lists()));
         let xq = quant::QuantRows::new(Rows::F32(x));
-        let xq = xq.slice(0, n);
+        self.search_quantized(x, xq.slice(0, x.rows()), probes, scratch, labels, dist);
+    }
+
+    /// [`Index::search_int8`] of rows already quantised (`xq`, the rows of `x` as
+    /// [`quant::QuantRows`] quantises them from their source: u8 rows keep their bytes).
+    ///
+    /// # Panics
+    /// As [`Index::search_int8`], or if `xq` does not hold `x.rows()` rows.
+    pub fn search_quantized(
+        &self,
+        x: Matrix<'_>,
+        xq: quant::QuantSlice<'_>,
+        probes: usize,
+        scratch: &mut SearchScratch,
+        labels: &mut [u32],
+        dist: &mut [f32],
+    ) {
+        let cq = (self.quantized.as_ref()).expect("an index made for the integer kernel");
+        let probes = probes.clamp(1, self.lists());
+        assert_eq!(xq.len(), x.rows(), "one quantised row per row");
         scratch.lists.clear();
         self.probe_into((x, Some(xq)), probes, scratch, None);
         let lists = quant::Lists {

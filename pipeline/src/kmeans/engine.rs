@@ -323,7 +323,11 @@ mod tests {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
             (seed >> 33) as u32
         };
-        let centres: Vec<u8> = (0..6 * dims).map(|_| (next() % 200) as u8).collect();
+        // Half the clusters' bytes stay at or below 127 (the kernel's codes are then the bytes
+        // themselves), half reach 239 (quantised from their values).
+        let centres: Vec<u8> = (0..6 * dims)
+            .map(|i| (next() % if i < 3 * dims { 88 } else { 200 }) as u8)
+            .collect();
         // Two partitions of records laid out as in a file: 8 bytes of ids, then the codes.
         let records: Vec<Vec<u8>> = (0..2)
             .map(|_| {

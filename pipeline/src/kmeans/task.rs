@@ -264,13 +264,16 @@ impl MapTask<'_> {
         let dims = self.centroids.dims();
         scratch.batch.clear();
         for (unit, _) in units.iter() {
-            let x = unit.rows.to_f32(&mut scratch.decoded);
-            for r in 0..x.rows() {
-                scratch.batch.extend_from_slice(x.row(r));
+            for r in 0..unit.rows.rows() {
+                unit.rows.extend_row(r, &mut scratch.batch);
             }
         }
         let x = crate::partition::Matrix::dense(&scratch.batch, dims);
-        index.search_int8(x, *probes, &mut scratch.approx, labels, dist);
+        // Quantised from their source: u8 rows keep their bytes as codes where they fit.
+        let pieces: Vec<_> = units.iter().map(|(unit, _)| unit.rows).collect();
+        let xq = quant::QuantRows::stacked(&pieces);
+        let xq = xq.slice(0, x.rows());
+        index.search_quantized(x, xq, *probes, &mut scratch.approx, labels, dist);
     }
 }
 

@@ -1,5 +1,7 @@
 //! Rows quantised: per row an offset and a step, codes in `0..=127`, and the terms of the
-//! error bound; compiled twice (generic and AVX2, the same codes and terms).
+//! error bound; compiled twice (generic and AVX2, the same codes and terms). A row of u8 codes
+//! none above 127 keeps its own bytes as its codes, on the values' own grid: its codes then
+//! carry no rounding, and the bounds that verify candidates are tighter.
 
 use rayon::prelude::*;
 
@@ -7,12 +9,54 @@ use super::codes::{MR, QuantRows, QuantSlice, ROW_LEVELS, rounding, up, width};
 use crate::partition::Rows;
 
 impl QuantRows {
-    /// Quantises every row of `x`.
+    /// Quantises every row of `x`, the rows in parallel.
     pub fn new(x: Rows<'_>) -> Self {
-        let (rows, dims) = (x.rows(), x.dims());
-        let width = width(dims);
+        let mut out = Self::empty(x.rows(), x.dims());
+        let slack = rounding(out.dims);
+        let terms: Vec<[f32; 5]> = out
+            .codes
+            .par_chunks_mut(out.width)
+            .take(out.rows)
+            .enumerate()
+            .map_init(Vec::new, |buf, (i, codes)| {
+                quantise_any(x, i, buf, slack, codes)
+            })
+            .collect();
+        out.push_terms(terms);
+        out
+    }
+
+    /// Quantises the rows of `pieces`, one after another, as one set of rows, each as
+    /// [`QuantRows::new`] quantises it; in the calling thread (for a map task's batch: the
+    /// tasks are the parallelism, and rows quantised in parallel inside them took twice the
+    /// time on 2 threads).
+    ///
+    /// # Panics
+    /// If the pieces' dims differ.
+    pub fn stacked(pieces: &[Rows<'_>]) -> Self {
+        let dims = pieces.first().map_or(0, Rows::dims);
+        assert!(
+            pieces.iter().all(|p| p.dims() == dims),
+            "pieces of different dims"
+        );
+        let mut out = Self::empty(pieces.iter().map(Rows::rows).sum(), dims);
         let slack = rounding(dims);
-        let mut out = Self {
+        let mut chunks = out.codes.chunks_exact_mut(out.width);
+        let mut buf = Vec::new();
+        let mut terms = Vec::with_capacity(out.rows);
+        for &piece in pieces {
+            for (i, codes) in (0..piece.rows()).zip(chunks.by_ref()) {
+                terms.push(quantise_any(piece, i, &mut buf, slack, codes));
+            }
+        }
+        out.push_terms(terms);
+        out
+    }
+
+    /// `rows` rows of `dims` values, their codes zero and no terms yet.
+    fn empty(rows: usize, dims: usize) -> Self {
+        let width = width(dims);
+        Self {
             rows,
             dims,
             width,
@@ -22,25 +66,18 @@ impl QuantRows {
             length: Vec::with_capacity(rows),
             error: Vec::with_capacity(rows),
             slack: Vec::with_capacity(rows),
-        };
-        // Rows in parallel, each returning its terms (lo, step, length, error, slack).
-        let terms: Vec<[f32; 5]> = out
-            .codes
-            .par_chunks_mut(width)
-            .take(rows)
-            .enumerate()
-            .map_init(Vec::new, |buf, (i, codes)| {
-                quantise_row(x.row(i, buf), slack, codes)
-            })
-            .collect();
-        for [lo, step, length, error, slack] in terms {
-            out.lo.push(lo);
-            out.step.push(step);
-            out.length.push(length);
-            out.error.push(error);
-            out.slack.push(slack);
         }
-        out
+    }
+
+    /// Appends each row's terms (lo, step, length, error, slack).
+    fn push_terms(&mut self, terms: Vec<[f32; 5]>) {
+        for [lo, step, length, error, slack] in terms {
+            self.lo.push(lo);
+            self.step.push(step);
+            self.length.push(length);
+            self.error.push(error);
+            self.slack.push(slack);
+        }
     }
 
     /// Number of rows.
@@ -62,15 +99,55 @@ impl QuantRows {
     }
 }
 
+/// Quantises row `i` of `x` into `codes` (`buf` holds a u8 row's values); returns its terms.
+fn quantise_any(
+    x: Rows<'_>,
+    i: usize,
+    buf: &mut Vec<f32>,
+    slack: f64,
+    codes: &mut [u8],
+) -> [f32; 5] {
+    match x {
+        Rows::F32(m) => quantise_row(m.row(i), slack, codes),
+        Rows::U8(c) => quantise_bytes(c.row(i), buf, slack, codes),
+    }
+}
+
 /// Quantises `row` into `codes`; returns its terms (`lo`, `step`, `length`, `error`, `slack`,
 /// as in [`QuantRows`]).
 pub(super) fn quantise_row(row: &[f32], slack: f64, codes: &mut [u8]) -> [f32; 5] {
+    quantise_in(row, row_range(row), slack, codes)
+}
+
+/// Quantises a row of u8 codes ([`crate::store::u8_value`] gives their values), decoded into
+/// `buf`: when no byte is above [`ROW_LEVELS`] the codes are the bytes themselves, on the grid
+/// of the values (`lo = 0`, `step = 1 / 255`), so the row's error term is only the floats'
+/// rounding; otherwise as [`quantise_row`] quantises the decoded values.
+pub(super) fn quantise_bytes(
+    bytes: &[u8],
+    buf: &mut Vec<f32>,
+    slack: f64,
+    codes: &mut [u8],
+) -> [f32; 5] {
+    buf.clear();
+    buf.extend(bytes.iter().map(|&b| crate::store::u8_value(b)));
+    if bytes.iter().any(|&b| f32::from(b) > ROW_LEVELS) {
+        return quantise_row(buf, slack, codes);
+    }
+    // `(v - 0) * 255 + 0.5` truncates to the byte: `v` is within an ulp of `byte / 255`.
+    let terms = quantise_in(buf, (0.0, crate::store::u8_value(1), 255.0), slack, codes);
+    debug_assert_eq!(&codes[..bytes.len()], bytes);
+    terms
+}
+
+/// Quantises `row` into `codes` on the grid `range` (`lo`, step, its inverse).
+fn quantise_in(row: &[f32], range: (f32, f32, f32), slack: f64, codes: &mut [u8]) -> [f32; 5] {
     #[cfg(target_arch = "x86_64")]
     if crate::isa::level() >= crate::isa::Level::Avx2 {
         // SAFETY: AVX2 was detected.
-        return unsafe { quantise_row_avx2(row, slack, codes) };
+        return unsafe { quantise_row_avx2(row, range, slack, codes) };
     }
-    quantise_row_body(row, slack, codes)
+    quantise_row_body(row, range, slack, codes)
 }
 
 /// Per-lane sums of a row's quantisation: lane `l` takes the elements at `l` modulo 8, in order
@@ -136,8 +213,12 @@ pub(super) fn row_terms(
     ]
 }
 
-pub(super) fn quantise_row_body(row: &[f32], slack: f64, codes: &mut [u8]) -> [f32; 5] {
-    let range = row_range(row);
+pub(super) fn quantise_row_body(
+    row: &[f32],
+    range: (f32, f32, f32),
+    slack: f64,
+    codes: &mut [u8],
+) -> [f32; 5] {
     let mut sums = RowSums {
         norm: [0.0; 8],
         error: [0.0; 8],
@@ -155,10 +236,14 @@ pub(super) fn quantise_row_body(row: &[f32], slack: f64, codes: &mut [u8]) -> [f
 /// AVX2 must be available.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn quantise_row_avx2(row: &[f32], slack: f64, codes: &mut [u8]) -> [f32; 5] {
+pub(super) unsafe fn quantise_row_avx2(
+    row: &[f32],
+    range: (f32, f32, f32),
+    slack: f64,
+    codes: &mut [u8],
+) -> [f32; 5] {
     use std::arch::x86_64::*;
 
-    let range = row_range(row);
     let (lo, step, inverse) = range;
     let whole = row.len() / 8 * 8;
     assert!(codes.len() >= whole);

@@ -6,7 +6,7 @@ use super::lists::*;
 use super::portable::products_portable;
 #[cfg(target_arch = "x86_64")]
 use super::rows::quantise_row_avx2;
-use super::rows::quantise_row_body;
+use super::rows::{quantise_row_body, row_range};
 use super::search::*;
 use crate::kmeans::assign::{Centroids, dist2, dot};
 use crate::partition::Matrix;
@@ -27,8 +27,12 @@ fn brute(x: &[f32], c: &Centroids) -> (u32, f32) {
 }
 
 fn check(x: Matrix<'_>, centroids: &Centroids, kernel: Isa) {
+    check_codes(x, &QuantRows::new(x.into()), centroids, kernel);
+}
+
+/// [`check`] with the rows' codes given (`xq`, the rows of `x`).
+fn check_codes(x: Matrix<'_>, xq: &QuantRows, centroids: &Centroids, kernel: Isa) {
     let n = x.rows();
-    let xq = QuantRows::new(x.into());
     // Every build, the portable one included, through the same walk.
     let cq = QuantCentroids::for_isa(centroids, kernel);
     let (mut labels, mut dist) = (vec![u32::MAX; n], vec![0f32; n]);
@@ -350,6 +354,52 @@ fn each_error_term_is_needed_and_enough() {
 }
 
 #[test]
+fn u8_rows_that_fit_are_their_own_codes_and_pieces_quantise_as_alone() {
+    use crate::partition::{Codes, Rows};
+    let (n, d, fit) = (9, 21, 5);
+    // Bytes up to 127 in the first `fit` rows (their own codes), up to 255 in the others.
+    let bytes: Vec<u8> = (0..n * d)
+        .map(|i| ((i * 37 + i / d * 11) % if i < fit * d { 128 } else { 256 }) as u8)
+        .collect();
+    let codes = Codes::new(&bytes, n, d, d);
+    let held = QuantRows::new(Rows::U8(codes));
+    let mut buf = Vec::new();
+    let decoded = Rows::U8(codes).to_f32(&mut buf);
+    let wide = QuantRows::new(decoded.into());
+    let row = |q: &QuantRows, r: usize| q.codes[r * q.width..][..d].to_vec();
+    let terms = |q: &QuantRows, r: usize| {
+        [q.lo[r], q.step[r], q.length[r], q.error[r], q.slack[r]].map(f32::to_bits)
+    };
+    for r in 0..n {
+        if r < fit {
+            assert_eq!(row(&held, r), codes.row(r), "row {r}");
+            assert_eq!((held.lo[r], held.step[r]), (0.0, 1.0 / 255.0), "row {r}");
+            // Only the floats' rounding and the scan's slack are left of the row's error.
+            assert!(held.error[r] * 10.0 < wide.error[r], "row {r}");
+        } else {
+            assert_eq!(
+                (row(&held, r), terms(&held, r)),
+                (row(&wide, r), terms(&wide, r))
+            );
+        }
+    }
+    // Pieces of both kinds, one after another: each row as it is quantised alone.
+    let stacked = QuantRows::stacked(&[Rows::U8(codes.slice(0, 4)), decoded.slice(4, n).into()]);
+    for r in 0..n {
+        let alone = if r < 4 { &held } else { &wide };
+        assert_eq!(
+            (row(&stacked, r), terms(&stacked, r)),
+            (row(alone, r), terms(alone, r))
+        );
+    }
+    // The searches on the bytes' codes are exact on every build.
+    let centroids = Centroids::new(values(40 * d, 5, 0.3), d);
+    for kernel in kernels() {
+        check_codes(decoded, &held, &centroids, kernel);
+    }
+}
+
+#[test]
 fn slices_of_the_quantised_rows_match_their_rows() {
     let d = 40;
     let raw = values(101 * d, 3, 0.0);
@@ -396,9 +446,10 @@ fn the_avx2_build_of_row_quantisation_gives_the_same_codes_and_terms() {
             let dims = row.len();
             let (mut a, mut b) = (vec![0u8; width(dims)], vec![0u8; width(dims)]);
             let slack = rounding(dims);
-            let plain = quantise_row_body(&row, slack, &mut a);
+            let range = row_range(&row);
+            let plain = quantise_row_body(&row, range, slack, &mut a);
             // SAFETY: AVX2 was detected.
-            let simd = unsafe { quantise_row_avx2(&row, slack, &mut b) };
+            let simd = unsafe { quantise_row_avx2(&row, range, slack, &mut b) };
             assert_eq!((plain.map(f32::to_bits), &a), (simd.map(f32::to_bits), &b));
         }
     }
