@@ -119,6 +119,31 @@ pub fn dist2(a: &[f32], b: &[f32]) -> f32 {
     dist2_finish(&acc, ra, rb)
 }
 
+/// [`dist2`] from a row of u8 codes, decoded as it is read ([`crate::store::u8_value`]): bit for
+/// bit [`dist2`] of the decoded row (the same values, operations and order), with no copy of
+/// the row.
+///
+/// # Panics
+/// If the lengths differ.
+#[inline]
+pub fn dist2_u8(a: &[u8], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "rows of other lengths");
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            let d = crate::store::u8_value(x[l]) - y[l];
+            acc[l] += d * d;
+        }
+    }
+    let mut tail = [0f32; 8];
+    for (t, &v) in tail.iter_mut().zip(ra) {
+        *t = crate::store::u8_value(v);
+    }
+    dist2_finish(&acc, &tail[..ra.len()], rb)
+}
+
 /// The end of [`dist2`] and of every build of it: the eight lanes summed in order, plus the
 /// squared differences of the elements past the last whole eight (`a`, `b`).
 #[inline(always)]
@@ -390,6 +415,17 @@ pub(super) mod tests {
             for (got, row) in got.iter().zip(&rows) {
                 assert_eq!(got.to_bits(), dist2(&a, row).to_bits(), "{dims} dims");
             }
+        }
+    }
+
+    #[test]
+    fn distances_from_u8_codes_are_dist2_of_the_decoded_row_bit_for_bit() {
+        for dims in [1, 7, 8, 13, 512, 515] {
+            let codes: Vec<u8> = (0..dims).map(|i| (i * 97 % 256) as u8).collect();
+            let decoded: Vec<f32> = codes.iter().map(|&b| crate::store::u8_value(b)).collect();
+            let b: Vec<f32> = values(dims, 3).iter().map(|v| v + 0.5).collect();
+            let (got, want) = (dist2_u8(&codes, &b), dist2(&decoded, &b));
+            assert_eq!(got.to_bits(), want.to_bits(), "{dims} dims");
         }
     }
 

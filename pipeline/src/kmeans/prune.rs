@@ -43,9 +43,9 @@
 
 use rayon::prelude::*;
 
-use super::assign::{AssignScratch, Centroids, ROW_BLOCK, dist2, dot, for_each_block};
+use super::assign::{AssignScratch, Centroids, ROW_BLOCK, dist2, dist2_u8, dot, for_each_block};
 use super::quant::{self, QuantCentroids, QuantScratch, QuantSlice, Runs};
-use crate::partition::Matrix;
+use crate::partition::{Matrix, Rows};
 
 const SLACK_RELATIVE: f32 = 1e-3;
 const SLACK_ABSOLUTE: f32 = 1e-6;
@@ -302,14 +302,17 @@ pub struct PruneScratch {
 impl UnitBounds {
     /// Assigns the vectors of `x` (quantised as `xq` when the geometry is for the integer
     /// kernel), writing `labels` and squared distances `dist`; returns how many vectors kept
-    /// their label without a search (the global filter).
+    /// their label without a search (the global filter). u8 rows are decoded into `decoded`
+    /// only when some row is searched: a unit whose every label the filter proves is read as
+    /// its codes.
     ///
     /// # Panics
     /// If the geometry is for the integer kernel and `xq` is `None`, or `xq` is not `x`'s rows.
     #[allow(clippy::too_many_arguments)]
     pub fn step(
         &mut self,
-        x: Matrix<'_>,
+        x: Rows<'_>,
+        decoded: &mut Vec<f32>,
         xq: Option<QuantSlice<'_>>,
         centroids: &Centroids,
         groups: &Groups,
@@ -321,6 +324,7 @@ impl UnitBounds {
         let n = x.rows();
         let count = groups.len();
         if !self.ready || geometry.drift.is_empty() || self.labels.len() != n {
+            let x = x.to_f32(decoded);
             self.labels.resize(n, 0);
             self.lower.resize(n * count, 0.0);
             scratch.dense.clear();
@@ -329,6 +333,12 @@ impl UnitBounds {
             self.ready = true;
             return 0;
         }
+        let drift = &geometry.group_drift;
+        if self.all_proved(x, centroids, drift, &mut scratch.own, labels, dist) {
+            return n;
+        }
+        // Some row is searched: the rows are needed as values.
+        let x = x.to_f32(decoded);
         if let (Some(cq), Some(xq)) = (&geometry.quantized, xq) {
             return self.step_int8(
                 x, xq, cq, centroids, groups, geometry, scratch, labels, dist,
@@ -416,6 +426,46 @@ impl UnitBounds {
         }
         self.assign_dense(x, xq, geometry, groups, scratch, labels, dist);
         kept
+    }
+
+    /// Whether the global filter proves every row's label, each distance to its label taken
+    /// from the row as it is held (u8 rows are not decoded). If so, writes what the filter
+    /// writes for each row (label, distance, bounds lowered by the groups' drift) and returns
+    /// true; else changes nothing (`own` aside) and returns false at the first row not proved.
+    fn all_proved(
+        &mut self,
+        x: Rows<'_>,
+        centroids: &Centroids,
+        drift: &[f32],
+        own: &mut Vec<f32>,
+        labels: &mut [u32],
+        dist: &mut [f32],
+    ) -> bool {
+        let count = drift.len();
+        own.clear();
+        for i in 0..x.rows() {
+            let c = centroids.row(self.labels[i] as usize);
+            let own2 = match x {
+                Rows::F32(m) => dist2(m.row(i), c),
+                Rows::U8(codes) => dist2_u8(codes.row(i), c),
+            };
+            let lower = &self.lower[i * count..][..count];
+            let global = lower
+                .iter()
+                .zip(drift)
+                .fold(f32::INFINITY, |m, (l, d)| m.min(l - d));
+            if !proves(own2.sqrt(), global) {
+                return false;
+            }
+            own.push(own2);
+        }
+        for (i, &own2) in own.iter().enumerate() {
+            for (l, d) in self.lower[i * count..][..count].iter_mut().zip(drift) {
+                *l -= d;
+            }
+            (labels[i], dist[i]) = (self.labels[i], own2);
+        }
+        true
     }
 
     /// [`UnitBounds::step`] on the integer kernel: row blocks whose unproved groups are searched
@@ -857,7 +907,8 @@ mod tests {
             let geometry = Geometry::new(&centroids, previous.as_ref(), &groups, int8);
             let full = !bounds.ready || previous.is_none();
             kept += bounds.step(
-                x,
+                x.into(),
+                &mut Vec::new(),
                 codes.as_ref().map(|c| c.slice(0, n)),
                 &centroids,
                 &groups,
@@ -884,6 +935,57 @@ mod tests {
             centroids = Centroids::new(next, d);
         }
         kept
+    }
+
+    #[test]
+    fn a_unit_whose_every_label_the_bounds_prove_is_not_decoded() {
+        // u8 rows near six far-apart centres, which are the centroids: at the second step (no
+        // drift) the filter proves every label from the codes, on both kernels.
+        use crate::partition::Codes;
+        let (d, n, c) = (16, 120, 6);
+        let centre = |g: usize, j: usize| if (g + j) % c < 2 { 200u8 } else { 20 };
+        let bytes: Vec<u8> = (0..n * d)
+            .map(|i| centre(i / d % c, i % d) + (i * 7 % 5) as u8)
+            .collect();
+        let rows = Rows::U8(Codes::new(&bytes, n, d, d));
+        let values: Vec<f32> = (0..c * d)
+            .map(|i| crate::store::u8_value(centre(i / d, i % d)))
+            .collect();
+        let centroids = Centroids::new(values, d);
+        for int8 in [false, true] {
+            let codes = int8.then(|| quant::QuantRows::new(rows));
+            let groups = Groups::new(&centroids, int8);
+            let (mut bounds, mut scratch) = (UnitBounds::default(), PruneScratch::default());
+            let (mut labels, mut dist) = (vec![0u32; n], vec![0f32; n]);
+            for (step, previous) in [None, Some(&centroids)].into_iter().enumerate() {
+                let geometry = Geometry::new(&centroids, previous, &groups, int8);
+                let mut decoded = Vec::new();
+                let kept = bounds.step(
+                    rows,
+                    &mut decoded,
+                    codes.as_ref().map(|q| q.slice(0, n)),
+                    &centroids,
+                    &groups,
+                    &geometry,
+                    &mut scratch,
+                    &mut labels,
+                    &mut dist,
+                );
+                assert_eq!(
+                    (kept, decoded.is_empty()),
+                    (step * n, step == 1),
+                    "int8 {int8}"
+                );
+                // Kept labels carry their direct distance (the full pass's f32 one is the
+                // GEMM expansion's).
+                let mut buf = Vec::new();
+                for i in 0..n {
+                    let want = dist2(rows.row(i, &mut buf), centroids.row(i % c));
+                    assert_eq!(labels[i], (i % c) as u32);
+                    assert!(step == 0 || dist[i].to_bits() == want.to_bits(), "row {i}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -218,21 +218,23 @@ impl MapTask<'_> {
         } = unit;
         let n = unit.rows();
         let unit_codes = kernel.codes.map(|rows| rows[shard].slice(start, start + n));
+        if let (Some(b), Some((geometry, groups))) = (bounds, self.geometry) {
+            // The bounds decode a u8 unit only if they search some row of it.
+            return b.step(
+                unit,
+                &mut scratch.decoded,
+                unit_codes,
+                centroids,
+                groups,
+                geometry,
+                &mut scratch.prune,
+                labels,
+                dist,
+            );
+        }
         let unit = unit.to_f32(&mut scratch.decoded);
-        match (bounds, self.geometry, &kernel.quantized, &kernel.approx) {
-            (Some(b), Some((geometry, groups)), _, _) => {
-                return b.step(
-                    unit,
-                    unit_codes,
-                    centroids,
-                    groups,
-                    geometry,
-                    &mut scratch.prune,
-                    labels,
-                    dist,
-                );
-            }
-            (_, _, Some(cq), _) => quant::assign_quantized(
+        match (&kernel.quantized, &kernel.approx) {
+            (Some(cq), _) => quant::assign_quantized(
                 unit,
                 unit_codes.expect("the integer pass has the rows' codes"),
                 cq,
@@ -241,7 +243,7 @@ impl MapTask<'_> {
                 labels,
                 dist,
             ),
-            (_, _, _, Some((index, probes))) => {
+            (_, Some((index, probes))) => {
                 index.search(unit, *probes, &mut scratch.approx, labels, dist)
             }
             _ => assign(unit, centroids, &mut scratch.assign, labels, dist),
