@@ -7,8 +7,7 @@
 //! the centroids, each with a bias added to its squared distance, tuned over [`BALANCE_ROUNDS`]
 //! rounds on a strided sample of the centroids (at most [`TRAIN_PER_LIST`] per list) so that
 //! lists come out of similar sizes; every centroid joins the list of its nearest centre by
-//! biased distance, and lists are stored contiguously. The nearest centres of the build are
-//! found by the kernel the index is made for (with the integer one, exact by direct distance). The bias matters in high dimensions: a
+//! biased distance, and lists are stored contiguously. The bias matters in high dimensions: a
 //! centre near the middle of the data (a centroid that averages far-apart vectors) is near
 //! everything (hubness); with centres refined into means by Lloyd iterations, as faiss trains
 //! its quantizers, one list held up to 16,041 of 16,384 words on blobs (`eval/million/README.md`).
@@ -132,9 +131,8 @@ impl Index {
     }
 
     /// [`Index::new`] searched by `kernel`: with [`Kernel::Int8`] the lists are padded to whole
-    /// panels and quantised, for [`Index::search_int8`], and the build's nearest centres are
-    /// found by the integer kernel (exact by direct distance; the f32 build ranks by the GEMM
-    /// expansion, so near-ties may file a centroid in another list).
+    /// panels and quantised, for [`Index::search_int8`]; the lists and their members are the
+    /// same.
     ///
     /// # Panics
     /// If there are no centroids.
@@ -157,7 +155,8 @@ impl Index {
         let target = m as f64 / lists as f64;
         let mut scale = 0f64;
         for round in 0..BALANCE_ROUNDS {
-            let (labels, dist) = nearest_biased(Matrix::dense(&train, d), &centres, &bias, kernel);
+            let coarse = Centroids::biased(centres.clone(), d, &bias);
+            let (labels, dist) = nearest_in_chunks(Matrix::dense(&train, d), &coarse);
             if round == 0 {
                 // The typical squared distance to a centre sets the step.
                 scale = dist.iter().map(|&v| f64::from(v)).sum::<f64>() / m as f64;
@@ -170,8 +169,8 @@ impl Index {
                 *b += (BALANCE_STEP * scale * (count as f64 / target - 1.0)) as f32;
             }
         }
-        let all = Matrix::dense(centroids.as_slice(), d);
-        let (labels, _) = nearest_biased(all, &centres, &bias, kernel);
+        let coarse = Centroids::biased(centres, d, &bias);
+        let (labels, _) = nearest_in_chunks(Matrix::dense(centroids.as_slice(), d), &coarse);
         // Counting sort by list (stable: ids ascend within a list); empty lists dropped; with
         // the integer kernel each list padded to whole panels by repeating its last member.
         let align = match kernel {
@@ -191,7 +190,7 @@ impl Index {
         for (new, &l) in kept.iter().enumerate() {
             renumber[l] = new as u32;
             offsets.push(offsets[new] + sizes[l].next_multiple_of(align));
-            kept_coarse.extend_from_slice(&centres[l * d..][..d]);
+            kept_coarse.extend_from_slice(coarse.row(l));
             kept_bias.push(bias[l]);
         }
         let mut fill = offsets[..kept.len()].to_vec();
@@ -452,40 +451,6 @@ fn next_up(x: f32) -> f32 {
         f32::from_bits(x.to_bits() + 1)
     } else {
         f32::from_bits(x.to_bits() - 1)
-    }
-}
-
-/// The nearest coarse centre of every row of `x` by `dist2 + bias` (`centres`, `bias[l]` added
-/// to centre `l`'s squared distance) and that value, by the kernel the index is made for: the
-/// f32 GEMM expansion, or the integer kernel re-ranked by direct distance (exact, ties to the
-/// lower centre).
-fn nearest_biased(
-    x: Matrix<'_>,
-    centres: &[f32],
-    bias: &[f32],
-    kernel: Kernel,
-) -> (Vec<u32>, Vec<f32>) {
-    let d = x.dims();
-    let coarse = Centroids::biased(centres.to_vec(), d, bias);
-    match kernel {
-        Kernel::F32 => nearest_in_chunks(x, &coarse),
-        Kernel::Int8 => {
-            let cq = quant::QuantCentroids::biased(&Centroids::new(centres.to_vec(), d), bias);
-            let n = x.rows();
-            let (mut labels, mut dist) = (vec![0u32; n], vec![0f32; n]);
-            labels
-                .par_chunks_mut(BUILD_CHUNK)
-                .zip(dist.par_chunks_mut(BUILD_CHUNK))
-                .enumerate()
-                .for_each_init(quant::FewScratch::default, |few, (c, (l, dd))| {
-                    let chunk = x.slice(c * BUILD_CHUNK, c * BUILD_CHUNK + l.len());
-                    // Quantised in this thread: the chunks are the parallelism.
-                    let xq = quant::QuantRows::stacked(&[chunk.into()]);
-                    let xq = xq.slice(0, l.len());
-                    quant::nearest_few_quantized(chunk, xq, &cq, &coarse, few, 1, l, dd);
-                });
-            (labels, dist)
-        }
     }
 }
 
@@ -875,32 +840,25 @@ mod tests {
     }
 
     #[test]
-    fn integer_lists_start_at_whole_panels_and_file_each_centroid_by_its_nearest_centre() {
+    fn integer_lists_start_at_whole_panels_and_hold_every_centroid_once_besides_padding() {
         let d = 8;
         let c = Centroids::new(values(500 * d, 3), d);
+        let plain = Index::new(&c, 23);
         let index = Index::with_kernel(&c, 23, Kernel::Int8);
-        let cq = index.coarse_quantized.as_ref().expect("an integer index");
-        let bias = cq.biases();
-        let mut seen = vec![0usize; c.k()];
+        assert_eq!(index.lists(), plain.lists());
         for l in 0..index.lists() {
             let (lo, hi) = (index.offsets[l], index.offsets[l + 1]);
             assert!(lo.is_multiple_of(quant::PANEL) && hi > lo);
-            // Members ascending, then the last repeated to a whole panel.
-            let mut members = index.ids[lo..hi].to_vec();
-            members.dedup();
-            assert!(members.windows(2).all(|w| w[0] < w[1]));
+            let members = &plain.ids[plain.offsets[l]..plain.offsets[l + 1]];
+            // The same members in the same order, then the last repeated to a whole panel.
+            assert_eq!(&index.ids[lo..lo + members.len()], members);
+            assert!(
+                index.ids[lo + members.len()..hi]
+                    .iter()
+                    .all(|&j| j == members[members.len() - 1])
+            );
             assert_eq!(hi - lo, members.len().next_multiple_of(quant::PANEL));
-            for &j in &members {
-                seen[j as usize] += 1;
-                // The list of the least `dist2 + bias`, ties to the lower list.
-                let value =
-                    |m: usize| assign::dist2(c.row(j as usize), index.coarse.row(m)) + bias[m];
-                let nearest = (0..index.lists())
-                    .min_by(|&a, &b| value(a).total_cmp(&value(b)).then(a.cmp(&b)));
-                assert_eq!(nearest, Some(l), "centroid {j}");
-            }
         }
-        assert!(seen.iter().all(|&n| n == 1), "every centroid in one list");
     }
 
     #[test]
