@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The pruned int8 run on u8 partitions (issue 51, item 3): a unit whose every label the bounds
-# prove is read as its codes and not decoded. BEFORE (default cc8c56c, which decoded every unit,
+# The pruned int8 run on u8 partitions (issue 51, items 2 and 3): u8 rows whose bytes fit are
+# their own codes, and a unit whose every label the bounds prove is read as its codes and not
+# decoded. BEFORE (default cc8c56c, which quantised the decoded values and decoded every unit,
 # built in a worktree) against this build, ROUNDS alternating rounds (default 2), at the CPU's
 # widest build and capped to AVX2: `vocab kmeans --kernel int8` (pruned by default), k = 1,024,
-# 30 iterations from one random start, on 750,000 random HOG patches of scene15-train (500 a
+# 20 iterations from one random start, on 750,000 random HOG patches of scene15-train (500 a
 # photo, seed 2) held as 8 u8 partitions (made once into work/hog750k-u8/).
 # Writes u8-pruned.csv (one row per run and iteration: seconds, kept vectors) and
 # u8-pruned-machine.txt; the table in README.md.
@@ -42,7 +43,7 @@ for round in $(seq "$rounds"); do
       [ "$build" = before ] && bin=$old
       cap=()
       [ "$isa" = avx2 ] && cap=(VOCAB_MAX_ISA=avx2)
-      env "${cap[@]}" "$bin" kmeans --features "$parts" --k 1024 --iterations 30 --tol 0 \
+      env "${cap[@]}" "$bin" kmeans --features "$parts" --k 1024 --iterations 20 --tol 0 \
         --init random --kernel int8 --out "$work/u8-pruned.bin" --quiet >/dev/null
       # The iterations CSV: iteration, inertia, seconds, ... and the kept count where written.
       awk -F, -v b="$build" -v i="$isa" -v r="$round" '

@@ -16,11 +16,14 @@
 #           kernel) against BEFORE (run it with BEFORE=c8669a1), in results/lists/pair.csv.
 #   blobs-avx2: the blobs set on the AVX2 build alone, side by side: the build before (d127db2, f32
 #           lists) and this build (int8 lists), both capped with VOCAB_MAX_ISA=avx2, alternating
-#           over 2 rounds, in results/lists/blobs-avx2.csv.
+#           over 2 rounds, in results/lists/blobs-avx2.csv (or TAG.csv, its runs named TAG-...).
+#   bytes:  the paper set's int8 run, 1 iteration, native and capped to AVX2, this build (u8 rows
+#           whose bytes fit are their own codes) against BEFORE (run it with BEFORE=cc8c56c), in
+#           results/lists/bytes.csv.
 #   recall: the paper set's int8 run, 2 iterations, native: the exact nearest word after the
 #           second iteration with the coarse search by the integer kernel, in results/lists/recall.csv.
 # Results: results/lists/<run>/ (log, time -v, .meta.toml, iterations CSV), results/lists/<set>.csv
-# and the table in README.md. usage: eval/paper_scale/lists.sh [blobs] [paper] [probes] [coarse] [pair] [blobs-avx2] [recall]
+# and the table in README.md. usage: eval/paper_scale/lists.sh [blobs] [paper] [probes] [coarse] [pair] [blobs-avx2] [bytes] [recall]
 # (WORK=dir for the data, default eval/paper_scale/work; the paper set needs about 20 GB while
 # its partitions are made.)
 set -euo pipefail
@@ -126,13 +129,25 @@ for set in "${sets[@]}"; do
       features="$work/blobs65k.bin"
       [ -f "$features" ] || "$vocab" datasets synth --n 600000 --clusters 65536 --seed 1 \
         --out "$features" --quiet
+      tag=${TAG:-blobs-avx2}
       {
         echo "$header"
         for round in 1 2; do
-          run "blobs-avx2-before-f32-$round" "$old" avx2 "$features" 262144 2 f32
-          run "blobs-avx2-int8-$round" "$vocab" avx2 "$features" 262144 2 int8
+          run "$tag-before-f32-$round" "$old" avx2 "$features" 262144 2 f32
+          run "$tag-int8-$round" "$vocab" avx2 "$features" 262144 2 int8
         done
-      } | tee "$out/blobs-avx2.csv"
+      } | tee "$out/$tag.csv"
+      ;;
+    bytes)
+      # u8 rows as their own codes (run it with BEFORE=cc8c56c, rows quantised from their
+      # decoded values), the paper set, native and capped to AVX2, one iteration each.
+      {
+        echo "$header"
+        run bytes-before-int8 "$old" "" "$work/parts" 1048576 1 int8
+        run bytes-int8 "$vocab" "" "$work/parts" 1048576 1 int8
+        run bytes-before-int8-avx2 "$old" avx2 "$work/parts" 1048576 1 int8
+        run bytes-int8-avx2 "$vocab" avx2 "$work/parts" 1048576 1 int8
+      } | tee "$out/bytes.csv"
       ;;
     recall)
       # Two iterations of this build, for the exact nearest word after the second.
@@ -141,6 +156,6 @@ for set in "${sets[@]}"; do
         run recall-int8 "$vocab" "" "$work/parts" 1048576 2 int8
       } | tee "$out/recall.csv"
       ;;
-    *) echo "unknown set $set (blobs, paper, probes, coarse, pair, blobs-avx2, recall)" >&2; exit 2 ;;
+    *) echo "unknown set $set (blobs, paper, probes, coarse, pair, blobs-avx2, bytes, recall)" >&2; exit 2 ;;
     esac
 done
