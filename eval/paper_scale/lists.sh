@@ -66,6 +66,19 @@ run() {
 }
 
 header="run,lists kernel,isa,seconds per iteration,worst iteration s,exact nearest,inertia gap,peak GB"
+
+# beside NAME: the paper set's int8 run, 1 iteration, BEFORE then this build, native then
+# capped to AVX2; in results/lists/NAME.csv.
+beside() {
+  local name=$1
+  {
+    echo "$header"
+    run "$name-before-int8" "$old" "" "$work/parts" 1048576 1 int8
+    run "$name-int8" "$vocab" "" "$work/parts" 1048576 1 int8
+    run "$name-before-int8-avx2" "$old" avx2 "$work/parts" 1048576 1 int8
+    run "$name-int8-avx2" "$vocab" avx2 "$work/parts" 1048576 1 int8
+  } | tee "$out/$name.csv"
+}
 sets=("$@")
 [ ${#sets[@]} -gt 0 ] || sets=(blobs paper)
 for set in "${sets[@]}"; do
@@ -107,13 +120,7 @@ for set in "${sets[@]}"; do
       ;;
     coarse)
       # The coarse search by the integer kernel against the build before it, on the paper set.
-      {
-        echo "$header"
-        run coarse-before-int8 "$old" "" "$work/parts" 1048576 1 int8
-        run coarse-int8 "$vocab" "" "$work/parts" 1048576 1 int8
-        run coarse-before-int8-avx2 "$old" avx2 "$work/parts" 1048576 1 int8
-        run coarse-int8-avx2 "$vocab" avx2 "$work/parts" 1048576 1 int8
-      } | tee "$out/coarse.csv"
+      beside coarse
       ;;
     pair)
       # The AVX2 kernel's two quads a widening against the build before it (that one first).
@@ -141,13 +148,7 @@ for set in "${sets[@]}"; do
     bytes)
       # u8 rows as their own codes (run it with BEFORE=cc8c56c, rows quantised from their
       # decoded values), the paper set, native and capped to AVX2, one iteration each.
-      {
-        echo "$header"
-        run bytes-before-int8 "$old" "" "$work/parts" 1048576 1 int8
-        run bytes-int8 "$vocab" "" "$work/parts" 1048576 1 int8
-        run bytes-before-int8-avx2 "$old" avx2 "$work/parts" 1048576 1 int8
-        run bytes-int8-avx2 "$vocab" avx2 "$work/parts" 1048576 1 int8
-      } | tee "$out/bytes.csv"
+      beside bytes
       ;;
     recall)
       # Two iterations of this build, for the exact nearest word after the second.
