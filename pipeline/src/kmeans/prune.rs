@@ -353,10 +353,7 @@ impl UnitBounds {
             let own2 = dist2(xi, centroids.row(label));
             let own = own2.sqrt();
             let lower = &mut self.lower[i * count..][..count];
-            let global = lower
-                .iter()
-                .zip(&geometry.group_drift)
-                .fold(f32::INFINITY, |m, (l, d)| m.min(l - d));
+            let global = least_after(lower, &geometry.group_drift);
             if proves(own, global) {
                 for (l, d) in lower.iter_mut().zip(&geometry.group_drift) {
                     *l -= d;
@@ -450,11 +447,7 @@ impl UnitBounds {
                 Rows::U8(codes) => dist2_u8(codes.row(i), c),
             };
             let lower = &self.lower[i * count..][..count];
-            let global = lower
-                .iter()
-                .zip(drift)
-                .fold(f32::INFINITY, |m, (l, d)| m.min(l - d));
-            if !proves(own2.sqrt(), global) {
+            if !proves(own2.sqrt(), least_after(lower, drift)) {
                 return false;
             }
             own.push(own2);
@@ -677,6 +670,15 @@ fn balance(centroids: &Centroids, centers: &Centroids, size: usize) -> Vec<u32> 
         (*slot, fill[open]) = (open as u32, fill[open] + 1);
     }
     group
+}
+
+/// The least of the bounds `lower` once each group's `drift` is taken off (the global filter's
+/// bound), without changing them.
+fn least_after(lower: &[f32], drift: &[f32]) -> f32 {
+    lower
+        .iter()
+        .zip(drift)
+        .fold(f32::INFINITY, |m, (l, d)| m.min(l - d))
 }
 
 /// Lowers every bound by its group's drift and returns the least (no NaN reaches here). Sixteen
