@@ -11,6 +11,13 @@
 //! centre near the middle of the data (a centroid that averages far-apart vectors) is near
 //! everything (hubness); with centres refined into means by Lloyd iterations, as faiss trains
 //! its quantizers, one list held up to 16,041 of 16,384 words on blobs (`eval/million/README.md`).
+//! At a fixed step the tuning can overshoot and oscillate (on blobs at k = 262,144 the lists it
+//! left cost a vector 6x what even lists would), so each round steps from the most even biases
+//! so far, halving the step after a round that made the lists less even, and the tuning stops
+//! once the sample's sum of squared list sizes is within 10% of equal sizes' (there
+//! within 12 rounds, on the paper's HOG within 9); evening lists out further would split the
+//! clusters the data has between lists. Even lists cost a vector less for the same number of
+//! lists probed, so more are probed by default ([`DEFAULT_PROBES`]; `eval/paper_scale/README.md`).
 //! A vector is compared with the coarse centres (biased alike), then only with the members of
 //! its `probes` nearest lists ([`Index::search`]), one GEMM per list against the rows that
 //! probe it. With `lists = sqrt(k)` and `probes` lists searched a vector costs about
@@ -41,16 +48,22 @@ use crate::partition::{Matrix, Rows};
 /// Centroids per list on which the biases are tuned, at most (keeps the index build a few
 /// seconds at a million words).
 pub const TRAIN_PER_LIST: usize = 64;
-/// Rounds of bias tuning.
-pub const BALANCE_ROUNDS: usize = 10;
-/// The bias step per round, as a fraction of the mean squared distance to a centre per unit of
-/// relative excess size.
+/// Rounds of bias tuning, at most.
+pub const BALANCE_ROUNDS: usize = 30;
+/// The bias step of the first round, as a fraction of the mean squared distance to a centre per
+/// unit of relative excess size.
 const BALANCE_STEP: f64 = 0.1;
+/// The factor the bias step shrinks by after a round that left the lists less even.
+const BALANCE_BACKOFF: f64 = 0.5;
+/// Lists even enough that the tuning stops: a sum of squared sizes at most this many times that
+/// of equal sizes (the mean list size a vector meets when lists are probed as often as they are
+/// large, over the mean size).
+const BALANCE_EVEN: f64 = 1.1;
 /// Rows per parallel chunk of the index build (fixed, so the build does not depend on threads).
 const BUILD_CHUNK: usize = 4096;
 
 /// Lists the approximate search visits per vector unless told (k-means and encodings).
-pub const DEFAULT_PROBES: u32 = 8;
+pub const DEFAULT_PROBES: u32 = 10;
 
 /// The approximate search's settings as encodings record them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -149,26 +162,7 @@ impl Index {
         for l in 0..lists {
             centres.extend_from_slice(&train[(l * m / lists) * d..][..d]);
         }
-        // Balancing: every centre carries a bias added to its squared distance, raised for
-        // lists above the mean size and lowered below it, round after round on the sample.
-        let mut bias = vec![0f32; lists];
-        let target = m as f64 / lists as f64;
-        let mut scale = 0f64;
-        for round in 0..BALANCE_ROUNDS {
-            let coarse = Centroids::biased(centres.clone(), d, &bias);
-            let (labels, dist) = nearest_in_chunks(Matrix::dense(&train, d), &coarse);
-            if round == 0 {
-                // The typical squared distance to a centre sets the step.
-                scale = dist.iter().map(|&v| f64::from(v)).sum::<f64>() / m as f64;
-            }
-            let mut counts = vec![0u64; lists];
-            for &l in &labels {
-                counts[l as usize] += 1;
-            }
-            for (b, &count) in bias.iter_mut().zip(&counts) {
-                *b += (BALANCE_STEP * scale * (count as f64 / target - 1.0)) as f32;
-            }
-        }
+        let bias = balance(Matrix::dense(&train, d), &centres);
         let coarse = Centroids::biased(centres, d, &bias);
         let (labels, _) = nearest_in_chunks(Matrix::dense(centroids.as_slice(), d), &coarse);
         // Counting sort by list (stable: ids ascend within a list); empty lists dropped; with
@@ -455,6 +449,49 @@ fn next_up(x: f32) -> f32 {
 }
 
 /// Nearest of `centroids` for every row of `x`, in parallel over fixed chunks of rows.
+/// The biases that even out the lists of `centres` (rows of `train.dims()` values) on the sample
+/// `train`: every centre carries a bias added to its squared distance, raised for lists above
+/// the mean size and lowered below it, stepping from the most even biases so far (the least sum
+/// of squared sizes; the first such on ties, all zero at first), the step halved after a round
+/// that made the lists less even, for at most [`BALANCE_ROUNDS`] rounds or until they are even
+/// enough ([`BALANCE_EVEN`]). Returns the most even biases.
+fn balance(train: Matrix<'_>, centres: &[f32]) -> Vec<f32> {
+    let (m, d) = (train.rows(), train.dims());
+    let lists = centres.len() / d;
+    let target = m as f64 / lists as f64;
+    let even = BALANCE_EVEN * (m as f64).powi(2) / lists as f64;
+    let mut bias = vec![0f32; lists];
+    // The most even biases so far: their sum of squared sizes, the biases, the sizes.
+    let mut best = (u128::MAX, bias.clone(), Vec::new());
+    let (mut scale, mut step) = (0f64, BALANCE_STEP);
+    for round in 0..BALANCE_ROUNDS {
+        let coarse = Centroids::biased(centres.to_vec(), d, &bias);
+        let (labels, dist) = nearest_in_chunks(train, &coarse);
+        if round == 0 {
+            // The typical squared distance to a centre sets the step.
+            scale = dist.iter().map(|&v| f64::from(v)).sum::<f64>() / m as f64;
+        }
+        let mut counts = vec![0u32; lists];
+        for &l in &labels {
+            counts[l as usize] += 1;
+        }
+        let squares = counts.iter().map(|&c| u128::from(c).pow(2)).sum::<u128>();
+        if squares < best.0 {
+            best = (squares, bias, counts);
+        } else {
+            // Overshot: step again from the best biases, half as far.
+            step *= BALANCE_BACKOFF;
+        }
+        if best.0 as f64 <= even {
+            break;
+        }
+        bias = (best.1.iter().zip(&best.2))
+            .map(|(&b, &count)| b + (step * scale * (f64::from(count) / target - 1.0)) as f32)
+            .collect();
+    }
+    best.1
+}
+
 fn nearest_in_chunks(x: Matrix<'_>, centroids: &Centroids) -> (Vec<u32>, Vec<f32>) {
     let n = x.rows();
     let mut labels = vec![0u32; n];
@@ -620,6 +657,42 @@ mod tests {
         // Built twice, the same index.
         let again = Index::new(&c, 23);
         assert_eq!((again.ids, again.offsets), (index.ids, index.offsets));
+    }
+
+    #[test]
+    fn the_balancing_evens_out_lists_where_hubs_would_take_most_words() {
+        // Words drawn as vectors near blobs in 256 dimensions: unbiased, a few centres near
+        // the middle of the data are nearest to most words.
+        let (d, lists) = (256, 48);
+        let c = Centroids::new(blobs(600, 4, d), d);
+        let sizes = |index: &Index| {
+            let mut sizes = index.sizes();
+            sizes.sort_unstable();
+            sizes
+        };
+        let squares = |sizes: &[usize]| sizes.iter().map(|&s| s * s).sum::<usize>() as f64;
+        let even = (c.k() * c.k()) as f64 / lists as f64;
+        let plain = {
+            let centres: Vec<f32> = (0..lists)
+                .flat_map(|l| c.row(l * c.k() / lists).to_vec())
+                .collect();
+            let x = Matrix::dense(c.as_slice(), d);
+            let (labels, _) = nearest_in_chunks(x, &Centroids::new(centres, d));
+            let mut counts = vec![0usize; lists];
+            labels.iter().for_each(|&l| counts[l as usize] += 1);
+            counts
+        };
+        assert!(
+            squares(&plain) > 2.5 * even,
+            "no hubs without biases: {plain:?}"
+        );
+        let index = Index::new(&c, lists);
+        let sizes = sizes(&index);
+        assert!(squares(&sizes) < 1.25 * even, "uneven lists: {sizes:?}");
+        assert!(
+            sizes[sizes.len() - 1] < 2 * c.k() / lists,
+            "a list too large: {sizes:?}"
+        );
     }
 
     #[test]
@@ -868,7 +941,10 @@ mod tests {
         let parts = [Rows::dense(&data, d)];
         // Centroids at the blobs (with noise), as after a few k-means iterations.
         let c = Centroids::new(blobs(64, 4, d), d);
-        let r = recall(&parts, &c, (default_lists(c.k()), 3, Kernel::F32), 1000, 9);
+        // 16 lists of about four blobs' words each: a blob with no centre of its own can be
+        // split between the lists nearest to it, which its vectors rank by their own noise,
+        // so 5 lists are probed.
+        let r = recall(&parts, &c, (default_lists(c.k()), 5, Kernel::F32), 1000, 9);
         assert_eq!(r.sample, 1000);
         assert!(r.fraction() > 0.9, "{r:?}");
         assert!(r.inertia_gap() >= 0.0 && r.inertia_gap() < 0.05, "{r:?}");
