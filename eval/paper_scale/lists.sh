@@ -20,10 +20,13 @@
 #   bytes:  the paper set's int8 run, 1 iteration, native and capped to AVX2, this build (u8 rows
 #           whose bytes fit are their own codes) against BEFORE (run it with BEFORE=cc8c56c), in
 #           results/lists/bytes.csv.
+#   balance: even lists and 10 probes (run it with BEFORE=8f60cad): blobs on the AVX2 build
+#           against d127db2 at 10 and 12 probes, alternating, in results/lists/balance-blobs.csv;
+#           the paper set against BEFORE, native and capped to AVX2, in balance-paper.csv.
 #   recall: the paper set's int8 run, 2 iterations, native: the exact nearest word after the
 #           second iteration with the coarse search by the integer kernel, in results/lists/recall.csv.
 # Results: results/lists/<run>/ (log, time -v, .meta.toml, iterations CSV), results/lists/<set>.csv
-# and the table in README.md. usage: eval/paper_scale/lists.sh [blobs] [paper] [probes] [coarse] [pair] [blobs-avx2] [bytes] [recall]
+# and the table in README.md. usage: eval/paper_scale/lists.sh [blobs] [paper] [probes] [coarse] [pair] [blobs-avx2] [bytes] [balance] [recall]
 # (WORK=dir for the data, default eval/paper_scale/work; the paper set needs about 20 GB while
 # its partitions are made.)
 set -euo pipefail
@@ -35,13 +38,17 @@ out="$here/results/lists"
 mkdir -p "$work" "$out"
 (cd "$root" && cargo build --release --quiet)
 vocab="$root/target/release/vocab"
-old_tree=/tmp/vocab-before-$before
-if [ ! -x "$old_tree/target/release/vocab" ]; then
-  rm -rf "$old_tree"
-  git -C "$root" worktree add --force --detach "$old_tree" "$before" >/dev/null
-  (cd "$old_tree" && cargo build --release --quiet)
-fi
-old="$old_tree/target/release/vocab"
+# built REV: the path of REV's release binary, built once in a worktree under /tmp.
+built() {
+  local tree=/tmp/vocab-before-$1
+  if [ ! -x "$tree/target/release/vocab" ]; then
+    rm -rf "$tree"
+    git -C "$root" worktree add --force --detach "$tree" "$1" >/dev/null
+    (cd "$tree" && cargo build --release --quiet)
+  fi
+  echo "$tree/target/release/vocab"
+}
+old=$(built "$before")
 { lscpu | grep -E '^(Model name|CPU\(s\)|Flags)'; grep MemTotal /proc/meminfo; } >"$out/machine.txt"
 
 # run NAME BINARY ISA-CAP FEATURES K ITERATIONS KERNEL: one k-means run, timed; its row of the CSV.
@@ -157,6 +164,32 @@ for set in "${sets[@]}"; do
         run recall-int8 "$vocab" "" "$work/parts" 1048576 2 int8
       } | tee "$out/recall.csv"
       ;;
-    *) echo "unknown set $set (blobs, paper, probes, coarse, pair, blobs-avx2, bytes, recall)" >&2; exit 2 ;;
+    balance)
+      # Even lists and 10 probes a vector (run it with BEFORE=8f60cad, the uneven lists and 8
+      # probes). Blobs on the AVX2 build: d127db2 (the build before issue 51, f32 lists, 8
+      # probes) against this build at 10 probes (its default) and 12, alternating over 2
+      # rounds; then the paper set, 1 iteration, BEFORE at 8 probes against this build at 10,
+      # native then capped to AVX2. In results/lists/balance-blobs.csv and balance-paper.csv.
+      features="$work/blobs65k.bin"
+      [ -f "$features" ] || "$vocab" datasets synth --n 600000 --clusters 65536 --seed 1 \
+        --out "$features" --quiet
+      first=$(built d127db2)
+      {
+        echo "$header,probes"
+        for round in 1 2; do
+          echo "$(run "balance-blobs-d127db2-$round" "$first" avx2 "$features" 262144 2 f32 8),8"
+          echo "$(run "balance-blobs-p10-$round" "$vocab" avx2 "$features" 262144 2 int8 10),10"
+          echo "$(run "balance-blobs-p12-$round" "$vocab" avx2 "$features" 262144 2 int8 12),12"
+        done
+      } | tee "$out/balance-blobs.csv"
+      {
+        echo "$header,probes"
+        echo "$(run balance-paper-before "$old" "" "$work/parts" 1048576 1 int8 8),8"
+        echo "$(run balance-paper-p10 "$vocab" "" "$work/parts" 1048576 1 int8 10),10"
+        echo "$(run balance-paper-before-avx2 "$old" avx2 "$work/parts" 1048576 1 int8 8),8"
+        echo "$(run balance-paper-p10-avx2 "$vocab" avx2 "$work/parts" 1048576 1 int8 10),10"
+      } | tee "$out/balance-paper.csv"
+      ;;
+    *) echo "unknown set $set (blobs, paper, probes, coarse, pair, blobs-avx2, bytes, balance, recall)" >&2; exit 2 ;;
     esac
 done
