@@ -193,7 +193,7 @@ fn quickstart_runs_end_to_end_caches_and_reruns_only_what_changed() {
     // seconds of the collectives.
     assert!(
         plan.contains(" map s comm s ")
-            && plan.contains("f32 52, int8 108, approximate 34\n   (int8 search 86) G"),
+            && plan.contains("f32 52, int8 108, approximate 34\n   (int8 search 103) G"),
         "{plan}"
     );
     // The photo stages run on the nodes too: what they bring to the driver. The sample stays

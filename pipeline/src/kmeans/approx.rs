@@ -65,6 +65,11 @@ const BUILD_CHUNK: usize = 4096;
 /// Lists the approximate search visits per vector unless told (k-means and encodings).
 pub const DEFAULT_PROBES: u32 = 10;
 
+/// The version of the lists [`Index::new`] makes of a set of centroids: raised whenever they
+/// change, so results searched with other lists are not taken for this build's (`vocab run`
+/// keys its approximate stages with it). 2: the bias tuning steps from its most even round.
+pub const LISTS_VERSION: u32 = 2;
+
 /// The approximate search's settings as encodings record them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

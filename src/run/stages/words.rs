@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 
 use serde_json::json;
-use vocab_pipeline::kmeans::Assignment;
+use vocab_pipeline::kmeans::{Assignment, Search, approx};
 
 use crate::config::Config;
 use crate::kmeans_cmd::Fitted;
@@ -78,7 +78,8 @@ impl Stage for Kmeans<'_> {
             parts.push(json!(km.kernel));
         }
         if let Ok(Assignment::Approx { lists, probes, .. }) = assignment {
-            parts.push(json!(["approx", lists, probes]));
+            // The lists' version since the first change of how lists are made (before, none).
+            parts.push(json!(["approx", lists, probes, approx::LISTS_VERSION]));
         }
         digest(&json!(parts))
     }
@@ -240,6 +241,12 @@ impl Stage for Encode<'_> {
             json!(self.config.encode),
             json!(vocab_pipeline::image_io::DECODING),
         ];
+        // An approximate search's probes as it runs (the settings leave the default out, and
+        // it changed) and its lists' version; exact encodings' keys stay what they were.
+        let encode = &self.config.encode;
+        if encode.assign == Search::Approx {
+            key.push(json!(["approx", encode.probes, approx::LISTS_VERSION]));
+        }
         // Keys of the photos as they are stay what they were.
         if let Some((split_key, _)) = self.mirrored {
             key.push(json!(["mirrored", split_key]));
