@@ -31,6 +31,8 @@
 # (WORK=dir for the data, default eval/paper_scale/work; the paper set needs about 20 GB while
 # its partitions are made.)
 set -euo pipefail
+# A failed build or run inside $(...) stops the script too (not a stale row in a CSV).
+shopt -s inherit_errexit
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 work=${WORK:-$here/work}
@@ -179,17 +181,17 @@ for set in "${sets[@]}"; do
       {
         echo "$header,probes"
         for round in 1 2; do
-          echo "$(run "balance-blobs-d127db2-$round" "$first" avx2 "$features" 262144 2 f32 8),8"
-          echo "$(run "balance-blobs-p10-$round" "$vocab" avx2 "$features" 262144 2 int8 10),10"
-          echo "$(run "balance-blobs-p12-$round" "$vocab" avx2 "$features" 262144 2 int8 12),12"
+          row=$(run "balance-blobs-d127db2-$round" "$first" avx2 "$features" 262144 2 f32 8); echo "$row,8"
+          row=$(run "balance-blobs-p10-$round" "$vocab" avx2 "$features" 262144 2 int8 10); echo "$row,10"
+          row=$(run "balance-blobs-p12-$round" "$vocab" avx2 "$features" 262144 2 int8 12); echo "$row,12"
         done
       } | tee "$out/balance-blobs.csv"
       {
         echo "$header,probes"
-        echo "$(run balance-paper-before "$old" "" "$work/parts" 1048576 1 int8 8),8"
-        echo "$(run balance-paper-p10 "$vocab" "" "$work/parts" 1048576 1 int8 10),10"
-        echo "$(run balance-paper-before-avx2 "$old" avx2 "$work/parts" 1048576 1 int8 8),8"
-        echo "$(run balance-paper-p10-avx2 "$vocab" avx2 "$work/parts" 1048576 1 int8 10),10"
+        row=$(run balance-paper-before "$old" "" "$work/parts" 1048576 1 int8 8); echo "$row,8"
+        row=$(run balance-paper-p10 "$vocab" "" "$work/parts" 1048576 1 int8 10); echo "$row,10"
+        row=$(run balance-paper-before-avx2 "$old" avx2 "$work/parts" 1048576 1 int8 8); echo "$row,8"
+        row=$(run balance-paper-p10-avx2 "$vocab" avx2 "$work/parts" 1048576 1 int8 10); echo "$row,10"
       } | tee "$out/balance-paper.csv"
       ;;
     *) echo "unknown set $set (blobs, paper, probes, coarse, pair, blobs-avx2, bytes, balance, recall)" >&2; exit 2 ;;

@@ -24,8 +24,9 @@ pub(super) const APPROX_RATE: f64 = 7_425_000.0 * 9216.0 * 512.0 / 1038.38;
 /// the f32 ones (`paper.csv`: 694.5 and 331.9 s per iteration), the integer coarse search
 /// (`coarse.csv`: 380.4 and 328.3 s), the kernel's two quads a widening (`pair.csv`: 338.1
 /// and 322.8 s), and even lists (`balance-paper.csv`: 300.2 s at 8 probes and 304.1 s at 10,
-/// which count 11,264 / 9,216 times the multiply-adds at 1,024 lists). Not u8 rows as their
-/// own codes (`bytes.csv`, 1.03x): `configs/paper.toml` writes f32 partitions.
+/// which count 11,264 / 9,216 times the multiply-adds at 1,024 lists; measured on u8
+/// partitions, a ratio of work that does not depend on the element). Not u8 rows as their own
+/// codes (`bytes.csv`, 1.03x), which holds for u8 partitions only.
 ///
 /// The f32 search's rate ([`APPROX_RATE`]) was measured with the lists before they were
 /// evened out (a vector then met lists 1.37x the mean size there), so it overstates that

@@ -47,6 +47,9 @@ pub enum EncodeParamsError {
     ApproxKernel,
     /// The approximate search visiting no list.
     Probes,
+    /// An approximate search recorded with lists of another version than this build makes
+    /// ([`crate::kmeans::approx::LISTS_VERSION`]; absent in a record: 1).
+    ListsVersion(u32),
     /// A normalisation other than `l1` or `hellinger` (a file read back).
     Norm(String),
     /// A vocabulary digest that is not 64 hex digits (a file read back).
@@ -99,6 +102,7 @@ impl Broken for EncodeParamsError {
             Self::ApproxSoft => "assign",
             Self::ApproxKernel => "kernel",
             Self::Probes => "probes",
+            Self::ListsVersion(_) => "lists_version",
             Self::Norm(_) => "norm",
             Self::Digest(_) => "vocabulary_sha256",
             Self::VladTooLong { .. }
@@ -125,6 +129,7 @@ impl Broken for EncodeParamsError {
             Self::ApproxSoft => "approx".into(),
             Self::ApproxKernel => "int8".into(),
             Self::Probes => "0".into(),
+            Self::ListsVersion(v) => v.to_string(),
             Self::Norm(n) | Self::Digest(n) => n.clone(),
             Self::VladTooLong { fisher: false, .. } => "vlad".into(),
             Self::VladTooLong { fisher: true, .. } => "fisher".into(),
@@ -162,6 +167,10 @@ impl Broken for EncodeParamsError {
                     .into()
             }
             Self::Probes => "must be at least 1 list".into(),
+            Self::ListsVersion(_) => format!(
+                "is another build's approximate word search; this build makes its lists as                  version {}, so photos would get other words than the training photos got:                  encode the training photos again",
+                crate::kmeans::approx::LISTS_VERSION
+            ),
             Self::Norm(_) => "must be l1 or hellinger".into(),
             Self::Digest(_) => "must be a SHA-256 in 64 hex digits".into(),
             Self::VladNorm(_) => "does not apply to VLAD or Fisher vectors, which normalise their \

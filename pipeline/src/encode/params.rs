@@ -112,6 +112,9 @@ struct Record {
     /// Absent: exact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     approx: Option<approx::Search>,
+    /// With `approx`, how its lists are made ([`approx::LISTS_VERSION`]; absent: 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lists_version: Option<u32>,
     /// The mixture's projected dims (Fisher vectors; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     projected: Option<usize>,
@@ -138,6 +141,11 @@ impl TryFrom<Record> for Encoding {
 
     fn try_from(r: Record) -> Result<Self, Self::Error> {
         let norm = Norm::named(&r.norm).ok_or(EncodeParamsError::Norm(r.norm))?;
+        // Other lists would give new photos other words than the training photos got.
+        let lists = r.lists_version.unwrap_or(1);
+        if r.approx.is_some() && lists != approx::LISTS_VERSION {
+            return Err(EncodeParamsError::ListsVersion(lists));
+        }
         let params = EncodeParams {
             features: FeatureParams {
                 sampling: Sampling::Dense { stride: r.stride },
@@ -191,6 +199,7 @@ impl From<Encoding> for Record {
             projected: p.method.projected(),
             scales: p.scales,
             approx: p.approx,
+            lists_version: p.approx.map(|_| approx::LISTS_VERSION),
             mirror: p.features.mirror,
             patch: p.features.patch,
             vocabulary_sha256: e.digest,
@@ -664,6 +673,43 @@ mod tests {
             Encoding::new("v.bin".into(), 16, broken),
             Err(EncodeParamsError::Pyramid(9))
         );
+    }
+
+    #[test]
+    fn an_approximate_encoding_names_its_lists_version_and_other_versions_are_refused() {
+        let read = |text: &str| serde_json::from_str::<Encoding>(text).map_err(|e| e.to_string());
+        let mut params = plain();
+        params.approx = Some(approx::Search {
+            lists: 0,
+            probes: 10,
+        });
+        let e = Encoding::new("v.bin".into(), 16, params).expect("checked");
+        let text = serde_json::to_string(&e).expect("json");
+        let version = format!("\"lists_version\":{}", approx::LISTS_VERSION);
+        assert!(text.contains(&version), "{text}");
+        assert_eq!(read(&text), Ok(e));
+        // Written before lists had a version (1), or by another build: refused, by name.
+        for other in [String::new(), "\"lists_version\":1,".to_string()] {
+            let old =
+                text.replace(&format!(",{version}"), "")
+                    .replacen('{', &format!("{{{other}"), 1);
+            assert!(!old.contains(&version), "{old}");
+            let err = read(&old).expect_err(&old);
+            assert!(
+                err.starts_with("lists_version = 1: is another build's approximate word search"),
+                "{err}"
+            );
+        }
+        // Exact encodings name no version, and are read whatever they say of one.
+        let plain_text = serde_json::to_string(
+            &read(
+                r#"{"vocabulary": "v.bin", "k": 16, "stride": 8, "norm": "l1", "pyramid": 1,
+                "max_side": null}"#,
+            )
+            .expect("plain"),
+        )
+        .expect("json");
+        assert!(!plain_text.contains("lists_version"), "{plain_text}");
     }
 
     /// A Fisher vector too long is refused as a Fisher vector (it was named VLAD).

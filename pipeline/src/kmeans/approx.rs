@@ -453,7 +453,6 @@ fn next_up(x: f32) -> f32 {
     }
 }
 
-/// Nearest of `centroids` for every row of `x`, in parallel over fixed chunks of rows.
 /// The biases that even out the lists of `centres` (rows of `train.dims()` values) on the sample
 /// `train`: every centre carries a bias added to its squared distance, raised for lists above
 /// the mean size and lowered below it, stepping from the most even biases so far (the least sum
@@ -487,7 +486,9 @@ fn balance(train: Matrix<'_>, centres: &[f32]) -> Vec<f32> {
             // Overshot: step again from the best biases, half as far.
             step *= BALANCE_BACKOFF;
         }
-        if best.0 as f64 <= even {
+        // Even enough; or nothing to tune by (every sample row at its centre: no bias moves
+        // a row, so more rounds would only repeat this one).
+        if best.0 as f64 <= even || scale == 0.0 {
             break;
         }
         bias = (best.1.iter().zip(&best.2))
@@ -497,6 +498,7 @@ fn balance(train: Matrix<'_>, centres: &[f32]) -> Vec<f32> {
     best.1
 }
 
+/// Nearest of `centroids` for every row of `x`, in parallel over fixed chunks of rows.
 fn nearest_in_chunks(x: Matrix<'_>, centroids: &Centroids) -> (Vec<u32>, Vec<f32>) {
     let n = x.rows();
     let mut labels = vec![0u32; n];
