@@ -700,7 +700,7 @@ mod tests {
                 "{err}"
             );
         }
-        // Exact encodings name no version, and are read whatever they say of one.
+        // Exact encodings name no version.
         let plain_text = serde_json::to_string(
             &read(
                 r#"{"vocabulary": "v.bin", "k": 16, "stride": 8, "norm": "l1", "pyramid": 1,
