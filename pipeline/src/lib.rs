@@ -27,6 +27,7 @@ pub mod params;
 pub mod partition;
 pub mod patch;
 pub mod scene15;
+pub mod sift;
 pub mod store;
 pub mod svm;
 pub mod synth;
