@@ -17,33 +17,11 @@ that scale out again:
 usage: normalise.py IN OUT VARIANT K D LEVELS   (OUT gets IN's side files)
 """
 import shutil
-import struct
 import sys
-import zlib
 
 import numpy as np
 
-HEADER = 32
-
-
-def read(path):
-    head = open(path, "rb").read(HEADER)
-    assert head[:8] == b"VOCABFEA" and head[10] == 1, f"{path}: not an f32 vocab feature file"
-    dims = struct.unpack("<I", head[12:16])[0]
-    record = np.dtype([("id", "<u4"), ("row", "<u2"), ("col", "<u2"), ("v", "<f4", (dims,))])
-    rows = np.fromfile(path, dtype=record, offset=HEADER)
-    return head, rows
-
-
-def write(path, head, rows):
-    payload = rows.tobytes()
-    top = bytearray(head[:24])
-    top[16:24] = struct.pack("<Q", len(rows))
-    top += struct.pack("<I", zlib.crc32(payload))
-    top += struct.pack("<I", zlib.crc32(bytes(top)))
-    with open(path, "wb") as f:
-        f.write(bytes(top))
-        f.write(payload)
+from feature_file import read, write
 
 
 def unit(x, axis):
