@@ -16,7 +16,8 @@
 #   (vocab_pipeline::sift, written by the dense_sift example: step 6, windows of 24 and 42 px,
 #   each inside the photo); vw6-24_42 the same on one grid over the whole photo (--whole).
 # writes beside.csv (fold,variant,attribute,accuracy,balanced_accuracy,held_out,c,values) and
-# beside-timings.csv
+# beside-timings.csv. Descriptor folders, samples, mixtures, encodings and result rows are kept by
+# name under work/ and in beside.csv: after a change to sift.rs or make_sift.py, remove them.
 set -euo pipefail
 shopt -s inherit_errexit
 here=$(cd "$(dirname "$0")" && pwd)
@@ -88,16 +89,23 @@ for f in ${FOLDS:-0 1 2 3 4}; do
     for side in "" .encoding.json .images.csv .skipped.csv; do mv "$mirrored.tmp$side" "$mirrored$side"; done
     echo "$f,$arm_sift,encode-mirrored,$(dt "$s")" >> "$timings"
   fi
-  # encodings.sh may still be running: wait for its HOG encodings of this fold.
-  until [ -f "$hog" ] && [ -f "$hog_m" ]; do sleep 10; done
+  # encodings.sh may still be running: wait for its HOG encodings of this fold (side files last).
+  until [ -f "$hog.images.csv" ] && [ -f "$hog_m.images.csv" ] && [ -f "$hog_m.encoding.json" ]; do
+    pgrep -f "eval/accuracy/encodings.sh" > /dev/null ||
+      { echo "beside.sh: no HOG encodings $hog(-mirrored); run encodings.sh for $base" >&2; exit 2; }
+    sleep 10
+  done
   # vocab refuses mirror images of descriptors made elsewhere (it cannot make them), so the
   # mirrored photos' own SIFT (make_sift.py --flip) cannot train beside the photos under their
   # own records. The SIFT-alone arm borrows the HOG encodings' records (the same length, 81,920
   # values; a record only gates the checks, the SVM reads the vectors); its own stay as .own.json.
-  if [ ! -f "$hist.own.json" ]; then
-    cp "$hist.encoding.json" "$hist.own.json" && cp "$hog.encoding.json" "$hist.encoding.json"
-    cp "$mirrored.encoding.json" "$mirrored.own.json" && cp "$hog_m.encoding.json" "$mirrored.encoding.json"
-  fi
+  for pair in "$hist:$hog" "$mirrored:$hog_m"; do
+    own=${pair%%:*} borrowed=${pair#*:}
+    [ -f "$own.own.json" ] && continue
+    cp "$own.encoding.json" "$own.own.json.tmp"
+    cp "$borrowed.encoding.json" "$own.encoding.json"
+    mv "$own.own.json.tmp" "$own.own.json"
+  done
   [ -f "$both" ] || "$python" "$here/concat.py" "$hog" "$hist" "$both"
   [ -f "$both_m" ] || "$python" "$here/concat.py" "$hog_m" "$mirrored" "$both_m"
   for arm in "$arm_sift:$hist:$mirrored" "$arm_both:$both:$both_m"; do

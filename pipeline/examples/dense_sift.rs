@@ -32,14 +32,13 @@ fn main() -> Result<(), Error> {
             _ => return Err(format!("unknown argument {flag}").into()),
         }
     }
-    let sift = DenseSift {
-        step: step.parse()?,
-        windows: windows
-            .split(',')
-            .map(str::parse)
-            .collect::<Result<_, _>>()?,
-        grid,
-    };
+    let sides = windows
+        .split(',')
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("WINDOWS {windows}: {e}"))?;
+    let step = step.parse().map_err(|e| format!("STEP {step}: {e}"))?;
+    let sift = DenseSift::new(step, sides, grid)?;
     let root = PathBuf::from(photos);
     let collection = Collection::open(&root, Some(&root.join("labels.csv")))?;
     let started = Instant::now();

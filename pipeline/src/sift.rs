@@ -3,17 +3,19 @@
 //!
 //! Beside HOG it is the second local descriptor of issue 53: HOG's and SIFT's Fisher vectors
 //! joined in one vector gained 3.3 points over HOG's alone on the 15 scenes (windows of 24, 42
-//! and 60 px), 3.7 with OpenCV's SIFT (`eval/descriptors/`, both read through `--from`). It is not yet a stage: the
-//! `dense_sift` example writes its descriptors for `--from`. The definition, for a luminance
-//! image `L` (0-255) and a keypoint of window side `w` (4 x 4 cells of `w / 4` px each) centred
-//! on pixel `(x, y)`:
+//! and 60 px), 3.7 with OpenCV's SIFT (`eval/descriptors/`, both read through `--from`). It is
+//! not yet a stage: the `dense_sift` example writes its descriptors for `--from`. The
+//! definition, for a luminance image `L` (0-255) and a keypoint of window side `w` (4 x 4 cells
+//! of `w / 4` px each) centred on pixel `(x, y)`:
 //!
 //! * `S` is `L` smoothed by a Gaussian of `sigma = sqrt(1.6^2 - 0.5^2)` (SIFT's base scale over
-//!   the camera's assumed blur; the kernel OpenCV's `GaussianBlur` takes for `f32`, `1 +
-//!   2 round(4 sigma)` taps, edges replicated). OpenCV reaches its `sigma = 1.6` through an
-//!   image enlarged twice and four blurs; one blur is what that amounts to, not the same bytes.
+//!   the camera's assumed blur), `1 + 2 round(4 sigma)` taps: the blur OpenCV gives an image
+//!   whose keypoints `compute` is handed at octave 0. OpenCV reflects the image at its edges
+//!   (`BORDER_REFLECT_101`); here the edge pixels repeat (`imageproc`'s separable filter), which
+//!   changes the 6 px along each edge.
 //! * Each pixel inside the border has gradient `dx = S[r][c+1] - S[r][c-1]`, `dy = S[r-1][c] -
-//!   S[r+1][c]` (y up), magnitude `m` and angle `a = atan2(dy, dx)` in `[0, 2 pi)`. Its magnitude
+//!   S[r+1][c]` (y up), magnitude `m` and angle `a = atan2(dy, dx)` in `[0, 2 pi)` (OpenCV
+//!   takes an approximate `fastAtan2`). Its magnitude
 //!   goes to orientation bins `floor(8 a / 2 pi)` and the next (cyclically), shared linearly.
 //!   Border pixels give nothing.
 //! * A pixel `(i, j)` px from the centre (rows down, columns right) lies at `u = j / h`, `v = i /
@@ -33,6 +35,7 @@
 
 use image::{ImageBuffer, Luma};
 use imageproc::filter::separable_filter_equal;
+use thiserror::Error;
 
 use crate::image_io::Luminance;
 
@@ -59,15 +62,34 @@ pub struct Keypoint {
     pub window: f32,
 }
 
+/// Smallest window side ([`DenseSift::new`]): cells of 2 px.
+pub const MIN_WINDOW: f32 = 8.0;
+/// Largest window side.
+pub const MAX_WINDOW: f32 = 1024.0;
+
+/// Settings [`DenseSift::new`] refuses.
+#[derive(Debug, Error, PartialEq)]
+pub enum SiftError {
+    /// Keypoints 0 px apart.
+    #[error("a dense SIFT's step must be at least 1 px")]
+    Step,
+    /// No window side.
+    #[error("a dense SIFT needs at least one window side")]
+    NoWindows,
+    /// A window side that is not a number from [`MIN_WINDOW`] to [`MAX_WINDOW`].
+    #[error("a dense SIFT window of {0} px: the side must be from {MIN_WINDOW} to {MAX_WINDOW} px")]
+    Window(f32),
+}
+
 /// Dense SIFT of one image: keypoints every `step` px at each window side.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DenseSift {
     /// Pixels between neighbouring keypoints, along rows and columns.
-    pub step: usize,
+    step: usize,
     /// Window sides, in pixels.
-    pub windows: Vec<f32>,
+    windows: Vec<f32>,
     /// Where the centres lie ([`Grid`]).
-    pub grid: Grid,
+    grid: Grid,
 }
 
 /// Where a dense SIFT's centres lie.
@@ -83,6 +105,27 @@ pub enum Grid {
 }
 
 impl DenseSift {
+    /// Keypoints every `step` px, described at each of `windows` (px) on `grid`.
+    pub fn new(step: usize, windows: Vec<f32>, grid: Grid) -> Result<Self, SiftError> {
+        if step == 0 {
+            return Err(SiftError::Step);
+        }
+        if windows.is_empty() {
+            return Err(SiftError::NoWindows);
+        }
+        if let Some(&w) = windows
+            .iter()
+            .find(|w| !(MIN_WINDOW..=MAX_WINDOW).contains(*w))
+        {
+            return Err(SiftError::Window(w));
+        }
+        Ok(Self {
+            step,
+            windows,
+            grid,
+        })
+    }
+
     /// The keypoints of a `width` x `height` image, window by window, rows then columns.
     pub fn keypoints(&self, width: usize, height: usize) -> Vec<Keypoint> {
         let mut out = Vec::new();
@@ -440,21 +483,55 @@ mod tests {
     }
 
     #[test]
-    fn descriptors_are_rootsift_normalised_and_flat_images_give_zeros() {
-        let sift = DenseSift {
-            step: 8,
-            windows: vec![24.0],
-            grid: Grid::Whole,
-        };
-        let (_, values) = sift.describe(&textured(64, 64));
-        for d in values.chunks_exact(SIFT_DIMS) {
-            // Unit L1 before the square root: unit L2 after.
-            let l2: f32 = d.iter().map(|v| v * v).sum();
-            assert!((l2 - 1.0).abs() < 1e-4, "{l2}");
-            assert!(d.iter().all(|&v| v >= 0.0));
+    fn descriptors_are_normalised_as_the_definition_says_and_flat_images_give_zeros() {
+        let lum = textured(64, 64);
+        let sift = DenseSift::new(8, vec![24.0], Grid::Whole).expect("valid settings");
+        let (keys, values) = sift.describe(&lum);
+        let mut clipped = 0;
+        for (k, d) in keys.iter().zip(values.chunks_exact(SIFT_DIMS)) {
+            // The definition step by step: unit L2, clip at 0.2, unit L2, unit L1, square root.
+            let raw = direct(&lum, *k);
+            let unit = |v: Vec<f32>| {
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                v.into_iter().map(|x| x / n).collect::<Vec<_>>()
+            };
+            let first = unit(raw);
+            clipped += first.iter().filter(|&&x| x > CLIP).count();
+            let second = unit(first.into_iter().map(|x| x.min(CLIP)).collect());
+            let sum: f32 = second.iter().sum();
+            for (got, want) in d.iter().zip(second.iter().map(|x| (x / sum).sqrt())) {
+                assert!((got - want).abs() < 1e-4, "{got} against {want} at {k:?}");
+            }
         }
+        assert!(
+            clipped > 0,
+            "no value reached the clip: the clip was not exercised"
+        );
         let (_, flat) = sift.describe(&image(64, 64, |_, _| 77.0));
         assert!(!flat.is_empty() && flat.iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn settings_out_of_range_are_refused() {
+        assert_eq!(
+            DenseSift::new(0, vec![24.0], Grid::Inside),
+            Err(SiftError::Step)
+        );
+        assert_eq!(
+            DenseSift::new(6, vec![], Grid::Inside),
+            Err(SiftError::NoWindows)
+        );
+        for w in [0.0, -24.0, 4.0, f32::INFINITY, 2048.0] {
+            assert_eq!(
+                DenseSift::new(6, vec![24.0, w], Grid::Whole),
+                Err(SiftError::Window(w))
+            );
+        }
+        assert!(matches!(
+            DenseSift::new(6, vec![f32::NAN], Grid::Whole),
+            Err(SiftError::Window(w)) if w.is_nan()
+        ));
+        assert!(DenseSift::new(1, vec![MIN_WINDOW, MAX_WINDOW], Grid::Inside).is_ok());
     }
 
     #[test]

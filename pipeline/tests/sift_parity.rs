@@ -1,9 +1,10 @@
 //! Dense SIFT beside OpenCV's SIFT, from fixtures made by `eval/sift_parity/make_fixtures.py`.
 //!
-//! vocab's SIFT is OpenCV's descriptor with one blur where OpenCV enlarges the photo and blurs
-//! it four times, and with `f32` values where OpenCV rounds to bytes (`pipeline/src/sift.rs`),
-//! so the two agree closely, not to the bit: the test bounds the angle between each pair of
-//! RootSIFT vectors (both have unit L2 norm, so the cosine is their dot product).
+//! vocab's SIFT is OpenCV's descriptor with the image's edges repeated where OpenCV reflects
+//! them, an exact `atan2` where OpenCV approximates it, and `f32` values where OpenCV rounds to
+//! bytes (`pipeline/src/sift.rs`), so the two agree closely, not to the bit: the test bounds the
+//! angle between each pair of RootSIFT vectors (both have unit L2 norm, so the cosine is their
+//! dot product).
 
 use std::path::{Path, PathBuf};
 
@@ -53,13 +54,8 @@ fn dense_sift_agrees_with_opencvs_sift_at_the_same_keypoints() {
         let windows = cur.f32s(n);
         let lum = load_luminance(&root().join(&name), None, MAX_PIXELS)
             .unwrap_or_else(|e| panic!("{name}: {e:?}"));
-        let grid = Grid::Inside;
-        let (keys, values) = DenseSift {
-            step,
-            windows,
-            grid,
-        }
-        .describe(&lum);
+        let sift = DenseSift::new(step, windows, Grid::Inside).expect("the fixture's settings");
+        let (keys, values) = sift.describe(&lum);
         let count = cur.u32();
         assert_eq!(keys.len(), count, "{name}: keypoints");
         for (k, ours) in keys.iter().zip(values.chunks_exact(SIFT_DIMS)) {
