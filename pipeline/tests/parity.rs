@@ -4,6 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+mod common;
+
+use common::Cursor;
+
 use vocab_pipeline::hog::{BLOCK_LEN, BlockGrid, DIMS, PATCH_SIDE, PatchDescriber};
 use vocab_pipeline::image_io::load_luminance;
 
@@ -11,48 +15,6 @@ const TOLERANCE: f64 = 1e-5;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../eval/hog_parity/fixtures")
-}
-
-/// Little-endian cursor over a fixture file.
-struct Cursor {
-    bytes: Vec<u8>,
-    at: usize,
-}
-
-impl Cursor {
-    fn open(name: &str) -> Self {
-        let path = fixtures().join(name);
-        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        Self { bytes, at: 0 }
-    }
-
-    fn take(&mut self, n: usize) -> &[u8] {
-        let s = &self.bytes[self.at..self.at + n];
-        self.at += n;
-        s
-    }
-
-    fn u32(&mut self) -> usize {
-        u32::from_le_bytes(self.take(4).try_into().expect("4 bytes")) as usize
-    }
-
-    fn f32s(&mut self, n: usize) -> Vec<f32> {
-        self.take(4 * n)
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().expect("4")))
-            .collect()
-    }
-
-    fn f64s(&mut self, n: usize) -> Vec<f64> {
-        self.take(8 * n)
-            .chunks_exact(8)
-            .map(|b| f64::from_le_bytes(b.try_into().expect("8")))
-            .collect()
-    }
-
-    fn done(&self) -> bool {
-        self.at == self.bytes.len()
-    }
 }
 
 /// Largest absolute difference and where it is.
@@ -124,7 +86,7 @@ fn check_grid_against(
 fn patch_descriptors_match_scikit_image() {
     let kinds = std::fs::read_to_string(fixtures().join("kinds.txt")).expect("kinds.txt");
     let kinds: Vec<&str> = kinds.lines().collect();
-    let mut cur = Cursor::open("patches.bin");
+    let mut cur = Cursor::open(&fixtures().join("patches.bin"));
     let count = cur.u32();
     assert!(
         count >= 200,
@@ -153,7 +115,7 @@ fn patch_descriptors_match_scikit_image() {
 fn patch_descriptor_is_position_independent_inside_a_larger_image() {
     // The same patch embedded at an offset in a bigger image must give the same descriptor:
     // patch-local gradients ignore the surrounding pixels.
-    let mut cur = Cursor::open("patches.bin");
+    let mut cur = Cursor::open(&fixtures().join("patches.bin"));
     cur.u32();
     cur.u32();
     let patch = cur.f32s(PATCH_SIDE * PATCH_SIDE);
@@ -171,7 +133,7 @@ fn patch_descriptor_is_position_independent_inside_a_larger_image() {
 
 #[test]
 fn dense_block_grids_match_scikit_image() {
-    let mut cur = Cursor::open("dense.bin");
+    let mut cur = Cursor::open(&fixtures().join("dense.bin"));
     let count = cur.u32();
     let blocks: usize = (0..count)
         .map(|i| check_grid(&mut cur, &format!("dense image {i}")))
@@ -182,7 +144,7 @@ fn dense_block_grids_match_scikit_image() {
 
 #[test]
 fn decoded_photos_give_the_reference_luminance_and_grid() {
-    let mut cur = Cursor::open("decode.bin");
+    let mut cur = Cursor::open(&fixtures().join("decode.bin"));
     for name in ["rgb.png", "gray.png"] {
         let (h, w) = (cur.u32(), cur.u32());
         let want_lum = cur.f32s(h * w);
@@ -207,7 +169,7 @@ fn decoded_photos_give_the_reference_luminance_and_grid() {
 fn jpeg_photos_decode_to_the_pixels_libjpeg_turbo_gives() {
     // Luminance from Pillow's decode (libjpeg-turbo, as OpenCV and scikit-image read JPEGs):
     // bit-identical, then the block grid within the tolerance.
-    let mut cur = Cursor::open("jpeg.bin");
+    let mut cur = Cursor::open(&fixtures().join("jpeg.bin"));
     let count = cur.u32();
     assert!(count >= 6, "at least 6 JPEG cases, found {count}");
     for _ in 0..count {

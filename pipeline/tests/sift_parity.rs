@@ -8,6 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
+mod common;
+
+use common::Cursor;
+
 use vocab_pipeline::image_io::{MAX_PIXELS, load_luminance};
 use vocab_pipeline::sift::{DenseSift, Grid, Keypoint, SIFT_DIMS};
 
@@ -15,36 +19,10 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Little-endian cursor over the fixture file.
-struct Cursor {
-    bytes: Vec<u8>,
-    at: usize,
-}
-
-impl Cursor {
-    fn take(&mut self, n: usize) -> &[u8] {
-        let s = &self.bytes[self.at..self.at + n];
-        self.at += n;
-        s
-    }
-
-    fn u32(&mut self) -> usize {
-        u32::from_le_bytes(self.take(4).try_into().expect("4 bytes")) as usize
-    }
-
-    fn f32s(&mut self, n: usize) -> Vec<f32> {
-        self.take(4 * n)
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
-            .collect()
-    }
-}
-
 #[test]
 fn dense_sift_agrees_with_opencvs_sift_at_the_same_keypoints() {
     let path = root().join("eval/sift_parity/fixtures/opencv.bin");
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut cur = Cursor { bytes, at: 0 };
+    let mut cur = Cursor::open(&path);
     let mut cosines = Vec::new();
     for _ in 0..cur.u32() {
         let len = cur.u32();
@@ -67,7 +45,7 @@ fn dense_sift_agrees_with_opencvs_sift_at_the_same_keypoints() {
             cosines.push(dot);
         }
     }
-    assert_eq!(cur.at, cur.bytes.len(), "the whole fixture read");
+    assert!(cur.done(), "the whole fixture read");
     cosines.sort_by(f32::total_cmp);
     let mean = cosines.iter().sum::<f32>() / cosines.len() as f32;
     let (worst, tenth) = (cosines[0], cosines[cosines.len() / 10]);
