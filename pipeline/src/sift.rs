@@ -143,7 +143,6 @@ impl DenseSift {
     /// keypoints' order).
     pub fn describe(&self, lum: &Luminance) -> (Vec<Keypoint>, Vec<f32>) {
         let planes = Planes::of(lum);
-        let mut keypoints = Vec::new();
         let mut values = Vec::new();
         for &window in &self.windows {
             let xs = self.centres(lum.width, window);
@@ -151,18 +150,14 @@ impl DenseSift {
             let start = values.len();
             values.resize(start + xs.len() * ys.len() * SIFT_DIMS, 0.0);
             planes.grid(window, &xs, &ys, &mut values[start..]);
-            for &y in &ys {
-                keypoints.extend(xs.iter().map(|&x| Keypoint { x, y, window }));
-            }
         }
         for d in values.chunks_exact_mut(SIFT_DIMS) {
             normalise(d);
         }
-        (keypoints, values)
+        // The same windows, rows and columns in the same order as the values.
+        (self.keypoints(lum.width, lum.height), values)
     }
-}
 
-impl DenseSift {
     /// Centres along a side of `len` px for windows of `window` px.
     fn centres(&self, len: usize, window: f32) -> Vec<usize> {
         let step = self.step;
