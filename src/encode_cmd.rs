@@ -11,6 +11,7 @@ use vocab_cluster::jobs::photos::{Elsewhere, PhotoStage};
 use vocab_pipeline::descriptors::Foreign;
 use vocab_pipeline::encode::fisher::FisherModel;
 use vocab_pipeline::encode::{self, EncodeParams, Encoding, Words};
+use vocab_pipeline::features::Descriptor;
 use vocab_pipeline::features::{self, FeatureSummary, manifest_path};
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::store::{self, Format};
@@ -219,8 +220,8 @@ fn over(words: &Path) -> String {
     format!("encoding over {}", words.display())
 }
 
-/// Reads what HOG patches are encoded against for `params`: a vocabulary whose words have the
-/// descriptor's dims, or for Fisher vectors a mixture over the HOG descriptor projected onto
+/// Reads what patches are encoded against for `params`: a vocabulary whose words have the
+/// descriptor's dims, or for Fisher vectors a mixture over the descriptor projected onto
 /// the method's dims (the error names the file, not the histograms being written); `mixture`,
 /// that file as the settings read it (read here when not given).
 pub fn read_words(
@@ -229,10 +230,10 @@ pub fn read_words(
     mixture: Option<&vocab_pipeline::mixture::MixtureFile>,
 ) -> anyhow::Result<Words> {
     let dims = params.dims;
-    let descriptor = if params.foreign {
-        "the descriptors made elsewhere have"
-    } else {
-        "the HOG descriptor has"
+    let descriptor = match (params.foreign, params.features.descriptor) {
+        (true, _) => "the descriptors made elsewhere have",
+        (false, Descriptor::Hog) => "the HOG descriptor has",
+        (false, Descriptor::Sift) => "the SIFT descriptor has",
     };
     let Some(projected) = params.method.projected() else {
         let vocabulary = vocab_pipeline::kmeans::files::read_vocabulary(path).map_err(|e| {

@@ -9,6 +9,7 @@ mod daemons;
 mod encode_cmd;
 mod faults;
 mod figures;
+mod join_cmd;
 mod kmeans_cmd;
 mod kmeans_log;
 mod links;
@@ -35,8 +36,8 @@ use clap::{CommandFactory, FromArgMatches};
 
 use crate::cli::{BenchCommand, Cli, ClusterCommand, Command, ConfigCommand, DatasetsCommand};
 use crate::settings::{
-    ClassifySettings, EncodeSettings, EvaluateSettings, FeatureSettings, KmeansSettings,
-    MixtureSettings, OrFlag, PartitionSettings, PhotoSetSettings, TrainSettings,
+    ClassifySettings, EncodeSettings, EvaluateSettings, FeatureSettings, JoinSettings,
+    KmeansSettings, MixtureSettings, OrFlag, PartitionSettings, PhotoSetSettings, TrainSettings,
 };
 
 fn main() -> ExitCode {
@@ -107,6 +108,10 @@ fn dispatch(
             photo_cmd::features(&settings, &ui, on, &mut stdout()).map(|_| ())
         }
         Command::Convert(args) => photo_cmd::convert(&args),
+        Command::Join(args) => {
+            let settings = JoinSettings::from_args(&args).or_flag()?;
+            join_cmd::join(&settings, &mut stdout())
+        }
         Command::Words(args) => words_cmd::words(&args, &mut stdout()),
         Command::Encode(args) => {
             let settings = EncodeSettings::new(

@@ -8,9 +8,11 @@ use std::io::Write;
 use anyhow::Context;
 use vocab_pipeline::descriptors::{self, Foreign};
 use vocab_pipeline::features::{self, FeatureSummary, manifest_path};
+use vocab_pipeline::features::{Descriptor, FeatureParams, SIFT_SAMPLE_STEP, SIFT_WINDOWS};
 use vocab_pipeline::hog::DESCRIPTOR_NAME;
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::patch::Sampling;
+use vocab_pipeline::sift::SIFT_NAME;
 use vocab_pipeline::store::{self, Format};
 use vocab_pipeline::synth;
 
@@ -20,7 +22,19 @@ use crate::settings::{FeatureSettings, OrFlag, PhotoSetSettings};
 use crate::sharded::On;
 use vocab_cluster::jobs::photos::{Elsewhere, PhotoStage};
 
-fn describe_sampling(s: &Sampling) -> String {
+fn describe_sampling(p: &FeatureParams) -> String {
+    let s = &p.sampling;
+    if p.descriptor == Descriptor::Sift {
+        let windows: Vec<String> = SIFT_WINDOWS.iter().map(f32::to_string).collect();
+        let windows = windows.join("/");
+        return match s {
+            Sampling::Random { per_image, seed } => format!(
+                "random, {per_image} per photo of the {SIFT_SAMPLE_STEP}-px grid at {windows}-px \
+                 windows, seed {seed}"
+            ),
+            Sampling::Dense { stride } => format!("dense, stride {stride}, {windows}-px windows"),
+        };
+    }
     match s {
         Sampling::Random { per_image, seed } => {
             format!("random, {per_image} per photo, seed {seed}")
@@ -122,7 +136,13 @@ pub fn features_into(
         (summary, Some(spread))
     } else {
         forget_rounds(file)?;
-        let summary = features::extract(&collection, &settings.params, file, format, &progress)?;
+        let summary = vocab_pipeline::describe::extract(
+            &collection,
+            &settings.params,
+            file,
+            format,
+            &progress,
+        )?;
         (summary, None)
     };
     bar.finish();
@@ -147,7 +167,7 @@ fn write_features(
         Option<(&crate::sharded::Placed, &crate::sharded::Born)>,
     ),
 ) -> std::io::Result<()> {
-    let how = describe_sampling(&settings.params.sampling);
+    let how = describe_sampling(&settings.params);
     let what = match from {
         None => {
             writeln!(
@@ -161,7 +181,10 @@ fn write_features(
                 summary.patches as f64 / secs,
                 summary.pixels as f64 / secs / 1e6,
             )?;
-            DESCRIPTOR_NAME.to_string()
+            match settings.params.descriptor {
+                Descriptor::Hog => DESCRIPTOR_NAME.to_string(),
+                Descriptor::Sift => SIFT_NAME.to_string(),
+            }
         }
         Some(from) => {
             let dims = from.dims as usize;

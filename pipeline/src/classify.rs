@@ -73,117 +73,184 @@ pub struct Table {
 /// feature format with its `.images.csv` manifest (vocab's binary and text formats name each
 /// histogram's picture; `.npy`, `.fvecs` and `.bvecs` hold them in the manifest's order).
 pub fn read_histograms(path: &Path) -> Result<Table, ClassifyError> {
-    let csv_err = |source| ClassifyError::Csv {
-        path: path.to_path_buf(),
-        source,
-    };
+    let mut reader = HistogramReader::open(path)?;
     let mut table = Table::default();
-    let format = Format::detect(path)?;
-    // CSV is `vocab encode`'s own (`picture_id,path,h0,...`) or any other vector CSV.
-    let header: Vec<String> = if format == Format::Csv {
-        let mut reader = crate::input::csv(csv::ReaderBuilder::new().has_headers(false), path)
-            .map_err(csv_err)?;
-        let mut first = csv::StringRecord::new();
-        reader.read_record(&mut first).map_err(csv_err)?;
-        first.iter().take(2).map(|f| f.trim().to_string()).collect()
-    } else {
-        Vec::new()
-    };
-    let encoded_csv = header.get(1).is_some_and(|h| h == "path");
-    if !encoded_csv {
-        let manifest = crate::features::manifest_path(path, "images.csv");
-        let mut reader =
-            crate::input::csv(&csv::ReaderBuilder::new(), &manifest).map_err(|source| {
-                ClassifyError::Csv {
-                    path: manifest.clone(),
-                    source,
-                }
-            })?;
-        let mut paths = HashMap::new();
-        let mut order = Vec::new();
-        for row in reader.records() {
-            let row = row.map_err(|source| ClassifyError::Csv {
-                path: manifest.clone(),
-                source,
-            })?;
-            let id: u32 = row
-                .get(0)
-                .unwrap_or("")
-                .parse()
-                .map_err(|_| invalid(&manifest, "bad picture_id"))?;
-            paths.insert(id, row.get(1).unwrap_or("").to_string());
-            order.push(id);
-        }
-        let mut features = FeatureReader::open(path)?;
-        // Rows that name their picture (the reader says which), or that hold the manifest's
-        // photos in order.
-        let named = features.names_pictures();
-        let mut record = Record::default();
-        while features.next_into(&mut record)? {
-            if !named {
-                // Row i is the manifest's photo i.
-                let row = record.picture_id as usize;
-                record.picture_id = *order.get(row).ok_or_else(|| {
-                    invalid(
-                        &manifest,
-                        format!(
-                            "lists {} photos, {} holds more histograms",
-                            order.len(),
-                            path.display()
-                        ),
-                    )
-                })?;
-            }
-            let p = paths.get(&record.picture_id).ok_or_else(|| {
-                invalid(
-                    &manifest,
-                    format!("has no row for picture {}", record.picture_id),
-                )
-            })?;
-            table.ids.push(record.picture_id);
-            table.paths.push(p.clone());
-            table.rows.push(record.values.clone());
-        }
-        if !named && table.rows.len() != order.len() {
-            return Err(invalid(
-                &manifest,
-                format!(
-                    "lists {} photos, {} holds {} histograms",
-                    order.len(),
-                    path.display(),
-                    table.rows.len()
-                ),
-            ));
-        }
-    } else {
-        let mut reader = crate::input::csv(&csv::ReaderBuilder::new(), path).map_err(csv_err)?;
-        for row in reader.records() {
-            let row = row.map_err(csv_err)?;
-            let line = row.position().map_or(0, |p| p.line());
-            let bad = |m: &str| invalid(path, format!("line {line}: {m}"));
-            table.ids.push(
-                row.get(0)
-                    .unwrap_or("")
-                    .parse()
-                    .map_err(|_| bad("bad picture_id"))?,
-            );
-            table
-                .paths
-                .push(row.get(1).ok_or_else(|| bad("missing path"))?.to_string());
-            let values: Result<Vec<f32>, _> = row.iter().skip(2).map(str::parse::<f32>).collect();
-            let values = values.map_err(|_| bad("a value is not a number"))?;
-            if let Some(message) = crate::store::out_of_bounds(&values) {
-                return Err(bad(&message));
-            }
-            table.rows.push(values);
-        }
-    }
-    if let Some(len) = table.rows.first().map(Vec::len)
-        && table.rows.iter().any(|r| r.len() != len)
-    {
-        return Err(invalid(path, "histograms of different lengths"));
+    while let Some((id, photo, values)) = reader.next_row()? {
+        table.ids.push(id);
+        table.paths.push(photo);
+        table.rows.push(values);
     }
     Ok(table)
+}
+
+/// The one reader of histogram files ([`read_histograms`] collects it): a photo's histogram at
+/// a time, in the file's order, every row of the first's length.
+#[derive(Debug)]
+pub struct HistogramReader {
+    path: PathBuf,
+    rows: Rows,
+    /// Values of the first row.
+    len: Option<usize>,
+}
+
+/// Where a histogram reader's rows come from.
+#[derive(Debug)]
+enum Rows {
+    /// A feature file and its manifest's photos.
+    Features(Box<Manifested>),
+    /// `vocab encode`'s CSV.
+    Csv(Box<csv::Reader<crate::input::Records<std::fs::File>>>),
+}
+
+/// A feature file and its manifest's photos: by picture id, and in order (a format whose
+/// records do not name their picture).
+#[derive(Debug)]
+struct Manifested {
+    features: FeatureReader,
+    named: bool,
+    manifest: PathBuf,
+    paths: HashMap<u32, String>,
+    order: Vec<u32>,
+    record: Record,
+    read: usize,
+}
+
+impl HistogramReader {
+    /// Opens the histograms at `path` (and its manifest, for a feature file).
+    pub fn open(path: &Path) -> Result<Self, ClassifyError> {
+        let csv_err = |source| ClassifyError::Csv {
+            path: path.to_path_buf(),
+            source,
+        };
+        let format = Format::detect(path)?;
+        // CSV is `vocab encode`'s own (`picture_id,path,h0,...`) or any other vector CSV.
+        let header: Vec<String> = if format == Format::Csv {
+            let mut reader = crate::input::csv(csv::ReaderBuilder::new().has_headers(false), path)
+                .map_err(csv_err)?;
+            let mut first = csv::StringRecord::new();
+            reader.read_record(&mut first).map_err(csv_err)?;
+            first.iter().take(2).map(|f| f.trim().to_string()).collect()
+        } else {
+            Vec::new()
+        };
+        let rows = if header.get(1).is_some_and(|h| h == "path") {
+            let reader = crate::input::csv(&csv::ReaderBuilder::new(), path).map_err(csv_err)?;
+            Rows::Csv(Box::new(reader))
+        } else {
+            let manifest = crate::features::manifest_path(path, "images.csv");
+            let manifest_err = |source| ClassifyError::Csv {
+                path: manifest.clone(),
+                source,
+            };
+            let mut reader =
+                crate::input::csv(&csv::ReaderBuilder::new(), &manifest).map_err(manifest_err)?;
+            let mut paths = HashMap::new();
+            let mut order = Vec::new();
+            for row in reader.records() {
+                let row = row.map_err(manifest_err)?;
+                let id: u32 = row
+                    .get(0)
+                    .unwrap_or("")
+                    .parse()
+                    .map_err(|_| invalid(&manifest, "bad picture_id"))?;
+                paths.insert(id, row.get(1).unwrap_or("").to_string());
+                order.push(id);
+            }
+            let features = FeatureReader::open(path)?;
+            // Rows that name their picture (the reader says which), or that hold the
+            // manifest's photos in order.
+            let named = features.names_pictures();
+            Rows::Features(Box::new(Manifested {
+                features,
+                named,
+                manifest,
+                paths,
+                order,
+                record: Record::default(),
+                read: 0,
+            }))
+        };
+        Ok(Self {
+            path: path.to_path_buf(),
+            rows,
+            len: None,
+        })
+    }
+
+    /// The next photo's picture id, path and histogram, or `None` after the last.
+    pub fn next_row(&mut self) -> Result<Option<(u32, String, Vec<f32>)>, ClassifyError> {
+        let path = &self.path;
+        let row = match &mut self.rows {
+            Rows::Features(rows) => {
+                let Manifested {
+                    features,
+                    named,
+                    manifest,
+                    paths,
+                    order,
+                    record,
+                    read,
+                } = &mut **rows;
+                if !features.next_into(record)? {
+                    if !*named && *read != order.len() {
+                        let message = format!(
+                            "lists {} photos, {} holds {read} histograms",
+                            order.len(),
+                            path.display(),
+                        );
+                        return Err(invalid(manifest, message));
+                    }
+                    return Ok(None);
+                }
+                if !*named {
+                    // Row i is the manifest's photo i.
+                    record.picture_id = *order.get(*read).ok_or_else(|| {
+                        invalid(
+                            manifest,
+                            format!(
+                                "lists {} photos, {} holds more histograms",
+                                order.len(),
+                                path.display()
+                            ),
+                        )
+                    })?;
+                }
+                *read += 1;
+                let p = paths.get(&record.picture_id).ok_or_else(|| {
+                    invalid(
+                        manifest,
+                        format!("has no row for picture {}", record.picture_id),
+                    )
+                })?;
+                (record.picture_id, p.clone(), record.values.clone())
+            }
+            Rows::Csv(reader) => {
+                let csv_err = |source| ClassifyError::Csv {
+                    path: path.clone(),
+                    source,
+                };
+                let mut row = csv::StringRecord::new();
+                if !reader.read_record(&mut row).map_err(csv_err)? {
+                    return Ok(None);
+                }
+                let line = row.position().map_or(0, |p| p.line());
+                let bad = |m: &str| invalid(path, format!("line {line}: {m}"));
+                let id = (row.get(0).unwrap_or("").parse()).map_err(|_| bad("bad picture_id"))?;
+                let photo = row.get(1).ok_or_else(|| bad("missing path"))?.to_string();
+                let values: Result<Vec<f32>, _> =
+                    row.iter().skip(2).map(str::parse::<f32>).collect();
+                let values = values.map_err(|_| bad("a value is not a number"))?;
+                if let Some(message) = crate::store::out_of_bounds(&values) {
+                    return Err(bad(&message));
+                }
+                (id, photo, values)
+            }
+        };
+        if *self.len.get_or_insert(row.2.len()) != row.2.len() {
+            return Err(invalid(path, "histograms of different lengths"));
+        }
+        Ok(Some(row))
+    }
 }
 
 /// One attribute's labels.
@@ -497,9 +564,12 @@ impl ModelFile {
         }
         let len = c.models[0].w.len();
         let want = self.encoding.as_ref().map(|e| {
-            // The method's values per cell (k, or k x 512 for VLAD), over the pyramid's cells.
-            let hist = (e.params().method.cell_len(e.k(), e.params().dims))
-                .checked_mul(e.params().pyramid().cells());
+            // Each part's values per cell (k, or k x 512 for VLAD) over its pyramid's cells.
+            let hist = e.parts().try_fold(0usize, |sum, p| {
+                (p.params().method.cell_len(p.k(), p.params().dims))
+                    .checked_mul(p.params().pyramid().cells())
+                    .and_then(|len| sum.checked_add(len))
+            });
             hist.and_then(|h| h.checked_mul(self.kernel_map.map_or(1, |m| m.mapped_len(1))))
         });
         if let Some(want) = want

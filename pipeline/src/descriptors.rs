@@ -6,6 +6,10 @@
 //! a photo's sample is `per_image` of its rows drawn from the run's seed, its encoding pools all
 //! of them, placed in the pyramid by their centres (the photo's size read from its header).
 //!
+//! vocab's own dense SIFT ([`crate::features::Descriptor::Sift`]) takes the same path: its
+//! keypoints come from the photo as the features params load it instead of a file
+//! ([`Origin::Sift`]), so a sample, an encoding, mirror images and nodes treat both alike.
+//!
 //! Every file is read through the one feature reader ([`crate::store::FeatureReader`]) and
 //! bounded: at most [`MAX_DIMS`] values a descriptor, [`MAX_ROWS`] rows a photo, finite values,
 //! keypoints inside the photo. A photo without a file, or whose file breaks a bound or holds
@@ -22,9 +26,11 @@ use rayon::prelude::*;
 use thiserror::Error;
 
 use crate::features::{
-    Described, Describers, FeatureSummary, FeaturesError, Outcome, Progress, Source, run_stage,
+    Described, Describers, FeatureParams, FeatureSummary, FeaturesError, Outcome, Progress,
+    SIFT_WINDOWS, Source, run_stage,
 };
-use crate::image_io::{Collection, Photo};
+use crate::image_io::{Collection, Photo, Skip};
+use crate::sift::{DenseSift, SIFT_DIMS};
 use crate::store::{FeatureReader, FeatureWriter, Format, Record};
 
 /// Most values a descriptor may have.
@@ -50,6 +56,9 @@ pub enum DescriptorError {
         /// The other.
         b: String,
     },
+    /// The dense SIFT's settings.
+    #[error(transparent)]
+    Sift(#[from] crate::sift::SiftError),
     /// No photo has a readable file.
     #[error(
         "no photo of {photos} has a descriptor file in {dir} (for a.jpg: a.npy or a.csv){first}"
@@ -205,16 +214,105 @@ pub fn read(path: &Path, dims: Option<usize>) -> Result<Keypoints, String> {
     Ok(keypoints)
 }
 
+/// Where a stage's keypoints come from: files made elsewhere, or vocab's dense SIFT of each
+/// photo.
+#[derive(Debug, Clone, Copy)]
+pub enum Origin<'a> {
+    /// The files in the folder, descriptors of that many values.
+    Files(&'a Foreign, usize),
+    /// Dense SIFT of the photo as the features params load it ([`FeatureParams::load`]: mirror
+    /// images, `max_side`, the pixel limit), laid out by [`FeatureParams::sift`].
+    Sift(&'a FeatureParams, &'a DenseSift),
+}
+
+impl Origin<'_> {
+    /// Values of a descriptor.
+    pub fn dims(&self) -> usize {
+        match self {
+            Self::Files(_, dims) => *dims,
+            Self::Sift(..) => SIFT_DIMS,
+        }
+    }
+
+    /// The photo's size and keypoints, or why it is skipped.
+    fn keypoints(&self, collection: &Collection, photo: &Photo) -> Result<Placed, String> {
+        match *self {
+            Self::Files(foreign, dims) => from_file(collection, photo, (foreign, dims)),
+            Self::Sift(params, sift) => {
+                let lum = params
+                    .load(&collection.path_of(photo))
+                    .map_err(|skip| skip.to_string())?;
+                let (width, height) = (lum.width, lum.height);
+                if width > usize::from(u16::MAX) || height > usize::from(u16::MAX) {
+                    return Err(Skip::TooLarge { width, height }.to_string());
+                }
+                let (keys, values) = sift.describe(&lum);
+                if keys.is_empty() {
+                    let smallest = SIFT_WINDOWS.iter().copied().fold(f32::INFINITY, f32::min);
+                    return Err(format!(
+                        "{width}x{height} px holds no {smallest}-px SIFT window"
+                    ));
+                }
+                let places = (keys.iter())
+                    .map(|k| (k.x as f32, k.y as f32, k.window))
+                    .collect();
+                let keypoints = Keypoints {
+                    dims: SIFT_DIMS,
+                    places,
+                    values,
+                };
+                Ok(((width, height), keypoints))
+            }
+        }
+    }
+}
+
+/// A photo's size and its keypoints.
+type Placed = ((usize, usize), Keypoints);
+
+/// The photo's size (from its header) and its keypoints read from its file in `foreign` (of
+/// `dims` values), each inside the photo.
+fn from_file(
+    collection: &Collection,
+    photo: &Photo,
+    (foreign, dims): (&Foreign, usize),
+) -> Result<Placed, String> {
+    let at = collection.path_of(photo);
+    let (width, height) = crate::image_io::oriented_size(&at).map_err(|e| {
+        let reason = format!("cannot read the photo's size: {e}");
+        named(reason, &at, &photo.rel_path)
+    })?;
+    let path = foreign.file_of(&photo.rel_path)?;
+    let file = (path.strip_prefix(&foreign.dir).unwrap_or(&path))
+        .display()
+        .to_string();
+    let keypoints = read(&path, Some(dims)).map_err(|r| named(r, &path, &file))?;
+    // Places are kept as u16 records; outside the photo they belong to no cell.
+    let outside =
+        (keypoints.places.iter()).position(|&(x, y, _)| x >= width as f32 || y >= height as f32);
+    if let Some(i) = outside {
+        let (x, y, _) = keypoints.places[i];
+        return Err(format!(
+            "{file}: keypoint {} at ({x}, {y}) lies outside the {width} x {height} photo",
+            i + 1
+        ));
+    }
+    if width > usize::from(u16::MAX) || height > usize::from(u16::MAX) {
+        return Err(format!("a side over {} px", u16::MAX));
+    }
+    Ok(((width, height), keypoints))
+}
+
 /// What a stage makes of one photo's keypoints (the photo `width x height`, with the thread's
 /// buffers): a result and the number of keypoints it used.
 pub(crate) type Compute<'a, T> =
     dyn Fn(&mut Describers, &Photo, (usize, usize), &Keypoints) -> (T, usize) + Sync + 'a;
 
-/// The photos `range` of `collection` read from `foreign` (descriptors of `dims` values) in
-/// parallel, each turned into a result by `compute`, in picture-id order.
+/// The photos `range` of `collection` with their keypoints from `origin` in parallel, each
+/// turned into a result by `compute`, in picture-id order.
 pub(crate) fn compute_range<T: Send>(
     collection: &Collection,
-    (foreign, dims): (&Foreign, usize),
+    origin: Origin<'_>,
     range: Range<usize>,
     compute: &Compute<'_, T>,
 ) -> Vec<Outcome<T>> {
@@ -226,30 +324,7 @@ pub(crate) fn compute_range<T: Send>(
                 if let Some(reason) = &photo.unusable {
                     return Err(reason.clone());
                 }
-                let at = collection.path_of(photo);
-                let (width, height) = crate::image_io::oriented_size(&at).map_err(|e| {
-                    let reason = format!("cannot read the photo's size: {e}");
-                    named(reason, &at, &photo.rel_path)
-                })?;
-                let path = foreign.file_of(&photo.rel_path)?;
-                let file = (path.strip_prefix(&foreign.dir).unwrap_or(&path))
-                    .display()
-                    .to_string();
-                let keypoints = read(&path, Some(dims)).map_err(|r| named(r, &path, &file))?;
-                // Places are kept as u16 records; outside the photo they belong to no cell.
-                let outside = (keypoints.places.iter())
-                    .position(|&(x, y, _)| x >= width as f32 || y >= height as f32);
-                if let Some(i) = outside {
-                    let (x, y, _) = keypoints.places[i];
-                    return Err(format!(
-                        "{file}: keypoint {} at ({x}, {y}) lies outside the {width} x {height} \
-                         photo",
-                        i + 1
-                    ));
-                }
-                if width > usize::from(u16::MAX) || height > usize::from(u16::MAX) {
-                    return Err(format!("a side over {} px", u16::MAX));
-                }
+                let ((width, height), keypoints) = origin.keypoints(collection, photo)?;
                 let (value, used) = compute(describers, photo, (width, height), &keypoints);
                 Ok(Outcome::Done {
                     width,
@@ -272,21 +347,22 @@ fn named(reason: String, path: &Path, name: &str) -> String {
 /// The photos' results read here, a few batches of threads at a time.
 pub(crate) struct Here<'c, 'f, T> {
     collection: &'c Collection,
-    foreign: (&'c Foreign, usize),
+    origin: Origin<'c>,
     compute: &'c Compute<'f, T>,
     batch: usize,
 }
 
 impl<'c, 'f, T> Here<'c, 'f, T> {
-    /// `collection`'s photos read from `foreign`, made into results by `compute`.
+    /// `collection`'s photos with their keypoints from `origin`, made into results by
+    /// `compute`.
     pub fn new(
         collection: &'c Collection,
-        foreign: (&'c Foreign, usize),
+        origin: Origin<'c>,
         compute: &'c Compute<'f, T>,
     ) -> Self {
         Self {
             collection,
-            foreign,
+            origin,
             compute,
             batch: (rayon::current_num_threads() * 4).max(8),
         }
@@ -300,7 +376,7 @@ impl<T: Send> Source<T> for Here<'_, '_, T> {
             return Ok(None);
         }
         let range = from..n.min(from.saturating_add(self.batch));
-        let done = compute_range(self.collection, self.foreign, range, self.compute);
+        let done = compute_range(self.collection, self.origin, range, self.compute);
         Ok(Some(done))
     }
 }
@@ -320,7 +396,7 @@ pub fn sample_rows(keypoints: usize, per_image: usize, seed: u64, picture_id: u3
 
 /// One photo's part of the vocabulary's sample: `per_image` of its rows drawn from `seed`, each
 /// record at its keypoint's centre (row y, column x, rounded down).
-fn sampled(
+pub(crate) fn sampled(
     photo: &Photo,
     (width, height): (usize, usize),
     k: &Keypoints,
@@ -344,19 +420,19 @@ fn sampled(
     (described, rows.len())
 }
 
-/// The vocabulary's sample of the photos `range` from `foreign` (descriptors of `dims`
-/// values): what one node does of a sharded sample ([`crate::features::extract_from`] writes
-/// the results, as [`sample`] does here).
+/// The vocabulary's sample of the photos `range` with keypoints from `origin`: what one node
+/// does of a sharded sample ([`crate::features::extract_from`] writes the results, as
+/// [`sample`] does here).
 pub fn sample_range(
     collection: &Collection,
-    foreign: (&Foreign, usize),
+    origin: Origin<'_>,
     draw: (usize, u64),
     range: Range<usize>,
 ) -> Vec<Outcome<Described>> {
     let compute = |_: &mut Describers, photo: &Photo, size: (usize, usize), k: &Keypoints| {
         sampled(photo, size, k, draw)
     };
-    compute_range(collection, foreign, range, &compute)
+    compute_range(collection, origin, range, &compute)
 }
 
 /// The vocabulary's sample from descriptors made elsewhere: `per_image` rows of each photo's
@@ -375,7 +451,7 @@ pub fn sample(
     let compute = |_: &mut Describers, photo: &Photo, size: (usize, usize), k: &Keypoints| {
         sampled(photo, size, k, draw)
     };
-    let mut source = Here::new(collection, (foreign, dims), &compute);
+    let mut source = Here::new(collection, Origin::Files(foreign, dims), &compute);
     let summary = run_stage(collection, out, writer, &mut source, progress)?;
     Ok((summary, dims))
 }
@@ -437,6 +513,40 @@ mod tests {
         write_csv(&dir.path().join("short.csv"), &[&[1.0, 2.0, 16.0]]);
         assert!(read(&dir.path().join("short.csv"), None).is_err());
         assert!(Foreign::new(&dir.path().join("nope")).is_err());
+    }
+
+    #[test]
+    fn a_photo_too_small_for_a_sift_window_is_skipped_saying_so() {
+        use crate::describe::extract;
+        use crate::features::Descriptor;
+        use crate::patch::Sampling;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let photos = dir.path().join("photos");
+        std::fs::create_dir_all(&photos).expect("folder");
+        image::GrayImage::from_fn(23, 40, |x, y| image::Luma([(x * 7 + y * 3) as u8]))
+            .save(photos.join("thin.png"))
+            .expect("png");
+        let collection = Collection::open(&photos, None).expect("collection");
+        let params = FeatureParams {
+            sampling: Sampling::Random {
+                per_image: 5,
+                seed: 1,
+            },
+            max_side: None,
+            max_pixels: crate::image_io::MAX_PIXELS,
+            mirror: false,
+            patch: None,
+            descriptor: Descriptor::Sift,
+        };
+        let out = dir.path().join("s.bin");
+        let format = crate::store::Format::Bin;
+        let err = extract(&collection, &params, &out, format, &|_| {}).expect_err("too small");
+        assert!(
+            err.to_string()
+                .contains("thin.png: 23x40 px holds no 24-px SIFT window"),
+            "{err}"
+        );
+        assert!(!out.exists());
     }
 
     #[test]

@@ -90,6 +90,54 @@ pub struct FeatureParams {
     /// keys and files stay what they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patch: Option<usize>,
+    /// The local descriptor: HOG of 40-px patches (the default, absent from records, so keys
+    /// and files stay what they were) or dense SIFT ([`Descriptor::Sift`]).
+    #[serde(default, skip_serializing_if = "Descriptor::is_hog")]
+    pub descriptor: Descriptor,
+}
+
+/// The local descriptor a photo stage computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Descriptor {
+    /// HOG ([`crate::hog`]): 512 values a 40-px patch, patches cut by the sampling.
+    #[default]
+    Hog,
+    /// Dense upright RootSIFT ([`crate::sift`]): 128 values a keypoint, at windows of
+    /// [`SIFT_WINDOWS`] px of the photo around centres every `stride` px of a dense sampling
+    /// (each window inside the photo); a random sampling draws `per_image` of the keypoints
+    /// every [`SIFT_SAMPLE_STEP`] px, seeded per photo as descriptors made elsewhere are.
+    Sift,
+}
+
+/// Window sides of [`Descriptor::Sift`], in pixels of the photo: the three that scored best
+/// joined with HOG (`eval/descriptors/README.md`, "A second descriptor beside HOG").
+pub const SIFT_WINDOWS: [f32; 3] = [24.0, 42.0, 60.0];
+/// The grid step, in pixels, a random sample of [`Descriptor::Sift`] draws its keypoints from.
+pub const SIFT_SAMPLE_STEP: usize = 6;
+
+impl Descriptor {
+    /// Whether it is HOG (the default).
+    pub fn is_hog(&self) -> bool {
+        *self == Self::Hog
+    }
+
+    /// Values of one descriptor.
+    pub fn dims(&self) -> usize {
+        match self {
+            Self::Hog => DIMS,
+            Self::Sift => crate::sift::SIFT_DIMS,
+        }
+    }
+
+    /// Its name in configs, records and messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Hog => "hog",
+            Self::Sift => "sift",
+        }
+    }
 }
 
 /// Smallest side a patch may cover ([`FeatureParams::patch`]: the photo enlarged 2.5 times).
@@ -130,6 +178,9 @@ impl FeatureParams {
     /// its working memory ([`crate::image_io::BYTES_PER_PIXEL`]) and its descriptors (2 KiB a
     /// patch: the per-image count, or a dense grid over the whole photo).
     pub fn photo_memory(&self) -> u64 {
+        if self.descriptor == Descriptor::Sift {
+            return self.sift_memory();
+        }
         let patch = (DIMS * 4) as u64;
         let patches = match self.sampling {
             Sampling::Random { per_image, .. } => per_image as u64,
@@ -141,6 +192,43 @@ impl FeatureParams {
         self.max_pixels
             .saturating_mul(crate::image_io::BYTES_PER_PIXEL)
             .saturating_add(patches.saturating_mul(patch))
+    }
+
+    /// The most memory dense SIFT holds for one photo of at most `max_pixels` pixels: its
+    /// working memory ([`crate::image_io::BYTES_PER_PIXEL`]), the smoothed photo and its
+    /// orientation planes (40 bytes a pixel), and every keypoint's descriptor and place (524
+    /// bytes) at each of [`SIFT_WINDOWS`].
+    pub fn sift_memory(&self) -> u64 {
+        let step = match self.sampling {
+            Sampling::Dense { stride } => stride.max(1) as u64,
+            Sampling::Random { .. } => SIFT_SAMPLE_STEP as u64,
+        };
+        let keypoints = (self.max_pixels / (step * step) + 1)
+            .saturating_mul(SIFT_WINDOWS.len() as u64)
+            .saturating_mul((crate::sift::SIFT_DIMS * 4 + 12) as u64);
+        self.max_pixels
+            .saturating_mul(crate::image_io::BYTES_PER_PIXEL + 40)
+            .saturating_add(keypoints)
+    }
+
+    /// The dense SIFT of [`Descriptor::Sift`] as the sampling lays it out: keypoints every
+    /// `stride` px (dense) or every [`SIFT_SAMPLE_STEP`] px (random), at [`SIFT_WINDOWS`], each
+    /// window inside the photo.
+    pub fn sift(&self) -> Result<crate::sift::DenseSift, crate::sift::SiftError> {
+        let step = match self.sampling {
+            Sampling::Dense { stride } => stride,
+            Sampling::Random { .. } => SIFT_SAMPLE_STEP,
+        };
+        crate::sift::DenseSift::new(step, SIFT_WINDOWS.to_vec(), crate::sift::Grid::Inside)
+    }
+
+    /// How many of a photo's keypoints the sample keeps and the seed that draws them
+    /// ([`crate::descriptors::sample_rows`]): `per_image` of a random sampling, all of a dense.
+    pub fn draw(&self) -> (usize, u64) {
+        match self.sampling {
+            Sampling::Random { per_image, seed } => (per_image, seed),
+            Sampling::Dense { .. } => (usize::MAX, 0),
+        }
     }
 
     /// The most pixels a photo's header may declare to be decoded: `max_pixels`, divided by the
@@ -201,6 +289,9 @@ impl FeatureParams {
         if let Some(side) = self.patch.filter(|p| !(MIN_PATCH..=MAX_PATCH).contains(p)) {
             return Err(FeatureParamsError::Patch(side));
         }
+        if let (Descriptor::Sift, Some(side)) = (self.descriptor, self.patch) {
+            return Err(FeatureParamsError::SiftPatch(side));
+        }
         Ok(())
     }
 }
@@ -220,6 +311,8 @@ pub enum FeatureParamsError {
     MaxPixels,
     /// A patch side outside [`MIN_PATCH`]`..=`[`MAX_PATCH`].
     Patch(usize),
+    /// A patch side for dense SIFT, whose windows are in pixels of the photo.
+    SiftPatch(usize),
 }
 
 impl Broken for FeatureParamsError {
@@ -229,13 +322,15 @@ impl Broken for FeatureParamsError {
             Self::Stride => "stride",
             Self::MaxSide(_) => "max_side",
             Self::MaxPixels => "max_pixels",
-            Self::Patch(_) => "patch",
+            Self::Patch(_) | Self::SiftPatch(_) => "patch",
         }
     }
 
     fn value(&self) -> String {
         match self {
-            Self::TooManyPatches(n) | Self::MaxSide(n) | Self::Patch(n) => n.to_string(),
+            Self::TooManyPatches(n) | Self::MaxSide(n) | Self::Patch(n) | Self::SiftPatch(n) => {
+                n.to_string()
+            }
             Self::NoPatches | Self::Stride | Self::MaxPixels => "0".into(),
         }
     }
@@ -250,6 +345,11 @@ impl Broken for FeatureParamsError {
             Self::Patch(_) => format!(
                 "must be {MIN_PATCH} to {MAX_PATCH} pixels of the photo a patch covers (the photo \
                  is resized by {PATCH_SIDE} / patch; {PATCH_SIDE}: as it is)"
+            ),
+            Self::SiftPatch(_) => format!(
+                "is HOG's: dense SIFT describes the photo as it is, at windows of {:?} px of it \
+                 (drop patch, or describe with hog)",
+                SIFT_WINDOWS
             ),
         }
     }
@@ -769,7 +869,7 @@ impl StageOutput<()> for WriteNothing {
 
 /// The features stage's manifests (`<out>.images.csv`, `<out>.skipped.csv`) and summary from
 /// the photos' sizes and patch counts in `source`, when the patches stay on the nodes that
-/// described them (no feature file at `out`): the manifests are those [`extract`] writes.
+/// described them (no feature file at `out`): the manifests are those [`crate::describe::extract`] writes.
 pub fn manifests_from(
     collection: &Collection,
     out: &Path,
@@ -779,11 +879,12 @@ pub fn manifests_from(
     run_stage(collection, out, WriteNothing, source, progress)
 }
 
-/// Runs the stage: describes every photo of `collection` into a feature file at `out`.
+/// Runs the stage over HOG patches: describes every photo of `collection` into a feature file at
+/// `out` ([`crate::describe::extract`] is the stage whatever the descriptor).
 ///
 /// `progress` is called after each batch. Nothing appears at `out` (nor its manifests) unless the
 /// whole run succeeds.
-pub fn extract(
+pub(crate) fn extract_patches(
     collection: &Collection,
     params: &FeatureParams,
     out: &Path,
@@ -809,9 +910,9 @@ fn patches_of(
     (layout.describe_all(lum, describers), patches)
 }
 
-/// Describes the photos `range` of `collection` (what one node does of a sharded features stage;
-/// [`extract_from`] writes the results).
-pub fn describe_range(
+/// Describes the HOG patches of the photos `range` of `collection` ([`crate::describe::range`]
+/// is one node's part of the stage whatever the descriptor).
+pub(crate) fn describe_patches(
     collection: &Collection,
     params: &FeatureParams,
     range: Range<usize>,
@@ -819,9 +920,9 @@ pub fn describe_range(
     compute_range(collection, params, range, &patches_of)
 }
 
-/// [`extract`] with the photos' patches of `dims` values from `source` (computed elsewhere, by
-/// [`describe_range`] or `descriptors::sample_range`): the same file and manifests, byte for
-/// byte.
+/// [`crate::describe::extract`] with the photos' patches of `dims` values from `source`
+/// (computed elsewhere, by [`crate::describe::range`] or `descriptors::sample_range`): the same
+/// file and manifests, byte for byte.
 pub fn extract_from(
     collection: &Collection,
     (out, format, dims): (&Path, Format, usize),

@@ -11,6 +11,7 @@
 
 pub mod atomic;
 pub mod classify;
+pub mod describe;
 pub mod descriptors;
 pub mod encode;
 pub mod features;
@@ -18,6 +19,7 @@ pub mod hog;
 pub mod image_io;
 pub mod input;
 pub mod isa;
+pub mod join;
 pub mod kernel_map;
 pub mod kmeans;
 pub mod mixture;

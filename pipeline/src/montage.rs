@@ -209,6 +209,7 @@ pub fn draw(
                 max_pixels: params.max_pixels,
                 mirror: false,
                 patch: params.patch,
+                descriptor: crate::features::Descriptor::Hog,
             };
             let lum = like_sample.load(&collection.path_of(photo)).ok()?;
             let positions = sampling.positions(photo.picture_id, lum.width, lum.height);

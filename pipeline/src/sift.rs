@@ -3,8 +3,10 @@
 //!
 //! Beside HOG it is the second local descriptor of issue 53: HOG's and SIFT's Fisher vectors
 //! joined in one vector gained 3.3 points over HOG's alone on the 15 scenes (windows of 24, 42
-//! and 60 px), 3.7 with OpenCV's SIFT (`eval/descriptors/`, both read through `--from`). It is
-//! not yet a stage: the `dense_sift` example writes its descriptors for `--from`. The
+//! and 60 px), 3.7 with OpenCV's SIFT (`eval/descriptors/`, both read through `--from`). The
+//! photo stages take it as `Descriptor::Sift` ([`crate::features::Descriptor`]: `--descriptor
+//! sift`, `[features] descriptor`), through the keypoint path of descriptors made elsewhere
+//! ([`crate::descriptors::Origin::Sift`]); the `dense_sift` example writes it for `--from`. The
 //! definition, for a luminance image `L` (0-255) and a keypoint of window side `w` (4 x 4 cells
 //! of `w / 4` px each) centred on pixel `(x, y)`:
 //!
@@ -41,6 +43,8 @@ use crate::image_io::Luminance;
 
 /// Values of one descriptor: 4 x 4 cells x 8 orientations.
 pub const SIFT_DIMS: usize = 128;
+/// The descriptor's name in summaries.
+pub const SIFT_NAME: &str = "dense-rootsift-128";
 /// Cells along each side of the window.
 const CELLS: usize = 4;
 /// Orientation bins.

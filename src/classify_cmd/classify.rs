@@ -6,12 +6,64 @@ use anyhow::{Context, bail, ensure};
 use vocab_pipeline::classify::{ModelFile, read_histograms};
 use vocab_pipeline::descriptors::Foreign;
 use vocab_pipeline::encode;
-use vocab_pipeline::features::manifest_path;
+use vocab_pipeline::features::{Descriptor, manifest_path};
 use vocab_pipeline::image_io::Collection;
 
 use super::records::same_words;
 use crate::progress::Ui;
 use crate::settings::ClassifySettings;
+
+/// What the model's photos were described by, in messages: "HOG patches", "SIFT keypoints"
+/// (each part's, joined by "and").
+fn described(enc: &vocab_pipeline::encode::Encoding) -> String {
+    let names: Vec<&str> = enc
+        .parts()
+        .map(|p| match p.params().features.descriptor {
+            Descriptor::Hog => "HOG patches",
+            Descriptor::Sift => "SIFT keypoints",
+        })
+        .collect();
+    names.join(" and ")
+}
+
+/// The photos of `collection` encoded into `hist` as the model's part `part` was (its own
+/// vocabulary, checked by digest; descriptors made elsewhere from `foreign`).
+fn encode_part(
+    args: &ClassifySettings,
+    part: &vocab_pipeline::encode::Encoding,
+    (collection, foreign): (&Collection, Option<&Foreign>),
+    hist: &Path,
+    ui: &Ui,
+) -> anyhow::Result<vocab_pipeline::features::FeatureSummary> {
+    let words = Path::new(part.vocabulary());
+    same_words(part, words, &format!("model {}", args.model.display()))?;
+    let vocabulary = crate::encode_cmd::read_words(words, part.params(), None)
+        .with_context(|| format!("the model's vocabulary {}", part.vocabulary()))?;
+    ensure!(
+        vocabulary.k() == part.k(),
+        "the model's vocabulary {} holds {} words, the model was trained on {}",
+        part.vocabulary(),
+        vocabulary.k(),
+        part.k()
+    );
+    let params = part.params();
+    let bar = ui.bar(collection.photos().len() as u64, "classify");
+    let progress = |p: vocab_pipeline::features::Progress| bar.set_position(p.images as u64);
+    let summary = match (foreign, params.foreign) {
+        (_, false) => encode::encode(collection, &vocabulary, params, hist, &progress)?,
+        (Some(foreign), true) => {
+            encode::encode_foreign(collection, &vocabulary, params, foreign, hist, &progress)?
+        }
+        (None, true) => bail!(
+            "model {} was trained on descriptors made elsewhere ({} values): give the photos' \
+             own with --from DIR",
+            args.model.display(),
+            params.dims
+        ),
+    };
+    bar.finish();
+    Ok(summary)
+}
 
 /// `vocab classify`: encodes new photos as the model's training data was encoded, then predicts.
 pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
@@ -22,47 +74,46 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
             args.model.display()
         )
     })?;
-    // The model's encoding was checked by the rules of vocab encode when it was read.
-    let words = Path::new(enc.vocabulary());
-    // An input like those on the command line: nothing this command writes may replace it.
-    vocab_pipeline::output::protect(format!("the model's vocabulary {}", words.display()), words);
+    // The model's encoding was checked by the rules of vocab encode when it was read. Its
+    // vocabularies are inputs like those on the command line: nothing this command writes
+    // may replace them.
+    for part in enc.parts() {
+        let words = Path::new(part.vocabulary());
+        let name = format!("the model's vocabulary {}", words.display());
+        vocab_pipeline::output::protect(name, words);
+    }
     vocab_pipeline::output::claim(&args.out)?;
-    same_words(&enc, words, &format!("model {}", args.model.display()))?;
-    let vocabulary = crate::encode_cmd::read_words(words, enc.params(), None)
-        .with_context(|| format!("the model's vocabulary {}", enc.vocabulary()))?;
-    ensure!(
-        vocabulary.k() == enc.k(),
-        "the model's vocabulary {} holds {} words, the model was trained on {}",
-        enc.vocabulary(),
-        vocabulary.k(),
-        enc.k()
-    );
     let collection = Collection::open(&args.input, None)?;
-    let params = enc.params();
     let tmp = tempfile::tempdir().context("cannot create a temporary folder")?;
-    let hist = tmp.path().join("histograms.bin");
-    let bar = ui.bar(collection.photos().len() as u64, "classify");
-    let progress = |p: vocab_pipeline::features::Progress| bar.set_position(p.images as u64);
     // A model of descriptors made elsewhere scores the photos' own, from --from.
     let foreign = args.from.as_deref().map(Foreign::new).transpose()?;
-    let summary = match (&foreign, !params.foreign) {
-        (None, true) => encode::encode(&collection, &vocabulary, params, &hist, &progress)?,
-        (Some(foreign), false) => {
-            encode::encode_foreign(&collection, &vocabulary, params, foreign, &hist, &progress)?
-        }
-        (None, false) => bail!(
-            "model {} was trained on descriptors made elsewhere ({} values): give the photos' \
-             own with --from DIR",
-            args.model.display(),
-            params.dims
-        ),
-        (Some(foreign), true) => bail!(
-            "--from {}: model {} was trained on HOG patches, which vocab describes itself",
+    if let Some(foreign) = &foreign
+        && !enc.parts().any(|p| p.params().foreign)
+    {
+        bail!(
+            "--from {}: model {} was trained on {}, which vocab describes itself",
             foreign.dir.display(),
-            args.model.display()
-        ),
+            args.model.display(),
+            described(&enc)
+        );
+    }
+    let mut parts = Vec::new();
+    for (i, part) in enc.parts().enumerate() {
+        let hist = tmp.path().join(format!("part-{i}.bin"));
+        let summary = encode_part(args, part, (&collection, foreign.as_ref()), &hist, ui)?;
+        parts.push((hist, part.alone(), summary));
+    }
+    let (hist, summary) = match parts.as_slice() {
+        [(hist, _, summary)] => (hist.clone(), *summary),
+        _ => {
+            let hist = tmp.path().join("joined.bin");
+            let records: Vec<(&Path, _)> = (parts.iter())
+                .map(|(h, e, _)| (h.as_path(), e.clone()))
+                .collect();
+            let (summary, _) = vocab_pipeline::join::join(&records, &hist, &|_| {})?;
+            (hist, summary)
+        }
     };
-    bar.finish();
     let table = read_histograms(&hist)?;
     if let Some(row) = table.rows.first() {
         model.check_len(row.len(), &args.model)?;

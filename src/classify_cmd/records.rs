@@ -9,7 +9,7 @@ use vocab_pipeline::encode::Encoding;
 use vocab_pipeline::features::manifest_path;
 
 /// The encoding recorded beside a histogram file, if any.
-pub(super) fn read_encoding(histograms: &Path) -> anyhow::Result<Option<Encoding>> {
+pub(crate) fn read_encoding(histograms: &Path) -> anyhow::Result<Option<Encoding>> {
     let path = manifest_path(histograms, "encoding.json");
     if !path.exists() {
         return Ok(None);
@@ -22,9 +22,9 @@ pub(super) fn read_encoding(histograms: &Path) -> anyhow::Result<Option<Encoding
     Ok(Some(encoding))
 }
 
-/// The vocabulary at `words` is the one `enc` was made over, by the SHA-256 of its bytes (a
-/// record from before digests were kept is taken at its path's word). `whose` names the record:
-/// `model m.json`.
+/// The vocabulary at `words` is the one `enc` (a part of its own) was made over, by the SHA-256
+/// of its bytes (a record from before digests were kept is taken at its path's word). `whose`
+/// names the record: `model m.json`.
 pub(super) fn same_words(enc: &Encoding, words: &Path, whose: &str) -> anyhow::Result<()> {
     let Some(recorded) = enc.digest() else {
         return Ok(());
@@ -43,14 +43,40 @@ pub(super) fn same_words(enc: &Encoding, words: &Path, whose: &str) -> anyhow::R
     Ok(())
 }
 
-/// The histograms at `path` (their record `theirs`) were encoded over the vocabulary the model's
-/// record `ours` names, by digest, with the same settings.
+/// The histograms at `path` (their record `theirs`) were encoded as the model's record `ours`
+/// says: the same parts, each over the same vocabulary (by digest) with the same settings.
 pub(super) fn same_encoding(
     ours: &Encoding,
     theirs: &Encoding,
     model: &Path,
     path: &Path,
 ) -> anyhow::Result<()> {
+    let (a, b) = (ours.parts().count(), theirs.parts().count());
+    ensure!(
+        a == b,
+        "--histograms {}: {} against model {}'s {}; encode (and join) them as the model's \
+         photos were",
+        path.display(),
+        parts_of(b),
+        model.display(),
+        parts_of(a)
+    );
+    for (ours, theirs) in ours.parts().zip(theirs.parts()) {
+        same_part(ours, theirs, model, path)?;
+    }
+    Ok(())
+}
+
+/// "1 encoding" or "2 encodings joined".
+fn parts_of(n: usize) -> String {
+    match n {
+        1 => "an encoding of its own".into(),
+        n => format!("{n} encodings joined"),
+    }
+}
+
+/// [`same_encoding`] of one part.
+fn same_part(ours: &Encoding, theirs: &Encoding, model: &Path, path: &Path) -> anyhow::Result<()> {
     let record = manifest_path(path, "encoding.json");
     match (ours.digest(), theirs.digest()) {
         (Some(a), Some(b)) => ensure!(

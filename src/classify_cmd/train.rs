@@ -131,9 +131,9 @@ fn kernel_map_of(
     Ok(match args.kernel_map.kernel() {
         None => None,
         Some(kernel) => {
-            if let Some(enc) = encoding
-                .filter(|e| e.params().method.pooling() != vocab_pipeline::encode::Pooling::Bow)
-            {
+            let bow = vocab_pipeline::encode::Pooling::Bow;
+            let parts = || encoding.into_iter().flat_map(Encoding::parts);
+            if let Some(enc) = parts().find(|e| e.params().method.pooling() != bow) {
                 bail!(
                     "--kernel-map {}: the map takes histograms, and {} holds {} vectors (signed, \
                      already normalised for a linear SVM); drop the kernel map",
@@ -142,7 +142,7 @@ fn kernel_map_of(
                     enc.params().method.pooling().name()
                 );
             }
-            if let Some(enc) = encoding.filter(|e| e.params().norm != Norm::L1) {
+            if let Some(enc) = parts().find(|e| e.params().norm != Norm::L1) {
                 bail!(
                     "--kernel-map {}: the map takes L1-normalised histograms, and {} were \
                      encoded with --norm {} (itself a kernel map); encode with --norm l1",

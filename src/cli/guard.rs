@@ -180,6 +180,8 @@ mod tests {
         "vocab encode out out",
         "vocab encode from in",
         "vocab encode cluster in",
+        "vocab join parts in",
+        "vocab join out out",
         "vocab train histograms in",
         "vocab train mirrored in",
         "vocab train labels in",

@@ -39,7 +39,8 @@ pub struct Cli {
 /// The stages and tools.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Sample patches from a folder of photos and describe them with 512-d HOG.
+    /// Sample patches from a folder of photos and describe them with 512-d HOG (or dense SIFT,
+    /// --descriptor sift).
     Features(FeaturesArgs),
     /// Convert vectors between formats: vocab's text and binary, .npy, .fvecs, .bvecs, CSV
     /// (streaming).
@@ -49,6 +50,10 @@ pub enum Command {
     Datasets(DatasetsCommand),
     /// Encode photos as histograms over a vocabulary (bag of visual words).
     Encode(EncodeArgs),
+    /// Join encodings of the same photos in one vector a photo, each part's vector times 1 /
+    /// sqrt(parts): HOG's and dense SIFT's Fisher vectors, say. Models trained on the joined
+    /// histograms classify new photos by encoding every part.
+    Join(JoinArgs),
     /// Train a linear SVM for one attribute on histograms (C by cross-validation by default).
     Train(TrainArgs),
     /// Evaluate a model on the held-out part of its split: accuracy, balanced accuracy, confusion.

@@ -78,6 +78,19 @@ pub struct EncodeArgs {
     pub nodes: NodesArgs,
 }
 
+/// Arguments of `vocab join`.
+#[derive(Debug, Args)]
+pub struct JoinArgs {
+    /// Histograms of `vocab encode` of the same photos (2 to 8), each with its record
+    /// (.encoding.json) and manifests beside it, in the order their vectors are joined.
+    #[arg(required = true, num_args = 2.., value_name = "HISTOGRAMS")]
+    pub parts: Vec<PathBuf>,
+    /// The joined histograms: CSV (picture_id,path,h0,...) for .csv paths, binary feature
+    /// format otherwise; its record lists the parts.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
 /// Arguments of `vocab datasets scene15`.
 #[derive(Debug, Args)]
 pub struct Scene15Args {

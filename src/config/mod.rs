@@ -47,6 +47,29 @@ pub struct Config {
     /// Assumptions for `vocab run --plan` where the data is not at hand.
     #[serde(default)]
     pub plan: PlanConfig,
+    /// Other descriptors joined with the one above in every photo's vector (`[[join]]`, each a
+    /// part of its own sample, dictionaries and encodings; `vocab join`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub join: Vec<JoinPart>,
+}
+
+/// `[[join]]`: a descriptor whose encodings are joined with the run's own (each part times 1 /
+/// sqrt(parts)): the same dictionary sizes, mixture and encoding settings, with its own
+/// descriptor, sample and grid.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct JoinPart {
+    /// The part's descriptor.
+    pub descriptor: vocab_pipeline::features::Descriptor,
+    /// Its sample's descriptors per photo [default: `[features] per_image`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_image: Option<usize>,
+    /// Its encoding's grid step in pixels [default: `[encode] stride`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stride: Option<usize>,
+    /// Its patch side (HOG's) [default: none, the photo as it is].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<usize>,
 }
 
 /// `[dataset]`: a folder of photos, or the generated synthetic set.
@@ -138,6 +161,27 @@ impl Config {
         } else {
             &self.kmeans.k
         }
+    }
+
+    /// The config of each part of the run's vectors: itself (without its `[[join]]`), then one
+    /// per `[[join]]`, whose descriptor, sample size, grid and patch side replace its own.
+    pub fn parts(&self) -> Vec<Config> {
+        let own = Config {
+            join: Vec::new(),
+            ..self.clone()
+        };
+        let mut parts = vec![own.clone()];
+        for part in &self.join {
+            let mut config = own.clone();
+            config.features.descriptor = part.descriptor;
+            config.encode.descriptor = part.descriptor;
+            config.features.per_image = part.per_image.unwrap_or(self.features.per_image);
+            config.encode.stride = part.stride.unwrap_or(self.encode.stride);
+            config.features.patch = part.patch;
+            config.encode.patch = part.patch;
+            parts.push(config);
+        }
+        parts
     }
 
     /// The encoding's checked parameters (Fisher vectors: over the mixtures' projected dims).
@@ -254,197 +298,17 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
         *from = path.parent().unwrap_or(Path::new(".")).join(&*from);
     }
     let at = ConfigText { path, text: &text };
-    // One patch side, `[features] patch`, for both (`[encode]`'s only as `config show` says it).
-    if config.encode.patch.is_some() && config.encode.patch != config.features.patch {
-        let why = "the encoding describes photos as the sample did: set patch in [features] alone";
-        return Err(at.fail("encode", "patch", why));
-    }
-    config.encode.patch = config.features.patch;
-    dataset_rules(&config, &at)?;
-    sample_rules(&config, &at)?;
-    dictionary_rules(&config, &at)?;
-    encode_rules(&config, &at)?;
-    classify_rules(&config, &at)?;
-    plan_rules(&config, &at)?;
+    rules::described_alike(&mut config, &at)?;
+    rules::dataset_rules(&config, &at)?;
+    rules::sample_rules(&config, &at)?;
+    rules::dictionary_rules(&config, &at)?;
+    rules::encode_rules(&config, &at)?;
+    rules::classify_rules(&config, &at)?;
+    rules::plan_rules(&config, &at)?;
+    rules::join_rules(&config, &at)?;
     Ok(config)
 }
 
-/// `[dataset]`: a photo folder or the synthetic set, not both, and the synthetic set's own
-/// rules.
-fn dataset_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
-    let d = &config.dataset;
-    match (&d.path, &d.synthetic) {
-        (Some(_), Some(_)) => {
-            return Err(at.fail(
-                "dataset",
-                "synthetic",
-                "`path` and `synthetic` both given; choose one",
-            ));
-        }
-        (None, None) => bail!(
-            "invalid config {}: [dataset] needs `path` (a photo folder) or `synthetic`",
-            at.path.display()
-        ),
-        _ => {}
-    }
-    if let Some(s) = &d.synthetic {
-        settings::PhotoSetSettings::new(Path::new(""), s.per_kind, s.seed)
-            .map_err(|e| at.invalid("dataset", e))?;
-    }
-    Ok(())
-}
-
-/// `[features]` and `[partition]`: the patch sample's and its partitions' own rules.
-fn sample_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
-    config
-        .features
-        .params()
-        .map_err(|e| at.invalid("features", e))?;
-    settings::PartitionSettings::new(
-        Path::new(""),
-        Path::new(""),
-        Some(config.partition.parts),
-        config.partition.element,
-    )
-    .map_err(|e| at.invalid("partition", e))?;
-    // vocab mirrors a photo before describing it; descriptors made elsewhere would need files
-    // of the mirrored photos.
-    if config.features.from.is_some() && config.classify.mirror {
-        return Err(at.fail(
-            "features",
-            "from",
-            "no mirror images of descriptors made elsewhere (their files describe the photos as \
-             they are): drop [classify] mirror",
-        ));
-    }
-    Ok(())
-}
-
-/// `[kmeans] nodes`, then the dictionaries the run learns: `[mixture] components` for Fisher
-/// vectors, else `[kmeans] k`, at least one size and every size by its stage's rules.
-fn dictionary_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
-    let km = &config.kmeans;
-    if km.nodes > 0 {
-        settings::Backend::of(None, None, Some(km.nodes)).map_err(|e| {
-            // `--local-nodes` on the command line, `nodes` here.
-            at.invalid("kmeans", settings::Invalid { key: "nodes", ..e })
-        })?;
-    }
-    if config.fisher() {
-        let m = &config.mixture;
-        if m.components.is_empty() {
-            return Err(at.fail("mixture", "components", "list mixture sizes of at least 1"));
-        }
-        for &g in &m.components {
-            // The photos' descriptors: no more principal components than a descriptor's
-            // values (the count of vectors is known only when the sample is).
-            // Descriptors made elsewhere: their dimension is known when their files are read.
-            let dims = match config.features.from {
-                Some(_) => vocab_pipeline::descriptors::MAX_DIMS,
-                None => vocab_pipeline::hog::DIMS,
-            };
-            m.params(g)
-                .check_for(u64::MAX, dims)
-                .map_err(|e| at.invalid("mixture", settings::Invalid::from(e)))?;
-        }
-    } else {
-        if km.k.is_empty() {
-            return Err(at.fail("kmeans", "k", "list vocabulary sizes of at least 1"));
-        }
-        let assignment = km.assignment().map_err(|e| at.invalid("kmeans", e))?;
-        for &k in &km.k {
-            settings::kmeans_rules(k, (km.iterations, km.tol), Some(km.init), assignment)
-                .map_err(|e| at.invalid("kmeans", e))?;
-        }
-    }
-    Ok(())
-}
-
-/// `[encode]`: the encoding's rules, with those that need the dictionary's size (VLAD's and
-/// Fisher vectors' lengths) for every size, before any is learned.
-fn encode_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
-    let encoding = config
-        .encode_params()
-        .map_err(|err| at.invalid("encode", err))?;
-    for &k in config.sizes() {
-        encoding
-            .check(Some(k))
-            .map_err(|err| at.invalid("encode", settings::Invalid::from(err)))?;
-    }
-    Ok(())
-}
-
-/// `[classify]`: the SVMs' and the protocol's rules (and `[dataset] test_labels` only with the
-/// test folder the protocol scores), a kernel map only over L1-normalised histograms, and no
-/// attribute named `path`.
-fn classify_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
-    let (d, e) = (&config.dataset, &config.encode);
-    settings::svm_rules(None, config.classify.cv, config.classify.map_order)
-        .map_err(|e| at.invalid("classify", e))?;
-    let c = &config.classify;
-    settings::protocol_rules(c.trials, c.train_per_class, d.test.is_some())
-        .map_err(|e| at.invalid("classify", e))?;
-    if d.test_labels.is_some() && d.test.is_none() {
-        return Err(at.fail(
-            "dataset",
-            "test_labels",
-            "names the labels of a test folder: set `test` too",
-        ));
-    }
-    if config.classify.kernel_map != Mapping::None && e.norm != Norm::L1 {
-        return Err(at.fail(
-            "classify",
-            "kernel_map",
-            "takes L1-normalised histograms: set [encode] norm = \"l1\"",
-        ));
-    }
-    if config.classify.kernel_map != Mapping::None
-        && e.method != vocab_pipeline::encode::Pooling::Bow
-    {
-        return Err(at.fail(
-            "classify",
-            "kernel_map",
-            &format!(
-                "takes histograms, and [encode] method = \"{}\" makes signed vectors normalised \
-                 for a linear SVM: drop the kernel map",
-                e.method.name()
-            ),
-        ));
-    }
-    if config.classify.attributes.iter().any(|a| a == "path") {
-        return Err(at.fail(
-            "classify",
-            "attributes",
-            "`path` is the photo column, not an attribute",
-        ));
-    }
-    Ok(())
-}
-
-/// `[plan]`: a positive link rate, and map tasks per node from 1 to the threads a node runs.
-fn plan_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
-    if config.plan.link_mbit.is_nan()
-        || config.plan.link_mbit <= 0.0
-        || config.plan.map_tasks_per_node == 0
-    {
-        return Err(at.fail(
-            "plan",
-            "link_mbit",
-            "link_mbit and map_tasks_per_node must be positive",
-        ));
-    }
-    if config.plan.map_tasks_per_node > settings::MAX_THREADS {
-        return Err(at.fail(
-            "plan",
-            "map_tasks_per_node",
-            &format!(
-                "must be at most {} (threads a node runs)",
-                settings::MAX_THREADS
-            ),
-        ));
-    }
-    Ok(())
-}
-
+mod rules;
 #[cfg(test)]
 mod tests;

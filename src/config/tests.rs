@@ -36,6 +36,35 @@ fn the_patch_side_is_the_samples_and_the_encodings_alike() {
 }
 
 #[test]
+fn the_descriptor_is_the_samples_and_the_encodings_alike() {
+    let base = "[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n";
+    let c = load_text(&format!("{base}[features]\ndescriptor = \"sift\"\n")).expect("sift");
+    let sift = vocab_pipeline::features::Descriptor::Sift;
+    assert_eq!(c.features.params().expect("features").descriptor, sift);
+    let encode = c.encode_params().expect("encode");
+    assert_eq!((encode.features.descriptor, encode.dims), (sift, 128));
+    let shown = toml::to_string(&c).expect("show");
+    assert_eq!(load_text(&shown).expect("shown").encode.descriptor, sift);
+    let err = load_text(&format!("{base}[encode]\ndescriptor = \"sift\"\n"))
+        .expect_err("encode alone")
+        .to_string();
+    assert!(
+        err.contains("[encode] descriptor, line 6")
+            && err.contains("set descriptor in [features] alone"),
+        "{err}"
+    );
+    let err = load_text(&format!(
+        "{base}[features]\ndescriptor = \"sift\"\npatch = 24\n"
+    ))
+    .expect_err("a patch side")
+    .to_string();
+    assert!(
+        err.contains("[features] patch") && err.contains("dense SIFT"),
+        "{err}"
+    );
+}
+
+#[test]
 fn defaults_fill_in_and_rules_name_key_and_line() {
     let c = load_text("[dataset]\nsynthetic = {}\n[kmeans]\nk = [4]\n").expect("minimal");
     assert_eq!(

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use vocab_pipeline::encode::{Norm, Pooling};
+use vocab_pipeline::features::Descriptor;
 use vocab_pipeline::kmeans::{Kernel, Search};
 
 use super::{DEFAULT_MAX_MPIX, DEFAULT_PROBES, is_default, is_default_mpix, is_default_probes};
@@ -46,6 +47,12 @@ pub struct EncodeOptions {
     #[arg(long, value_name = "PX")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patch: Option<usize>,
+    /// The local descriptor, as the vocabulary's sample was described (a config's is
+    /// `[features] descriptor`): HOG, or dense RootSIFT at windows of 24, 42 and 60 px around
+    /// centres every STRIDE px.
+    #[arg(long, value_enum, default_value_t = EncodeOptions::default().descriptor)]
+    #[serde(skip_serializing_if = "is_default")]
+    pub descriptor: Descriptor,
     /// Skip photos whose header declares more than MPIX megapixels, before decoding them.
     #[arg(long, value_name = "MPIX", default_value_t = EncodeOptions::default().max_pixels)]
     #[serde(skip_serializing_if = "is_default_mpix")]
@@ -100,6 +107,7 @@ impl Default for EncodeOptions {
             method: Pooling::Bow,
             max_side: None,
             patch: None,
+            descriptor: Descriptor::Hog,
             max_pixels: DEFAULT_MAX_MPIX,
             soft: 0,
             sharpness: DEFAULT_SHARPNESS,

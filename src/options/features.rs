@@ -2,9 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use vocab_pipeline::features::Descriptor;
 use vocab_pipeline::store::Format;
 
-use super::{DEFAULT_MAX_MPIX, is_default_mpix};
+use super::{DEFAULT_MAX_MPIX, is_default, is_default_mpix};
 
 /// How the vocabulary's sample is described: `vocab features`' options and a config's
 /// `[features]`, the same type (`vocab features` takes its own `--format`, by the output's
@@ -39,6 +40,12 @@ pub struct FeaturesOptions {
     #[arg(long, value_name = "MPIX", default_value_t = FeaturesOptions::default().max_pixels)]
     #[serde(skip_serializing_if = "is_default_mpix")]
     pub max_pixels: u64,
+    /// The local descriptor: HOG of 40-px patches, or dense RootSIFT at windows of 24, 42 and 60
+    /// px of the photo (a random sample draws its keypoints from a 6-px grid; an encoding's
+    /// stride is SIFT's grid step; a run's encoding takes the same).
+    #[arg(long, value_enum, default_value_t = FeaturesOptions::default().descriptor)]
+    #[serde(skip_serializing_if = "is_default")]
+    pub descriptor: Descriptor,
     /// Descriptors made elsewhere instead of HOG: a folder that mirrors the photos', a file per
     /// photo (for street/a.jpg: street/a.npy or street/a.csv) of rows x, y, size, then the
     /// descriptor's values (a config's: relative to the config).
@@ -56,6 +63,7 @@ impl Default for FeaturesOptions {
             max_side: None,
             patch: None,
             max_pixels: DEFAULT_MAX_MPIX,
+            descriptor: Descriptor::Hog,
             from: None,
         }
     }

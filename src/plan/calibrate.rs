@@ -89,6 +89,7 @@ fn photo_rate(config: &Config, photos: Option<(&Path, &[String])>) -> anyhow::Re
             seed: 1,
         },
         patch: None,
+        descriptor: vocab_pipeline::features::Descriptor::Hog,
         ..config.features.params()?
     };
     let out = tmp.path().join("f.bin");
@@ -98,7 +99,7 @@ fn photo_rate(config: &Config, photos: Option<(&Path, &[String])>) -> anyhow::Re
             paths.iter().take(m).map(|p| (p.clone(), None)).collect();
         let collection = Collection::listed(&root, listed)?;
         let started = Instant::now();
-        let summary = vocab_pipeline::features::extract(
+        let summary = vocab_pipeline::describe::extract(
             &collection,
             &params,
             &out,

@@ -1,7 +1,7 @@
 //! The plan's disk: what each stage's steps leave in the work directory, a trial's and the
 //! run's, and what `vocab clean --encodings` frees once the run is done.
 
-use super::cost::{DIMS, RECORD_HEAD};
+use super::cost::{RECORD_HEAD, dims};
 use crate::config::Config;
 use crate::memory::human;
 
@@ -32,13 +32,14 @@ impl Disk {
         born: bool,
     ) -> anyhow::Result<Self> {
         let value = config.partition.element.size() as u64;
+        let dims = dims(config);
         // Partitions made on the nodes are all there is of the sample.
         let sample = if born {
             0
         } else {
-            n * (RECORD_HEAD + DIMS * 4)
+            n * (RECORD_HEAD + dims * 4)
         };
-        let partitions = n * (RECORD_HEAD + DIMS * value);
+        let partitions = n * (RECORD_HEAD + dims * value);
         let encoding = config.encode_params()?;
         let (mut dictionary, mut encode, mut models) = (0u64, 0u64, 0u64);
         let mirrored = if config.classify.mirror { training } else { 0 };
@@ -46,10 +47,10 @@ impl Disk {
             let k = k as u64;
             dictionary += if config.fisher() {
                 let pca = config.mixture.pca_dims as u64;
-                (DIMS * pca + 2 * k * pca + k) * MIXTURE_BYTES_PER_VALUE
+                (dims * pca + 2 * k * pca + k) * MIXTURE_BYTES_PER_VALUE
             } else {
                 // The vocabulary and its checkpoint.
-                2 * k * (RECORD_HEAD + DIMS * 4)
+                2 * k * (RECORD_HEAD + dims * 4)
             };
             let values = encoding.len(k as usize) as u64;
             encode += (photos + mirrored) * (RECORD_HEAD + 4 * values);

@@ -1,7 +1,7 @@
 //! The plan's lines on learning the vocabularies or mixtures: per size, what an iteration (or EM
 //! step) moves, computes and holds, and the seconds it takes; and the key to their columns.
 
-use super::cost::{DIMS, kmeans_memory, stage2_bytes};
+use super::cost::{dims, kmeans_memory, stage2_bytes};
 use super::rates::{self, APPROX_INT8_RATE, APPROX_RATE, F32_RATE, INT8_RATE, rate_of};
 use crate::config::Config;
 use crate::memory::{breakdown, human};
@@ -16,8 +16,9 @@ pub(super) fn print_mixture(
 ) -> Vec<(u64, f64, f64)> {
     let m = &config.mixture;
     let d = m.pca_dims as u64;
+    let dims = dims(config);
     println!(
-        "  mixture     {nodes} node{} on {racks} rack{}: the covariance ({DIMS} x {DIMS} sums), \
+        "  mixture     {nodes} node{} on {racks} rack{}: the covariance ({dims} x {dims} sums), \
          the PCA to {d} dims, then at most {} EM steps (tol {}), each a map over the partitions",
         if nodes == 1 { "" } else { "s" },
         if racks == 1 { "" } else { "s" },
@@ -32,10 +33,10 @@ pub(super) fn print_mixture(
     for &g in &m.components {
         let g = g as u64;
         // The projection and the mixture go down; a component's weight and moments come back.
-        let bcast = (DIMS * d + DIMS + d + 1 + g * (2 * d + 1)) * 8;
+        let bcast = (dims * d + dims + d + 1 + g * (2 * d + 1)) * 8;
         let sums = g * (2 * d + 1) * 8;
         // Per vector: the projection, the log densities, the moments.
-        let flops = 2.0 * n as f64 * (DIMS * d + 4 * g * d) as f64;
+        let flops = 2.0 * n as f64 * (dims * d + 4 * g * d) as f64;
         let map_seconds =
             n as f64 * rates::EM_VECTOR_SECONDS * (g * d) as f64 / nodes.max(1) as f64;
         let seconds = (bcast as f64 + sums as f64 * nodes as f64) / link;
@@ -64,6 +65,7 @@ pub(super) fn print_kmeans(
 ) -> Vec<(u64, f64, f64)> {
     let mut iterations = Vec::new();
     let km = &config.kmeans;
+    let dims = dims(config);
     println!(
         "  kmeans      {nodes} node{} on {racks} rack{}, {tasks} map tasks per node, up to {} \
          iterations",
@@ -91,11 +93,11 @@ pub(super) fn print_kmeans(
     let rate = rate_of(config.kmeans.assignment().unwrap_or_default());
     for &k in &km.k {
         let k = k as u64;
-        let bcast = k * DIMS * 4;
+        let bcast = k * dims * 4;
         let per_node = n.div_ceil(nodes.max(1));
-        let stage2_on = stage2_bytes(k, per_node, nodes, 1);
-        let stage2_off = stage2_bytes(k, per_node.div_ceil(tasks.max(1)), nodes, tasks);
-        let stage3 = k * (4 * DIMS + 8);
+        let stage2_on = stage2_bytes(k, per_node, nodes, 1, dims);
+        let stage2_off = stage2_bytes(k, per_node.div_ceil(tasks.max(1)), nodes, tasks, dims);
+        let stage3 = k * (4 * dims + 8);
         // Distances per vector: every centroid, or (approximate) the coarse centres and the
         // members of the probed lists.
         let searched = match config
@@ -109,7 +111,7 @@ pub(super) fn print_kmeans(
             }
             None => k as f64,
         };
-        let flops = 2.0 * n as f64 * searched * DIMS as f64;
+        let flops = 2.0 * n as f64 * searched * dims as f64;
         let memory = kmeans_memory(config, n, k, nodes, tasks);
         let seconds = (bcast as f64 + (nodes - 1) as f64 * 65536.0) / link
             + stage2_on as f64 / nodes.max(1) as f64 / link

@@ -93,6 +93,7 @@ pub fn print(
             from.display()
         );
     }
+    print_joined(config);
     print_sample(config, engine, n, nodes, link)?;
     let iterations = if config.fisher() {
         print_mixture(config, n, (nodes, racks), link)
@@ -133,6 +134,29 @@ pub fn print(
     print_time(config, &estimate, trials)?;
     print_disk(&disk, trials);
     Ok(())
+}
+
+/// The plan's line on the parts joined with the run's own (`[[join]]`), if any.
+fn print_joined(config: &Config) {
+    if config.join.is_empty() {
+        return;
+    }
+    let parts: Vec<String> = (config.parts().iter().skip(1))
+        .map(|p| {
+            format!(
+                "{} ({} a photo, stride {})",
+                p.features.descriptor.name(),
+                p.features.per_image,
+                p.encode.stride
+            )
+        })
+        .collect();
+    println!(
+        "    joined with {}: each part's sample, dictionaries and encodings come on top of the \
+         lines below, which reckon the run's own part alone; the SVMs train on the joined \
+         vectors",
+        parts.join(", ")
+    );
 }
 
 /// Mean width and height of up to 64 of `paths` (relative to `folder`), spread over them,

@@ -1,10 +1,11 @@
 //! The plan's lines on the sample: the random patches described of each training photo, what a
 //! node holds while describing them, where they are kept, and their partitions.
 
-use super::cost::{DIMS, RECORD_HEAD};
+use super::cost::{RECORD_HEAD, dims};
 use crate::config::Config;
 use crate::memory::human;
 use crate::settings::Backend;
+use vocab_pipeline::features::Descriptor;
 
 /// The features and partition lines of the plan, for `n` vectors described on `nodes` nodes over
 /// links of `link` bytes/s.
@@ -17,12 +18,17 @@ pub(super) fn print_sample(
 ) -> anyhow::Result<()> {
     let element = config.partition.element;
     let value = element.size() as u64;
-    let sample = n * (RECORD_HEAD + DIMS * 4);
+    let dims = dims(config);
+    let sample = n * (RECORD_HEAD + dims * 4);
     let parts = config.partition.parts as u64;
     let tasks = config.plan.map_tasks_per_node as u64;
     println!(
-        "  features    {} random patches{} per photo x {DIMS} dims = {n} vectors, {} on disk",
+        "  features    {} random {}{} per photo x {dims} dims = {n} vectors, {} on disk",
         config.features.per_image,
+        match config.features.descriptor {
+            Descriptor::Hog => "patches",
+            Descriptor::Sift => "SIFT keypoints",
+        },
         config.features.patch.map_or(String::new(), |p| format!(
             " of {p} px (the photo resized {:.3}x)",
             vocab_pipeline::hog::PATCH_SIDE as f64 / p as f64
@@ -63,7 +69,7 @@ pub(super) fn print_sample(
     println!(
         "  partition   {parts} partitions of ~{} vectors ({} each, {} values)",
         n / parts.max(1),
-        human((n / parts.max(1) * (RECORD_HEAD + DIMS * value)) as f64),
+        human((n / parts.max(1) * (RECORD_HEAD + dims * value)) as f64),
         element.name()
     );
     Ok(())

@@ -36,6 +36,8 @@ pub(super) struct Chain<'a> {
     pub(super) exit_after_iteration: Option<u64>,
     /// The test folder, when the run scores one.
     pub(super) test: Option<&'a Dataset>,
+    /// The configs of the parts joined after the run's own (`[[join]]`; none: one part).
+    pub(super) joined: &'a [Config],
 }
 
 /// What the sample's steps made: the keys later steps depend on, the split, the partitions.
@@ -55,6 +57,37 @@ pub(super) struct Sampled {
 }
 
 impl Chain<'_> {
+    /// The same chain for the part of `config` (a `[[join]]` part's).
+    pub(super) fn of<'b>(&'b self, config: &'b Config) -> Chain<'b> {
+        Chain {
+            config,
+            dataset: self.dataset,
+            labels: self.labels,
+            split_by: self.split_by,
+            engine: self.engine,
+            on: self.on,
+            mpi: self.mpi,
+            ui: self.ui,
+            exit_after_iteration: self.exit_after_iteration,
+            test: self.test,
+            joined: &[],
+        }
+    }
+
+    /// Every part's sample ([`Chain::sample`]): the run's own, then each `[[join]]` part's.
+    pub(super) fn samples(
+        &self,
+        runner: &mut Runner,
+        work: &Path,
+        trial: &Trial,
+    ) -> anyhow::Result<Vec<Sampled>> {
+        let mut all = vec![self.sample(runner, work, trial)?];
+        for config in self.joined {
+            all.push(self.of(config).sample(runner, work, trial)?);
+        }
+        Ok(all)
+    }
+
     /// The features and partition steps in `work`.
     pub(super) fn sample(
         &self,
@@ -143,12 +176,13 @@ impl Chain<'_> {
         })
     }
 
-    /// A vocabulary per `k`, each encoding every photo and training a model per attribute of
-    /// `attributes`; returns the scores and the vocabularies.
+    /// A vocabulary per `k` (one per part, `samples` in the parts' order), each encoding every
+    /// photo (the parts' encodings joined) and training a model per attribute of
+    /// `attributes`; returns the scores and the run's own part's vocabularies and mixtures.
     pub(super) fn vocabularies(
         &self,
         runner: &mut Runner,
-        sampled: &Sampled,
+        samples: &[Sampled],
         attributes: &[String],
         trial: &Trial,
     ) -> anyhow::Result<(Vec<Outcome>, Vec<Vocabulary>, Vec<Mixture>)> {
@@ -156,6 +190,7 @@ impl Chain<'_> {
         let mut vocabularies = Vec::new();
         let mut mixtures = Vec::new();
         let suffix = trial.suffix();
+        let sampled = samples.first().context("no sample")?;
         for &k in self.config.sizes() {
             let dictionary = self.dictionary(runner, sampled, &suffix, k)?;
             vocabularies.extend(dictionary.vocabulary);
@@ -164,10 +199,18 @@ impl Chain<'_> {
                     vocab_pipeline::features::manifest_path(&dictionary.made.path, "steps.csv");
                 mixtures.push(Mixture::of(k, file, &steps));
             }
+            let mut made = vec![dictionary.made];
+            for (config, sampled) in self.joined.iter().zip(&samples[1..]) {
+                made.push(
+                    self.of(config)
+                        .dictionary(runner, sampled, &suffix, k)?
+                        .made,
+                );
+            }
+            let parts = (samples, made.as_slice());
             // The encodings are made only when a model needs them: a finished run whose
             // encodings were dropped (`vocab clean --encodings`) keeps its models.
-            let encoded =
-                self.encodings(runner, sampled, &dictionary.made, (&suffix, k), Locate)?;
+            let encoded = self.all_encodings(runner, parts, (&suffix, k), Locate)?;
             let tables = stages::Tables::default();
             let mut svms = Vec::new();
             for attribute in attributes {
@@ -202,7 +245,7 @@ impl Chain<'_> {
             } else {
                 Make
             };
-            let made = self.encodings(runner, sampled, &dictionary.made, (&suffix, k), make)?;
+            let made = self.all_encodings(runner, parts, (&suffix, k), make)?;
             debug_assert_eq!(made.histograms, encoded.histograms);
             for (svm, attribute) in svms.iter().zip(attributes) {
                 let (_, scores) = runner.run(svm)?;
@@ -284,81 +327,7 @@ impl Chain<'_> {
             vocabulary: Some(said),
         })
     }
-
-    /// Every photo encoded over the dictionary `made` (at size `k`), the training photos
-    /// mirrored when they train too, and the test folder's photos, as `make` says.
-    fn encodings(
-        &self,
-        runner: &mut Runner,
-        sampled: &Sampled,
-        made: &Made,
-        (suffix, k): (&str, usize),
-        make: Encodings,
-    ) -> anyhow::Result<Encoded> {
-        let mut step = |encode: &stages::Encode<'_>| -> anyhow::Result<PathBuf> {
-            match make {
-                Make => Ok(runner.run(encode)?.0),
-                Cached if runner.done(encode) => Ok(runner.run(encode)?.0),
-                Cached | Locate => Ok(runner.folder(encode)),
-            }
-        };
-        let encode = stages::Encode {
-            config: self.config,
-            suffix,
-            dataset: self.dataset,
-            kmeans_key: &made.key,
-            k,
-            vocabulary: &made.path,
-            on: self.on,
-            ui: self.ui,
-            mirrored: None,
-            mixture: made.mixture.as_ref(),
-        };
-        let key = encode.key();
-        let histograms = step(&encode)?.join("histograms.bin");
-        // The training photos mirrored, to train beside them.
-        let training = sampled.split_csv.with_file_name("train.csv");
-        let mirrored = if self.config.classify.mirror {
-            let encode = stages::Encode {
-                mirrored: Some((&sampled.features_key, &training)),
-                ..encode
-            };
-            Some((encode.key(), step(&encode)?.join("histograms.bin")))
-        } else {
-            None
-        };
-        // The test folder's photos over the same vocabulary.
-        let tested = match self.test {
-            Some(test) => {
-                let encode = stages::Encode {
-                    suffix: "-test",
-                    dataset: test,
-                    ..encode
-                };
-                Some((encode.key(), step(&encode)?.join("histograms.bin")))
-            }
-            None => None,
-        };
-        Ok(Encoded {
-            key,
-            histograms,
-            mirrored,
-            tested,
-        })
-    }
 }
-
-/// What [`Chain::encodings`] does with the encode steps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Encodings {
-    /// Only where they are and their keys.
-    Locate,
-    /// Read those that are finished (listed among the run's steps); make none.
-    Cached,
-    /// Run them (made, or read when finished).
-    Make,
-}
-use Encodings::{Cached, Locate, Make};
 
 /// A dictionary learned: what encodes over it, and what the report says of a vocabulary.
 struct Dictionary {
@@ -368,18 +337,20 @@ struct Dictionary {
 
 /// A dictionary's step key and file, and for Fisher vectors the mixture as its step read it,
 /// with its digest.
-struct Made {
-    key: String,
-    path: PathBuf,
-    mixture: Option<(vocab_pipeline::mixture::MixtureFile, String)>,
+pub(super) struct Made {
+    pub(super) key: String,
+    pub(super) path: PathBuf,
+    pub(super) mixture: Option<(vocab_pipeline::mixture::MixtureFile, String)>,
 }
 
-/// The encodings over one dictionary: each a step's key and its histograms.
-struct Encoded {
-    key: String,
-    histograms: PathBuf,
-    /// The training photos mirrored (`[classify] mirror`).
-    mirrored: Option<(String, PathBuf)>,
-    /// The test folder's photos.
-    tested: Option<(String, PathBuf)>,
+/// What [`Chain::encodings`] does with the encode steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Encodings {
+    /// Only where they are and their keys.
+    Locate,
+    /// Read those that are finished (listed among the run's steps); make none.
+    Cached,
+    /// Run them (made, or read when finished).
+    Make,
 }
+use Encodings::{Cached, Locate, Make};

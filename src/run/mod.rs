@@ -13,6 +13,7 @@ mod chain;
 pub mod check;
 pub mod clean;
 mod dataset;
+mod encodings;
 mod interrupt;
 mod protocol;
 mod report;
@@ -99,7 +100,9 @@ pub fn run(args: &RunArgs, ui: &Ui, mpi: Option<&crate::ranks::Mpi<'_>>) -> anyh
     let dataset =
         Dataset::of_source(&source, &mut runner)?.reading(config.features.from.as_deref())?;
     let test = datasets_checked(&dataset, &protocol, &attributes)?;
+    let parts = config.parts();
     let chain = Chain {
+        joined: parts.get(1..).unwrap_or_default(),
         config: &config,
         dataset: &dataset,
         labels: &labels_text,
@@ -164,9 +167,10 @@ fn trials(
                 trial.seed
             );
         }
-        let sampled = chain.sample(runner, work, &trial)?;
+        let mut samples = chain.samples(runner, work, &trial)?;
         let (outcomes, vocabularies, mixtures) =
-            chain.vocabularies(runner, &sampled, attributes, &trial)?;
+            chain.vocabularies(runner, &samples, attributes, &trial)?;
+        let sampled = samples.swap_remove(0);
         trials.push(TrialResult {
             trial,
             sample: sampled.sample,

@@ -24,6 +24,7 @@ mod tests {
 
     use super::*;
     use crate::options::EncodeOptions;
+    use vocab_pipeline::features::Descriptor;
     use vocab_pipeline::kmeans::InitMethod;
     use vocab_pipeline::patch::Mode;
 
@@ -37,13 +38,24 @@ mod tests {
         .expect_err("pyramid 9");
         assert_eq!(e.flag(), "--pyramid 9: must be 1 to 5 levels");
         assert_eq!(e.to_string(), "pyramid = 9: must be 1 to 5 levels");
-        let e = feature_params(Mode::Random, (0, 8, 0), (None, None), 1).expect_err("no patches");
+        let e = feature_params((Mode::Random, Descriptor::Hog), (0, 8, 0), (None, None), 1)
+            .expect_err("no patches");
         assert_eq!(e.key, "per_image");
-        let e =
-            feature_params(Mode::Random, (5, 8, 0), (Some(8), None), 1).expect_err("small side");
+        let e = feature_params(
+            (Mode::Random, Descriptor::Hog),
+            (5, 8, 0),
+            (Some(8), None),
+            1,
+        )
+        .expect_err("small side");
         assert!(e.flag().starts_with("--max-side 8:"), "{}", e.flag());
-        let e =
-            feature_params(Mode::Random, (5, 8, 0), (None, None), u64::MAX).expect_err("overflow");
+        let e = feature_params(
+            (Mode::Random, Descriptor::Hog),
+            (5, 8, 0),
+            (None, None),
+            u64::MAX,
+        )
+        .expect_err("overflow");
         assert_eq!(e.key, "max_pixels");
         assert!(
             EncodeOptions {

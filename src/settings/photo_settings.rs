@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use vocab_pipeline::encode::{EncodeParams, Method, Norm, Pooling, Soft};
-use vocab_pipeline::features::FeatureParams;
+use vocab_pipeline::features::{Descriptor, FeatureParams};
 use vocab_pipeline::kmeans::{Assignment, approx};
 use vocab_pipeline::mixture::MixtureFile;
 use vocab_pipeline::patch::Sampling;
@@ -15,11 +15,11 @@ use crate::options::{EncodeOptions, FeaturesOptions};
 use vocab_pipeline::kmeans::Search;
 use vocab_pipeline::patch::Mode;
 
-/// The parameters of a photo stage's description, checked ([`FeatureParams::check`]): where
-/// patches are cut (`mode`: `per_image` random ones seeded by `seed`, or a grid of `stride`),
+/// The parameters of a photo stage's description, checked ([`FeatureParams::check`]): the
+/// descriptor, where patches are cut (`mode`: `per_image` random ones seeded by `seed`, or a grid of `stride`),
 /// the downscale limit, the side a patch covers and the pixel limit in megapixels.
 pub fn feature_params(
-    mode: Mode,
+    (mode, descriptor): (Mode, Descriptor),
     (per_image, stride, seed): (usize, usize, u64),
     (max_side, patch): (Option<usize>, Option<usize>),
     max_mpix: u64,
@@ -34,6 +34,7 @@ pub fn feature_params(
         mirror: false,
         // 40 px is the photo as it is: recorded as no patch side, so keys stay what they were.
         patch: patch.filter(|&p| p != vocab_pipeline::hog::PATCH_SIDE),
+        descriptor,
     };
     params.check()?;
     Ok(params)
@@ -69,7 +70,8 @@ impl FeatureSettings {
         output("out", &args.out)?;
         let o = &args.sample;
         let shape = (o.per_image, args.stride, o.seed);
-        let params = feature_params(args.mode, shape, (o.max_side, o.patch), o.max_pixels)?;
+        let how = (args.mode, o.descriptor);
+        let params = feature_params(how, shape, (o.max_side, o.patch), o.max_pixels)?;
         o.check_from()?;
         let mut inputs = vec![("input", args.input.as_path())];
         inputs.extend(args.labels.as_deref().map(|l| ("labels", l)));
@@ -124,7 +126,7 @@ impl FeaturesOptions {
         let shape = (self.per_image, 8, self.seed);
         self.check_from()?;
         feature_params(
-            Mode::Random,
+            (Mode::Random, self.descriptor),
             shape,
             (self.max_side, self.patch),
             self.max_pixels,
@@ -133,11 +135,16 @@ impl FeaturesOptions {
 
     /// Descriptors made elsewhere are taken as they are: no patch side of vocab's own.
     fn check_from(&self) -> Result<(), Invalid> {
-        match (&self.from, self.patch) {
-            (Some(_), Some(patch)) => Err(Invalid::new(
+        match (&self.from, self.patch, self.descriptor) {
+            (Some(_), Some(patch), _) => Err(Invalid::new(
                 "patch",
                 patch,
                 "descriptors made elsewhere (from) are taken as they are: drop patch",
+            )),
+            (Some(_), None, Descriptor::Sift) => Err(Invalid::new(
+                "descriptor",
+                "sift",
+                "is vocab's own: descriptors made elsewhere (from) are read instead (drop one)",
             )),
             _ => Ok(()),
         }
@@ -172,7 +179,7 @@ impl EncodeOptions {
             }
         };
         let params = EncodeParams {
-            dims: vocab_pipeline::hog::DIMS,
+            dims: self.descriptor.dims(),
             foreign: false,
             features: FeatureParams {
                 sampling: Sampling::Dense {
@@ -182,6 +189,7 @@ impl EncodeOptions {
                 max_pixels: pixels(self.max_pixels)?,
                 mirror: self.mirror,
                 patch: self.patch.filter(|&p| p != vocab_pipeline::hog::PATCH_SIDE),
+                descriptor: self.descriptor,
             },
             norm: match self.norm {
                 Norm::L1 => Norm::L1,
@@ -296,4 +304,29 @@ fn read_mixture(path: &Path) -> Result<(MixtureFile, String), Invalid> {
             ),
         )
     })
+}
+
+/// Settings of `vocab join`: the parts' histograms and the joined file.
+#[derive(Debug, Clone)]
+pub struct JoinSettings {
+    /// The parts, in the order their vectors are joined.
+    pub parts: Vec<PathBuf>,
+    /// The joined histograms.
+    pub out: PathBuf,
+}
+
+impl JoinSettings {
+    /// From `vocab join`: an output of vectors that is none of the parts.
+    pub fn from_args(args: &crate::cli::JoinArgs) -> Result<Self, Invalid> {
+        output("out", &args.out)?;
+        super::rules::vectors_out("out", &args.out, None)?;
+        let inputs: Vec<(&'static str, &Path)> = (args.parts.iter())
+            .map(|p| ("histograms", p.as_path()))
+            .collect();
+        apart("out", &args.out, Kind::File, &inputs)?;
+        Ok(Self {
+            parts: args.parts.clone(),
+            out: args.out.clone(),
+        })
+    }
 }

@@ -131,7 +131,7 @@ fn descriptors_made_elsewhere_go_through_every_stage() {
     args.extend(["--from", s(&desc), "--patch", "24", "--out", s(&out)]);
     let err = fails(&args);
     assert!(
-        err.contains("no mirror images, max_side, patch or scales"),
+        err.contains("no mirror images, max_side, patch, scales"),
         "{err}"
     );
     let said = ok(&[

@@ -411,16 +411,17 @@ mod tests {
     #[test]
     fn a_dead_worker_is_dropped_or_without_retries_named() {
         let rt = runtime();
-        let dead = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("bind")
-            .local_addr()
-            .expect("addr");
+        // The ghost's port stays bound while the workers take theirs, so none of them gets it;
+        // closed after, nothing listens there.
+        let ghost = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let dead = ghost.local_addr().expect("addr");
         let settings = format!(
             "chunk_size = 65536\nretries = 2\nconnect_timeout_ms = 500\n\
              [[nodes]]\nname = \"ghost\"\naddress = \"{dead}\"\nrack = \"r0\"\n"
         );
         let (cluster, _workers) =
             rt.block_on(crate::worker::start_workers(3, 1, &settings, SECRET));
+        drop(ghost);
         let mut b =
             Broadcaster::connect(cluster.clone(), Secret::from_bytes(SECRET)).expect("connect");
         assert_eq!(b.dropped(), ["ghost".to_string()]);

@@ -16,6 +16,9 @@ pub const MAX_SCALE_SIDE: usize = 320;
 /// over a 2-level pyramid (5 cells x 256 x 512 = 655,360) or 1,024 words without one.
 pub const MAX_VLAD_VALUES: usize = 1 << 22;
 
+/// Most encodings one joined encoding holds.
+pub const MAX_PARTS: usize = 8;
+
 /// A rule an encoding's parameters break.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EncodeParamsError {
@@ -76,6 +79,16 @@ pub enum EncodeParamsError {
     /// Descriptors made elsewhere with a setting of vocab's own description (mirror images,
     /// a downscale, other patch sides).
     Foreign,
+    /// Patch scales for dense SIFT, which has its own windows.
+    SiftScales(Vec<usize>),
+    /// A joined encoding of fewer than 2 or more than [`MAX_PARTS`] parts.
+    Parts(usize),
+    /// A joined encoding of photos as they are and mirrored.
+    PartsMirrored,
+    /// A joined encoding of more than one part of descriptors made elsewhere.
+    PartsForeign,
+    /// A joined encoding's part that is itself joined (a record read back).
+    PartsNested,
     /// A VLAD or Fisher vector past [`MAX_VLAD_VALUES`] values.
     VladTooLong {
         /// A Fisher vector (else VLAD).
@@ -98,7 +111,7 @@ impl Broken for EncodeParamsError {
             Self::Strips(_) => "strips",
             Self::SoftWords(_) | Self::SoftOverVocabulary { .. } => "soft",
             Self::Sharpness(_) => "sharpness",
-            Self::Scales(_) => "scales",
+            Self::Scales(_) | Self::SiftScales(_) => "scales",
             Self::ApproxSoft => "assign",
             Self::ApproxKernel => "kernel",
             Self::Probes => "probes",
@@ -113,6 +126,9 @@ impl Broken for EncodeParamsError {
             Self::VladNorm(_) => "norm",
             Self::Dims(_) => "dims",
             Self::Foreign => "from",
+            Self::Parts(_) | Self::PartsMirrored | Self::PartsForeign | Self::PartsNested => {
+                "joined"
+            }
         }
     }
 
@@ -123,7 +139,7 @@ impl Broken for EncodeParamsError {
             Self::Pyramid(n) | Self::Strips(n) | Self::SoftWords(n) => n.to_string(),
             Self::SoftOverVocabulary { words, .. } => words.to_string(),
             Self::Sharpness(s) => s.to_string(),
-            Self::Scales(sides) => (sides.iter().map(usize::to_string))
+            Self::Scales(sides) | Self::SiftScales(sides) => (sides.iter().map(usize::to_string))
                 .collect::<Vec<_>>()
                 .join(","),
             Self::ApproxSoft => "approx".into(),
@@ -138,6 +154,10 @@ impl Broken for EncodeParamsError {
             Self::VladNorm(norm) => norm.name().into(),
             Self::Dims(d) => d.to_string(),
             Self::Foreign => "a folder".into(),
+            Self::Parts(n) => format!("{n} parts"),
+            Self::PartsMirrored => "parts mirrored and not".into(),
+            Self::PartsForeign => "parts made elsewhere".into(),
+            Self::PartsNested => "a part joined".into(),
         }
     }
 
@@ -161,6 +181,11 @@ impl Broken for EncodeParamsError {
                  most {MAX_SCALE_SIDE} (e.g. 40,64)",
                 MAX_SCALES - 1
             ),
+            Self::SiftScales(_) => format!(
+                "are HOG's patch sides: dense SIFT describes windows of {:?} px at every \
+                 keypoint (drop scales)",
+                crate::features::SIFT_WINDOWS
+            ),
             Self::ApproxSoft => "finds each patch's nearest word only: drop soft".into(),
             Self::ApproxKernel => {
                 "is a kernel of the exact search in an encoding; its approximate search uses f32"
@@ -178,12 +203,20 @@ impl Broken for EncodeParamsError {
                 .into(),
             Self::FisherSoft => "weighs every component by its posterior: drop soft".into(),
             Self::Dims(_) => format!(
-                "must be 1 to {} values a descriptor made elsewhere, HOG's 512",
+                "must be 1 to {} values a descriptor made elsewhere, HOG's 512, SIFT's 128",
                 crate::descriptors::MAX_DIMS
             ),
             Self::Foreign => "descriptors made elsewhere are taken as they are: no mirror \
-                 images, max_side, patch or scales"
+                 images, max_side, patch, scales or descriptor of vocab's own"
                 .into(),
+            Self::Parts(_) => format!("must be 2 to {} encodings of the same photos", MAX_PARTS),
+            Self::PartsMirrored => "must all be of the photos as they are, or all mirrored \
+                 (vocab encode --mirror): join the mirror images apart"
+                .into(),
+            Self::PartsForeign => "may hold one encoding of descriptors made elsewhere: vocab \
+                 classify reads one folder of them (--from)"
+                .into(),
+            Self::PartsNested => "must list the parts, each an encoding of its own".into(),
             Self::FisherSearch => "searches no word: drop the kernel and assign settings".into(),
             Self::FisherDims(None) => {
                 "encodes over a mixture: its projected dims come from the mixture file".into()

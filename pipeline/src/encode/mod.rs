@@ -38,7 +38,8 @@ pub use self::bow::{
     MAX_STRIPS, Norm, Pyramid, Shape, Soft, encoded_len, histogram, weighted_histogram,
 };
 pub use self::error::{
-    EncodeParamsError, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES, MAX_SOFT, MAX_VLAD_VALUES,
+    EncodeParamsError, MAX_PARTS, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES, MAX_SOFT,
+    MAX_VLAD_VALUES,
 };
 pub use self::method::{Accumulator, Found, Method, Pooling};
 pub use self::params::{EncodeParams, Encoding, base_scale, is_base_scale};
@@ -50,10 +51,10 @@ use std::path::{Path, PathBuf};
 
 use std::ops::Range;
 
-use crate::descriptors::{Foreign, Keypoints};
+use crate::descriptors::{Foreign, Keypoints, Origin};
 use crate::features::{
-    Describers, FeatureSummary, FeaturesError, Layout, Outcome, Progress, STRIP, Source,
-    StageOutput, compute_range, here, lay_out, run_stage,
+    Describers, Descriptor, FeatureSummary, FeaturesError, Layout, Outcome, Progress, STRIP,
+    Source, StageOutput, compute_range, here, lay_out, run_stage,
 };
 use crate::hog::PATCH_SIDE;
 use crate::image_io::{Collection, Luminance, Photo};
@@ -447,8 +448,34 @@ impl Encoder {
         collection: &Collection,
         range: Range<usize>,
     ) -> Vec<Outcome<Vec<f32>>> {
+        if self.params.features.descriptor == Descriptor::Sift {
+            return match self.params.features.sift() {
+                Ok(sift) => self.origin_range(
+                    collection,
+                    Origin::Sift(&self.params.features, &sift),
+                    range,
+                ),
+                // Checked with the params (a grid step of at least 1): every photo says why.
+                Err(e) => (collection.photos().get(range).unwrap_or_default().iter())
+                    .map(|_| Outcome::Skipped(e.to_string()))
+                    .collect(),
+            };
+        }
         let compute = |ds: &mut Describers, p: &Photo, l: &Luminance, d| self.compute(ds, p, l, d);
         compute_range(collection, &self.params.features, range, &compute)
+    }
+
+    /// [`Encoder::encode_range`] of keypoints from `origin`.
+    fn origin_range(
+        &self,
+        collection: &Collection,
+        origin: Origin<'_>,
+        range: Range<usize>,
+    ) -> Vec<Outcome<Vec<f32>>> {
+        let compute = |ds: &mut Describers, _: &Photo, size: (usize, usize), k: &Keypoints| {
+            self.keypoints(ds, size, k)
+        };
+        crate::descriptors::compute_range(collection, origin, range, &compute)
     }
 
     /// [`Encoder::encode_range`] from descriptors made elsewhere (`foreign`, of the params'
@@ -459,19 +486,16 @@ impl Encoder {
         foreign: &Foreign,
         range: Range<usize>,
     ) -> Vec<Outcome<Vec<f32>>> {
-        let compute = |ds: &mut Describers, _: &Photo, size: (usize, usize), k: &Keypoints| {
-            self.keypoints(ds, size, k)
-        };
-        crate::descriptors::compute_range(collection, (foreign, self.params.dims), range, &compute)
+        self.origin_range(collection, Origin::Files(foreign, self.params.dims), range)
     }
 }
 
-/// The descriptor's name in messages: HOG's, or one made elsewhere.
+/// The descriptor's name in messages: HOG's, SIFT's, or one made elsewhere.
 fn descriptor_name(params: &EncodeParams) -> &'static str {
-    if params.foreign {
-        "descriptors made elsewhere"
-    } else {
-        "HOG descriptor"
+    match (params.foreign, params.features.descriptor) {
+        (true, _) => "descriptors made elsewhere",
+        (false, Descriptor::Hog) => "HOG descriptor",
+        (false, Descriptor::Sift) => "SIFT descriptor",
     }
 }
 
@@ -485,6 +509,14 @@ pub fn encode(
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<FeatureSummary, FeaturesError> {
     let encoder = Encoder::new(words.clone(), params.clone(), out)?;
+    if params.features.descriptor == Descriptor::Sift {
+        let sift = params
+            .features
+            .sift()
+            .map_err(|e| crate::descriptors::boxed(e.into()))?;
+        let origin = Origin::Sift(&params.features, &sift);
+        return encode_origin(collection, &encoder, origin, out, progress);
+    }
     let compute = |ds: &mut Describers, p: &Photo, l: &Luminance, d| encoder.compute(ds, p, l, d);
     // A VLAD or Fisher vector can be megabytes (up to MAX_VLAD_VALUES values): a photo a
     // thread per batch, as for a stage holding a dense grid's descriptors; histograms are small.
@@ -504,10 +536,22 @@ pub fn encode_foreign(
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<FeatureSummary, FeaturesError> {
     let encoder = Encoder::new(words.clone(), params.clone(), out)?;
+    let origin = Origin::Files(foreign, params.dims);
+    encode_origin(collection, &encoder, origin, out, progress)
+}
+
+/// [`encode`] of keypoints from `origin`.
+fn encode_origin(
+    collection: &Collection,
+    encoder: &Encoder,
+    origin: Origin<'_>,
+    out: &Path,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<FeatureSummary, FeaturesError> {
     let compute = |ds: &mut Describers, _: &Photo, size: (usize, usize), k: &Keypoints| {
         encoder.keypoints(ds, size, k)
     };
-    let mut source = crate::descriptors::Here::new(collection, (foreign, params.dims), &compute);
+    let mut source = crate::descriptors::Here::new(collection, origin, &compute);
     encode_from(collection, encoder.len(), out, &mut source, progress)
 }
 
@@ -572,6 +616,7 @@ mod tests {
                 max_pixels: crate::image_io::MAX_PIXELS,
                 mirror: false,
                 patch: None,
+                descriptor: crate::features::Descriptor::Hog,
             },
             norm: Norm::L1,
             levels: 2,

@@ -3,19 +3,27 @@
 //! recorded beside a histogram file (those parameters, checked) so that models encode new photos
 //! alike.
 
-use crate::features::FeatureParams;
+use crate::features::{Descriptor, FeatureParams};
 use crate::hog::PATCH_SIDE;
 use crate::image_io::MAX_PIXELS;
 use crate::kmeans::{Kernel, approx};
 use crate::patch::Sampling;
 
 use super::bow::{MAX_STRIPS, Norm, Pyramid, Soft};
-use super::error::{EncodeParamsError, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES, MAX_VLAD_VALUES};
+use super::error::{
+    EncodeParamsError, MAX_PARTS, MAX_PYRAMID, MAX_SCALE_SIDE, MAX_SCALES, MAX_VLAD_VALUES,
+};
 use super::method::{Method, Pooling};
 
 /// How a histogram file was made: the vocabulary and the checked parameters, written beside the
 /// file (`<out>.encoding.json`) and in models trained on it, so that new photos are encoded the
 /// same way. Read back, a record is checked by [`EncodeParams::check`] before anything uses it.
+///
+/// A joined encoding ([`Encoding::joined`], `vocab join`) is several encodings of the same
+/// photos in one vector a photo, each part's vector times `1 / sqrt(parts)`: its first part's
+/// record with the others listed under `joined`. Each part's [`Encoding::vocabulary`],
+/// [`Encoding::k`], [`Encoding::params`] and [`Encoding::digest`] are its own: whatever reads a
+/// record goes over [`Encoding::parts`].
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(try_from = "Record", into = "Record")]
 pub struct Encoding {
@@ -23,6 +31,8 @@ pub struct Encoding {
     k: usize,
     params: EncodeParams,
     digest: Option<String>,
+    /// The parts joined after this one (none: an encoding of its own).
+    joined: Vec<Encoding>,
 }
 
 impl Encoding {
@@ -39,7 +49,74 @@ impl Encoding {
             k,
             params,
             digest: None,
+            joined: Vec::new(),
         })
+    }
+
+    /// `parts` joined in one vector a photo, in their order (a joined part's own parts in
+    /// its place): 2 to [`MAX_PARTS`] encodings of the photos all as they are or all mirrored,
+    /// at most one of descriptors made elsewhere (`vocab classify` is given one folder).
+    pub fn joined(parts: Vec<Encoding>) -> Result<Self, EncodeParamsError> {
+        let mut flat = Vec::new();
+        for mut part in parts {
+            let rest = std::mem::take(&mut part.joined);
+            flat.push(part);
+            flat.extend(rest);
+        }
+        if !(2..=MAX_PARTS).contains(&flat.len()) {
+            return Err(EncodeParamsError::Parts(flat.len()));
+        }
+        if flat
+            .iter()
+            .any(|p| p.params.features.mirror != flat[0].params.features.mirror)
+        {
+            return Err(EncodeParamsError::PartsMirrored);
+        }
+        if flat.iter().filter(|p| p.params.foreign).count() > 1 {
+            return Err(EncodeParamsError::PartsForeign);
+        }
+        let mut first = flat.remove(0);
+        first.joined = flat;
+        Ok(first)
+    }
+
+    /// Its parts in the vector's order: itself alone, or the joined encoding's (the first is
+    /// this record, whose own fields are the first part's).
+    pub fn parts(&self) -> impl Iterator<Item = &Encoding> {
+        std::iter::once(self).chain(&self.joined)
+    }
+
+    /// This part alone: its own record without the parts joined after it.
+    pub fn alone(&self) -> Self {
+        Self {
+            joined: Vec::new(),
+            ..self.clone()
+        }
+    }
+
+    /// Whether it joins several encodings.
+    pub fn is_joined(&self) -> bool {
+        !self.joined.is_empty()
+    }
+
+    /// Values a photo's vector holds: every part's (saturating: a record read back may name
+    /// any number of words).
+    pub fn len(&self) -> usize {
+        self.parts().fold(0usize, |sum, p| {
+            let cell = p.params.method.cell_len(p.k, p.params.dims);
+            sum.saturating_add(cell.saturating_mul(p.params.pyramid().cells()))
+        })
+    }
+
+    /// Whether a vector holds no value (never: a part holds at least one).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// What each part's vector is multiplied by in a joined encoding, `1 / sqrt(parts)` (1 for
+    /// an encoding of its own): parts of unit length make a vector of unit length.
+    pub fn part_weight(&self) -> f32 {
+        (1.0 / (1 + self.joined.len()) as f64).sqrt() as f32
     }
 
     /// The record with the SHA-256 of the vocabulary's (or mixture's) bytes
@@ -70,10 +147,12 @@ impl Encoding {
         &self.params
     }
 
-    /// The same encoding of the photos mirrored (or, of mirrored photos, as they are).
+    /// The same encoding of the photos mirrored (or, of mirrored photos, as they are), every
+    /// part.
     pub fn mirror_image(&self) -> Self {
         let mut mirrored = self.clone();
         mirrored.params.features.mirror = !self.params.features.mirror;
+        mirrored.joined = self.joined.iter().map(Self::mirror_image).collect();
         mirrored
     }
 }
@@ -134,6 +213,12 @@ struct Record {
     /// Descriptors made elsewhere (absent: HOG).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     foreign: bool,
+    /// vocab's own descriptor (absent: HOG).
+    #[serde(default, skip_serializing_if = "Descriptor::is_hog")]
+    descriptor: Descriptor,
+    /// The parts joined after this one ([`Encoding::joined`]; absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    joined: Vec<Encoding>,
 }
 
 impl TryFrom<Record> for Encoding {
@@ -153,6 +238,7 @@ impl TryFrom<Record> for Encoding {
                 max_pixels: r.max_pixels,
                 mirror: r.mirror,
                 patch: r.patch,
+                descriptor: r.descriptor,
             },
             norm,
             levels: r.pyramid,
@@ -170,10 +256,18 @@ impl TryFrom<Record> for Encoding {
             return Err(EncodeParamsError::Digest(crate::input::prefix(digest, 70)));
         }
         let encoding = Self::new(r.vocabulary, r.k, params)?;
-        Ok(match r.vocabulary_sha256 {
+        let encoding = match r.vocabulary_sha256 {
             Some(digest) => encoding.with_digest(digest),
             None => encoding,
-        })
+        };
+        if r.joined.is_empty() {
+            return Ok(encoding);
+        }
+        // A part read back is checked as a record; its own parts may not nest further.
+        if r.joined.iter().any(Encoding::is_joined) {
+            return Err(EncodeParamsError::PartsNested);
+        }
+        Self::joined([vec![encoding], r.joined].concat())
     }
 }
 
@@ -205,6 +299,8 @@ impl From<Encoding> for Record {
             vocabulary_sha256: e.digest,
             dims: p.dims,
             foreign: p.foreign,
+            descriptor: p.features.descriptor,
+            joined: e.joined,
         }
     }
 }
@@ -287,14 +383,16 @@ impl EncodeParams {
     /// kernel with at least one probe.
     pub fn check(&self, k: Option<usize>) -> Result<(), EncodeParamsError> {
         self.features.check().map_err(EncodeParamsError::Features)?;
+        let descriptor = self.features.descriptor;
         if !(1..=crate::descriptors::MAX_DIMS).contains(&self.dims)
-            || (!self.foreign && self.dims != crate::hog::DIMS)
+            || (!self.foreign && self.dims != descriptor.dims())
         {
             return Err(EncodeParamsError::Dims(self.dims));
         }
         // Made elsewhere: nothing of vocab's own description applies.
         if self.foreign
             && (self.features.mirror
+                || descriptor != Descriptor::Hog
                 || self.features.max_side.is_some()
                 || self.features.patch.is_some()
                 || !is_base_scale(&self.scales))
@@ -303,6 +401,10 @@ impl EncodeParams {
         }
         if let Sampling::Random { .. } = self.features.sampling {
             return Err(EncodeParamsError::NotDense);
+        }
+        // SIFT's own windows are its scales.
+        if descriptor == Descriptor::Sift && !is_base_scale(&self.scales) {
+            return Err(EncodeParamsError::SiftScales(self.scales.clone()));
         }
         if !(1..=MAX_PYRAMID).contains(&self.levels) {
             return Err(EncodeParamsError::Pyramid(self.levels));
@@ -375,6 +477,12 @@ impl EncodeParams {
     /// found (16 bytes a patch, 8 a patch and word). A histogram itself is small; VLAD's vector
     /// is not ([`EncodeParams::photo_memory_at`]).
     pub fn photo_memory(&self) -> u64 {
+        if self.features.descriptor == Descriptor::Sift {
+            // Every keypoint described at once, its words found a strip at a time.
+            let found = (self.features.sift_memory() / (crate::sift::SIFT_DIMS * 4) as u64)
+                .saturating_mul(16 + 8 * self.method.words() as u64);
+            return self.features.sift_memory().saturating_add(found);
+        }
         // (The pixel limit bounds a photo as described, enlarged or not.)
         let pixels = self.features.max_pixels;
         let stride = match self.features.sampling {
@@ -435,6 +543,7 @@ mod tests {
                 max_pixels: MAX_PIXELS,
                 mirror: false,
                 patch: None,
+                descriptor: crate::features::Descriptor::Hog,
             },
             norm: Norm::L1,
             levels: 1,
@@ -673,6 +782,142 @@ mod tests {
             Encoding::new("v.bin".into(), 16, broken),
             Err(EncodeParamsError::Pyramid(9))
         );
+    }
+
+    #[test]
+    fn a_sift_encoding_is_recorded_as_such_and_takes_none_of_hogs_settings() {
+        let sift = |p: &mut EncodeParams| {
+            p.features.descriptor = Descriptor::Sift;
+            p.dims = crate::sift::SIFT_DIMS;
+        };
+        check(sift, Some(4), None);
+        check(
+            |p| {
+                sift(p);
+                p.dims = crate::hog::DIMS;
+            },
+            None,
+            Some(
+                "dims = 512: must be 1 to 4096 values a descriptor made elsewhere, HOG's 512, SIFT's 128",
+            ),
+        );
+        check(
+            |p| p.features.descriptor = Descriptor::Sift,
+            None,
+            Some(
+                "dims = 512: must be 1 to 4096 values a descriptor made elsewhere, HOG's 512, SIFT's 128",
+            ),
+        );
+        let scales = "scales = 40,64: are HOG's patch sides: dense SIFT describes windows of \
+                      [24.0, 42.0, 60.0] px at every keypoint (drop scales)";
+        check(
+            |p| {
+                sift(p);
+                p.scales = vec![40, 64];
+            },
+            None,
+            Some(scales),
+        );
+        check(
+            |p| {
+                sift(p);
+                p.features.patch = Some(24);
+            },
+            None,
+            Some(
+                "patch = 24: is HOG's: dense SIFT describes the photo as it is, at windows of \
+                 [24.0, 42.0, 60.0] px of it (drop patch, or describe with hog)",
+            ),
+        );
+        let foreign = "from = a folder: descriptors made elsewhere are taken as they are: no \
+                       mirror images, max_side, patch, scales or descriptor of vocab's own";
+        check(
+            |p| {
+                sift(p);
+                p.foreign = true;
+            },
+            None,
+            Some(foreign),
+        );
+        // Mirror images and a downscale are SIFT's as they are HOG's.
+        check(
+            |p| {
+                sift(p);
+                p.features.mirror = true;
+                p.features.max_side = Some(400);
+            },
+            None,
+            None,
+        );
+        // The record names the descriptor, HOG's leaves it out.
+        let mut params = plain();
+        sift(&mut params);
+        let e = Encoding::new("g.json".into(), 4, params).expect("checked");
+        let text = serde_json::to_string(&e).expect("json");
+        assert!(text.contains("\"descriptor\":\"sift\"") && text.contains("\"dims\":128"));
+        let read = serde_json::from_str::<Encoding>(&text).expect("read back");
+        assert_eq!(read, e);
+        let hog = Encoding::new("g.json".into(), 4, plain()).expect("checked");
+        let text = serde_json::to_string(&hog).expect("json");
+        assert!(!text.contains("descriptor"), "{text}");
+    }
+
+    #[test]
+    fn a_joined_record_lists_its_parts_each_checked_and_reads_back_the_same() {
+        let hog = Encoding::new("h.json".into(), 4, plain()).expect("hog");
+        let mut sift = plain();
+        sift.features.descriptor = Descriptor::Sift;
+        sift.dims = crate::sift::SIFT_DIMS;
+        let sift = Encoding::new("s.json".into(), 8, sift).expect("sift");
+        let joined = Encoding::joined(vec![hog.clone(), sift.clone()]).expect("joined");
+        assert_eq!(joined.parts().count(), 2);
+        assert_eq!(joined.len(), 4 + 8);
+        assert!((joined.part_weight() - 0.5f32.sqrt()).abs() < 1e-7);
+        assert_eq!(hog.part_weight(), 1.0);
+        assert_eq!(joined.alone(), hog);
+        // A joined part's parts take its place.
+        let three = Encoding::joined(vec![joined.clone(), hog.clone()]).expect("three");
+        let vocabularies: Vec<&str> = three.parts().map(Encoding::vocabulary).collect();
+        assert_eq!(vocabularies, ["h.json", "s.json", "h.json"]);
+        let text = serde_json::to_string(&joined).expect("json");
+        let read: Encoding = serde_json::from_str(&text).expect("read back");
+        assert_eq!(read, joined);
+        assert_eq!(
+            read.mirror_image()
+                .parts()
+                .filter(|p| p.params().features.mirror)
+                .count(),
+            2
+        );
+        // The rules: 2 to 8 parts, all mirrored or none, one part made elsewhere at most, and
+        // a part read back that is joined itself.
+        assert_eq!(
+            Encoding::joined(vec![hog.clone()]),
+            Err(EncodeParamsError::Parts(1))
+        );
+        assert_eq!(
+            Encoding::joined(vec![hog.clone(); 9]),
+            Err(EncodeParamsError::Parts(9))
+        );
+        assert_eq!(
+            Encoding::joined(vec![hog.clone(), sift.mirror_image()]),
+            Err(EncodeParamsError::PartsMirrored)
+        );
+        let mut made = plain();
+        made.foreign = true;
+        made.dims = 12;
+        let made = Encoding::new("f.bin".into(), 4, made).expect("made elsewhere");
+        assert_eq!(
+            Encoding::joined(vec![made.clone(), made]),
+            Err(EncodeParamsError::PartsForeign)
+        );
+        let nested = text.replacen("\"joined\":[", &format!("\"joined\":[{text},"), 1);
+        let err = serde_json::from_str::<Encoding>(&nested).expect_err("nested");
+        assert!(err.to_string().contains("joined = a part joined"), "{err}");
+        // A part read back is checked by the rules of its own.
+        let broken = text.replace("\"k\":8", "\"k\":8,\"strips\":1");
+        let err = serde_json::from_str::<Encoding>(&broken).expect_err("strips");
+        assert!(err.to_string().contains("strips = 1"), "{err}");
     }
 
     #[test]

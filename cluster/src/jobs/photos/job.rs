@@ -9,10 +9,11 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use vocab_pipeline::descriptors::{self, Foreign};
 use vocab_pipeline::encode::{EncodeParams, Encoder, Words};
-use vocab_pipeline::features::{self, Described, FeatureParams, Outcome};
+use vocab_pipeline::features::{Described, Descriptor, FeatureParams, Outcome};
 use vocab_pipeline::hog::{DIMS, PATCH_SIDE};
 use vocab_pipeline::image_io::Collection;
 use vocab_pipeline::patch::Sampling;
+use vocab_pipeline::sift::SIFT_DIMS;
 
 use super::source::Journal;
 use super::wire::{Expect, put_outcomes};
@@ -114,6 +115,8 @@ impl PhotoStage {
     pub fn expect(&self, k: usize) -> Expect {
         let (dims, side) = match self {
             Self::Features(_, Some(from)) => (usize::try_from(from.dims).unwrap_or(0), 1),
+            // Keypoints' centres, as descriptors made elsewhere place them.
+            Self::Features(p, None) if p.descriptor == Descriptor::Sift => (SIFT_DIMS, 1),
             Self::Features(_, None) | Self::Encode(..) => (DIMS, PATCH_SIDE),
         };
         Expect {
@@ -126,11 +129,12 @@ impl PhotoStage {
 }
 
 /// How a member describes photos for a features job, or to make a partition born on the nodes
-/// again: HOG patches, or rows of descriptor files made elsewhere.
+/// again: vocab's own descriptor (HOG patches, or dense SIFT's keypoints), or rows of
+/// descriptor files made elsewhere.
 #[derive(Debug)]
 pub(crate) enum Describe {
-    /// HOG of patches cut by the params.
-    Hog(FeatureParams),
+    /// vocab's own descriptor of the params (HOG of patches they cut, or dense SIFT).
+    Own(FeatureParams),
     /// `per_image` rows of each photo's file (of `dims` values), drawn from `seed`.
     Read {
         foreign: Foreign,
@@ -156,6 +160,13 @@ fn features_rules(
             from.dir
         ));
     };
+    if params.descriptor != Descriptor::Hog {
+        return Err(format!(
+            "descriptors made elsewhere in {} and vocab's {} at once",
+            from.dir,
+            params.descriptor.name()
+        ));
+    }
     if params.mirror {
         return Err(format!(
             "no mirror images of descriptors made elsewhere in {}",
@@ -182,14 +193,14 @@ impl Describe {
                 dims,
                 draw: (per_image, seed),
             }),
-            _ => Ok(Self::Hog(params)),
+            _ => Ok(Self::Own(params)),
         }
     }
 
     /// Values of each patch.
     pub(crate) fn dims(&self) -> usize {
         match self {
-            Self::Hog(_) => DIMS,
+            Self::Own(params) => params.descriptor.dims(),
             Self::Read { dims, .. } => *dims,
         }
     }
@@ -201,12 +212,15 @@ impl Describe {
         range: Range<usize>,
     ) -> Vec<Outcome<Described>> {
         match self {
-            Self::Hog(params) => features::describe_range(collection, params, range),
+            Self::Own(params) => vocab_pipeline::describe::range(collection, params, range),
             Self::Read {
                 foreign,
                 dims,
                 draw,
-            } => descriptors::sample_range(collection, (foreign, *dims), *draw, range),
+            } => {
+                let origin = descriptors::Origin::Files(foreign, *dims);
+                descriptors::sample_range(collection, origin, *draw, range)
+            }
         }
     }
 }
@@ -490,6 +504,7 @@ mod tests {
             max_pixels: vocab_pipeline::image_io::MAX_PIXELS,
             mirror: false,
             patch: None,
+            descriptor: vocab_pipeline::features::Descriptor::Hog,
         };
         let dense = FeatureParams {
             sampling: Sampling::Dense { stride: 8 },

@@ -30,7 +30,8 @@ fn partitions_born_on_the_nodes_are_the_single_machine_partitions() {
     let params = feature_params();
     // One machine: the feature file, split into 5 partitions, and k-means over them.
     let local = tmp.path().join("local.bin");
-    features::extract(&collection, &params, &local, Format::Bin, &none).expect("features");
+    vocab_pipeline::describe::extract(&collection, &params, &local, Format::Bin, &none)
+        .expect("features");
     let want = files(&local);
     let parts = tmp.path().join("parts");
     let manifest = split(&local, 5, &parts, Element::F32).expect("split");
@@ -258,7 +259,7 @@ fn a_kept_job_run_again_takes_back_the_rounds_its_members_saved() {
     let collection = Collection::open(&root, None).expect("collection");
     let none = |_| {};
     let local = tmp.path().join("local.bin");
-    features::extract(&collection, &feature_params(), &local, Format::Bin, &none)
+    vocab_pipeline::describe::extract(&collection, &feature_params(), &local, Format::Bin, &none)
         .expect("features");
     let want = split(&local, 3, &tmp.path().join("parts"), Element::F32).expect("split");
     let dir = tmp.path().join("{rank}").display().to_string();

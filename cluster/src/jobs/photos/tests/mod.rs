@@ -46,6 +46,7 @@ pub(super) fn feature_params() -> FeatureParams {
         max_pixels: vocab_pipeline::image_io::MAX_PIXELS,
         mirror: false,
         patch: None,
+        descriptor: vocab_pipeline::features::Descriptor::Hog,
     }
 }
 
@@ -57,6 +58,7 @@ pub(super) fn encode_params() -> EncodeParams {
             max_pixels: vocab_pipeline::image_io::MAX_PIXELS,
             mirror: false,
             patch: None,
+            descriptor: vocab_pipeline::features::Descriptor::Hog,
         },
         norm: Norm::Hellinger,
         levels: 2,
@@ -176,7 +178,8 @@ fn sharded_features_and_encode_write_the_single_machine_bytes() {
     let local = tmp.path().join("local.bin");
     let params = feature_params();
     let summary =
-        features::extract(&collection, &params, &local, Format::Bin, &none).expect("features");
+        vocab_pipeline::describe::extract(&collection, &params, &local, Format::Bin, &none)
+            .expect("features");
     assert_eq!(summary.skipped, 2, "the broken and the tiny photo");
     let want = files(&local);
     let vocabulary = {
