@@ -33,7 +33,11 @@
 //! photo's descriptors are separable sums: each orientation plane is summed along rows with
 //! the four column kernels at the grid's columns, then along columns with the four row kernels
 //! at the grid's rows ([`DenseSift::describe`]). That is the per-pixel sum of the definition
-//! in another order.
+//! in another order. Each 1-D sum runs over its kernel's support alone (the tent is zero over
+//! more than half the window: those products are exact zeros), and the eight orientations are
+//! kept side by side a pixel, so one sum takes them all at once (eight `f32` lanes, each in the
+//! scalar sum's order: the same bits as one orientation at a time, 5x faster on the development
+//! photos' samples; `eval/descriptors/sift-speed.csv`).
 
 use image::{ImageBuffer, Luma};
 use imageproc::filter::separable_filter_equal;
@@ -179,12 +183,26 @@ impl DenseSift {
     }
 }
 
-/// The smoothed image's gradient magnitudes, split between orientation bins: one plane a bin.
+/// The smoothed image's gradient magnitudes, split between orientation bins, interleaved: a
+/// pixel's [`ORIENTATIONS`] bins side by side, so the sums below take all of them at once (one
+/// SIMD register of `f32`), each bin's sum in the order of the definition.
 struct Planes {
     width: usize,
     height: usize,
-    /// `ORIENTATIONS` planes of `width * height`, row-major.
+    /// `width * height` pixels, row-major, of `ORIENTATIONS` values each.
     planes: Vec<f32>,
+}
+
+/// One value per orientation.
+type Bins = [f32; ORIENTATIONS];
+
+/// `acc += v * w`, bin by bin (a multiply, then an add: the scalar sum's rounding, lane by
+/// lane).
+#[inline(always)]
+fn add_weighted(acc: &mut Bins, v: &[f32], w: f32) {
+    for (a, x) in acc.iter_mut().zip(v) {
+        *a += x * w;
+    }
 }
 
 impl Planes {
@@ -192,7 +210,6 @@ impl Planes {
         let (width, height) = (lum.width, lum.height);
         let smooth = smoothed(lum);
         let mut planes = vec![0.0f32; ORIENTATIONS * width * height];
-        let plane = width * height;
         let per_radian = ORIENTATIONS as f32 / std::f32::consts::TAU;
         for r in 1..height.saturating_sub(1) {
             for c in 1..width.saturating_sub(1) {
@@ -213,8 +230,8 @@ impl Planes {
                 // atan2 of a hair below zero plus 2 pi can round to 2 pi: bin 8 is bin 0.
                 let b0 = (o0 as usize) % ORIENTATIONS;
                 let b1 = (b0 + 1) % ORIENTATIONS;
-                planes[b0 * plane + at] += m * (1.0 - f);
-                planes[b1 * plane + at] += m * f;
+                planes[at * ORIENTATIONS + b0] += m * (1.0 - f);
+                planes[at * ORIENTATIONS + b1] += m * f;
             }
         }
         Self {
@@ -225,56 +242,65 @@ impl Planes {
     }
 
     /// Descriptors (not yet normalised) of windows of side `window` centred at every `(xs[k],
-    /// ys[l])`, rows of `ys` then columns of `xs`, into `out`.
+    /// ys[l])`, rows of `ys` then columns of `xs`, into `out`. Each sum runs over its kernel's
+    /// support alone (the taps where the tent is not zero: the other products are exact zeros,
+    /// which change no sum) and takes the orientations side by side.
     fn grid(&self, window: f32, xs: &[usize], ys: &[usize], out: &mut [f32]) {
         let (taps, kernels) = cell_kernels(window);
+        let support = supports(&kernels, taps);
         let reach = taps / 2;
-        let (width, plane) = (self.width, self.width * self.height);
-        // Along rows: for each orientation, column kernel and image row, the sums at the grid's
-        // columns. rows[((o * CELLS + a) * height + r) * xs.len() + k].
-        let mut rows = vec![0.0f32; ORIENTATIONS * CELLS * self.height * xs.len()];
-        for o in 0..ORIENTATIONS {
-            let p = &self.planes[o * plane..(o + 1) * plane];
-            for r in 0..self.height {
-                let line = &p[r * width..(r + 1) * width];
-                for (k, &x) in xs.iter().enumerate() {
-                    let span = &line[x - reach.min(x)..(x + reach + 1).min(width)];
-                    let skip = reach - reach.min(x);
-                    for a in 0..CELLS {
-                        let kernel = &kernels[a * taps + skip..a * taps + skip + span.len()];
-                        let s: f32 = span.iter().zip(kernel).map(|(v, w)| v * w).sum();
-                        rows[((o * CELLS + a) * self.height + r) * xs.len() + k] = s;
+        let (width, height, nx) = (self.width, self.height, xs.len());
+        const O: usize = ORIENTATIONS;
+        // Along rows: for each column kernel, image row and grid column, the orientations'
+        // sums. rows[((a * height + r) * nx + k) * O + o].
+        let mut rows = vec![0.0f32; CELLS * height * nx * O];
+        for r in 0..height {
+            let line = &self.planes[r * width * O..(r + 1) * width * O];
+            for (k, &x) in xs.iter().enumerate() {
+                // Taps `t` read pixel `x - reach + t`, inside the row.
+                let (first, end) = (reach - reach.min(x), (width + reach - x).min(taps));
+                for (a, &(lo, hi)) in support.iter().enumerate() {
+                    let mut acc = [0.0f32; O];
+                    for t in lo.max(first)..hi.min(end) {
+                        let px = (x + t - reach) * O;
+                        add_weighted(&mut acc, &line[px..px + O], kernels[a * taps + t]);
                     }
+                    let at = ((a * height + r) * nx + k) * O;
+                    rows[at..at + O].copy_from_slice(&acc);
                 }
             }
         }
         // Along columns, at the grid's rows.
-        let mut column = vec![0.0f32; taps];
         for (l, &y) in ys.iter().enumerate() {
-            let top = y - reach.min(y);
-            let bottom = (y + reach + 1).min(self.height);
-            let skip = reach - reach.min(y);
-            for (k, d) in out[l * xs.len() * SIFT_DIMS..(l + 1) * xs.len() * SIFT_DIMS]
+            let (first, end) = (reach - reach.min(y), (height + reach - y).min(taps));
+            for (k, d) in out[l * nx * SIFT_DIMS..(l + 1) * nx * SIFT_DIMS]
                 .chunks_exact_mut(SIFT_DIMS)
                 .enumerate()
             {
-                for o in 0..ORIENTATIONS {
-                    for a in 0..CELLS {
-                        let base = (o * CELLS + a) * self.height;
-                        let n = bottom - top;
-                        for (i, v) in column[..n].iter_mut().enumerate() {
-                            *v = rows[(base + top + i) * xs.len() + k];
+                for a in 0..CELLS {
+                    for (b, &(lo, hi)) in support.iter().enumerate() {
+                        let mut acc = [0.0f32; O];
+                        for t in lo.max(first)..hi.min(end) {
+                            let at = ((a * height + y + t - reach) * nx + k) * O;
+                            add_weighted(&mut acc, &rows[at..at + O], kernels[b * taps + t]);
                         }
-                        for b in 0..CELLS {
-                            let kernel = &kernels[b * taps + skip..b * taps + skip + n];
-                            let s: f32 = column[..n].iter().zip(kernel).map(|(v, w)| v * w).sum();
-                            d[(b * CELLS + a) * ORIENTATIONS + o] = s;
-                        }
+                        let cell = (b * CELLS + a) * O;
+                        d[cell..cell + O].copy_from_slice(&acc);
                     }
                 }
             }
         }
     }
+}
+
+/// Each cell kernel's support: the taps `lo..hi` outside which its weights are zero.
+fn supports(kernels: &[f32], taps: usize) -> [(usize, usize); CELLS] {
+    std::array::from_fn(|a| {
+        let kernel = &kernels[a * taps..(a + 1) * taps];
+        let lo = kernel.iter().position(|&w| w != 0.0).unwrap_or(0);
+        let hi = kernel.iter().rposition(|&w| w != 0.0).map_or(0, |i| i + 1);
+        (lo, hi.max(lo))
+    })
 }
 
 /// The four cells' 1-D weights over the window's pixels: `taps` offsets from `-reach` to
@@ -357,7 +383,6 @@ mod tests {
     /// The definition summed pixel by pixel, for one keypoint (before normalisation).
     fn direct(lum: &Luminance, k: Keypoint) -> Vec<f32> {
         let planes = Planes::of(lum);
-        let plane = lum.width * lum.height;
         let h = k.window / CELLS as f32;
         let mut d = vec![0.0f32; SIFT_DIMS];
         for r in 0..lum.height {
@@ -375,7 +400,7 @@ mod tests {
                         }
                         for o in 0..ORIENTATIONS {
                             d[(b * CELLS + a) * ORIENTATIONS + o] +=
-                                w * planes.planes[o * plane + r * lum.width + c];
+                                w * planes.planes[(r * lum.width + c) * ORIENTATIONS + o];
                         }
                     }
                 }

@@ -11,5 +11,4 @@ pub use self::classify::classify;
 pub use self::confusion::Confusion;
 pub use self::evaluate::{Scores, evaluate, evaluate_on};
 pub(crate) use self::records::read_encoding;
-pub(crate) use self::train::C_GRID;
 pub use self::train::{train, train_on};

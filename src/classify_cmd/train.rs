@@ -17,9 +17,6 @@ use super::records::{mirror_rows, read_encoding};
 use super::split::{Pairs, spec_of, split_rows};
 use crate::settings::TrainSettings;
 
-/// C values tried by cross-validation (the scale of scikit-learn's usual grid).
-pub(crate) const C_GRID: [f64; 5] = [0.01, 0.1, 1.0, 10.0, 100.0];
-
 /// `vocab train`, reporting to `out`; a bar counts the fits (each fold at each C of the grid,
 /// then the final model).
 pub fn train(
@@ -74,7 +71,7 @@ pub fn train_on(
     let data = Labelled::with_copies(&x, &y, &copy_of)?;
     let fits = match args.c {
         Some(_) => 1,
-        None => args.cv.max(2) * C_GRID.len() + 1,
+        None => args.cv.max(2) * args.c_grid.len() + 1,
     };
     let bar = ui.bar(fits as u64, &args.attribute);
     let (classifier, c, cv_accuracy) = fit(args, (&data, &x, &y), &labels.classes, &bar)?;
@@ -180,7 +177,7 @@ fn solver_rows(
 }
 
 /// The model's SVM over the solver's rows `x` of classes `y` (`data`, with their copies): at
-/// `--c`, or at the C of [`C_GRID`] that cross-validation over `--cv` folds chooses, the folds'
+/// `--c`, or at the C of `--c-grid` that cross-validation over `--cv` folds chooses, the folds'
 /// duals at that C starting the fit on every row. `bar` counts the fits. Returns the
 /// classifier, its C and, when chosen, the cross-validated accuracy.
 fn fit(
@@ -199,7 +196,7 @@ fn fit(
             let chosen = choose_c(
                 data,
                 classes,
-                &C_GRID,
+                &args.c_grid,
                 args.cv,
                 args.split_seed,
                 args.solver,

@@ -133,7 +133,8 @@ pub(super) fn encode_rules(config: &Config, at: &ConfigText) -> anyhow::Result<(
 /// attribute named `path`.
 pub(super) fn classify_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()> {
     let (d, e) = (&config.dataset, &config.encode);
-    settings::svm_rules(None, config.classify.cv, config.classify.map_order)
+    let cv = (config.classify.cv, config.classify.c_grid.as_slice());
+    settings::svm_rules(None, cv, config.classify.map_order)
         .map_err(|e| at.invalid("classify", e))?;
     let c = &config.classify;
     settings::protocol_rules(c.trials, c.train_per_class, d.test.is_some())

@@ -4,6 +4,14 @@ use serde::{Deserialize, Serialize};
 use vocab_pipeline::kernel_map::Mapping;
 use vocab_pipeline::svm::Solver;
 
+/// The C values tried by cross-validation unless told (the scale of scikit-learn's usual grid).
+pub const DEFAULT_C_GRID: [f64; 5] = [0.01, 0.1, 1.0, 10.0, 100.0];
+
+/// Whether `grid` is [`DEFAULT_C_GRID`] (left out of serialized settings, so keys stay the same).
+fn is_default_grid(grid: &Vec<f64>) -> bool {
+    grid.as_slice() == DEFAULT_C_GRID
+}
+
 /// How the SVMs are trained and scored: `vocab train`'s options and a config's `[classify]`,
 /// the same type. The config's protocol (attributes, split, trials, mirror images) is its own.
 #[derive(Debug, Clone, PartialEq, clap::Args, Deserialize, Serialize)]
@@ -33,6 +41,11 @@ pub struct ClassifyOptions {
     /// Folds of the cross-validation that chooses C on the training photos.
     #[arg(long, value_name = "FOLDS", default_value_t = ClassifyOptions::default().cv)]
     pub cv: usize,
+    /// The C values the cross-validation chooses among (1 to 16, positive).
+    #[arg(long, value_name = "C,C", value_delimiter = ',',
+          default_values_t = ClassifyOptions::default().c_grid)]
+    #[serde(skip_serializing_if = "is_default_grid")]
+    pub c_grid: Vec<f64>,
     /// Solver: dcd (dual coordinate descent, liblinear's; fast) or linfa (linfa-svm's SMO;
     /// builds an n x n kernel matrix, for small sets and cross-checks).
     #[arg(long, value_enum, default_value_t = ClassifyOptions::default().solver)]
@@ -63,6 +76,7 @@ impl Default for ClassifyOptions {
             train_per_class: None,
             trials: 1,
             cv: 5,
+            c_grid: DEFAULT_C_GRID.to_vec(),
             solver: Solver::Dcd,
             kernel_map: Mapping::None,
             map_order: 3,

@@ -16,7 +16,7 @@ mod kmeans;
 mod mixture;
 mod values;
 
-pub use classify::ClassifyOptions;
+pub use classify::{ClassifyOptions, DEFAULT_C_GRID};
 pub use dataset::SyntheticOptions;
 pub use encode::EncodeOptions;
 pub use features::FeaturesOptions;

@@ -37,7 +37,7 @@ pub(super) fn print_time(config: &Config, e: &Estimate<'_>, trials: usize) -> an
     let patches =
         ((width - side) / stride + 1.0).max(0.0) * ((height - side) / stride + 1.0).max(0.0);
     let encoding = config.encode_params()?;
-    let fits = (config.classify.cv.max(2) * crate::classify_cmd::C_GRID.len() + 1) as f64;
+    let fits = (config.classify.cv.max(2) * config.classify.c_grid.len() + 1) as f64;
     let (mut kmeans, mut encode, mut svm) = (0.0, 0.0, 0.0);
     let fisher = config.fisher();
     for &(k, iteration) in e.per_iteration {

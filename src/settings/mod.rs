@@ -65,9 +65,19 @@ mod tests {
             .params_for(None)
             .is_err()
         );
-        assert!(svm_rules(None, 1, 3).is_err());
-        assert!(svm_rules(Some(0.0), 1, 3).is_err());
-        assert!(svm_rules(Some(1.0), 1, 3).is_ok());
+        let grid = crate::options::DEFAULT_C_GRID;
+        assert!(svm_rules(None, (1, &grid), 3).is_err());
+        assert!(svm_rules(Some(0.0), (1, &grid), 3).is_err());
+        assert!(svm_rules(Some(1.0), (1, &grid), 3).is_ok());
+        let e = svm_rules(None, (5, &[1.0, 1.0]), 3).expect_err("twice");
+        assert_eq!(
+            e.to_string(),
+            "c_grid = 1,1: must be distinct positive numbers"
+        );
+        assert!(svm_rules(None, (5, &[1.0, -1.0]), 3).is_err());
+        assert!(svm_rules(None, (5, &[]), 3).is_err());
+        assert!(svm_rules(None, (5, &[1.0; 17]), 3).is_err());
+        assert!(svm_rules(None, (5, &[100.0, 1000.0]), 3).is_ok());
         let rules = |k, iterations, tol| {
             kmeans_rules(
                 k,

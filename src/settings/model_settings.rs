@@ -63,6 +63,8 @@ pub struct TrainSettings {
     pub c: Option<f64>,
     /// Folds of the cross-validation.
     pub cv: usize,
+    /// The C values it chooses among.
+    pub c_grid: Vec<f64>,
     /// Solver.
     pub solver: Solver,
     /// Which photos train.
@@ -88,8 +90,30 @@ pub enum Split {
     File(PathBuf),
 }
 
-/// The SVM rules a config can break (`c = None`: chosen by cross-validation over `cv` folds).
-pub fn svm_rules(c: Option<f64>, cv: usize, map_order: usize) -> Result<(), Invalid> {
+/// Most C values a cross-validation chooses among.
+pub const MAX_C_GRID: usize = 16;
+
+/// The SVM rules a config can break (`c = None`: chosen by cross-validation over `cv` folds
+/// among `c_grid`, 1 to [`MAX_C_GRID`] distinct positive numbers).
+pub fn svm_rules(
+    c: Option<f64>,
+    (cv, c_grid): (usize, &[f64]),
+    map_order: usize,
+) -> Result<(), Invalid> {
+    let shown = || {
+        let values: Vec<String> = c_grid.iter().map(f64::to_string).collect();
+        values.join(",")
+    };
+    if c_grid.is_empty() || c_grid.len() > MAX_C_GRID {
+        let rule = format!("must be 1 to {MAX_C_GRID} values");
+        return Err(Invalid::new("c_grid", shown(), rule));
+    }
+    let positive = c_grid.iter().all(|c| c.is_finite() && *c > 0.0);
+    let distinct = (c_grid.iter().enumerate()).all(|(i, a)| !c_grid[..i].contains(a));
+    if !positive || !distinct {
+        let rule = "must be distinct positive numbers";
+        return Err(Invalid::new("c_grid", shown(), rule));
+    }
     match c {
         Some(c) if !(c.is_finite() && c > 0.0) => {
             return Err(Invalid::new("c", c, "must be a positive number"));
@@ -127,7 +151,8 @@ impl TrainSettings {
                 "is the --histograms file; give the histograms of `vocab encode --mirror`",
             ));
         }
-        svm_rules(args.c, args.options.cv, args.options.map_order)?;
+        let cv = (args.options.cv, args.options.c_grid.as_slice());
+        svm_rules(args.c, cv, args.options.map_order)?;
         let split = match (&args.split, args.holdout) {
             (Some(path), _) => Split::File(path.clone()),
             (None, Some(h)) if h > 0.0 && h < 1.0 => Split::Holdout(h),
@@ -147,6 +172,7 @@ impl TrainSettings {
             attribute: args.attribute.clone(),
             c: args.c,
             cv: args.options.cv,
+            c_grid: args.options.c_grid.clone(),
             solver: args.options.solver,
             split,
             split_seed: args.options.split_seed,

@@ -236,3 +236,43 @@ fn a_model_is_checked_before_it_is_used() {
     );
     assert!(err.contains("is a FIFO"), "{err}");
 }
+
+#[test]
+fn the_cross_validation_chooses_c_among_the_grid_it_is_given() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, hist, labels, _) = odd_model(dir.path());
+    let train = |grid: &str| {
+        vocab(&[
+            "train",
+            "--histograms",
+            s(&hist),
+            "--labels",
+            s(&labels),
+            "--attribute",
+            "kind",
+            "--cv",
+            "2",
+            "--c-grid",
+            grid,
+            "--out",
+            s(&dir.path().join("g.json")),
+        ])
+    };
+    let one = train("7");
+    let said = String::from_utf8_lossy(&one.stdout);
+    assert!(
+        one.status.success() && said.contains("C = 7 (cv accuracy"),
+        "{said}"
+    );
+    for bad in ["1,1", "0", "1,-2"] {
+        let refused = train(bad);
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success()
+                && err.contains(&format!(
+                    "--c-grid {bad}: must be distinct positive numbers"
+                )),
+            "{bad}: {err}"
+        );
+    }
+}

@@ -109,7 +109,11 @@ impl Stage for Svm<'_> {
             json!(self.seed),
             json!(c.solver),
         ];
-        // Keys of runs without a kernel map or a test folder stay what they were.
+        // Keys of runs without a kernel map, a test folder or another C grid stay what they
+        // were.
+        if c.c_grid.as_slice() != crate::options::DEFAULT_C_GRID {
+            key.push(json!(["c_grid", c.c_grid]));
+        }
         if c.kernel_map != Mapping::None {
             key.push(json!([c.kernel_map, c.map_order]));
         }
@@ -132,6 +136,7 @@ impl Stage for Svm<'_> {
             attribute: self.attribute.to_string(),
             c: None,
             cv: c.cv,
+            c_grid: c.c_grid.clone(),
             solver: c.solver,
             split: match self.test {
                 Some(_) => Split::All,
