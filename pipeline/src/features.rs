@@ -203,7 +203,8 @@ impl FeatureParams {
             Sampling::Dense { stride } => stride.max(1) as u64,
             Sampling::Random { .. } => SIFT_SAMPLE_STEP as u64,
         };
-        let keypoints = (self.max_pixels / (step * step) + 1)
+        let keypoints = (self.max_pixels / step.saturating_mul(step).max(1))
+            .saturating_add(1)
             .saturating_mul(SIFT_WINDOWS.len() as u64)
             .saturating_mul((crate::sift::SIFT_DIMS * 4 + 12) as u64);
         self.max_pixels

@@ -20,6 +20,9 @@ use crate::encode::{EncodeParamsError, Encoding, encode_from};
 use crate::features::{FeatureSummary, FeaturesError, Outcome, Progress, Source, manifest_path};
 use crate::image_io::{Collection, CollectionError};
 
+/// Most values a joined vector may hold: 2^28 (1 GiB of `f32` a photo).
+pub const MAX_JOINED_VALUES: usize = 1 << 28;
+
 /// What stops a join.
 #[derive(Debug, Error)]
 pub enum JoinError {
@@ -49,6 +52,19 @@ pub enum JoinError {
         /// The first difference.
         why: String,
     },
+    /// A part's vectors are not as long as its record says.
+    #[error("{path}: vectors of {values} values, its record's encoding makes {record}")]
+    Length {
+        /// The part's file.
+        path: PathBuf,
+        /// Values of its first vector.
+        values: usize,
+        /// Values its record says.
+        record: usize,
+    },
+    /// The joined vector would be longer than a photo's row may be.
+    #[error("cannot join {0}: the joined vector would pass {MAX_JOINED_VALUES} values")]
+    TooLong(String),
     /// A part's histograms cannot be read.
     #[error(transparent)]
     Histograms(#[from] ClassifyError),
@@ -168,18 +184,36 @@ pub fn join(
     // join reads no photo).
     let root = parts[0].0.parent().filter(|p| !p.as_os_str().is_empty());
     let collection = Collection::listed(root.unwrap_or(Path::new(".")), photos)?;
+    // Each part's vectors are as long as its record says (checked on its first row before a
+    // byte is written), and the joined vector within what a photo's row may hold.
+    let lens: Vec<usize> = parts.iter().map(|(_, e)| e.len()).collect();
+    for ((path, _), &len) in parts.iter().zip(&lens) {
+        if let Some((_, _, row)) = HistogramReader::open(path)?.next_row()?
+            && row.len() != len
+        {
+            return Err(JoinError::Length {
+                path: path.to_path_buf(),
+                values: row.len(),
+                record: len,
+            });
+        }
+    }
+    let total = (lens.iter())
+        .try_fold(0usize, |sum, &len| sum.checked_add(len))
+        .filter(|&total| total <= MAX_JOINED_VALUES)
+        .ok_or_else(|| JoinError::TooLong(names()))?;
     let readers = (parts.iter())
         .map(|(p, _)| HistogramReader::open(p))
         .collect::<Result<Vec<_>, _>>()?;
     let mut source = Joining {
         parts: parts.iter().map(|(p, _)| p.to_path_buf()).collect(),
-        lens: parts.iter().map(|(_, e)| e.len()).collect(),
+        lens,
         weight: record.part_weight(),
         listed,
         readers,
         batch: 64,
     };
-    let summary = encode_from(&collection, record.len(), out, &mut source, progress)?;
+    let summary = encode_from(&collection, total, out, &mut source, progress)?;
     Ok((summary, record))
 }
 
@@ -198,6 +232,7 @@ impl Joining {
     /// The outcome of the photo `id`: its parts' vectors joined, or the first reason a part
     /// skipped it. Every part that encoded it gives its next row, which must be that photo's.
     fn photo(&mut self, id: u32) -> Result<Outcome<Vec<f32>>, JoinError> {
+        // (Within MAX_JOINED_VALUES: checked before the join began.)
         let mut value = Vec::with_capacity(self.lens.iter().sum());
         let mut skipped = None;
         let mut size = (0, 0);

@@ -97,6 +97,17 @@ pub fn classify(args: &ClassifySettings, ui: &Ui) -> anyhow::Result<()> {
             described(&enc)
         );
     }
+    // A part of descriptors made elsewhere needs their folder: said before any photo is read.
+    if foreign.is_none()
+        && let Some(part) = enc.parts().find(|p| p.params().foreign)
+    {
+        bail!(
+            "model {} was trained on descriptors made elsewhere ({} values): give the photos' \
+             own with --from DIR",
+            args.model.display(),
+            part.params().dims
+        );
+    }
     let mut parts = Vec::new();
     for (i, part) in enc.parts().enumerate() {
         let hist = tmp.path().join(format!("part-{i}.bin"));

@@ -95,7 +95,7 @@ pub(super) fn dictionary_rules(config: &Config, at: &ConfigText) -> anyhow::Resu
             // Descriptors made elsewhere: their dimension is known when their files are read.
             let dims = match config.features.from {
                 Some(_) => vocab_pipeline::descriptors::MAX_DIMS,
-                None => vocab_pipeline::hog::DIMS,
+                None => config.features.descriptor.dims(),
             };
             m.params(g)
                 .check_for(u64::MAX, dims)
@@ -225,6 +225,11 @@ pub(super) fn join_rules(config: &Config, at: &ConfigText) -> anyhow::Result<()>
         if let Err(e) = checked {
             return Err(at.fail("join", e.key, &e.to_string()));
         }
+        // Its dictionaries' rules over its own descriptor (a mixture's principal components).
+        dictionary_rules(part, at).map_err(|e| {
+            let descriptor = part.features.descriptor.name();
+            e.context(format!("the [[join]] part of {descriptor}"))
+        })?;
     }
     Ok(())
 }

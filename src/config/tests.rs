@@ -62,6 +62,21 @@ fn the_descriptor_is_the_samples_and_the_encodings_alike() {
         err.contains("[features] patch") && err.contains("dense SIFT"),
         "{err}"
     );
+    // A mixture's principal components within SIFT's 128 values, the run's own or a part's.
+    let fisher = "[encode]\nmethod = \"fisher\"\n[mixture]\ncomponents = [4]\npca_dims = 200\n";
+    let sift = "[features]\ndescriptor = \"sift\"\n";
+    let err = load_text(&format!("{base}{sift}{fisher}"))
+        .expect_err("own")
+        .to_string();
+    assert!(err.contains("pca_dims"), "{err}");
+    let joined = "[[join]]\ndescriptor = \"sift\"\n";
+    load_text(&format!("{base}{fisher}")).expect("HOG's 512 hold 200");
+    let err = load_text(&format!("{base}{fisher}{joined}")).expect_err("part");
+    let err = format!("{err:#}");
+    assert!(
+        err.contains("pca_dims") && err.contains("the [[join]] part of sift"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -93,6 +93,13 @@ pub fn print(
             from.display()
         );
     }
+    if config.features.descriptor == vocab_pipeline::features::Descriptor::Sift {
+        println!(
+            "    dense SIFT: the times below are reckoned at HOG's rates and patch counts (on the \
+             15-Scene stand-in, SIFT every 8 px encoded in 1.1x the time of HOG's setting: \
+             eval/scene15-run/field-protocol.md)"
+        );
+    }
     print_joined(config);
     print_sample(config, engine, n, nodes, link)?;
     let iterations = if config.fisher() {

@@ -234,6 +234,23 @@ fn parts_that_do_not_join_are_refused_and_nothing_is_written() {
     let err = fails(&["join", s(&h), "--out", s(&out)]);
     assert!(err.contains("2 values required"), "{err}");
     assert!(!out.exists());
-    // The mirror images of the photos join, into their own file.
+    // The mirror images of the photos join, into their own file; a joined file is not a part
+    // (its vectors are weighed already).
     ok(&["join", s(&hm), s(&path("sm.bin")), "--out", s(&out)]);
+    // A part whose record says another length than its vectors hold.
+    let record = std::fs::read_to_string(path("s.bin.encoding.json")).expect("record");
+    std::fs::write(
+        path("bare.bin.encoding.json"),
+        record.replace("\"k\": 2", "\"k\": 3"),
+    )
+    .expect("record");
+    let err = join(&[s(&h), s(&path("bare.bin"))]);
+    assert!(
+        err.contains("vectors of 160 values, its record's encoding makes 240"),
+        "{err}"
+    );
+    let again = path("again.bin");
+    let err = fails(&["join", s(&out), s(&hm), "--out", s(&again)]);
+    assert!(err.contains("must be encodings of their own"), "{err}");
+    assert!(!again.exists());
 }

@@ -87,7 +87,7 @@ pub enum EncodeParamsError {
     PartsMirrored,
     /// A joined encoding of more than one part of descriptors made elsewhere.
     PartsForeign,
-    /// A joined encoding's part that is itself joined (a record read back).
+    /// A joined encoding's part that is itself joined.
     PartsNested,
     /// A VLAD or Fisher vector past [`MAX_VLAD_VALUES`] values.
     VladTooLong {
@@ -216,7 +216,9 @@ impl Broken for EncodeParamsError {
             Self::PartsForeign => "may hold one encoding of descriptors made elsewhere: vocab \
                  classify reads one folder of them (--from)"
                 .into(),
-            Self::PartsNested => "must list the parts, each an encoding of its own".into(),
+            Self::PartsNested => "must be encodings of their own: a joined one's vectors are \
+                 weighed already (join its parts with the others instead)"
+                .into(),
             Self::FisherSearch => "searches no word: drop the kernel and assign settings".into(),
             Self::FisherDims(None) => {
                 "encodes over a mixture: its projected dims come from the mixture file".into()

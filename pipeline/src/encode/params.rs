@@ -53,16 +53,15 @@ impl Encoding {
         })
     }
 
-    /// `parts` joined in one vector a photo, in their order (a joined part's own parts in
-    /// its place): 2 to [`MAX_PARTS`] encodings of the photos all as they are or all mirrored,
-    /// at most one of descriptors made elsewhere (`vocab classify` is given one folder).
+    /// `parts` joined in one vector a photo, in their order: 2 to [`MAX_PARTS`] encodings of
+    /// their own (a joined one's vectors are weighed already: its parts are joined instead),
+    /// of the photos all as they are or all mirrored, at most one of descriptors made
+    /// elsewhere (`vocab classify` is given one folder).
     pub fn joined(parts: Vec<Encoding>) -> Result<Self, EncodeParamsError> {
-        let mut flat = Vec::new();
-        for mut part in parts {
-            let rest = std::mem::take(&mut part.joined);
-            flat.push(part);
-            flat.extend(rest);
+        if parts.iter().any(Encoding::is_joined) {
+            return Err(EncodeParamsError::PartsNested);
         }
+        let mut flat = parts;
         if !(2..=MAX_PARTS).contains(&flat.len()) {
             return Err(EncodeParamsError::Parts(flat.len()));
         }
@@ -875,10 +874,13 @@ mod tests {
         assert!((joined.part_weight() - 0.5f32.sqrt()).abs() < 1e-7);
         assert_eq!(hog.part_weight(), 1.0);
         assert_eq!(joined.alone(), hog);
-        // A joined part's parts take its place.
-        let three = Encoding::joined(vec![joined.clone(), hog.clone()]).expect("three");
-        let vocabularies: Vec<&str> = three.parts().map(Encoding::vocabulary).collect();
-        assert_eq!(vocabularies, ["h.json", "s.json", "h.json"]);
+        // A joined encoding is not a part: its vectors are weighed already.
+        assert_eq!(
+            Encoding::joined(vec![joined.clone(), hog.clone()]),
+            Err(EncodeParamsError::PartsNested)
+        );
+        let vocabularies: Vec<&str> = joined.parts().map(Encoding::vocabulary).collect();
+        assert_eq!(vocabularies, ["h.json", "s.json"]);
         let text = serde_json::to_string(&joined).expect("json");
         let read: Encoding = serde_json::from_str(&text).expect("read back");
         assert_eq!(read, joined);
@@ -913,7 +915,11 @@ mod tests {
         );
         let nested = text.replacen("\"joined\":[", &format!("\"joined\":[{text},"), 1);
         let err = serde_json::from_str::<Encoding>(&nested).expect_err("nested");
-        assert!(err.to_string().contains("joined = a part joined"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("joined = a part joined: must be encodings of their own"),
+            "{err}"
+        );
         // A part read back is checked by the rules of its own.
         let broken = text.replace("\"k\":8", "\"k\":8,\"strips\":1");
         let err = serde_json::from_str::<Encoding>(&broken).expect_err("strips");
