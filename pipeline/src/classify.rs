@@ -564,13 +564,8 @@ impl ModelFile {
         }
         let len = c.models[0].w.len();
         let want = self.encoding.as_ref().map(|e| {
-            // Each part's values per cell (k, or k x 512 for VLAD) over its pyramid's cells.
-            let hist = e.parts().try_fold(0usize, |sum, p| {
-                (p.params().method.cell_len(p.k(), p.params().dims))
-                    .checked_mul(p.params().pyramid().cells())
-                    .and_then(|len| sum.checked_add(len))
-            });
-            hist.and_then(|h| h.checked_mul(self.kernel_map.map_or(1, |m| m.mapped_len(1))))
+            let map = self.kernel_map.map_or(1, |m| m.mapped_len(1));
+            e.checked_len().and_then(|h| h.checked_mul(map))
         });
         if let Some(want) = want
             && want != Some(len)

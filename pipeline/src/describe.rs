@@ -51,15 +51,14 @@ pub fn range(
     params: &FeatureParams,
     range: Range<usize>,
 ) -> Vec<Outcome<Described>> {
-    match (params.descriptor, params.sift()) {
-        (Descriptor::Hog, _) => describe_patches(collection, params, range),
-        (Descriptor::Sift, Ok(sift)) => {
-            let origin = Origin::Sift(params, &sift);
-            descriptors::sample_range(collection, origin, params.draw(), range)
+    match params.descriptor {
+        Descriptor::Hog => describe_patches(collection, params, range),
+        Descriptor::Sift => {
+            let draw = params.draw();
+            let compute = |_: &mut Describers, photo: &Photo, size, k: &Keypoints| {
+                descriptors::sampled(photo, size, k, draw)
+            };
+            descriptors::sift_range(collection, params, range, &compute)
         }
-        // Checked with the params (a grid step of at least 1): every photo says why.
-        (Descriptor::Sift, Err(e)) => (collection.photos().get(range).unwrap_or_default().iter())
-            .map(|_| Outcome::Skipped(e.to_string()))
-            .collect(),
     }
 }

@@ -338,6 +338,23 @@ pub(crate) fn compute_range<T: Send>(
         .collect()
 }
 
+/// [`compute_range`] of dense SIFT's keypoints as `params` lay them out ([`Origin::Sift`]);
+/// every photo skipped with the reason when they lay out no grid (the params' own rules refuse
+/// that first: a grid step of at least 1).
+pub(crate) fn sift_range<T: Send>(
+    collection: &Collection,
+    params: &FeatureParams,
+    range: Range<usize>,
+    compute: &Compute<'_, T>,
+) -> Vec<Outcome<T>> {
+    match params.sift() {
+        Ok(sift) => compute_range(collection, Origin::Sift(params, &sift), range, compute),
+        Err(e) => (collection.photos().get(range).unwrap_or_default().iter())
+            .map(|_| Outcome::Skipped(e.to_string()))
+            .collect(),
+    }
+}
+
 /// `reason` naming the file at `path` as `name` (its path under the folder the stage was
 /// given): a skipped manifest reads the same however that folder was spelt, here or on nodes.
 fn named(reason: String, path: &Path, name: &str) -> String {

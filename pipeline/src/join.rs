@@ -187,8 +187,11 @@ pub fn join(
     // Each part's vectors are as long as its record says (checked on its first row before a
     // byte is written), and the joined vector within what a photo's row may hold.
     let lens: Vec<usize> = parts.iter().map(|(_, e)| e.len()).collect();
+    let mut readers = Vec::with_capacity(parts.len());
     for ((path, _), &len) in parts.iter().zip(&lens) {
-        if let Some((_, _, row)) = HistogramReader::open(path)?.next_row()?
+        let mut reader = HistogramReader::open(path)?;
+        let first = reader.next_row()?;
+        if let Some((_, _, row)) = &first
             && row.len() != len
         {
             return Err(JoinError::Length {
@@ -197,14 +200,12 @@ pub fn join(
                 record: len,
             });
         }
+        readers.push((reader, first));
     }
     let total = (lens.iter())
         .try_fold(0usize, |sum, &len| sum.checked_add(len))
         .filter(|&total| total <= MAX_JOINED_VALUES)
         .ok_or_else(|| JoinError::TooLong(names()))?;
-    let readers = (parts.iter())
-        .map(|(p, _)| HistogramReader::open(p))
-        .collect::<Result<Vec<_>, _>>()?;
     let mut source = Joining {
         parts: parts.iter().map(|(p, _)| p.to_path_buf()).collect(),
         lens,
@@ -217,6 +218,9 @@ pub fn join(
     Ok((summary, record))
 }
 
+/// A photo's row of a part: its picture id, path and vector.
+type Row = (u32, String, Vec<f32>);
+
 /// The joined vectors, a batch of photos at a time, read from the parts in lockstep.
 struct Joining {
     parts: Vec<PathBuf>,
@@ -224,7 +228,8 @@ struct Joining {
     lens: Vec<usize>,
     weight: f32,
     listed: Vec<Listed>,
-    readers: Vec<HistogramReader>,
+    /// Each part's reader, and its row read ahead (the first, read to check its length).
+    readers: Vec<(HistogramReader, Option<Row>)>,
     batch: usize,
 }
 
@@ -240,7 +245,11 @@ impl Joining {
             let part = &self.parts[i];
             match listed.photos.get(&id).map(|(_, done)| done) {
                 Some(Ok(sides)) => {
-                    let row = self.readers[i].next_row()?;
+                    let (reader, ahead) = &mut self.readers[i];
+                    let row = match ahead.take() {
+                        Some(row) => Some(row),
+                        None => reader.next_row()?,
+                    };
                     let (got, _, values) = row.ok_or_else(|| JoinError::Manifest {
                         path: manifest_path(part, "images.csv"),
                         message: format!("lists picture {id}, {} ends before it", part.display()),

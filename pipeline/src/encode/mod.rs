@@ -449,33 +449,13 @@ impl Encoder {
         range: Range<usize>,
     ) -> Vec<Outcome<Vec<f32>>> {
         if self.params.features.descriptor == Descriptor::Sift {
-            return match self.params.features.sift() {
-                Ok(sift) => self.origin_range(
-                    collection,
-                    Origin::Sift(&self.params.features, &sift),
-                    range,
-                ),
-                // Checked with the params (a grid step of at least 1): every photo says why.
-                Err(e) => (collection.photos().get(range).unwrap_or_default().iter())
-                    .map(|_| Outcome::Skipped(e.to_string()))
-                    .collect(),
-            };
+            let compute =
+                |ds: &mut Describers, _: &Photo, size, k: &Keypoints| self.keypoints(ds, size, k);
+            let features = &self.params.features;
+            return crate::descriptors::sift_range(collection, features, range, &compute);
         }
         let compute = |ds: &mut Describers, p: &Photo, l: &Luminance, d| self.compute(ds, p, l, d);
         compute_range(collection, &self.params.features, range, &compute)
-    }
-
-    /// [`Encoder::encode_range`] of keypoints from `origin`.
-    fn origin_range(
-        &self,
-        collection: &Collection,
-        origin: Origin<'_>,
-        range: Range<usize>,
-    ) -> Vec<Outcome<Vec<f32>>> {
-        let compute = |ds: &mut Describers, _: &Photo, size: (usize, usize), k: &Keypoints| {
-            self.keypoints(ds, size, k)
-        };
-        crate::descriptors::compute_range(collection, origin, range, &compute)
     }
 
     /// [`Encoder::encode_range`] from descriptors made elsewhere (`foreign`, of the params'
@@ -486,7 +466,10 @@ impl Encoder {
         foreign: &Foreign,
         range: Range<usize>,
     ) -> Vec<Outcome<Vec<f32>>> {
-        self.origin_range(collection, Origin::Files(foreign, self.params.dims), range)
+        let compute =
+            |ds: &mut Describers, _: &Photo, size, k: &Keypoints| self.keypoints(ds, size, k);
+        let origin = Origin::Files(foreign, self.params.dims);
+        crate::descriptors::compute_range(collection, origin, range, &compute)
     }
 }
 

@@ -99,11 +99,17 @@ impl Encoding {
     }
 
     /// Values a photo's vector holds: every part's (saturating: a record read back may name
-    /// any number of words).
+    /// any number of words; [`Encoding::checked_len`] says when it would not fit).
     pub fn len(&self) -> usize {
-        self.parts().fold(0usize, |sum, p| {
+        self.checked_len().unwrap_or(usize::MAX)
+    }
+
+    /// [`Encoding::len`], or `None` when it passes what a `usize` counts.
+    pub fn checked_len(&self) -> Option<usize> {
+        self.parts().try_fold(0usize, |sum, p| {
             let cell = p.params.method.cell_len(p.k, p.params.dims);
-            sum.saturating_add(cell.saturating_mul(p.params.pyramid().cells()))
+            cell.checked_mul(p.params.pyramid().cells())
+                .and_then(|len| sum.checked_add(len))
         })
     }
 
